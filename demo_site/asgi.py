@@ -1,0 +1,33 @@
+"""ASGI entry point: the MCP endpoint (a Channels consumer) in front of Django.
+
+Run with ``daphne demo_site.asgi:application`` (or ``python manage.py runserver``,
+which uses daphne because it is first in INSTALLED_APPS), or with
+``uvicorn demo_site.asgi:application``.
+"""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demo_site.settings")
+
+# Set Django up (apps, settings) before importing anything that touches models.
+django_asgi_app = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.urls import re_path  # noqa: E402
+
+import mcp_tools.routing  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": URLRouter(
+            [
+                # MCP_TOOLS["PATH"] (default /mcp): every MCP transport lives here.
+                *mcp_tools.routing.http_urlpatterns(),
+                # Everything else: the ordinary Django site (admin, index page).
+                re_path(r"", django_asgi_app),
+            ]
+        ),
+    }
+)

@@ -1,0 +1,223 @@
+"""Settings of the ``mcp_tools`` demo project.
+
+Everything works out of the box with embedded defaults (SQLite, in-memory
+channel layer, local-memory cache). The environment switches to real
+services:
+
+``DATABASE_URL``
+    e.g. ``postgres://user:pass@localhost:5432/mcp_demo`` (needs ``dj-database-url``
+    and ``psycopg``).
+``REDIS_URL``
+    e.g. ``redis://localhost:6379/0``: the cache (``django-redis``), the channel
+    layer (``channels-redis``) and the Celery broker.
+``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``
+    The usual deployment settings (``DJANGO_ALLOWED_HOSTS`` is a comma list).
+``MCP_ALLOW_ANONYMOUS``
+    Serve MCP callers that present no credentials (default: off).
+``MCP_CONFORMANCE=1``
+    Install the fixture tools of the MCP conformance suite
+    (``demo_site.conformance``) and allow anonymous callers.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name: str) -> list[str]:
+    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+
+
+# --------------------------------------------------------------------------
+# Core
+# --------------------------------------------------------------------------
+SECRET_KEY = os.environ.get(
+    "DJANGO_SECRET_KEY",
+    "django-insecure-mcp-tools-demo-key-change-me-0123456789abcdefghijklmnop",
+)
+DEBUG = env_bool("DJANGO_DEBUG", True)
+ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]", *env_list("DJANGO_ALLOWED_HOSTS")]
+
+# The conformance suite's fixture tools (see demo_site/conformance/mcp_tools.py).
+MCP_CONFORMANCE_FIXTURES = env_bool("MCP_CONFORMANCE", False)
+
+INSTALLED_APPS = [
+    "daphne",  # first: its runserver serves the ASGI application
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "mcp_tools",
+    "demo_site.inventory",
+]
+if MCP_CONFORMANCE_FIXTURES:
+    INSTALLED_APPS.append("demo_site.conformance")
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "demo_site.urls"
+ASGI_APPLICATION = "demo_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --------------------------------------------------------------------------
+# Database
+# --------------------------------------------------------------------------
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": BASE_DIR / "db.sqlite3",
+        "OPTIONS": {
+            # Wait for a competing writer instead of failing at once.
+            "timeout": 20,
+            # WAL lets readers proceed while one connection writes (Django 5.1+).
+            "init_command": "PRAGMA journal_mode=WAL;PRAGMA synchronous=NORMAL;",
+            # Take the write lock when a transaction starts, so two concurrent
+            # transactions never deadlock upgrading a read lock (Django 5.1+).
+            "transaction_mode": "IMMEDIATE",
+        },
+    }
+}
+
+DATABASE_URL = os.environ.get("DATABASE_URL")
+if DATABASE_URL:
+    try:
+        import dj_database_url
+    except ImportError as exc:  # pragma: no cover - configuration error
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            "DATABASE_URL is set but dj-database-url is not installed: pip install 'django-mcp-tools[postgres]'"
+        ) from exc
+    DATABASES["default"] = dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True)
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --------------------------------------------------------------------------
+# Cache, channel layer, Celery
+# --------------------------------------------------------------------------
+REDIS_URL = os.environ.get("REDIS_URL")
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"},
+        }
+    }
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+    # Read by a Celery app configured with config_from_object("django.conf:settings", namespace="CELERY").
+    CELERY_BROKER_URL = REDIS_URL
+    CELERY_RESULT_BACKEND = REDIS_URL
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": "mcp-tools-demo",
+        }
+    }
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --------------------------------------------------------------------------
+# Authentication: DRF tokens for MCP clients, sessions for the admin
+# --------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+}
+
+LOGIN_URL = "/admin/login/"
+
+# --------------------------------------------------------------------------
+# mcp_tools
+# --------------------------------------------------------------------------
+MCP_TOOLS = {
+    "ALLOW_ANONYMOUS": env_bool("MCP_ALLOW_ANONYMOUS", False) or MCP_CONFORMANCE_FIXTURES,
+    "SERVER_NAME": "mcp-tools-demo",
+    "INSTRUCTIONS": (
+        "Inventory of a small shop. Use search_products to find products by name or SKU, "
+        "restock to add stock (needs the inventory.change_product permission), and deploy "
+        "to run an interactive deployment that asks the user for the target environment. "
+        "Resources: inventory://products (all products) and inventory://products/{sku}."
+    ),
+}
+
+# --------------------------------------------------------------------------
+# Internationalization, static files
+# --------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# --------------------------------------------------------------------------
+# Logging
+# --------------------------------------------------------------------------
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "simple": {"format": "{asctime} {levelname} {name}: {message}", "style": "{"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "simple"},
+    },
+    "root": {"handlers": ["console"], "level": "WARNING"},
+    "loggers": {
+        "mcp_tools": {"handlers": ["console"], "level": os.environ.get("MCP_TOOLS_LOG_LEVEL", "INFO"), "propagate": False},
+        "demo_site": {"handlers": ["console"], "level": "INFO", "propagate": False},
+    },
+}

@@ -1,0 +1,46 @@
+"""URLs of the demo site. The MCP endpoint itself is routed in ``demo_site/asgi.py``."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.urls import path
+from django.utils.html import escape
+
+
+def index(request: HttpRequest) -> HttpResponse:
+    """A one-page explanation of where the MCP endpoint is and how to call it."""
+    from mcp_tools.conf import mcp_settings
+
+    endpoint = request.build_absolute_uri("/" + mcp_settings.PATH.lstrip("/"))
+    anonymous = bool(mcp_settings.ALLOW_ANONYMOUS)
+    auth_note = (
+        "Anonymous callers are allowed."
+        if anonymous
+        else "Send <code>Authorization: Token &lt;token&gt;</code> (run <code>python manage.py demo_setup</code> to get one)."
+    )
+    body = f"""<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>mcp_tools demo</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:46rem;margin:3rem auto;line-height:1.5;padding:0 1rem}}
+code,pre{{background:#f4f4f4;padding:.1rem .3rem;border-radius:3px}}pre{{padding:.8rem;overflow:auto}}</style>
+</head>
+<body>
+<h1>mcp_tools demo</h1>
+<p>This Django site serves a <a href="https://modelcontextprotocol.io/">Model Context Protocol</a> server.</p>
+<p>MCP endpoint (Streamable HTTP): <code>{escape(endpoint)}</code></p>
+<p>{auth_note}</p>
+<p>Try it with any MCP client, for example:</p>
+<pre>npx @modelcontextprotocol/inspector --transport http --server-url {escape(endpoint)}</pre>
+<p>The tools, resources and prompts are defined in <code>demo_site/inventory/mcp_tools.py</code>.
+Manage the products in the <a href="/admin/">admin</a>.</p>
+</body>
+</html>
+"""
+    return HttpResponse(body)
+
+
+urlpatterns = [
+    path("", index, name="index"),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,35 @@
+"""mcp_tools: host Model Context Protocol tools on a Django site.
+
+Register functions with :func:`tool`, :func:`resource` and :func:`prompt`;
+route :class:`mcp_tools.transports.http.McpEndpoint` (see
+:func:`mcp_tools.routing.http_urlpatterns`) and every MCP client generation
+can call them.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlreadyRegistered",
+    "ElicitationCancelled",
+    "ElicitationDeclined",
+    "NonDeterministicHandler",
+    "NotRegistered",
+    "SamplingResult",
+    "StepFailed",
+    "ToolContext",
+    "ToolError",
+    "ToolResult",
+    "prompt",
+    "registry",
+    "resource",
+    "tool",
+]
+
+# Importing these does not touch Django settings or models, so `import mcp_tools`
+# is safe in settings modules and before apps are ready.
+from .engine.context import SamplingResult, ToolContext
+from .engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed
+from .registry import AlreadyRegistered, NotRegistered, prompt, registry, resource, tool
+from .results import ToolError, ToolResult

@@ -1,0 +1,66 @@
+"""System checks for the ``MCP_TOOLS`` settings (ids ``mcp_tools.E00x`` / ``W00x``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, Tags, Warning, register
+from django.utils.module_loading import import_string
+
+from .conf import DEFAULTS
+
+
+@register(Tags.compatibility)
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    problems: list[Any] = []
+    user = getattr(settings, "MCP_TOOLS", {})
+    if not isinstance(user, dict):
+        return [Error("MCP_TOOLS must be a dict.", id="mcp_tools.E001")]
+    unknown = sorted(set(user) - set(DEFAULTS))
+    if unknown:
+        problems.append(Error(f"Unknown MCP_TOOLS keys: {', '.join(unknown)}.", hint=f"Valid keys: {', '.join(sorted(DEFAULTS))}.", id="mcp_tools.E002"))
+    merged = {**DEFAULTS, **user}
+    path = merged["PATH"]
+    if not isinstance(path, str) or not path.startswith("/") or " " in path:
+        problems.append(Error(f"MCP_TOOLS['PATH'] must be a URL path starting with '/', not {path!r}.", id="mcp_tools.E003"))
+    classes = merged["AUTHENTICATION_CLASSES"]
+    if classes is not None:
+        for dotted in classes:
+            try:
+                import_string(dotted) if isinstance(dotted, str) else dotted
+            except ImportError as exc:
+                problems.append(Error(f"MCP_TOOLS['AUTHENTICATION_CLASSES'] cannot import {dotted!r}: {exc}.", id="mcp_tools.E004"))
+    if merged["SESSION_BACKEND"] not in ("database", "cache"):
+        problems.append(Error("MCP_TOOLS['SESSION_BACKEND'] must be 'database' or 'cache'.", id="mcp_tools.E005"))
+    for key in ("MAX_BODY_BYTES", "PAGE_SIZE", "TOKEN_TTL", "CALL_TTL", "EVENT_RETENTION", "SAMPLING_MAX_TOOLS", "SAMPLING_MAX_TOOL_CALLS"):
+        value = merged[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            problems.append(Error(f"MCP_TOOLS[{key!r}] must be a positive integer, not {value!r}.", id="mcp_tools.E006"))
+    if "channels" not in settings.INSTALLED_APPS:
+        problems.append(Error("mcp_tools serves MCP through Django Channels: add 'channels' to INSTALLED_APPS.", id="mcp_tools.E007"))
+    origins = merged["ALLOWED_ORIGINS"]
+    if origins is not None and "*" in origins:
+        problems.append(Warning("MCP_TOOLS['ALLOWED_ORIGINS'] contains '*': any web page can call the endpoint from a browser.",
+                                hint="List the origins that may call it.", id="mcp_tools.W001"))
+    return problems
+
+
+@register(Tags.security, deploy=True)
+def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    problems: list[Any] = []
+    user = getattr(settings, "MCP_TOOLS", {}) or {}
+    keys = user.get("SIGNING_KEYS") if isinstance(user, dict) else None
+    secret = keys[0] if keys else settings.SECRET_KEY
+    if not secret or len(str(secret)) < 50 or str(secret).startswith("django-insecure"):
+        problems.append(Warning("The key that seals requestState and saga tokens is weak.",
+                                hint="Set a long random SECRET_KEY or MCP_TOOLS['SIGNING_KEYS'].", id="mcp_tools.W002"))
+    layers = getattr(settings, "CHANNEL_LAYERS", {}) or {}
+    backend = (layers.get("default") or {}).get("BACKEND", "")
+    if backend.endswith("InMemoryChannelLayer") or not backend:
+        problems.append(Warning("The channel layer is in-memory: answers posted to another server process wake the waiting call "
+                                "only through database polling.", hint="Use channels_redis with several processes.", id="mcp_tools.W003"))
+    if isinstance(user, dict) and user.get("ALLOW_ANONYMOUS") and settings.DEBUG is False:
+        problems.append(Warning("MCP_TOOLS['ALLOW_ANONYMOUS'] is on in production: anyone can call tools without permissions.",
+                                id="mcp_tools.W004"))
+    return problems

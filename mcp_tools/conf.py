@@ -1,0 +1,95 @@
+"""The ``MCP_TOOLS`` settings dict, its defaults, and lazy access to it.
+
+Settings are read when used, never at import time, and reloaded on Django's
+``setting_changed`` signal so ``override_settings`` works in tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+DEFAULTS: dict[str, Any] = {
+    # Where the endpoint lives (used by mcp_tools.urls / routing helpers and the demo banner).
+    "PATH": "/mcp",
+    "SERVER_NAME": "mcp-tools",
+    "SERVER_TITLE": None,
+    "SERVER_VERSION": None,  # None: the installed mcp_tools version
+    "INSTRUCTIONS": None,
+    # DRF authentication classes (import strings). None: REST_FRAMEWORK's defaults.
+    "AUTHENTICATION_CLASSES": None,
+    # Serve callers that present no credentials (as AnonymousUser).
+    "ALLOW_ANONYMOUS": False,
+    # Origins allowed to call the endpoint from a browser. None: derived from ALLOWED_HOSTS.
+    # Requests without an Origin header (non-browser clients) are always allowed.
+    "ALLOWED_ORIGINS": None,
+    "MAX_BODY_BYTES": 4 * 1024 * 1024,
+    "PAGE_SIZE": 100,
+    # 2025-11-25 sessions: "database" (default, shared by every process) or "cache".
+    "SESSION_BACKEND": "database",
+    "SESSION_CACHE_ALIAS": "default",
+    "SESSION_IDLE_TIMEOUT": 24 * 3600,
+    # SSE events kept per stream for Last-Event-ID replay.
+    "EVENT_RETENTION": 500,
+    # Keys used to seal requestState / saga / resume tokens. None: SECRET_KEY (+ fallbacks).
+    "SIGNING_KEYS": None,
+    # Lifetime of a requestState / saga token, and of a call waiting for input.
+    "TOKEN_TTL": 3600,
+    "CALL_TTL": 24 * 3600,
+    # Record every call in the ToolCall table (default: only calls that suspend,
+    # defer or run longer than SLOW_CALL_SECONDS).
+    "RECORD_ALL_CALLS": False,
+    "SLOW_CALL_SECONDS": 2.0,
+    # 2026-07-28 cache hints on list/discover/read results.
+    "CACHE_TTL_MS": 60_000,
+    # Sampling with tools: bounds on the server-side agent loop.
+    "SAMPLING_MAX_TOOLS": 16,
+    "SAMPLING_MAX_TOOL_CALLS": 8,
+    # Experimental extensions advertised under capabilities.experimental.
+    "ENABLE_SAGAS": True,
+    # Username the stdio transport runs as (None: anonymous if ALLOW_ANONYMOUS).
+    "STDIO_USER": None,
+    # Autodiscover each installed app's mcp_tools.py module.
+    "AUTODISCOVER": True,
+}
+
+
+class McpToolsSettings:
+    """Attribute access to ``settings.MCP_TOOLS`` merged over :data:`DEFAULTS`."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Any] | None = None
+
+    @property
+    def user_settings(self) -> dict[str, Any]:
+        from django.conf import settings
+
+        value = getattr(settings, "MCP_TOOLS", None) or {}
+        return value if isinstance(value, dict) else {}
+
+    def _merged(self) -> dict[str, Any]:
+        if self._cache is None:
+            self._cache = {**DEFAULTS, **self.user_settings}
+        return self._cache
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in DEFAULTS:
+            raise AttributeError(f"Invalid MCP_TOOLS setting: {name!r}")
+        return self._merged()[name]
+
+    def reload(self) -> None:
+        self._cache = None
+
+
+mcp_settings = McpToolsSettings()
+
+
+@receiver(setting_changed)
+def _reload_settings(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("MCP_TOOLS", "SECRET_KEY", "SECRET_KEY_FALLBACKS", "ALLOWED_HOSTS", "REST_FRAMEWORK"):
+        mcp_settings.reload()
+        from . import auth
+
+        auth.reset()

@@ -1,0 +1,415 @@
+"""``ToolContext``: what a handler uses to ask the client, run side effects once,
+report progress and log. Each step is journaled; see :mod:`mcp_tools.engine.runner`."""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import typing
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from asgiref.sync import async_to_sync
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from ..protocol.errors import MISSING_CLIENT_CAPABILITY, McpError
+from .errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, Suspend
+from .journal import Journal, Step, digest
+
+if TYPE_CHECKING:
+    from ..auth import Principal
+    from .runner import Invocation
+
+T = TypeVar("T")
+
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+@dataclass
+class SamplingResult:
+    """The client model's final answer (a ``CreateMessageResult``)."""
+
+    raw: dict[str, Any]
+    tool_calls: int = 0
+
+    @property
+    def text(self) -> str:
+        content = self.raw.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        return "".join(block.get("text", "") for block in blocks if isinstance(block, dict) and block.get("type") == "text")
+
+    @property
+    def model(self) -> str | None:
+        return self.raw.get("model")
+
+    @property
+    def stop_reason(self) -> str | None:
+        return self.raw.get("stopReason")
+
+
+class StepRequest(typing.Generic[T]):
+    """A request to the client that the handler awaits (alone or with :meth:`ToolContext.gather`)."""
+
+    def __init__(
+        self,
+        ctx: ToolContext,
+        kind: str,
+        method: str,
+        params: dict[str, Any],
+        key: str | None,
+        convert: Callable[[Any], T],
+        validate: Callable[[Any], None] | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.kind = kind
+        self.method = method
+        self.params = params
+        self.key = key
+        self.convert = convert
+        self.validate = validate
+
+    def __await__(self) -> typing.Generator[Any, None, T]:
+        return self.ctx._resolve([self]).__await__()  # type: ignore[return-value]
+
+
+def _flat_elicitation_schema(schema: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
+    """The ``requestedSchema`` of an elicitation: a flat object of primitives, refs inlined."""
+    if isinstance(schema, dict):
+        return schema
+    raw = schema.model_json_schema()
+    defs = raw.get("$defs", {})
+    properties: dict[str, Any] = {}
+    for name, prop in raw.get("properties", {}).items():
+        if "$ref" in prop:
+            prop = {**defs[prop["$ref"].split("/")[-1]], **{k: v for k, v in prop.items() if k != "$ref"}}
+        if "allOf" in prop and len(prop["allOf"]) == 1 and "$ref" in prop["allOf"][0]:
+            target = defs[prop["allOf"][0]["$ref"].split("/")[-1]]
+            prop = {**target, **{k: v for k, v in prop.items() if k != "allOf"}}
+        if "anyOf" in prop:  # Optional[X]: the nullable branch is expressed by "not required"
+            branches = [b for b in prop["anyOf"] if b.get("type") != "null"]
+            if len(branches) == 1:
+                prop = {**branches[0], **{k: v for k, v in prop.items() if k != "anyOf"}}
+        prop = {k: v for k, v in prop.items() if k in {"type", "title", "description", "enum", "default", "minimum", "maximum", "minLength", "maxLength", "format", "enumNames", "oneOf", "items", "minItems", "maxItems"}}
+        properties[name] = prop
+    result: dict[str, Any] = {"type": "object", "properties": properties}
+    if raw.get("required"):
+        result["required"] = raw["required"]
+    return result
+
+
+class ToolContext:
+    """The context of one call, passed to handlers that declare a parameter of this type.
+
+    Every ``await ctx.<step>()`` is journaled: on a later round it returns the
+    recorded answer instead of asking again, so a handler reads like ordinary
+    sequential code while the call survives requests, processes and restarts.
+    Handlers must ask for the same steps in the same order on every run.
+    """
+
+    def __init__(self, invocation: Invocation) -> None:
+        self._inv = invocation
+        self._cursor = 0
+        self._auto_keys: dict[str, int] = {}
+
+    # -- what the handler can read -------------------------------------
+    @property
+    def principal(self) -> Principal:
+        return self._inv.principal
+
+    @property
+    def user(self) -> Any:
+        """The Django user making the call (``AnonymousUser`` when anonymous)."""
+        return self._inv.principal.user
+
+    @property
+    def call_id(self) -> str | None:
+        """The ``ToolCall`` row's id, once the call has one."""
+        return self._inv.call_id
+
+    @property
+    def protocol_version(self) -> str:
+        return self._inv.protocol_version
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        return self._inv.client_capabilities
+
+    @property
+    def progress_token(self) -> Any:
+        """The request's ``_meta.progressToken`` (None when the client asked for no progress)."""
+        return self._inv.progress_token
+
+    @property
+    def journal(self) -> Journal:
+        return self._inv.journal
+
+    # -- steps ---------------------------------------------------------
+    def _key(self, kind: str, key: str | None) -> str:
+        if key is not None:
+            return key
+        number = self._auto_keys.get(kind, 0)
+        self._auto_keys[kind] = number + 1
+        return f"{kind}-{number}"
+
+    def _require(self, capability: dict[str, Any], present: bool) -> None:
+        if not present:
+            raise McpError(
+                MISSING_CLIENT_CAPABILITY,
+                f"This call needs a client capability the request did not declare: {capability}",
+                {"requiredCapabilities": capability},
+                http_status=400,
+            )
+
+    def elicit(
+        self,
+        message: str,
+        schema: type[BaseModel] | dict[str, Any] | None = None,
+        *,
+        key: str | None = None,
+    ) -> StepRequest[Any]:
+        """Ask the user for structured input (form mode).
+
+        Returns an instance of ``schema`` (a pydantic model) or the content
+        dict (a JSON Schema dict). Raises :class:`ElicitationDeclined` or
+        :class:`ElicitationCancelled` when the user does not accept.
+        """
+        caps = self.client_capabilities.get("elicitation")
+        self._require({"elicitation": {"form": {}}}, isinstance(caps, dict) and ("form" in caps or not caps.get("url") or not caps))
+        requested = _flat_elicitation_schema(schema or {"type": "object", "properties": {}})
+        params: dict[str, Any] = {"mode": "form", "message": message, "requestedSchema": requested}
+        if self._inv.protocol_version < "2025-11-25":
+            params.pop("mode")
+        model = schema if isinstance(schema, type) and issubclass(schema, BaseModel) else None
+
+        def validate(answer: Any) -> None:
+            if not isinstance(answer, dict) or answer.get("action") not in ("accept", "decline", "cancel"):
+                raise ValueError('an ElicitResult with "action" accept, decline or cancel')
+            if answer["action"] == "accept":
+                content = answer.get("content") or {}
+                if not isinstance(content, dict):
+                    raise ValueError('"content" must be an object')
+                if model is not None:
+                    model.model_validate(content)
+                else:
+                    missing = [name for name in requested.get("required", []) if name not in content]
+                    if missing:
+                        raise ValueError(f"missing required fields: {', '.join(missing)}")
+
+        def convert(answer: dict[str, Any]) -> Any:
+            if answer["action"] == "decline":
+                raise ElicitationDeclined(message)
+            if answer["action"] == "cancel":
+                raise ElicitationCancelled(message)
+            content = answer.get("content") or {}
+            return model.model_validate(content) if model is not None else content
+
+        return StepRequest(self, "elicit", "elicitation/create", params, self._key("elicit", key), convert, validate)
+
+    def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None, key: str | None = None) -> StepRequest[None]:
+        """Send the user to ``url`` (URL mode); returns when they accept."""
+        caps = self.client_capabilities.get("elicitation")
+        self._require({"elicitation": {"url": {}}}, isinstance(caps, dict) and "url" in caps)
+        step_key = self._key("elicit", key)
+        params = {"mode": "url", "message": message, "url": url, "elicitationId": elicitation_id or step_key}
+
+        def convert(answer: dict[str, Any]) -> None:
+            if answer.get("action") == "decline":
+                raise ElicitationDeclined(message)
+            if answer.get("action") != "accept":
+                raise ElicitationCancelled(message)
+
+        return StepRequest(self, "elicit", "elicitation/create", params, step_key, convert)
+
+    def list_roots(self, *, key: str | None = None) -> StepRequest[list[dict[str, Any]]]:
+        """The client's roots (``roots/list``)."""
+        self._require({"roots": {}}, "roots" in self.client_capabilities)
+
+        def validate(answer: Any) -> None:
+            if not isinstance(answer, dict) or not isinstance(answer.get("roots"), list):
+                raise ValueError('a ListRootsResult with a "roots" array')
+
+        return StepRequest(self, "roots", "roots/list", {}, self._key("roots", key), lambda answer: list(answer["roots"]), validate)
+
+    def _sampling_request(self, params: dict[str, Any], key: str) -> StepRequest[dict[str, Any]]:
+        def validate(answer: Any) -> None:
+            if not isinstance(answer, dict) or "content" not in answer or answer.get("role") != "assistant":
+                raise ValueError('a CreateMessageResult with role "assistant" and content')
+
+        return StepRequest(self, "sample", "sampling/createMessage", params, key, lambda answer: answer, validate)
+
+    async def sample(
+        self,
+        messages: str | Sequence[dict[str, Any]],
+        *,
+        max_tokens: int = 1000,
+        system_prompt: str | None = None,
+        temperature: float | None = None,
+        stop_sequences: list[str] | None = None,
+        model_preferences: dict[str, Any] | None = None,
+        include_context: Literal["none", "thisServer", "allServers"] | None = None,
+        tools: Sequence[Any] | None = None,
+        tool_choice: dict[str, Any] | None = None,
+        max_tool_calls: int | None = None,
+        key: str | None = None,
+    ) -> SamplingResult:
+        """Borrow the client's model (``sampling/createMessage``).
+
+        With ``tools`` (registered tool names, :class:`~mcp_tools.registry.Tool`
+        objects or plain functions), runs the agent loop on the server: each
+        ``tool_use`` the model asks for is validated, permission-checked and
+        run here, its result sent back, until the model ends its turn.
+        """
+        from ..settings_access import sampling_limits
+        from .sampling import resolve_tools, run_tool_use
+
+        sampling_caps = self.client_capabilities.get("sampling")
+        self._require({"sampling": {}}, isinstance(sampling_caps, dict))
+        max_tools, default_max_calls = sampling_limits()
+        tool_objects = resolve_tools(tools or [])
+        if tool_objects:
+            self._require({"sampling": {"tools": {}}}, isinstance(sampling_caps, dict) and "tools" in sampling_caps)
+            if len(tool_objects) > max_tools:
+                raise ValueError(f"ctx.sample() got {len(tool_objects)} tools; the limit is {max_tools} (SAMPLING_MAX_TOOLS)")
+        call_budget = max_tool_calls if max_tool_calls is not None else default_max_calls
+        conversation = [{"role": "user", "content": {"type": "text", "text": messages}}] if isinstance(messages, str) else [dict(m) for m in messages]
+        base_key = self._key("sample", key)
+        tool_calls = 0
+        turn = 0
+        while True:
+            params: dict[str, Any] = {"messages": conversation, "maxTokens": max_tokens}
+            for name, value in (
+                ("systemPrompt", system_prompt),
+                ("temperature", temperature),
+                ("stopSequences", stop_sequences),
+                ("modelPreferences", model_preferences),
+                ("includeContext", include_context),
+            ):
+                if value is not None:
+                    params[name] = value
+            if tool_objects:
+                params["tools"] = [
+                    {"name": t.name, "description": t.description, "inputSchema": t.input.schema} for t in tool_objects
+                ]
+                if tool_choice is not None:
+                    params["toolChoice"] = tool_choice
+            answer = await self._sampling_request(params, base_key if turn == 0 else f"{base_key}.{turn}")
+            content = answer.get("content")
+            blocks = content if isinstance(content, list) else [content]
+            uses = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+            if not tool_objects or not uses:
+                return SamplingResult(answer, tool_calls)
+            if tool_calls + len(uses) > call_budget:
+                raise StepFailed(f"The model asked for more than {call_budget} tool calls (SAMPLING_MAX_TOOL_CALLS)")
+            conversation.append({"role": "assistant", "content": blocks})
+            tool_results = []
+            for use in uses:
+                tool_calls += 1
+                outcome = await self.once(
+                    f"{base_key}.{turn}.{use.get('id', tool_calls)}", run_tool_use, self, tool_objects, use
+                )
+                tool_results.append(outcome)
+            conversation.append({"role": "user", "content": tool_results})
+            turn += 1
+
+    async def gather(self, *requests: StepRequest[Any]) -> list[Any]:
+        """Ask several things in one round (several ``inputRequests`` / saga steps)."""
+        return await self._resolve(list(requests))
+
+    async def _resolve(self, requests: list[StepRequest[Any]]) -> list[Any]:
+        journal = self._inv.journal
+        waiting = False
+        steps: list[Step] = []
+        for request in requests:
+            seq = self._cursor
+            self._cursor += 1
+            wire = {"method": request.method, "params": request.params}
+            step_digest = digest([request.kind, wire])
+            step = journal.at(seq)
+            if step is None:
+                step = Step(seq=seq, kind=request.kind, key=request.key or f"step-{seq}", digest=step_digest, request=wire)
+                journal.steps.append(step)
+            elif step.kind != request.kind or step.key != request.key or step.digest != step_digest:
+                raise NonDeterministicHandler(
+                    f"Step {seq} of this call was {step.kind} {step.key!r} but the handler now asks for "
+                    f"{request.kind} {request.key!r}{' with a different request' if step.key == request.key else ''}"
+                )
+            if not step.answered:
+                waiting = True
+            steps.append(step)
+        if waiting:
+            raise Suspend()
+        values = []
+        for request, step in zip(requests, steps):
+            if step.status == "failed":
+                err = step.error or {}
+                raise StepFailed(f"The client could not complete {step.kind} step {step.key!r}: {err.get('message', 'error')}", err)
+            values.append(request.convert(step.response))
+        return values
+
+    async def once(self, key: str, fn: Callable[..., T | Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+        """Run a side effect exactly once per call and journal its (JSON) result.
+
+        A sync ``fn`` runs in the same database transaction that journals it,
+        so its database writes and the journal entry commit together.
+        """
+        journal = self._inv.journal
+        seq = self._cursor
+        self._cursor += 1
+        step_digest = digest(["once", key])
+        step = journal.at(seq)
+        if step is not None:
+            if step.kind != "once" or step.key != key:
+                raise NonDeterministicHandler(
+                    f"Step {seq} of this call was {step.kind} {step.key!r} but the handler now runs once({key!r})"
+                )
+            return typing.cast(T, step.response)
+        step = Step(seq=seq, kind="once", key=key, digest=step_digest)
+        value = await self._inv.runtime.run_once(self._inv, step, fn, args, kwargs)
+        journal.steps.append(step)
+        return value
+
+    # -- notifications -------------------------------------------------
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Send ``notifications/progress`` (when the client asked for progress) and record it."""
+        await self._inv.runtime.progress(self._inv, progress, total, message)
+
+    async def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Send ``notifications/message`` if ``level`` passes the client's log level."""
+        if level not in LOG_LEVELS:
+            raise ValueError(f"Unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+        await self._inv.runtime.log(self._inv, level, data, logger)
+
+    async def info(self, data: Any) -> None:
+        await self.log("info", data)
+
+
+class SyncToolContext(ToolContext):
+    """The context given to sync handlers: the same steps, as blocking calls."""
+
+    def elicit(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        request = super().elicit(*args, **kwargs)
+        return async_to_sync(self._resolve)([request])[0]
+
+    def elicit_url(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        request = super().elicit_url(*args, **kwargs)
+        return async_to_sync(self._resolve)([request])[0]
+
+    def list_roots(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        request = super().list_roots(*args, **kwargs)
+        return async_to_sync(self._resolve)([request])[0]
+
+    def sample(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        return async_to_sync(super().sample)(*args, **kwargs)
+
+    def once(self, key: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:  # type: ignore[override]
+        return async_to_sync(super().once)(key, fn, *args, **kwargs)
+
+    def report_progress(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        async_to_sync(super().report_progress)(*args, **kwargs)
+
+    def log(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        async_to_sync(super().log)(*args, **kwargs)
+
+    def info(self, data: Any) -> None:  # type: ignore[override]
+        self.log("info", data)

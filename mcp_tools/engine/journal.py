@@ -1,0 +1,55 @@
+"""The in-memory view of a call's journal (the ordered ``CallStep`` rows)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def digest(value: Any) -> str:
+    """SHA-256 of a canonical JSON rendering (stable across processes)."""
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass
+class Step:
+    """One journal entry. ``request`` is ``{"method", "params"}`` for client requests."""
+
+    seq: int
+    kind: str
+    key: str
+    digest: str
+    request: dict[str, Any] | None = None
+    response: Any = None
+    error: dict[str, Any] | None = None
+    status: str = "pending"
+    persisted: bool = False
+
+    @property
+    def answered(self) -> bool:
+        return self.status != "pending"
+
+
+@dataclass
+class Journal:
+    steps: list[Step] = field(default_factory=list)
+
+    def at(self, seq: int) -> Step | None:
+        return self.steps[seq] if seq < len(self.steps) else None
+
+    def by_key(self, key: str) -> Step | None:
+        for step in self.steps:
+            if step.key == key:
+                return step
+        return None
+
+    @property
+    def pending(self) -> list[Step]:
+        return [step for step in self.steps if step.status == "pending"]
+
+    @property
+    def unsaved(self) -> list[Step]:
+        return [step for step in self.steps if not step.persisted]

@@ -1,0 +1,78 @@
+"""Run a handler against its journal; the run ends Completed or NeedsInput.
+
+The journal, not a Python frame, is the continuation: on each round the
+handler runs from the top and every step it already completed returns its
+recorded answer. That is what lets any process continue any call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from asgiref.sync import sync_to_async
+
+from .context import SyncToolContext, ToolContext
+from .errors import Suspend
+from .journal import Journal, Step
+
+
+class Runtime(Protocol):
+    """What the engine needs from the layer that persists calls and talks to clients."""
+
+    async def run_once(self, inv: Invocation, step: Step, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any: ...
+
+    async def progress(self, inv: Invocation, progress: float, total: float | None, message: str | None) -> None: ...
+
+    async def log(self, inv: Invocation, level: str, data: Any, logger: str | None) -> None: ...
+
+
+@dataclass
+class Invocation:
+    """Everything one run of a handler needs."""
+
+    fn: Callable[..., Any]
+    is_async: bool
+    kwargs: dict[str, Any]
+    context_param: str | None
+    principal: Any
+    protocol_version: str
+    client_capabilities: dict[str, Any]
+    runtime: Runtime
+    journal: Journal = field(default_factory=Journal)
+    call_id: str | None = None
+    progress_token: Any = None
+    emit: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+    thread_sensitive: bool = True
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Completed:
+    value: Any
+
+
+@dataclass
+class NeedsInput:
+    pending: list[Step]
+
+
+Outcome = Completed | NeedsInput
+
+
+async def run(inv: Invocation) -> Outcome:
+    """Run the handler once. Exceptions other than suspension propagate to the caller."""
+    kwargs = inv.kwargs
+    try:
+        if inv.is_async:
+            if inv.context_param:
+                kwargs = {**kwargs, inv.context_param: ToolContext(inv)}
+            value = await inv.fn(**kwargs)
+        else:
+            if inv.context_param:
+                kwargs = {**kwargs, inv.context_param: SyncToolContext(inv)}
+            value = await sync_to_async(inv.fn, thread_sensitive=inv.thread_sensitive)(**kwargs)
+    except Suspend:
+        return NeedsInput(inv.journal.pending)
+    return Completed(value)

@@ -1,0 +1,72 @@
+"""The server side of sampling with tools (seed 003): resolving and running local tools."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from asgiref.sync import sync_to_async
+
+from ..protocol.errors import McpError
+
+if TYPE_CHECKING:
+    from ..registry import Tool
+    from .context import ToolContext
+
+
+def resolve_tools(tools: Sequence[Any]) -> list[Tool]:
+    """Registered tool names, ``Tool`` objects or plain functions, as ``Tool`` objects."""
+    from ..registry import Tool, make_tool, registry
+
+    resolved: list[Tool] = []
+    for item in tools:
+        if isinstance(item, Tool):
+            resolved.append(item)
+        elif isinstance(item, str):
+            found = registry.get_tool(item)
+            if found is None:
+                raise ValueError(f"ctx.sample(tools=...) names unknown tool {item!r}")
+            resolved.append(found)
+        elif callable(item):
+            resolved.append(make_tool(item))
+        else:
+            raise TypeError(f"ctx.sample(tools=...) cannot use {item!r}")
+    return resolved
+
+
+def _error_result(use_id: str, message: str) -> dict[str, Any]:
+    return {"type": "tool_result", "toolUseId": use_id, "content": [{"type": "text", "text": message}], "isError": True}
+
+
+async def run_tool_use(ctx: ToolContext, tools: list[Tool], use: dict[str, Any]) -> dict[str, Any]:
+    """Run one ``tool_use`` block the client's model asked for; return its ``tool_result`` block.
+
+    Unknown tools, invalid arguments and missing permissions become error
+    results the model can read, never exceptions that fail the whole call.
+    """
+    use_id = str(use.get("id", ""))
+    tool = next((t for t in tools if t.name == use.get("name")), None)
+    if tool is None:
+        return _error_result(use_id, f"Unknown tool {use.get('name')!r}")
+    if tool.permissions and not await sync_to_async(ctx.principal.has_perms)(tool.permissions):
+        return _error_result(use_id, f"Permission denied for tool {tool.name!r}")
+    try:
+        kwargs = tool.validate_arguments(use.get("input") or {})
+    except McpError as exc:
+        return _error_result(use_id, f"{exc.message}: {exc.data}")
+    if tool.context_param:
+        return _error_result(use_id, f"Tool {tool.name!r} needs a context and cannot run inside sampling")
+    try:
+        if tool.is_async:
+            value = await tool.fn(**kwargs)
+        else:
+            value = await sync_to_async(tool.fn, thread_sensitive=tool.thread_sensitive)(**kwargs)
+    except Exception as exc:  # the model sees the failure and may try again
+        return _error_result(use_id, f"{type(exc).__name__}: {exc}")
+    result = tool.shape_result(value)
+    block: dict[str, Any] = {"type": "tool_result", "toolUseId": use_id, "content": result.get("content", [])}
+    if "structuredContent" in result:
+        block["structuredContent"] = result["structuredContent"]
+    if result.get("isError"):
+        block["isError"] = True
+    return block

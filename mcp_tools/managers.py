@@ -1,0 +1,152 @@
+"""Domain operations on the call, journal and event tables, each atomic.
+
+These are the only functions that write calls and journals. They are sync;
+coroutines reach them through :func:`mcp_tools.store.db` (one boundary).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import IntegrityError, models, transaction
+from django.utils import timezone
+
+if TYPE_CHECKING:
+    from .engine.journal import Step
+    from .models import ToolCall
+
+
+class ToolCallManager(models.Manager["ToolCall"]):
+    def create_with_steps(self, steps: list[Step], **fields: Any) -> ToolCall:
+        from .models import CallStep
+
+        with transaction.atomic(using=self.db):
+            call = self.create(**fields)
+            CallStep.objects.bulk_create(
+                [
+                    CallStep(call=call, seq=s.seq, kind=s.kind, key=s.key, digest=s.digest, request=s.request,
+                             response=s.response, error=s.error, status=s.status,
+                             answered_at=timezone.now() if s.status != "pending" else None)
+                    for s in steps
+                ]
+            )
+        for step in steps:
+            step.persisted = True
+        return call
+
+    def advance(self, call_id: Any, expected_round: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str) -> bool:
+        """Record answers for pending steps and move the call to the next round.
+
+        Compare-and-set on ``round``: of several concurrent retries of one
+        round exactly one returns True; the others change nothing.
+        """
+        from .models import CallStatus, CallStep, StepStatus
+
+        now = timezone.now()
+        with transaction.atomic(using=self.db):
+            moved = self.filter(id=call_id, round=expected_round, status=CallStatus.INPUT_REQUIRED).update(
+                round=expected_round + 1, status=CallStatus.WORKING, last_answers_digest=answers_digest,
+                last_outcome=None, updated_at=now,
+            )
+            if not moved:
+                return False
+            for seq, (status, response, error) in answers.items():
+                CallStep.objects.filter(call_id=call_id, seq=seq, status=StepStatus.PENDING).update(
+                    status=status, response=response, error=error, answered_at=now
+                )
+        return True
+
+    def save_round(self, call_id: Any, round_number: int, new_steps: list[Step], fields: dict[str, Any]) -> None:
+        """Persist what a run produced: new journal steps and the call's new state."""
+        from .models import CallStep
+
+        with transaction.atomic(using=self.db):
+            CallStep.objects.bulk_create(
+                [
+                    CallStep(call_id=call_id, seq=s.seq, kind=s.kind, key=s.key, digest=s.digest, request=s.request,
+                             response=s.response, error=s.error, status=s.status)
+                    for s in new_steps
+                ]
+            )
+            self.filter(id=call_id, round=round_number).update(updated_at=timezone.now(), **fields)
+        for step in new_steps:
+            step.persisted = True
+
+    def answer_step(self, call_id: Any, seq: int, status: str, response: Any, error: Any) -> bool:
+        """Record a client's answer to one pending step (2025-11-25 sessions)."""
+        from .models import CallStep, StepStatus
+
+        return bool(
+            CallStep.objects.filter(call_id=call_id, seq=seq, status=StepStatus.PENDING).update(
+                status=status, response=response, error=error, answered_at=timezone.now()
+            )
+        )
+
+    def claim_round(self, call_id: Any, expected_round: int) -> bool:
+        """Move an input_required call whose steps are all answered back to working (CAS)."""
+        from .models import CallStatus
+
+        return bool(
+            self.filter(id=call_id, round=expected_round, status=CallStatus.INPUT_REQUIRED).update(
+                round=expected_round + 1, status=CallStatus.WORKING, updated_at=timezone.now()
+            )
+        )
+
+    def expire_overdue(self) -> int:
+        from .models import CallStatus
+
+        return self.filter(
+            status__in=[CallStatus.INPUT_REQUIRED, CallStatus.WORKING], expires_at__lt=timezone.now()
+        ).update(status=CallStatus.EXPIRED, finished_at=timezone.now(), updated_at=timezone.now())
+
+
+class CallStepManager(models.Manager[Any]):
+    def run_once(self, call_id: Any, step: Step, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, Any]:
+        """Run ``fn`` and journal its result in one transaction.
+
+        Returns ``(ran, value)``; when another run journaled the same step
+        first, ``fn``'s writes roll back and the recorded value is returned.
+        """
+        existing = self.filter(call_id=call_id, seq=step.seq).first()
+        if existing is not None:
+            return False, existing.response
+        try:
+            with transaction.atomic(using=self.db):
+                value = fn(*args, **kwargs)
+                self.create(call_id=call_id, seq=step.seq, kind=step.kind, key=step.key, digest=step.digest,
+                            response=value, status="done", answered_at=timezone.now())
+        except IntegrityError:
+            existing = self.filter(call_id=call_id, seq=step.seq).first()
+            if existing is None:
+                raise
+            return False, existing.response
+        return True, value
+
+    def record_done(self, call_id: Any, step: Step, value: Any) -> tuple[bool, Any]:
+        try:
+            with transaction.atomic(using=self.db):
+                self.create(call_id=call_id, seq=step.seq, kind=step.kind, key=step.key, digest=step.digest,
+                            response=value, status="done", answered_at=timezone.now())
+        except IntegrityError:
+            existing = self.filter(call_id=call_id, seq=step.seq).first()
+            return False, existing.response if existing else value
+        return True, value
+
+
+class StreamEventManager(models.Manager[Any]):
+    def append(self, session_id: str, stream_id: str, payload: str, retention: int) -> int:
+        event = self.create(session_id=session_id, stream_id=stream_id, payload=payload)
+        if event.id % 50 == 0:  # trim now and then, not on every event
+            cutoff = self.filter(stream_id=stream_id).order_by("-id").values_list("id", flat=True)[retention : retention + 1]
+            cutoff_ids = list(cutoff)
+            if cutoff_ids:
+                self.filter(stream_id=stream_id, id__lte=cutoff_ids[0]).delete()
+        return event.id
+
+    def after(self, stream_id: str, last_id: int, limit: int) -> list[Any]:
+        return list(self.filter(stream_id=stream_id, id__gt=last_id).order_by("id")[:limit])
+
+    def purge_older_than(self, seconds: int) -> int:
+        deleted, _ = self.filter(created_at__lt=timezone.now() - timedelta(seconds=seconds)).delete()
+        return deleted

@@ -1,0 +1,169 @@
+"""ORM tables: calls and their journals, 2025-11-25 sessions, and the SSE event log."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+from .managers import CallStepManager, StreamEventManager, ToolCallManager
+
+
+class CallStatus(models.TextChoices):
+    WORKING = "working", _("Working")
+    INPUT_REQUIRED = "input_required", _("Input required")
+    COMPLETED = "completed", _("Completed")
+    FAILED = "failed", _("Failed")
+    CANCELLED = "cancelled", _("Cancelled")
+    EXPIRED = "expired", _("Expired")
+
+
+TERMINAL_STATUSES = frozenset({CallStatus.COMPLETED, CallStatus.FAILED, CallStatus.CANCELLED, CallStatus.EXPIRED})
+
+
+class WireFlavor(models.TextChoices):
+    SESSION = "session", _("2025-11-25 session (SSE)")
+    MRTR = "mrtr", _("2026-07-28 multi-round-trip")
+    SAGA = "saga", _("Saga (tools/callSaga)")
+    TASK = "task", _("Task")
+    DIRECT = "direct", _("Direct (completed in one request)")
+    STDIO = "stdio", _("stdio")
+
+
+class ToolCall(models.Model):
+    """One logical call (of a tool, prompt or resource) from its first request to its end.
+
+    Written only for calls that suspend, defer, run long, use ``ctx.once``, or
+    when ``RECORD_ALL_CALLS`` is on: a fast call costs no database write.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    method = models.CharField(_("method"), max_length=64, default="tools/call", help_text=_("tools/call, prompts/get or resources/read."))
+    tool_name = models.CharField(_("tool"), max_length=256, db_index=True, help_text=_("Tool or prompt name, or resource URI."))
+    arguments = models.JSONField(_("arguments"), default=dict, help_text=_("Arguments as sent by the client."))
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, verbose_name=_("user"), null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="mcp_tool_calls", help_text=_("The authenticated caller (empty for anonymous calls)."),
+    )
+    principal = models.CharField(_("principal"), max_length=128, help_text=_("Identity tokens of this call are bound to."))
+    protocol_version = models.CharField(_("protocol version"), max_length=32, blank=True)
+    flavor = models.CharField(_("wire flavor"), max_length=16, choices=WireFlavor.choices)
+    status = models.CharField(_("status"), max_length=16, choices=CallStatus.choices, default=CallStatus.WORKING)
+    round = models.PositiveIntegerField(_("round"), default=0, help_text=_("Advances once per answered round (optimistic concurrency)."))
+    params_digest = models.CharField(_("parameters digest"), max_length=64, help_text=_("SHA-256 of the original request parameters."))
+    client_capabilities = models.JSONField(_("client capabilities"), default=dict, blank=True)
+    session_id = models.CharField(_("session"), max_length=64, blank=True, db_index=True)
+    request_id = models.CharField(_("request id"), max_length=128, blank=True)
+    stream_id = models.CharField(_("SSE stream"), max_length=64, blank=True, help_text=_("The 2025-11-25 response stream that carries this call."))
+    progress = models.FloatField(_("progress"), null=True, blank=True)
+    progress_total = models.FloatField(_("progress total"), null=True, blank=True)
+    status_message = models.TextField(_("status message"), blank=True)
+    result = models.JSONField(_("result"), null=True, blank=True, help_text=_("The final result (CallToolResult etc.)."))
+    error = models.JSONField(_("error"), null=True, blank=True, help_text=_("The JSON-RPC error, if the call failed with one."))
+    last_outcome = models.JSONField(_("last outcome"), null=True, blank=True, help_text=_("Wire answer of the latest round, repeated to identical retries."))
+    last_answers_digest = models.CharField(_("last answers digest"), max_length=64, blank=True)
+    celery_task_id = models.CharField(_("Celery task id"), max_length=255, blank=True)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(_("updated"), auto_now=True)
+    expires_at = models.DateTimeField(_("expires"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished"), null=True, blank=True)
+
+    objects = ToolCallManager()
+
+    class Meta:
+        verbose_name = _("tool call")
+        verbose_name_plural = _("tool calls")
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["status", "-updated_at"], name="mcp_call_status_updated"),
+            models.Index(fields=["expires_at"], name="mcp_call_expires"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+class StepKind(models.TextChoices):
+    ELICIT = "elicit", _("Elicitation")
+    SAMPLE = "sample", _("Sampling")
+    ROOTS = "roots", _("List roots")
+    ONCE = "once", _("Side effect (once)")
+
+
+class StepStatus(models.TextChoices):
+    PENDING = "pending", _("Waiting for the client")
+    DONE = "done", _("Done")
+    FAILED = "failed", _("Failed")
+
+
+class CallStep(models.Model):
+    """One journal entry of a call: a request to the client or a side effect, and its outcome."""
+
+    call = models.ForeignKey(ToolCall, verbose_name=_("call"), on_delete=models.CASCADE, related_name="steps")
+    seq = models.PositiveIntegerField(_("sequence"), help_text=_("Order in which the handler asked for the step."))
+    kind = models.CharField(_("kind"), max_length=16, choices=StepKind.choices)
+    key = models.CharField(_("key"), max_length=128, help_text=_("Name of the step; the inputRequests key / saga stepId."))
+    digest = models.CharField(_("digest"), max_length=64, help_text=_("SHA-256 of the request, checked on replay."))
+    request = models.JSONField(_("request"), null=True, blank=True)
+    response = models.JSONField(_("response"), null=True, blank=True)
+    error = models.JSONField(_("error"), null=True, blank=True)
+    status = models.CharField(_("status"), max_length=16, choices=StepStatus.choices, default=StepStatus.PENDING)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    answered_at = models.DateTimeField(_("answered"), null=True, blank=True)
+
+    objects = CallStepManager()
+
+    class Meta:
+        verbose_name = _("call step")
+        verbose_name_plural = _("call steps")
+        ordering = ["call", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["call", "seq"], name="mcp_step_unique_seq"),
+            models.UniqueConstraint(fields=["call", "key"], name="mcp_step_unique_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.key} ({self.status})"
+
+
+class McpSession(models.Model):
+    """A 2025-11-25 (handshake era) session, shared by every server process."""
+
+    id = models.CharField(_("session id"), max_length=64, primary_key=True)
+    protocol_version = models.CharField(_("protocol version"), max_length=32)
+    client_info = models.JSONField(_("client info"), default=dict, blank=True)
+    client_capabilities = models.JSONField(_("client capabilities"), default=dict, blank=True)
+    principal = models.CharField(_("principal"), max_length=128)
+    log_level = models.CharField(_("log level"), max_length=16, default="info")
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    last_seen_at = models.DateTimeField(_("last seen"), auto_now=True, db_index=True)
+
+    class Meta:
+        verbose_name = _("MCP session")
+        verbose_name_plural = _("MCP sessions")
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class StreamEvent(models.Model):
+    """An SSE event kept for ``Last-Event-ID`` replay (bounded per stream)."""
+
+    id = models.BigAutoField(primary_key=True)
+    session_id = models.CharField(_("session"), max_length=64)
+    stream_id = models.CharField(_("stream"), max_length=64)
+    payload = models.TextField(_("payload"), help_text=_("The JSON-RPC message as sent."))
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    objects = StreamEventManager()
+
+    class Meta:
+        verbose_name = _("stream event")
+        verbose_name_plural = _("stream events")
+        indexes = [models.Index(fields=["stream_id", "id"], name="mcp_event_stream")]

@@ -1,0 +1,79 @@
+"""Checks on what a client sends back for a server request (elicitation, sampling, roots).
+
+Answers are untrusted input: each is checked against the request it answers
+before it reaches the journal, so a handler never replays garbage.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+}
+
+
+class InvalidAnswer(ValueError):
+    """The answer does not fit the request it answers."""
+
+
+def _check_value(name: str, value: Any, schema: dict[str, Any]) -> None:
+    expected = schema.get("type")
+    if isinstance(expected, str) and expected in _JSON_TYPES:
+        ok = isinstance(value, _JSON_TYPES[expected]) and not (expected in ("integer", "number") and isinstance(value, bool))
+        if not ok:
+            raise InvalidAnswer(f"field {name!r} must be of type {expected}")
+    allowed = schema.get("enum")
+    if allowed is None and isinstance(schema.get("oneOf"), list):
+        allowed = [item.get("const") for item in schema["oneOf"] if isinstance(item, dict) and "const" in item] or None
+    if allowed is not None and expected != "array" and value not in allowed:
+        raise InvalidAnswer(f"field {name!r} must be one of {allowed}")
+
+
+def check_answer(method: str, params: dict[str, Any], answer: Any) -> None:
+    """Raise :class:`InvalidAnswer` unless ``answer`` is a valid result for ``method``."""
+    if not isinstance(answer, dict):
+        raise InvalidAnswer("an answer must be a JSON object")
+    if method == "elicitation/create":
+        action = answer.get("action")
+        if action not in ("accept", "decline", "cancel"):
+            raise InvalidAnswer('an elicitation answer needs "action": accept, decline or cancel')
+        if action == "accept" and params.get("mode", "form") == "form":
+            content = answer.get("content", {})
+            if not isinstance(content, dict):
+                raise InvalidAnswer('"content" must be an object')
+            schema = params.get("requestedSchema") or {}
+            properties = schema.get("properties") or {}
+            for required in schema.get("required") or []:
+                if required not in content:
+                    raise InvalidAnswer(f"required field {required!r} is missing")
+            for name, value in content.items():
+                if name in properties:
+                    _check_value(name, value, properties[name])
+        return
+    if method == "sampling/createMessage":
+        if answer.get("role") != "assistant":
+            raise InvalidAnswer('a sampling answer needs "role": "assistant"')
+        content = answer.get("content")
+        blocks = content if isinstance(content, list) else [content]
+        if not blocks or not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in blocks):
+            raise InvalidAnswer('a sampling answer needs "content" blocks with a "type"')
+        if "model" in answer and not isinstance(answer["model"], str):
+            raise InvalidAnswer('"model" must be a string')
+        return
+    if method == "roots/list":
+        roots = answer.get("roots")
+        if not isinstance(roots, list) or not all(isinstance(r, dict) and isinstance(r.get("uri"), str) for r in roots):
+            raise InvalidAnswer('a roots answer needs "roots": [{"uri": ...}]')
+        return
+    raise InvalidAnswer(f"no answer is expected for {method}")
+
+
+def step_type(method: str) -> str:
+    """The saga step ``type`` for a client request method (seed 000)."""
+    return {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}[method]

@@ -1,0 +1,107 @@
+"""JSON-RPC 2.0 envelopes: parsing a POST body and building answers.
+
+Parsing uses the standard library's ``json`` plus a few shape checks instead of
+pydantic models: this runs on every request and the shapes are tiny. The
+models of ``mcp-types`` are used where a message carries real structure
+(results, capabilities, sampling messages).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .errors import INVALID_REQUEST, PARSE_ERROR, McpError
+
+RequestId = str | int
+
+Kind = Literal["request", "notification", "response"]
+
+
+@dataclass(slots=True)
+class Message:
+    """One incoming JSON-RPC message, classified."""
+
+    kind: Kind
+    raw: dict[str, Any]
+
+    @property
+    def id(self) -> RequestId | None:
+        return self.raw.get("id")
+
+    @property
+    def method(self) -> str:
+        return self.raw.get("method", "")
+
+    @property
+    def params(self) -> dict[str, Any]:
+        params = self.raw.get("params")
+        return params if isinstance(params, dict) else {}
+
+
+def parse_body(body: bytes) -> Message:
+    """Parse one POST body into a :class:`Message`.
+
+    Raises :class:`McpError` with -32700 for malformed JSON and -32600 for
+    anything that is not a single JSON-RPC 2.0 message (batches included: the
+    2025-06-18 and later revisions removed them).
+    """
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise McpError(PARSE_ERROR, f"Parse error: {exc}", http_status=400) from None
+    return classify(payload)
+
+
+def classify(payload: Any) -> Message:
+    """Check the JSON-RPC shape of a decoded message and say what it is."""
+    if isinstance(payload, list):
+        raise McpError(INVALID_REQUEST, "Invalid request: batch requests are not supported", http_status=400)
+    if not isinstance(payload, dict):
+        raise McpError(INVALID_REQUEST, "Invalid request: a JSON-RPC message must be an object", http_status=400)
+    if payload.get("jsonrpc") != "2.0":
+        raise McpError(INVALID_REQUEST, 'Invalid request: "jsonrpc" must be "2.0"', http_status=400)
+    has_id = "id" in payload
+    if has_id:
+        request_id = payload["id"]
+        if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+            raise McpError(INVALID_REQUEST, 'Invalid request: "id" must be a string or an integer', http_status=400)
+    if "method" in payload:
+        if not isinstance(payload["method"], str) or not payload["method"]:
+            raise McpError(INVALID_REQUEST, 'Invalid request: "method" must be a non-empty string', http_status=400)
+        if "params" in payload and not isinstance(payload["params"], dict):
+            raise McpError(INVALID_REQUEST, 'Invalid request: "params" must be an object', http_status=400)
+        return Message("request" if has_id else "notification", payload)
+    if has_id and (("result" in payload) != ("error" in payload)):
+        if "error" in payload and not isinstance(payload["error"], dict):
+            raise McpError(INVALID_REQUEST, 'Invalid response: "error" must be an object', http_status=400)
+        return Message("response", payload)
+    raise McpError(INVALID_REQUEST, "Invalid request: not a JSON-RPC request, notification or response", http_status=400)
+
+
+def result_message(request_id: RequestId | None, result: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def error_message(request_id: RequestId | None, error: McpError) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_error()}
+
+
+def notification_message(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def request_message(request_id: RequestId, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def dumps(message: dict[str, Any]) -> bytes:
+    """Serialise a message compactly (the hot path: no indentation, UTF-8)."""
+    return _encoder.encode(message).encode()

@@ -1,0 +1,500 @@
+"""The registry of tools, resources and prompts, and the decorators that fill it.
+
+Like ``django.contrib.admin.site``: one default :data:`registry`, filled at
+import time by decorators and by autodiscovery of each app's ``mcp_tools.py``.
+Registering a name twice raises :class:`AlreadyRegistered` before anything
+changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import re
+import typing
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, overload
+
+from pydantic import BaseModel
+
+from . import results
+from .protocol.errors import McpError, invalid_params
+from .schemas import InputSpec, OutputSpec, input_from_serializer, input_from_signature, output_from_annotation, parse_param_docs
+
+NAME_RE = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
+
+
+class AlreadyRegistered(Exception):
+    """A tool, resource or prompt with this name is registered already."""
+
+
+class NotRegistered(Exception):
+    """No tool, resource or prompt with this name is registered."""
+
+
+def _context_param(fn: Callable[..., Any], hints: dict[str, Any]) -> str | None:
+    from .engine.context import ToolContext
+
+    for param in inspect.signature(fn).parameters.values():
+        annotation = hints.get(param.name)
+        if annotation is ToolContext or (inspect.isclass(annotation) and issubclass(annotation, ToolContext)):
+            return param.name
+    return None
+
+
+def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:  # a hint that does not resolve is a programming error: say which
+        raise TypeError(f"Cannot resolve the type hints of {fn.__qualname__}: {exc}") from exc
+
+
+@dataclasses.dataclass(eq=False)
+class Tool:
+    """A registered tool: its wire description and how to run it."""
+
+    name: str
+    fn: Callable[..., Any]
+    title: str | None
+    description: str
+    input: InputSpec
+    output: OutputSpec
+    annotations: dict[str, Any] | None
+    permissions: tuple[str, ...]
+    context_param: str | None
+    is_async: bool
+    background: bool = False
+    task_support: str = "forbidden"
+    meta: dict[str, Any] | None = None
+    icons: list[dict[str, Any]] | None = None
+    thread_sensitive: bool = True
+    _wire: dict[str, Any] | None = dataclasses.field(default=None, repr=False)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The ``Tool`` object of ``tools/list`` (built once)."""
+        if self._wire is None:
+            wire: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input.schema}
+            if self.title:
+                wire["title"] = self.title
+            if self.output.schema is not None:
+                wire["outputSchema"] = self.output.schema
+            if self.annotations:
+                wire["annotations"] = self.annotations
+            if self.task_support != "forbidden":
+                wire["execution"] = {"taskSupport": self.task_support}
+            if self.icons:
+                wire["icons"] = self.icons
+            if self.meta:
+                wire["_meta"] = self.meta
+            self._wire = wire
+        return self._wire
+
+    def validate_arguments(self, arguments: Any) -> dict[str, Any]:
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            raise invalid_params(f"Invalid arguments for tool {self.name!r}: arguments must be an object")
+        return self.input.validate(arguments)
+
+    def shape_result(self, value: Any) -> dict[str, Any]:
+        """Turn a handler's return value into a ``CallToolResult`` dict."""
+        if isinstance(value, results.ToolResult):
+            return value.to_wire()
+        if isinstance(value, dict) and isinstance(value.get("content"), list) and self.output.mode == "text":
+            return value
+        if isinstance(value, BaseModel) and getattr(value, "type", None) in {"text", "image", "audio", "resource", "resource_link"}:
+            return {"content": [results.content_to_wire(value)]}
+        if self.output.mode == "text" or self.output.adapter is None:
+            if isinstance(value, str):
+                return {"content": [{"type": "text", "text": value}]}
+            if value is None:
+                return {"content": []}
+            if results.is_content_list(value):
+                return {"content": [results.content_to_wire(item) for item in value]}
+            return {"content": [{"type": "text", "text": results.json_text(value)}]}
+        dumped = self.output.dump(value)
+        structured = dumped if self.output.mode == "object" else {"result": dumped}
+        return {"content": [{"type": "text", "text": results.json_text(dumped)}], "structuredContent": structured}
+
+
+@dataclasses.dataclass(eq=False)
+class Resource:
+    """A registered resource (fixed ``uri``) or resource template (``uri_template``)."""
+
+    uri: str | None
+    uri_template: str | None
+    name: str
+    title: str | None
+    description: str | None
+    mime_type: str | None
+    fn: Callable[..., Any]
+    is_async: bool
+    permissions: tuple[str, ...]
+    completions: dict[str, Callable[..., Any]]
+    annotations: dict[str, Any] | None = None
+    _pattern: re.Pattern[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.uri_template:
+            pattern = ""
+            for part in re.split(r"(\{[^}]+\})", self.uri_template):
+                if part.startswith("{") and part.endswith("}"):
+                    var = part[1:-1].lstrip("+#")
+                    pattern += f"(?P<{var}>[^/]+)" if not part.startswith("{+") else f"(?P<{var}>.+)"
+                else:
+                    pattern += re.escape(part)
+            self._pattern = re.compile(f"^{pattern}$")
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        if self._pattern is None:
+            return None
+        found = self._pattern.match(uri)
+        return found.groupdict() if found else None
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"name": self.name}
+        if self.uri is not None:
+            wire["uri"] = self.uri
+        else:
+            wire["uriTemplate"] = self.uri_template
+        if self.title:
+            wire["title"] = self.title
+        if self.description:
+            wire["description"] = self.description
+        if self.mime_type:
+            wire["mimeType"] = self.mime_type
+        if self.annotations:
+            wire["annotations"] = self.annotations
+        return wire
+
+
+@dataclasses.dataclass(eq=False)
+class Prompt:
+    name: str
+    title: str | None
+    description: str | None
+    fn: Callable[..., Any]
+    is_async: bool
+    arguments: list[dict[str, Any]]
+    permissions: tuple[str, ...]
+    completions: dict[str, Callable[..., Any]]
+    context_param: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"name": self.name, "arguments": self.arguments}
+        if self.title:
+            wire["title"] = self.title
+        if self.description:
+            wire["description"] = self.description
+        return wire
+
+
+class Registry:
+    """Tools, resources and prompts by name. Use the module-level :data:`registry`."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._resources: dict[str, Resource] = {}
+        self._templates: dict[str, Resource] = {}
+        self._prompts: dict[str, Prompt] = {}
+        self._listeners: list[Callable[[str], None]] = []
+
+    # -- tools ---------------------------------------------------------
+    def register_tool(self, tool: Tool) -> Tool:
+        if not NAME_RE.match(tool.name):
+            raise ValueError(f"Invalid tool name {tool.name!r}: use 1-128 letters, digits, '_', '-', '.' or '/'")
+        if tool.name in self._tools:
+            existing = self._tools[tool.name].fn
+            raise AlreadyRegistered(
+                f"A tool named {tool.name!r} is registered already (by {existing.__module__}.{existing.__qualname__})"
+            )
+        self._tools[tool.name] = tool
+        self._changed("tools")
+        return tool
+
+    def unregister_tool(self, name: str) -> None:
+        if self._tools.pop(name, None) is None:
+            raise NotRegistered(f"No tool named {name!r}")
+        self._changed("tools")
+
+    def get_tool(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    @property
+    def tools(self) -> list[Tool]:
+        return list(self._tools.values())
+
+    # -- resources -----------------------------------------------------
+    def register_resource(self, resource: Resource) -> Resource:
+        table = self._resources if resource.uri is not None else self._templates
+        key = resource.uri or resource.uri_template or ""
+        if key in table:
+            raise AlreadyRegistered(f"A resource {key!r} is registered already")
+        table[key] = resource
+        self._changed("resources")
+        return resource
+
+    def unregister_resource(self, uri_or_template: str) -> None:
+        if self._resources.pop(uri_or_template, None) is None and self._templates.pop(uri_or_template, None) is None:
+            raise NotRegistered(f"No resource {uri_or_template!r}")
+        self._changed("resources")
+
+    @property
+    def resources(self) -> list[Resource]:
+        return list(self._resources.values())
+
+    @property
+    def resource_templates(self) -> list[Resource]:
+        return list(self._templates.values())
+
+    def find_resource(self, uri: str) -> tuple[Resource, dict[str, str]] | None:
+        resource = self._resources.get(uri)
+        if resource is not None:
+            return resource, {}
+        for template in self._templates.values():
+            params = template.match(uri)
+            if params is not None:
+                return template, params
+        return None
+
+    def get_template(self, uri_template: str) -> Resource | None:
+        return self._templates.get(uri_template)
+
+    # -- prompts -------------------------------------------------------
+    def register_prompt(self, prompt: Prompt) -> Prompt:
+        if prompt.name in self._prompts:
+            raise AlreadyRegistered(f"A prompt named {prompt.name!r} is registered already")
+        self._prompts[prompt.name] = prompt
+        self._changed("prompts")
+        return prompt
+
+    def unregister_prompt(self, name: str) -> None:
+        if self._prompts.pop(name, None) is None:
+            raise NotRegistered(f"No prompt named {name!r}")
+        self._changed("prompts")
+
+    def get_prompt(self, name: str) -> Prompt | None:
+        return self._prompts.get(name)
+
+    @property
+    def prompts(self) -> list[Prompt]:
+        return list(self._prompts.values())
+
+    # -- change notifications -------------------------------------------
+    def add_listener(self, listener: Callable[[str], None]) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[str], None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+
+    def _changed(self, kind: str) -> None:
+        for listener in list(self._listeners):
+            listener(kind)
+
+    @contextlib.contextmanager
+    def registered_temporarily(self, *items: Tool | Resource | Prompt) -> Iterator[None]:
+        """Register items for the duration of a ``with`` block (for tests)."""
+        done: list[Tool | Resource | Prompt] = []
+        try:
+            for item in items:
+                if isinstance(item, Tool):
+                    self.register_tool(item)
+                elif isinstance(item, Resource):
+                    self.register_resource(item)
+                else:
+                    self.register_prompt(item)
+                done.append(item)
+            yield
+        finally:
+            for item in reversed(done):
+                if isinstance(item, Tool):
+                    self.unregister_tool(item.name)
+                elif isinstance(item, Resource):
+                    self.unregister_resource(item.uri or item.uri_template or "")
+                else:
+                    self.unregister_prompt(item.name)
+
+
+registry = Registry()
+
+
+def make_tool(
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
+    annotations: dict[str, Any] | None = None,
+    permissions: typing.Iterable[str] = (),
+    serializer: type | None = None,
+    background: bool = False,
+    task_support: str | None = None,
+    meta: dict[str, Any] | None = None,
+    icons: list[dict[str, Any]] | None = None,
+    thread_sensitive: bool = True,
+) -> Tool:
+    """Build a :class:`Tool` from a function without registering it."""
+    tool_name = name or fn.__name__
+    hints = _hints(fn)
+    summary, param_docs = parse_param_docs(fn.__doc__)
+    context_param = _context_param(fn, hints)
+    parameters = [
+        p
+        for p in inspect.signature(fn).parameters.values()
+        if p.name != context_param and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
+    input_spec = input_from_serializer(tool_name, serializer) if serializer is not None else input_from_signature(tool_name, parameters, hints, param_docs)
+    output_spec = output_from_annotation(hints.get("return", inspect.Signature.empty))
+    if task_support is None:
+        task_support = "optional" if background else "forbidden"
+    if task_support not in ("forbidden", "optional", "required"):
+        raise ValueError(f"task_support must be 'forbidden', 'optional' or 'required', not {task_support!r}")
+    return Tool(
+        name=tool_name,
+        fn=fn,
+        title=title,
+        description=description if description is not None else summary,
+        input=input_spec,
+        output=output_spec,
+        annotations=annotations,
+        permissions=tuple(permissions),
+        context_param=context_param,
+        is_async=inspect.iscoroutinefunction(fn),
+        background=background,
+        task_support=task_support,
+        meta=meta,
+        icons=icons,
+        thread_sensitive=thread_sensitive,
+    )
+
+
+F = typing.TypeVar("F", bound=Callable[..., Any])
+
+
+@overload
+def tool(fn: F, /) -> F: ...
+@overload
+def tool(
+    *,
+    name: str | None = ...,
+    title: str | None = ...,
+    description: str | None = ...,
+    annotations: dict[str, Any] | None = ...,
+    permissions: typing.Iterable[str] = ...,
+    serializer: type | None = ...,
+    background: bool = ...,
+    task_support: str | None = ...,
+    meta: dict[str, Any] | None = ...,
+    icons: list[dict[str, Any]] | None = ...,
+    thread_sensitive: bool = ...,
+) -> Callable[[F], F]: ...
+def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+    """Register a function as an MCP tool: ``@tool`` or ``@tool(name=..., permissions=[...])``.
+
+    The input schema comes from the parameters' type hints (or ``serializer``,
+    a DRF ``Serializer`` class), descriptions from the docstring, and the
+    output schema from the return annotation. A parameter annotated
+    :class:`~mcp_tools.ToolContext` receives the call's context. Sync
+    functions run in a worker thread, so they may use the ORM.
+    """
+
+    def decorate(func: F) -> F:
+        registry.register_tool(make_tool(func, **options))
+        return func
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def resource(
+    uri: str,
+    *,
+    name: str | None = None,
+    title: str | None = None,
+    description: str | None = None,
+    mime_type: str | None = None,
+    permissions: typing.Iterable[str] = (),
+    completions: dict[str, Callable[..., Any]] | None = None,
+    annotations: dict[str, Any] | None = None,
+) -> Callable[[F], F]:
+    """Register a resource. A ``uri`` with ``{placeholders}`` registers a template;
+    the function then receives the placeholders as keyword arguments.
+
+    The function returns ``str`` (text), ``bytes`` (blob), a dict/list (JSON
+    text) or a list of ready ``contents`` dicts.
+    """
+
+    def decorate(func: F) -> F:
+        summary, _ = parse_param_docs(func.__doc__)
+        is_template = "{" in uri
+        registry.register_resource(
+            Resource(
+                uri=None if is_template else uri,
+                uri_template=uri if is_template else None,
+                name=name or func.__name__,
+                title=title,
+                description=description if description is not None else (summary or None),
+                mime_type=mime_type,
+                fn=func,
+                is_async=inspect.iscoroutinefunction(func),
+                permissions=tuple(permissions),
+                completions=dict(completions or {}),
+                annotations=annotations,
+            )
+        )
+        return func
+
+    return decorate
+
+
+@overload
+def prompt(fn: F, /) -> F: ...
+@overload
+def prompt(
+    *,
+    name: str | None = ...,
+    title: str | None = ...,
+    description: str | None = ...,
+    permissions: typing.Iterable[str] = ...,
+    completions: dict[str, Callable[..., Any]] | None = ...,
+) -> Callable[[F], F]: ...
+def prompt(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+    """Register a prompt. Parameters become string arguments (required unless defaulted);
+    ``completions`` maps an argument name to ``fn(value, arguments) -> list[str]``.
+
+    The function returns a string (one user message) or a list of messages
+    (``{"role": ..., "content": {...}}`` dicts or ``(role, text)`` pairs).
+    """
+
+    def decorate(func: F) -> F:
+        hints = _hints(func)
+        context_param = _context_param(func, hints)
+        summary, param_docs = parse_param_docs(func.__doc__)
+        arguments = []
+        for param in inspect.signature(func).parameters.values():
+            if param.name == context_param:
+                continue
+            argument: dict[str, Any] = {"name": param.name, "required": param.default is inspect.Parameter.empty}
+            if param.name in param_docs:
+                argument["description"] = param_docs[param.name]
+            arguments.append(argument)
+        registry.register_prompt(
+            Prompt(
+                name=options.get("name") or func.__name__,
+                title=options.get("title"),
+                description=options.get("description") if options.get("description") is not None else (summary or None),
+                fn=func,
+                is_async=inspect.iscoroutinefunction(func),
+                arguments=arguments,
+                permissions=tuple(options.get("permissions", ())),
+                completions=dict(options.get("completions") or {}),
+                context_param=context_param,
+            )
+        )
+        return func
+
+    return decorate(fn) if fn is not None else decorate
+
+
+Handler = Callable[..., Awaitable[Any]]

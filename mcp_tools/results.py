@@ -1,0 +1,97 @@
+"""What a handler may return, and how it becomes a ``CallToolResult``.
+
+A tool returns a plain value (typed by its annotation), a :class:`ToolResult`
+for full control, an ``mcp_types`` content model, or a list of content blocks.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+
+class ToolError(Exception):
+    """Raise from a tool to return ``isError: true`` with this message to the model."""
+
+
+@dataclass
+class ToolResult:
+    """A hand-built tool result.
+
+    ``next_tool`` sets ``_meta.nextTool`` (tool chaining): the server checks
+    that the named tool exists, that the caller may call it and that the
+    arguments validate before sending it.
+    """
+
+    content: list[Any] = field(default_factory=list)
+    structured_content: dict[str, Any] | None = None
+    is_error: bool = False
+    meta: dict[str, Any] | None = None
+    next_tool: tuple[str, dict[str, Any]] | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        result: dict[str, Any] = {"content": [content_to_wire(item) for item in self.content]}
+        if self.structured_content is not None:
+            result["structuredContent"] = self.structured_content
+        if self.is_error:
+            result["isError"] = True
+        meta = dict(self.meta or {})
+        if self.next_tool is not None:
+            meta["nextTool"] = {"tool": self.next_tool[0], "arguments": self.next_tool[1]}
+        if meta:
+            result["_meta"] = meta
+        return result
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def image(data: bytes | str, mime_type: str) -> dict[str, Any]:
+    return {"type": "image", "data": _b64(data), "mimeType": mime_type}
+
+
+def audio(data: bytes | str, mime_type: str) -> dict[str, Any]:
+    return {"type": "audio", "data": _b64(data), "mimeType": mime_type}
+
+
+def embedded_text_resource(uri: str, text_value: str, mime_type: str = "text/plain") -> dict[str, Any]:
+    return {"type": "resource", "resource": {"uri": uri, "mimeType": mime_type, "text": text_value}}
+
+
+def resource_link(uri: str, name: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "resource_link", "uri": uri, "name": name, **extra}
+
+
+def _b64(data: bytes | str) -> str:
+    return data if isinstance(data, str) else base64.b64encode(data).decode()
+
+
+def content_to_wire(item: Any) -> dict[str, Any]:
+    if isinstance(item, dict):
+        return item
+    if isinstance(item, BaseModel):
+        return item.model_dump(by_alias=True, exclude_none=True, mode="json")
+    if isinstance(item, str):
+        return text(item)
+    raise TypeError(f"Not a content block: {item!r}")
+
+
+def is_content_list(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(
+            (isinstance(item, dict) and isinstance(item.get("type"), str))
+            or (isinstance(item, BaseModel) and hasattr(item, "type"))
+            for item in value
+        )
+    )
+
+
+def json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)

@@ -1,0 +1,212 @@
+"""JSON Schema (2020-12) for tool inputs and outputs, from type hints or DRF serializers.
+
+Type hints go through pydantic: one generated model per tool validates the
+arguments (so the errors name the failing fields) and yields the schema.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import typing
+from typing import Any, Callable
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+
+from .protocol.errors import McpError, invalid_params
+
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def parse_param_docs(doc: str | None) -> tuple[str, dict[str, str]]:
+    """Split a docstring into its summary text and per-parameter descriptions.
+
+    Understands Google style (``Args:`` sections), Sphinx (``:param x:``) and
+    NumPy (``Parameters`` + dashes) well enough for descriptions.
+    """
+    if not doc:
+        return "", {}
+    text = inspect.cleandoc(doc)
+    params: dict[str, str] = {}
+    for match in re.finditer(r"^\s*:param\s+(?:[\w\[\], ]+\s+)?(\w+):\s*(.+)$", text, re.M):
+        params[match.group(1)] = match.group(2).strip()
+    lines = text.splitlines()
+    summary_lines: list[str] = []
+    section: str | None = None
+    current: str | None = None
+    for line in lines:
+        stripped = line.strip()
+        header = stripped.rstrip(":").lower()
+        if header in {"args", "arguments", "parameters", "params"} and (stripped.endswith(":") or header == "parameters"):
+            section = "params"
+            current = None
+            continue
+        if header in {"returns", "return", "raises", "yields", "examples", "example", "notes", "note"} and stripped.endswith(":"):
+            section = "other"
+            continue
+        if section is None:
+            if stripped.startswith(":param") or stripped.startswith(":return"):
+                section = "other"
+                continue
+            summary_lines.append(line)
+            continue
+        if section == "params":
+            if set(stripped) <= {"-"} and stripped:
+                continue
+            match = re.match(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", stripped)
+            if match and (line.startswith("    ") or line.startswith("\t") or not line.startswith(" ")):
+                current = match.group(1)
+                if match.group(2):
+                    params.setdefault(current, match.group(2).strip())
+                continue
+            if current and stripped:
+                params[current] = (params.get(current, "") + " " + stripped).strip()
+    return "\n".join(summary_lines).strip(), params
+
+
+def _strip_titles(schema: Any) -> Any:
+    """Drop pydantic's generated ``title`` keys on properties: noise for models reading the schema."""
+    if isinstance(schema, dict):
+        cleaned = {k: _strip_titles(v) for k, v in schema.items()}
+        props = cleaned.get("properties")
+        if isinstance(props, dict):
+            for prop in props.values():
+                if isinstance(prop, dict):
+                    prop.pop("title", None)
+        return cleaned
+    if isinstance(schema, list):
+        return [_strip_titles(item) for item in schema]
+    return schema
+
+
+class ArgumentsModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+
+@dataclasses.dataclass(slots=True)
+class InputSpec:
+    """How a tool's arguments are validated and described."""
+
+    schema: dict[str, Any]
+    validate: Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def format_validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
+    return [
+        {"field": ".".join(str(part) for part in err["loc"]) or "(root)", "message": err["msg"], "type": err["type"]}
+        for err in exc.errors(include_url=False, include_context=False, include_input=False)
+    ]
+
+
+def input_from_signature(
+    name: str,
+    parameters: list[inspect.Parameter],
+    hints: dict[str, Any],
+    param_docs: dict[str, str],
+) -> InputSpec:
+    """Build a pydantic model from the handler's parameters (context excluded)."""
+    fields: dict[str, Any] = {}
+    for param in parameters:
+        annotation = hints.get(param.name, Any)
+        description = param_docs.get(param.name)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (annotation, Field(default, description=description))
+    model = create_model(f"{_camel(name)}Arguments", __base__=ArgumentsModel, **fields)
+    schema = _strip_titles(model.model_json_schema())
+    schema.pop("title", None)
+    schema.setdefault("properties", {})
+    schema["additionalProperties"] = False
+    field_names = list(fields)
+
+    def validate(arguments: dict[str, Any]) -> dict[str, Any]:
+        try:
+            instance = model.model_validate(arguments)
+        except ValidationError as exc:
+            raise invalid_params(f"Invalid arguments for tool {name!r}", {"errors": format_validation_errors(exc)}) from None
+        return {field: getattr(instance, field) for field in field_names}
+
+    return InputSpec(schema=schema, validate=validate)
+
+
+def input_from_serializer(name: str, serializer_class: type) -> InputSpec:
+    """Describe and validate arguments with a DRF ``Serializer`` class."""
+    from rest_framework.schemas.openapi import AutoSchema
+
+    schema = AutoSchema().map_serializer(serializer_class())
+    schema = {"type": "object", "properties": schema.get("properties", {}), **({"required": schema["required"]} if schema.get("required") else {})}
+
+    def validate(arguments: dict[str, Any]) -> dict[str, Any]:
+        serializer = serializer_class(data=arguments)
+        if not serializer.is_valid():
+            errors = [
+                {"field": field, "message": " ".join(str(m) for m in (messages if isinstance(messages, list) else [messages]))}
+                for field, messages in serializer.errors.items()
+            ]
+            raise invalid_params(f"Invalid arguments for tool {name!r}", {"errors": errors})
+        return dict(serializer.validated_data)
+
+    return InputSpec(schema=schema, validate=validate)
+
+
+@dataclasses.dataclass(slots=True)
+class OutputSpec:
+    """How a handler's return value becomes ``structuredContent``.
+
+    ``mode`` is ``"text"`` (strings and unannotated values: content only),
+    ``"object"`` (models, dataclasses, TypedDicts: the object itself) or
+    ``"wrapped"`` (other JSON values, under a ``result`` key as the spec's
+    object-typed outputSchema requires).
+    """
+
+    mode: str
+    schema: dict[str, Any] | None
+    adapter: TypeAdapter[Any] | None
+
+    def dump(self, value: Any) -> Any:
+        assert self.adapter is not None
+        return self.adapter.dump_python(value, mode="json", by_alias=True)
+
+
+_TEXT_TYPES = {str, type(None), inspect.Signature.empty, Any}
+
+
+def _is_object_type(annotation: Any) -> bool:
+    if inspect.isclass(annotation):
+        if issubclass(annotation, BaseModel) or dataclasses.is_dataclass(annotation):
+            return True
+        if typing.is_typeddict(annotation):
+            return True
+    return False
+
+
+def output_from_annotation(annotation: Any) -> OutputSpec:
+    if annotation in _TEXT_TYPES:
+        return OutputSpec("text", None, None)
+    # Results the author builds by hand (CallToolResult dicts, content lists) carry no schema.
+    origin = typing.get_origin(annotation)
+    try:
+        from . import results
+
+        if inspect.isclass(annotation) and issubclass(annotation, results.ToolResult):
+            return OutputSpec("text", None, None)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+        schema = _strip_titles(adapter.json_schema(mode="serialization"))
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError):
+        return OutputSpec("text", None, None)
+    if _is_object_type(annotation) or (origin is None and schema.get("type") == "object" and annotation is not dict):
+        schema.pop("title", None)
+        return OutputSpec("object", schema, adapter)
+    defs = schema.pop("$defs", None)
+    wrapped: dict[str, Any] = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+    if defs:
+        wrapped["$defs"] = defs
+    return OutputSpec("wrapped", wrapped, adapter)
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in re.split(r"[^0-9a-zA-Z]+", name) if part) or "Tool"

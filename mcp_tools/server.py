@@ -1,0 +1,286 @@
+"""The method table: what each MCP method does, for both protocol eras.
+
+Transports parse and authenticate; this module answers. It knows nothing
+about HTTP, only :class:`~mcp_tools.calls.RequestContext`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import logging
+from collections.abc import Awaitable, Callable
+from importlib.metadata import PackageNotFoundError, version as package_version
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from .calls import RequestContext, permitted, service
+from .conf import mcp_settings
+from .engine.context import LOG_LEVELS
+from .protocol import versions
+from .protocol.errors import INVALID_PARAMS, McpError, invalid_params, method_not_found
+from .registry import registry
+
+logger = logging.getLogger("mcp_tools.server")
+
+Handler = Callable[[dict[str, Any], RequestContext], Awaitable[dict[str, Any]]]
+
+
+def server_info() -> dict[str, Any]:
+    name = mcp_settings.SERVER_NAME
+    ver = mcp_settings.SERVER_VERSION
+    if ver is None:
+        try:
+            ver = package_version("django-mcp-tools")
+        except PackageNotFoundError:
+            ver = "0.0.0"
+    info = {"name": name, "version": ver}
+    if mcp_settings.SERVER_TITLE:
+        info["title"] = mcp_settings.SERVER_TITLE
+    return info
+
+
+def capabilities(modern: bool) -> dict[str, Any]:
+    caps: dict[str, Any] = {
+        "tools": {"listChanged": True},
+        "resources": {"listChanged": True} if modern else {"subscribe": True, "listChanged": True},
+        "prompts": {"listChanged": True},
+        "completions": {},
+    }
+    if not modern:
+        caps["logging"] = {}
+    if mcp_settings.ENABLE_SAGAS:
+        caps["experimental"] = {"sagas": {"methods": ["tools/callSaga", "tools/resumeSaga"]}}
+    return caps
+
+
+# -- cursors ------------------------------------------------------------------------------
+
+def _page(items: list[Any], params: dict[str, Any]) -> tuple[list[Any], str | None]:
+    size = int(mcp_settings.PAGE_SIZE)
+    cursor = params.get("cursor")
+    start = 0
+    if cursor is not None:
+        try:
+            if not isinstance(cursor, str):
+                raise ValueError
+            start = int(base64.urlsafe_b64decode(cursor.encode()).decode())
+            if start < 0 or start > len(items):
+                raise ValueError
+        except (ValueError, binascii.Error, UnicodeDecodeError):
+            raise invalid_params("Invalid cursor") from None
+    end = start + size
+    next_cursor = base64.urlsafe_b64encode(str(end).encode()).decode() if end < len(items) else None
+    return items[start:end], next_cursor
+
+
+async def _visible(items: list[Any], rc: RequestContext) -> list[Any]:
+    """The items the caller may use (a tool the caller may not call is not listed)."""
+    if not any(item.permissions for item in items):
+        return items
+    if rc.principal.is_anonymous:
+        return [item for item in items if not item.permissions]
+    principal = rc.principal
+    return await sync_to_async(lambda: [i for i in items if principal.has_perms(i.permissions)], thread_sensitive=False)()
+
+
+# -- handlers -----------------------------------------------------------------------------
+
+async def ping(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    return {}
+
+
+async def discover(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "supportedVersions": list(versions.MODERN_VERSIONS),
+        "capabilities": capabilities(True),
+        "ttlMs": int(mcp_settings.CACHE_TTL_MS),
+        "cacheScope": "public",
+    }
+    if mcp_settings.INSTRUCTIONS:
+        result["instructions"] = mcp_settings.INSTRUCTIONS
+    return result
+
+
+async def list_tools(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    tools = await _visible(registry.tools, rc)
+    page, next_cursor = _page(tools, params)
+    result: dict[str, Any] = {"tools": [tool.to_wire() for tool in page]}
+    if next_cursor:
+        result["nextCursor"] = next_cursor
+    return _cacheable(result, rc, tools)
+
+
+def _cacheable(result: dict[str, Any], rc: RequestContext, items: list[Any] | None = None) -> dict[str, Any]:
+    if rc.modern:
+        result["ttlMs"] = int(mcp_settings.CACHE_TTL_MS)
+        # Lists filtered by permission differ per caller.
+        private = items is None or any(getattr(item, "permissions", ()) for item in items)
+        result["cacheScope"] = "private" if private else "public"
+    return result
+
+
+async def call_tool(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    if rc.modern:
+        return await service.call_mrtr("tools/call", params, rc)
+    return await service.call_session("tools/call", params, rc)
+
+
+async def call_saga(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    return await service.call_saga(params, rc)
+
+
+async def resume_saga(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    return await service.resume_saga(params, rc)
+
+
+async def list_resources(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    resources = await _visible(registry.resources, rc)
+    page, next_cursor = _page(resources, params)
+    result: dict[str, Any] = {"resources": [r.to_wire() for r in page]}
+    if next_cursor:
+        result["nextCursor"] = next_cursor
+    return _cacheable(result, rc, resources)
+
+
+async def list_resource_templates(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    templates = await _visible(registry.resource_templates, rc)
+    page, next_cursor = _page(templates, params)
+    result: dict[str, Any] = {"resourceTemplates": [r.to_wire() for r in page]}
+    if next_cursor:
+        result["nextCursor"] = next_cursor
+    return _cacheable(result, rc, templates)
+
+
+async def read_resource(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    if rc.modern:
+        result = await service.call_mrtr("resources/read", params, rc)
+        if result.get("resultType") != "input_required":
+            result["ttlMs"] = int(mcp_settings.CACHE_TTL_MS)
+            result["cacheScope"] = "private"
+        return result
+    return await service.call_session("resources/read", params, rc)
+
+
+async def subscribe_resource(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    uri = params.get("uri")
+    if not isinstance(uri, str):
+        raise invalid_params('"uri" must be a string')
+    if registry.find_resource(uri) is None:
+        raise McpError(INVALID_PARAMS, "Resource not found", {"uri": uri})
+    return {}
+
+
+async def list_prompts(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    prompts = await _visible(registry.prompts, rc)
+    page, next_cursor = _page(prompts, params)
+    result: dict[str, Any] = {"prompts": [p.to_wire() for p in page]}
+    if next_cursor:
+        result["nextCursor"] = next_cursor
+    return _cacheable(result, rc, prompts)
+
+
+async def get_prompt(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    if rc.modern:
+        return await service.call_mrtr("prompts/get", params, rc)
+    return await service.call_session("prompts/get", params, rc)
+
+
+async def complete(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    ref = params.get("ref")
+    argument = params.get("argument")
+    if not isinstance(ref, dict) or not isinstance(argument, dict) or not isinstance(argument.get("name"), str):
+        raise invalid_params('completion/complete needs "ref" and "argument": {name, value}')
+    value = argument.get("value", "")
+    if not isinstance(value, str):
+        raise invalid_params('"argument.value" must be a string')
+    context_args = (params.get("context") or {}).get("arguments") or {}
+    completer = None
+    if ref.get("type") == "ref/prompt":
+        prompt = registry.get_prompt(str(ref.get("name")))
+        if prompt is None or not await permitted(rc.principal, prompt.permissions):
+            raise invalid_params(f"Unknown prompt: {ref.get('name')}")
+        completer = prompt.completions.get(argument["name"])
+    elif ref.get("type") == "ref/resource":
+        template = registry.get_template(str(ref.get("uri")))
+        if template is None or not await permitted(rc.principal, template.permissions):
+            raise invalid_params(f"Unknown resource template: {ref.get('uri')}")
+        completer = template.completions.get(argument["name"])
+    else:
+        raise invalid_params('"ref.type" must be "ref/prompt" or "ref/resource"')
+    values: list[str] = []
+    if completer is not None:
+        if asyncio.iscoroutinefunction(completer):
+            found = await completer(value, context_args)
+        else:
+            found = await sync_to_async(completer, thread_sensitive=True)(value, context_args)
+        values = [str(v) for v in found]
+    return {"completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}}
+
+
+async def set_log_level(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    from . import store
+
+    level = params.get("level")
+    if level not in LOG_LEVELS:
+        raise invalid_params(f'"level" must be one of {", ".join(LOG_LEVELS)}')
+    if rc.session_id:
+        await store.db(store.set_session_log_level)(rc.session_id, level)
+    return {}
+
+
+HANDSHAKE_METHODS: dict[str, Handler] = {
+    "ping": ping,
+    "tools/list": list_tools,
+    "tools/call": call_tool,
+    "resources/list": list_resources,
+    "resources/templates/list": list_resource_templates,
+    "resources/read": read_resource,
+    "resources/subscribe": subscribe_resource,
+    "resources/unsubscribe": subscribe_resource,
+    "prompts/list": list_prompts,
+    "prompts/get": get_prompt,
+    "completion/complete": complete,
+    "logging/setLevel": set_log_level,
+    "tools/callSaga": call_saga,
+    "tools/resumeSaga": resume_saga,
+}
+
+MODERN_METHODS: dict[str, Handler] = {
+    "server/discover": discover,
+    "tools/list": list_tools,
+    "tools/call": call_tool,
+    "resources/list": list_resources,
+    "resources/templates/list": list_resource_templates,
+    "resources/read": read_resource,
+    "prompts/list": list_prompts,
+    "prompts/get": get_prompt,
+    "completion/complete": complete,
+    "tools/callSaga": call_saga,
+    "tools/resumeSaga": resume_saga,
+}
+
+
+async def dispatch(method: str, params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    """Answer one request. Raises :class:`McpError` for protocol errors."""
+    table = MODERN_METHODS if rc.modern else HANDSHAKE_METHODS
+    handler = table.get(method)
+    if handler is None or (method in ("tools/callSaga", "tools/resumeSaga") and not mcp_settings.ENABLE_SAGAS):
+        raise method_not_found(method, http_status=404 if rc.modern else 200)
+    result = await handler(params, rc)
+    if rc.modern:
+        result.setdefault("resultType", "complete")
+        meta = result.get("_meta")
+        meta = dict(meta) if isinstance(meta, dict) else {}
+        meta[versions.META_SERVER_INFO] = server_info()
+        result["_meta"] = meta
+    return result
+
+
+def initialize_result(negotiated: str) -> dict[str, Any]:
+    result: dict[str, Any] = {"protocolVersion": negotiated, "capabilities": capabilities(False), "serverInfo": server_info()}
+    if mcp_settings.INSTRUCTIONS:
+        result["instructions"] = mcp_settings.INSTRUCTIONS
+    return result

@@ -1,0 +1,161 @@
+"""The one boundary between coroutines and the ORM.
+
+Coroutines never touch models directly: they call the sync functions here
+through :func:`db`, which runs them in a worker thread and closes stale
+connections (``channels.db.database_sync_to_async``).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.utils import timezone
+
+from .conf import mcp_settings
+from .engine.journal import Journal, Step
+
+db = database_sync_to_async
+
+
+def load_call(call_id: Any) -> tuple[Any, Journal] | None:
+    from django.core.exceptions import ValidationError
+
+    from .models import ToolCall
+
+    try:
+        call = ToolCall.objects.filter(id=call_id).first()
+    except (ValidationError, ValueError):
+        return None
+    if call is None:
+        return None
+    steps = [
+        Step(seq=s.seq, kind=s.kind, key=s.key, digest=s.digest, request=s.request, response=s.response,
+             error=s.error, status=s.status, persisted=True)
+        for s in call.steps.order_by("seq")
+    ]
+    return call, Journal(steps)
+
+
+def create_call(steps: list[Step], **fields: Any) -> str:
+    from .models import ToolCall
+
+    fields.setdefault("expires_at", timezone.now() + timedelta(seconds=mcp_settings.CALL_TTL))
+    call = ToolCall.objects.create_with_steps(steps, **fields)
+    return str(call.id)
+
+
+def save_round(call_id: Any, round_number: int, new_steps: list[Step], **fields: Any) -> None:
+    from .models import ToolCall
+
+    ToolCall.objects.save_round(call_id, round_number, new_steps, fields)
+
+
+def advance(call_id: Any, expected_round: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str) -> bool:
+    from .models import ToolCall
+
+    return ToolCall.objects.advance(call_id, expected_round, answers, answers_digest)
+
+
+def claim_round(call_id: Any, expected_round: int) -> bool:
+    from .models import ToolCall
+
+    return ToolCall.objects.claim_round(call_id, expected_round)
+
+
+def answer_step(call_id: Any, seq: int, status: str, response: Any, error: Any) -> bool:
+    from .models import ToolCall
+
+    return ToolCall.objects.answer_step(call_id, seq, status, response, error)
+
+
+def run_once(call_id: Any, step: Step, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, Any]:
+    from .models import CallStep
+
+    def journaled() -> Any:
+        value = fn(*args, **kwargs)
+        return json.loads(json.dumps(value, default=str))
+
+    return CallStep.objects.run_once(call_id, step, lambda: journaled(), (), {})
+
+
+def record_once(call_id: Any, step: Step, value: Any) -> tuple[bool, Any]:
+    from .models import CallStep
+
+    return CallStep.objects.record_done(call_id, step, json.loads(json.dumps(value, default=str)))
+
+
+def update_call(call_id: Any, **fields: Any) -> int:
+    from .models import ToolCall
+
+    return ToolCall.objects.filter(id=call_id).update(updated_at=timezone.now(), **fields)
+
+
+def call_status(call_id: Any) -> tuple[str, int, Any] | None:
+    from .models import ToolCall
+
+    row = ToolCall.objects.filter(id=call_id).values_list("status", "round", "last_outcome").first()
+    return row
+
+
+# -- sessions (2025-11-25) ----------------------------------------------------
+
+def create_session(protocol_version: str, client_info: dict[str, Any], capabilities: dict[str, Any], principal: str) -> str:
+    from .models import McpSession
+
+    session_id = secrets.token_urlsafe(24)
+    McpSession.objects.create(
+        id=session_id, protocol_version=protocol_version, client_info=client_info,
+        client_capabilities=capabilities, principal=principal,
+    )
+    return session_id
+
+
+def get_session(session_id: str) -> Any:
+    from .models import McpSession
+
+    return McpSession.objects.filter(id=session_id).first()
+
+
+def delete_session(session_id: str) -> bool:
+    from .models import McpSession, StreamEvent
+
+    deleted, _ = McpSession.objects.filter(id=session_id).delete()
+    StreamEvent.objects.filter(session_id=session_id).delete()
+    return bool(deleted)
+
+
+def set_session_log_level(session_id: str, level: str) -> None:
+    from .models import McpSession
+
+    McpSession.objects.filter(id=session_id).update(log_level=level)
+
+
+# -- SSE event log -------------------------------------------------------------
+
+def append_event(session_id: str, stream_id: str, payload: str) -> int:
+    from .models import StreamEvent
+
+    return StreamEvent.objects.append(session_id, stream_id, payload, mcp_settings.EVENT_RETENTION)
+
+
+def events_after(stream_id: str, last_id: int) -> list[tuple[int, str]]:
+    from .models import StreamEvent
+
+    return [(e.id, e.payload) for e in StreamEvent.objects.after(stream_id, last_id, mcp_settings.EVENT_RETENTION)]
+
+
+def stream_of_event(event_id: int) -> tuple[str, str] | None:
+    from .models import StreamEvent
+
+    return StreamEvent.objects.filter(id=event_id).values_list("session_id", "stream_id").first()
+
+
+def call_for_stream(stream_id: str) -> str | None:
+    from .models import ToolCall
+
+    value = ToolCall.objects.filter(stream_id=stream_id).values_list("id", flat=True).first()
+    return str(value) if value else None

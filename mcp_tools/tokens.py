@@ -1,0 +1,61 @@
+"""Sealed tokens: ``requestState``, saga tokens, resume tokens.
+
+A token is a reference to a ``ToolCall`` row plus the facts it is bound to
+(principal, round, method and parameter digest), signed with Django's
+``signing`` (HMAC-SHA256 keyed from ``MCP_TOOLS["SIGNING_KEYS"]`` or
+``SECRET_KEY``, with ``SECRET_KEY_FALLBACKS`` for rotation) and time-stamped.
+Every failure raises the same :class:`InvalidToken`; the reason is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.core import signing
+
+from .conf import mcp_settings
+
+logger = logging.getLogger("mcp_tools.tokens")
+
+
+class InvalidToken(Exception):
+    """The token is malformed, tampered with, expired, or bound to something else."""
+
+
+def _keys() -> tuple[str, list[str]]:
+    configured = mcp_settings.SIGNING_KEYS
+    if configured:
+        keys = list(configured)
+        return keys[0], keys[1:]
+    return settings.SECRET_KEY, list(getattr(settings, "SECRET_KEY_FALLBACKS", []))
+
+
+def seal(purpose: str, payload: dict[str, Any]) -> str:
+    key, _ = _keys()
+    return signing.dumps(payload, key=key, salt=f"mcp_tools.{purpose}", compress=True)
+
+
+def unseal(purpose: str, token: Any, *, max_age: float | None = None) -> dict[str, Any]:
+    if not isinstance(token, str) or not token or len(token) > 4096:
+        logger.info("Refused %s token: not a string of sane length", purpose)
+        raise InvalidToken(purpose)
+    key, fallbacks = _keys()
+    try:
+        payload = signing.loads(
+            token,
+            key=key,
+            fallback_keys=fallbacks,
+            salt=f"mcp_tools.{purpose}",
+            max_age=max_age if max_age is not None else mcp_settings.TOKEN_TTL,
+        )
+    except signing.SignatureExpired:
+        logger.info("Refused %s token: expired", purpose)
+        raise InvalidToken(purpose) from None
+    except (signing.BadSignature, ValueError, TypeError, UnicodeDecodeError) as exc:
+        logger.info("Refused %s token: %s", purpose, type(exc).__name__)
+        raise InvalidToken(purpose) from None
+    if not isinstance(payload, dict):
+        raise InvalidToken(purpose)
+    return payload

@@ -1,0 +1,529 @@
+"""Streamable HTTP for both protocol eras on one URL.
+
+A lean ASGI application (mounted through Channels' ``URLRouter``) rather than
+a full Django view or an ``AsyncHttpConsumer``: it pays for no middleware
+stack and no per-request channel-layer channel, which is most of the cost of
+a small call. It parses, checks headers, authenticates and streams; the
+method table (:mod:`mcp_tools.server`) answers.
+
+The response to a request is JSON unless the handler emits something
+(progress, a log message, a request to the client) before it finishes; then
+it switches to SSE on the fly. Fast calls stay plain JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+from urllib.parse import urlsplit
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.exceptions import SynchronousOnlyOperation
+from django.http.request import split_domain_port, validate_host
+
+from .. import store
+from ..auth import AuthenticationFailed, Principal, authenticate_scope
+from ..calls import RequestContext, service
+from ..conf import mcp_settings
+from ..protocol import jsonrpc, versions
+from ..protocol.errors import (
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    McpError,
+)
+from ..registry import registry
+from ..server import dispatch, initialize_result
+
+logger = logging.getLogger("mcp_tools.http")
+
+JSON_HEADERS = [(b"content-type", b"application/json")]
+SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+class HttpError(Exception):
+    """An answer to the whole HTTP request (status + JSON-RPC error body)."""
+
+    def __init__(self, status: int, error: McpError, request_id: Any = None, extra_headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        super().__init__(error.message)
+        self.status = status
+        self.error = error
+        self.request_id = request_id
+        self.extra_headers = extra_headers or []
+
+
+def _headers(scope: dict[str, Any]) -> dict[str, str]:
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+
+def _allowed_hosts() -> list[str]:
+    hosts = list(settings.ALLOWED_HOSTS)
+    if settings.DEBUG and not hosts:
+        hosts = [".localhost", "127.0.0.1", "[::1]"]
+    return hosts
+
+
+def check_origin(headers: dict[str, str]) -> None:
+    """DNS-rebinding protection: the Host and any Origin must be ours (403 otherwise)."""
+    host = headers.get("host")
+    if host is not None:
+        domain, _ = split_domain_port(host)
+        if not domain or not validate_host(domain, _allowed_hosts()):
+            raise HttpError(403, McpError(INVALID_REQUEST, "Forbidden: invalid Host header"))
+    origin = headers.get("origin")
+    if origin is None:
+        return
+    allowed = mcp_settings.ALLOWED_ORIGINS
+    if allowed is not None:
+        if origin in allowed or "*" in allowed:
+            return
+    else:
+        parts = urlsplit(origin)
+        if parts.hostname and validate_host(parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]", _allowed_hosts()):
+            return
+    raise HttpError(403, McpError(INVALID_REQUEST, "Forbidden: invalid Origin header"))
+
+
+def _accepts(headers: dict[str, str], *types: str) -> bool:
+    accept = headers.get("accept", "")
+    if "*/*" in accept:
+        return True
+    return all(t in accept for t in types)
+
+
+async def authenticate(scope: dict[str, Any], headers: dict[str, str]) -> Principal:
+    try:
+        try:
+            # Without credentials most authenticators answer without I/O: try inline first,
+            # and hop to a thread only when one of them needs the database.
+            if "authorization" in headers or "cookie" in headers:
+                raise SynchronousOnlyOperation
+            return authenticate_scope(scope)
+        except SynchronousOnlyOperation:
+            return await sync_to_async(authenticate_scope, thread_sensitive=True)(scope)
+    except AuthenticationFailed as exc:
+        extra = [(b"www-authenticate", exc.www_authenticate.encode())] if exc.www_authenticate else []
+        raise HttpError(401, McpError(INVALID_REQUEST, f"Unauthorized: {exc}"), extra_headers=extra) from None
+
+
+class Response:
+    """One HTTP response that starts as nothing and becomes JSON or an SSE stream."""
+
+    def __init__(self, send: Any, session_id: str | None, *, event_ids: bool) -> None:
+        self._send = send
+        self.session_id = session_id
+        self.event_ids = event_ids
+        self.streaming = False
+        self.stream_id: str | None = None
+        self.closed = False
+        self._lock = asyncio.Lock()
+
+    def _base_headers(self) -> list[tuple[bytes, bytes]]:
+        return [(b"mcp-session-id", self.session_id.encode())] if self.session_id else []
+
+    async def json(self, status: int, message: dict[str, Any] | None, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+        body = jsonrpc.dumps(message) if message is not None else b""
+        headers = (JSON_HEADERS if message is not None else []) + self._base_headers() + (extra or [])
+        await self._send({"type": "http.response.start", "status": status, "headers": headers})
+        await self._send({"type": "http.response.body", "body": body})
+        self.closed = True
+
+    async def start_stream(self) -> None:
+        if self.streaming:
+            return
+        self.streaming = True
+        await self._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + self._base_headers()})
+        if self.event_ids and self.session_id:
+            import uuid
+
+            self.stream_id = uuid.uuid4().hex
+            # Priming event: gives the client an id to resume from before anything else happens.
+            event_id = await store.db(store.append_event)(self.session_id, self.stream_id, "")
+            await self._send({"type": "http.response.body", "body": f"id: {event_id}\ndata: \n\n".encode(), "more_body": True})
+
+    async def event(self, message: dict[str, Any]) -> None:
+        async with self._lock:
+            await self.start_stream()
+            payload = jsonrpc.dumps(message).decode()
+            prefix = ""
+            if self.event_ids and self.session_id and self.stream_id:
+                event_id = await store.db(store.append_event)(self.session_id, self.stream_id, payload)
+                prefix = f"id: {event_id}\n"
+            with contextlib.suppress(OSError):
+                await self._send({"type": "http.response.body", "body": f"{prefix}event: message\ndata: {payload}\n\n".encode(), "more_body": True})
+
+    async def finish(self, message: dict[str, Any], status: int = 200, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+        if self.streaming:
+            await self.event(message)
+            with contextlib.suppress(OSError):
+                await self._send({"type": "http.response.body", "body": b""})
+            self.closed = True
+        else:
+            await self.json(status, message, extra)
+
+
+class McpEndpoint:
+    """The ASGI application serving MCP (both eras) at one path."""
+
+    #: In-flight requests of this process by (session id, request id), for notifications/cancelled.
+    running: dict[tuple[str, Any], asyncio.Task[Any]] = {}
+
+    @classmethod
+    def as_asgi(cls) -> McpEndpoint:
+        return cls()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            raise ValueError(f"McpEndpoint serves HTTP, not {scope['type']}")
+        headers = _headers(scope)
+        response = Response(send, None, event_ids=False)
+        try:
+            check_origin(headers)
+            method = scope["method"]
+            version_header = headers.get("mcp-protocol-version")
+            if method == "POST":
+                await self.post(scope, receive, headers, response)
+            elif method == "GET":
+                if versions.is_modern(version_header):
+                    raise HttpError(405, McpError(INVALID_REQUEST, "Method not allowed: the 2026-07-28 protocol has no GET stream"), extra_headers=[(b"allow", b"POST")])
+                await self.get(scope, receive, headers, send)
+            elif method == "DELETE":
+                if versions.is_modern(version_header):
+                    raise HttpError(405, McpError(INVALID_REQUEST, "Method not allowed"), extra_headers=[(b"allow", b"POST")])
+                await self.delete(scope, headers, response)
+            else:
+                raise HttpError(405, McpError(INVALID_REQUEST, f"Method not allowed: {method}"), extra_headers=[(b"allow", b"GET, POST, DELETE")])
+        except HttpError as exc:
+            logger.info("%s %s -> %s: %s", scope["method"], scope.get("path"), exc.status, exc.error.message)
+            if not response.closed and not response.streaming:
+                await response.json(exc.status, jsonrpc.error_message(exc.request_id, exc.error), exc.extra_headers)
+
+    # -- POST ---------------------------------------------------------------------------
+    async def read_body(self, receive: Any, headers: dict[str, str]) -> bytes:
+        limit = int(mcp_settings.MAX_BODY_BYTES)
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise HttpError(413, McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes"))
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise asyncio.CancelledError
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise HttpError(413, McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes"))
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def post(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], response: Response) -> None:
+        content_type = headers.get("content-type", "")
+        if not content_type.startswith("application/json"):
+            raise HttpError(415, McpError(INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json"))
+        if not _accepts(headers, "application/json", "text/event-stream"):
+            raise HttpError(406, McpError(INVALID_REQUEST, "Not Acceptable: Accept must list application/json and text/event-stream"))
+        body = await self.read_body(receive, headers)
+        try:
+            message = jsonrpc.parse_body(body)
+        except McpError as exc:
+            raise HttpError(400, exc) from None
+        version_header = headers.get("mcp-protocol-version")
+        meta = message.params.get("_meta") if message.kind == "request" else None
+        if versions.is_modern(version_header) or (
+            version_header is not None and version_header not in versions.HANDSHAKE_VERSIONS and isinstance(meta, dict)
+            and versions.META_PROTOCOL_VERSION in meta
+        ):
+            await self.post_modern(scope, receive, headers, message, response)
+        else:
+            await self.post_handshake(scope, receive, headers, message, response)
+
+    async def post_modern(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], message: jsonrpc.Message, response: Response) -> None:
+        if message.kind != "request":
+            await response.json(202, None)
+            return
+        request_id = message.id
+        method = message.method
+        params = message.params
+        meta = params.get("_meta")
+        if not isinstance(meta, dict) or not isinstance(meta.get(versions.META_PROTOCOL_VERSION), str) or not isinstance(meta.get(versions.META_CLIENT_CAPABILITIES), dict):
+            raise HttpError(400, McpError(INVALID_PARAMS, "Invalid _meta: protocolVersion and clientCapabilities are required"), request_id)
+        version = meta[versions.META_PROTOCOL_VERSION]
+        header_version = headers.get("mcp-protocol-version")
+        if header_version != version:
+            raise HttpError(400, McpError(HEADER_MISMATCH, "MCP-Protocol-Version header does not match _meta protocolVersion"), request_id)
+        if version not in versions.MODERN_VERSIONS:
+            raise HttpError(400, McpError(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
+                                          {"supported": list(versions.MODERN_VERSIONS), "requested": version}), request_id)
+        header_method = headers.get("mcp-method")
+        if header_method is not None and header_method.strip() != method:
+            raise HttpError(400, McpError(HEADER_MISMATCH, "Mcp-Method header does not match the request method"), request_id)
+        name_key = NAME_PARAM.get(method)
+        header_name = headers.get("mcp-name")
+        if name_key is not None and header_name is not None and header_name.strip() != params.get(name_key):
+            raise HttpError(400, McpError(HEADER_MISMATCH, f"Mcp-Name header does not match params.{name_key}"), request_id)
+        if method == "tools/call":
+            check_param_headers(headers, params, request_id)
+        principal = await authenticate(scope, headers)
+        if method == "subscriptions/listen":
+            await self.listen(receive, response, request_id, params)
+            return
+        log_level = meta.get("io.modelcontextprotocol/logLevel")
+        rc = RequestContext(
+            principal=principal,
+            protocol_version=version,
+            modern=True,
+            client_capabilities=meta[versions.META_CLIENT_CAPABILITIES],
+            request_id=request_id,
+            log_level=log_level if isinstance(log_level, str) else None,
+            progress_token=meta.get("progressToken"),
+            emit=response.event,
+        )
+        await self.run_request(receive, response, method, params, rc, None)
+
+    async def post_handshake(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], message: jsonrpc.Message, response: Response) -> None:
+        version_header = headers.get("mcp-protocol-version")
+        if message.kind == "request" and message.method == "initialize":
+            await self.initialize(scope, headers, message, response)
+            return
+        if version_header is not None and version_header not in versions.HANDSHAKE_VERSIONS:
+            raise HttpError(400, McpError(INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version_header}"), message.id)
+        session_id = headers.get("mcp-session-id")
+        if not session_id:
+            raise HttpError(400, McpError(INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"), message.id)
+        principal = await authenticate(scope, headers)
+        session = await store.db(store.get_session)(session_id)
+        if session is None or session.principal != principal.id:
+            raise HttpError(404, McpError(INVALID_REQUEST, "Session not found"), message.id)
+        response.session_id = session_id
+        response.event_ids = True
+        rc = RequestContext(
+            principal=principal,
+            protocol_version=session.protocol_version,
+            modern=False,
+            client_capabilities=session.client_capabilities,
+            request_id=message.id,
+            session_id=session_id,
+            log_level=session.log_level,
+            progress_token=message.params.get("_meta", {}).get("progressToken") if isinstance(message.params.get("_meta"), dict) else None,
+            emit=response.event,
+            stream_id=lambda: response.stream_id,
+        )
+        if message.kind == "notification":
+            if message.method == "notifications/cancelled":
+                request_id = message.params.get("requestId")
+                task = self.running.get((session_id, request_id))
+                if task is not None:
+                    task.cancel()
+            await response.json(202, None)
+            return
+        if message.kind == "response":
+            await service.accept_client_response(message.raw, rc)
+            await response.json(202, None)
+            return
+        await self.run_request(receive, response, message.method, message.params, rc, session_id)
+
+    async def initialize(self, scope: dict[str, Any], headers: dict[str, str], message: jsonrpc.Message, response: Response) -> None:
+        params = message.params
+        if not isinstance(params.get("protocolVersion"), str):
+            raise HttpError(400, McpError(INVALID_PARAMS, 'initialize needs "protocolVersion"'), message.id)
+        capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
+        client_info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
+        principal = await authenticate(scope, headers)
+        negotiated = versions.negotiate_handshake(params["protocolVersion"])
+        session_id = await store.db(store.create_session)(negotiated, client_info, capabilities, principal.id)
+        response.session_id = session_id
+        await response.json(200, jsonrpc.result_message(message.id, initialize_result(negotiated)))
+
+    async def run_request(self, receive: Any, response: Response, method: str, params: dict[str, Any], rc: RequestContext, session_id: str | None) -> None:
+        """Run the handler; a client that closes the response stream cancels it."""
+        task = asyncio.ensure_future(dispatch(method, params, rc))
+        key = (session_id, rc.request_id) if session_id else None
+        if key:
+            self.running[key] = task
+        watcher = asyncio.ensure_future(receive())
+        try:
+            done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if task not in done:
+                # http.disconnect: the client is gone.
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+                return
+            try:
+                result = task.result()
+            except asyncio.CancelledError:
+                await response.finish(jsonrpc.error_message(rc.request_id, McpError(INVALID_REQUEST, "Request cancelled")))
+                return
+            except McpError as exc:
+                logger.info("%s -> error %s: %s", method, exc.code, exc.message)
+                status = exc.http_status if rc.modern else 200
+                await response.finish(jsonrpc.error_message(rc.request_id, exc), status)
+                return
+            except Exception:
+                logger.exception("Unhandled error in %s", method)
+                await response.finish(jsonrpc.error_message(rc.request_id, McpError(INTERNAL_ERROR, "Internal error")))
+                return
+            await response.finish(jsonrpc.result_message(rc.request_id, result))
+        finally:
+            watcher.cancel()
+            if key:
+                self.running.pop(key, None)
+
+    # -- subscriptions/listen (2026-07-28) ----------------------------------------------
+    async def listen(self, receive: Any, response: Response, request_id: Any, params: dict[str, Any]) -> None:
+        wanted = params.get("notifications") if isinstance(params.get("notifications"), dict) else {}
+        subscription_id = str(request_id)
+        kinds = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}
+        queue: asyncio.Queue[str] = asyncio.Queue()
+
+        def on_change(kind: str) -> None:
+            if wanted.get(kinds.get(kind, "")):
+                queue.put_nowait(kind)
+
+        registry.add_listener(on_change)
+        meta = {"io.modelcontextprotocol/subscriptionId": subscription_id}
+        watcher = asyncio.ensure_future(receive())
+        try:
+            await response.event(jsonrpc.notification_message("notifications/subscriptions/acknowledged", {"_meta": meta, "notifications": wanted}))
+            while True:
+                getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait({getter, watcher}, return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    getter.cancel()
+                    return
+                await response.event(jsonrpc.notification_message(f"notifications/{getter.result()}/list_changed", {"_meta": meta}))
+        finally:
+            watcher.cancel()
+            registry.remove_listener(on_change)
+
+    # -- GET: the standalone stream, or a resumed one ----------------------------------
+    async def get(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], send: Any) -> None:
+        if "text/event-stream" not in headers.get("accept", "") and "*/*" not in headers.get("accept", ""):
+            raise HttpError(406, McpError(INVALID_REQUEST, "Not Acceptable: Accept must list text/event-stream"))
+        session_id = headers.get("mcp-session-id")
+        if not session_id:
+            raise HttpError(400, McpError(INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"))
+        principal = await authenticate(scope, headers)
+        session = await store.db(store.get_session)(session_id)
+        if session is None or session.principal != principal.id:
+            raise HttpError(404, McpError(INVALID_REQUEST, "Session not found"))
+        response = Response(send, session_id, event_ids=True)
+        last_event_id = headers.get("last-event-id")
+        if last_event_id and last_event_id.isdigit():
+            await self.resume(receive, response, session, principal, int(last_event_id))
+            return
+        await self.standalone(receive, response)
+
+    async def resume(self, receive: Any, response: Response, session: Any, principal: Principal, last_event_id: int) -> None:
+        found = await store.db(store.stream_of_event)(last_event_id)
+        if found is None or found[0] != session.id:
+            raise HttpError(404, McpError(INVALID_REQUEST, "Unknown Last-Event-ID"))
+        stream_id = found[1]
+        response.stream_id = stream_id
+        response.streaming = True
+        await response._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + response._base_headers()})
+        for event_id, payload in await store.db(store.events_after)(stream_id, last_event_id):
+            if payload:
+                await response._send({"type": "http.response.body", "body": f"id: {event_id}\nevent: message\ndata: {payload}\n\n".encode(), "more_body": True})
+        call_id = await store.db(store.call_for_stream)(stream_id)
+        if call_id is None:
+            await response._send({"type": "http.response.body", "body": b""})
+            return
+        from ..models import ToolCall
+
+        request_id = await store.db(lambda: ToolCall.objects.filter(id=call_id).values_list("request_id", flat=True).first())()
+        rc = RequestContext(principal=principal, protocol_version=session.protocol_version, modern=False,
+                            client_capabilities=session.client_capabilities, request_id=request_id, session_id=session.id,
+                            log_level=session.log_level, emit=response.event, stream_id=lambda: stream_id)
+        task = asyncio.ensure_future(service.continue_session_call(call_id, rc))
+        watcher = asyncio.ensure_future(receive())
+        try:
+            done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if task not in done:
+                task.cancel()
+                return
+            try:
+                result = task.result()
+            except McpError as exc:
+                await response.finish(jsonrpc.error_message(_original_id(request_id), exc))
+                return
+            if result is not None:
+                await response.finish(jsonrpc.result_message(_original_id(request_id), result))
+            else:
+                await response._send({"type": "http.response.body", "body": b""})
+        finally:
+            watcher.cancel()
+
+    async def standalone(self, receive: Any, response: Response) -> None:
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        registry.add_listener(queue.put_nowait)
+        await response.start_stream()
+        watcher = asyncio.ensure_future(receive())
+        try:
+            while True:
+                getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait({getter, watcher}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
+                if watcher in done:
+                    getter.cancel()
+                    return
+                if getter in done:
+                    await response.event(jsonrpc.notification_message(f"notifications/{getter.result()}/list_changed"))
+                else:
+                    getter.cancel()
+                    await response._send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
+        finally:
+            watcher.cancel()
+            registry.remove_listener(queue.put_nowait)
+
+    # -- DELETE ---------------------------------------------------------------------------
+    async def delete(self, scope: dict[str, Any], headers: dict[str, str], response: Response) -> None:
+        session_id = headers.get("mcp-session-id")
+        if not session_id:
+            raise HttpError(400, McpError(INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"))
+        principal = await authenticate(scope, headers)
+        session = await store.db(store.get_session)(session_id)
+        if session is None or session.principal != principal.id:
+            raise HttpError(404, McpError(INVALID_REQUEST, "Session not found"))
+        await store.db(store.delete_session)(session_id)
+        await response.json(204, None)
+
+
+def _original_id(value: Any) -> Any:
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    return value
+
+
+def check_param_headers(headers: dict[str, str], params: dict[str, Any], request_id: Any) -> None:
+    """``Mcp-Param-*`` headers must agree with the arguments they mirror (``x-mcp-header`` in the schema)."""
+    tool = registry.get_tool(params.get("name")) if isinstance(params.get("name"), str) else None
+    if tool is None:
+        return
+    properties = tool.input.schema.get("properties", {})
+    arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
+    for prop, schema in properties.items():
+        header_name = schema.get("x-mcp-header") if isinstance(schema, dict) else None
+        if not header_name or prop not in arguments:
+            continue
+        value = headers.get(f"mcp-param-{str(header_name).lower()}")
+        expected = arguments[prop]
+        if value is None:
+            raise HttpError(400, McpError(HEADER_MISMATCH, f"Missing Mcp-Param-{header_name} header"), request_id)
+        value = value.strip()
+        if value.startswith("=?base64?") and value.endswith("?="):
+            import base64
+
+            try:
+                value = base64.b64decode(value[9:-2]).decode()
+            except (ValueError, UnicodeDecodeError):
+                raise HttpError(400, McpError(HEADER_MISMATCH, f"Invalid Mcp-Param-{header_name} header"), request_id) from None
+        if value != (expected if isinstance(expected, str) else str(expected).lower() if isinstance(expected, bool) else str(expected)):
+            raise HttpError(400, McpError(HEADER_MISMATCH, f"Mcp-Param-{header_name} header does not match the argument"), request_id)
