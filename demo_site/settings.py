@@ -66,7 +66,9 @@ INSTALLED_APPS = [
     "demo_site.inventory",
 ]
 if MCP_CONFORMANCE_FIXTURES:
-    INSTALLED_APPS.append("demo_site.conformance")
+    # Before the inventory app, so the suite's fixtures are listed first: some
+    # scenarios call the first listed tool with empty arguments.
+    INSTALLED_APPS.insert(INSTALLED_APPS.index("demo_site.inventory"), "demo_site.conformance")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

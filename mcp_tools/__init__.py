@@ -22,7 +22,6 @@ __all__ = [
     "ToolError",
     "ToolResult",
     "prompt",
-    "registry",
     "resource",
     "tool",
 ]
@@ -31,5 +30,5 @@ __all__ = [
 # is safe in settings modules and before apps are ready.
 from .engine.context import SamplingResult, ToolContext
 from .engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed
-from .registry import AlreadyRegistered, NotRegistered, prompt, registry, resource, tool
+from .registry import AlreadyRegistered, NotRegistered, prompt, resource, tool
 from .results import ToolError, ToolResult

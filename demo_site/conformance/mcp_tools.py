@@ -49,9 +49,8 @@ async def _elicit_raw(ctx: ToolContext, message: str, schema: dict[str, Any], ke
 
 
 def _sampling_step(ctx: ToolContext, prompt_text: str, max_tokens: int, key: str) -> StepRequest[dict[str, Any]]:
-    """A single-turn sampling request that can go into ``ctx.gather`` (``ctx.sample`` is a coroutine)."""
-    params = {"messages": [{"role": "user", "content": {"type": "text", "text": prompt_text}}], "maxTokens": max_tokens}
-    return ctx._sampling_request(params, key)
+    """A single-turn sampling request that can go into ``ctx.gather``."""
+    return ctx.sample_step(prompt_text, max_tokens=max_tokens, key=key)
 
 
 def _sampling_text(answer: dict[str, Any]) -> str:
@@ -534,3 +533,15 @@ async def test_input_required_result_prompt(ctx: ToolContext) -> list[dict[str, 
         key="user_context",
     )
     return [{"role": "user", "content": text(f"Prompt with context: {answer.get('context', 'unknown')}")}]
+
+
+# -- SEP-2243: a parameter mirrored into an HTTP header ----------------------------------
+
+from typing import Annotated  # noqa: E402
+
+from pydantic import Field  # noqa: E402
+
+
+@tool(name="test_header_param", description="Echoes its region argument, which clients mirror into the Mcp-Param-Region header.")
+def test_header_param(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
+    return f"region={region}"

@@ -70,7 +70,11 @@ class StepRequest(typing.Generic[T]):
         self.validate = validate
 
     def __await__(self) -> typing.Generator[Any, None, T]:
-        return self.ctx._resolve([self]).__await__()  # type: ignore[return-value]
+        return self._single().__await__()
+
+    async def _single(self) -> T:
+        values = await self.ctx._resolve([self])
+        return typing.cast(T, values[0])
 
 
 def _flat_elicitation_schema(schema: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
@@ -230,6 +234,24 @@ class ToolContext:
                 raise ValueError('a ListRootsResult with a "roots" array')
 
         return StepRequest(self, "roots", "roots/list", {}, self._key("roots", key), lambda answer: list(answer["roots"]), validate)
+
+    def sample_step(
+        self,
+        messages: str | Sequence[dict[str, Any]],
+        *,
+        max_tokens: int = 1000,
+        key: str | None = None,
+        **params: Any,
+    ) -> StepRequest[dict[str, Any]]:
+        """One plain sampling request (no tools) as a step for :meth:`gather`.
+
+        Awaited, it returns the raw ``CreateMessageResult`` dict. Extra keyword
+        arguments are sent as request parameters (``systemPrompt=...``).
+        """
+        sampling_caps = self.client_capabilities.get("sampling")
+        self._require({"sampling": {}}, isinstance(sampling_caps, dict))
+        conversation = [{"role": "user", "content": {"type": "text", "text": messages}}] if isinstance(messages, str) else [dict(m) for m in messages]
+        return self._sampling_request({"messages": conversation, "maxTokens": max_tokens, **params}, self._key("sample", key))
 
     def _sampling_request(self, params: dict[str, Any], key: str) -> StepRequest[dict[str, Any]]:
         def validate(answer: Any) -> None:

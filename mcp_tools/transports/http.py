@@ -263,12 +263,13 @@ class McpEndpoint:
             raise HttpError(400, McpError(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
                                           {"supported": list(versions.MODERN_VERSIONS), "requested": version}), request_id)
         header_method = headers.get("mcp-method")
-        if header_method is not None and header_method.strip() != method:
-            raise HttpError(400, McpError(HEADER_MISMATCH, "Mcp-Method header does not match the request method"), request_id)
+        if header_method is None or header_method.strip() != method:
+            raise HttpError(400, McpError(HEADER_MISMATCH, "Mcp-Method header is missing or does not match the request method"), request_id)
         name_key = NAME_PARAM.get(method)
-        header_name = headers.get("mcp-name")
-        if name_key is not None and header_name is not None and header_name.strip() != params.get(name_key):
-            raise HttpError(400, McpError(HEADER_MISMATCH, f"Mcp-Name header does not match params.{name_key}"), request_id)
+        if name_key is not None and name_key in params:
+            header_name = headers.get("mcp-name")
+            if header_name is None or header_name.strip() != params.get(name_key):
+                raise HttpError(400, McpError(HEADER_MISMATCH, f"Mcp-Name header is missing or does not match params.{name_key}"), request_id)
         if method == "tools/call":
             check_param_headers(headers, params, request_id)
         principal = await authenticate(scope, headers)
@@ -522,8 +523,8 @@ def check_param_headers(headers: dict[str, str], params: dict[str, Any], request
             import base64
 
             try:
-                value = base64.b64decode(value[9:-2]).decode()
-            except (ValueError, UnicodeDecodeError):
+                value = base64.b64decode(value[9:-2], validate=True).decode()
+            except (ValueError, UnicodeDecodeError):  # binascii.Error is a ValueError
                 raise HttpError(400, McpError(HEADER_MISMATCH, f"Invalid Mcp-Param-{header_name} header"), request_id) from None
         if value != (expected if isinstance(expected, str) else str(expected).lower() if isinstance(expected, bool) else str(expected)):
             raise HttpError(400, McpError(HEADER_MISMATCH, f"Mcp-Param-{header_name} header does not match the argument"), request_id)

@@ -1,0 +1,26 @@
+"""Settings of the benchmark servers: the demo project on a throw-away SQLite file, quiet, DEBUG off.
+
+``BENCH_DB`` is the SQLite path (``bench/run.py`` makes one in a temp dir and migrates it).
+"""
+
+import os
+
+from demo_site.settings import *  # noqa: F401,F403
+from demo_site.settings import DATABASES, MCP_TOOLS
+
+DATABASES["default"]["NAME"] = os.environ.get("BENCH_DB", "/tmp/mcp-tools-bench.sqlite3")
+DEBUG = False
+ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
+MCP_TOOLS = {**MCP_TOOLS, "ALLOW_ANONYMOUS": True}
+ROOT_URLCONF = "bench.ref_apps"  # the demo's URLs plus /django-view (reference app)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": "ERROR"},
+    "loggers": {
+        "mcp_tools": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+        "django": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+    },
+}

@@ -1,0 +1,89 @@
+"""Shared fixtures: live server processes (daphne/uvicorn) on free ports, sharing the test database."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVICES = os.environ.get("MCP_TOOLS_TEST_SERVICES") == "1"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LiveServer:
+    """A real ASGI server process serving demo_site on 127.0.0.1."""
+
+    def __init__(self, server: str = "daphne", port: int | None = None, env: dict[str, str] | None = None) -> None:
+        self.server = server
+        self.port = port or free_port()
+        self.env = env or {}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = ROOT / "tests" / f".server-{self.port}.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def start(self) -> LiveServer:
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.server_settings", "PYTHONPATH": str(ROOT), **self.env}
+        if self.server == "daphne":
+            cmd = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "demo_site.asgi:application"]
+        else:
+            cmd = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning", "demo_site.asgi:application"]
+        log = open(self.log_path, "wb")  # noqa: SIM115 - closed with the process
+        self.process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited early: {self.log_path.read_text()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("server did not start in 30 s")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+
+@pytest.fixture
+def start_server(django_db_setup: None) -> Iterator[type[LiveServer]]:
+    """Start live servers inside a test (``start_server(server="uvicorn").start()``); all stop afterwards."""
+    started: list[LiveServer] = []
+
+    class Tracked(LiveServer):
+        def start(self) -> LiveServer:
+            started.append(self)
+            return super().start()
+
+    yield Tracked
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def live_server_url(start_server: type[LiveServer]) -> str:
+    return start_server().start().url

@@ -1,0 +1,33 @@
+"""Settings for the test suite: the demo project plus the conformance fixtures.
+
+The test database is a file (SQLite) or ``test_mcp_tools`` (PostgreSQL, when
+``DATABASE_URL`` is set), so live server processes started by the tests can
+open the very same database (see ``tests/server_settings.py``).
+"""
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("MCP_CONFORMANCE", "1")
+
+from demo_site.settings import *  # noqa: E402,F401,F403
+from demo_site.settings import DATABASES, INSTALLED_APPS, MCP_TOOLS  # noqa: E402
+
+TESTS_DIR = Path(__file__).resolve().parent
+TEST_DB_NAME = os.environ.get("MCP_TOOLS_TEST_DB") or (
+    "test_mcp_tools" if DATABASES["default"]["ENGINE"].endswith("postgresql") else str(TESTS_DIR / ".test-db.sqlite3")
+)
+DATABASES["default"]["TEST"] = {"NAME": TEST_DB_NAME}
+
+if "demo_site.conformance" not in INSTALLED_APPS:
+    INSTALLED_APPS.append("demo_site.conformance")
+
+SECRET_KEY = "tests-" + "x" * 60
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+MCP_TOOLS = {**MCP_TOOLS, "ALLOW_ANONYMOUS": True}
+DEBUG = False
+ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]", "testserver"]
+
+# Live auth tests start a server process with MCP_TESTS_NO_ANON=1: credentials are required there.
+if os.environ.get("MCP_TESTS_NO_ANON"):
+    MCP_TOOLS["ALLOW_ANONYMOUS"] = False
