@@ -12,7 +12,7 @@ DATABASES["default"]["NAME"] = os.environ.get("BENCH_DB", "/tmp/mcp-tools-bench.
 DEBUG = False
 ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
 MCP_TOOLS = {**MCP_TOOLS, "ALLOW_ANONYMOUS": True}
-ROOT_URLCONF = "bench.ref_apps"  # the demo's URLs plus /django-view (reference app)
+ROOT_URLCONF = "bench.ref_urls"  # the demo URLs plus /mcp -> a plain async view (used only by ref_apps.django_app)
 
 LOGGING = {
     "version": 1,

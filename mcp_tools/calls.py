@@ -13,6 +13,7 @@ flavor decides how the client is asked:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -234,6 +235,22 @@ RUNTIME = Runtime()
 
 async def ensure_row(inv: engine.Invocation, *, status: str) -> str:
     """Give the call its ``ToolCall`` row (with the journal so far) if it has none."""
+    lock: asyncio.Lock = inv.state.setdefault("row_lock", asyncio.Lock())
+    async with lock:
+        if inv.call_id is None:
+            await _create_row(inv, status)
+    assert inv.call_id is not None
+    return inv.call_id
+
+
+async def _record_when_slow(inv: engine.Invocation, after: float) -> None:
+    """Give a call that is still running after ``after`` seconds a row, so staff can see it."""
+    await asyncio.sleep(after)
+    inv.state["recording"] = True  # from here on, let the insert finish rather than cancel it
+    await ensure_row(inv, status="working")
+
+
+async def _create_row(inv: engine.Invocation, status: str) -> None:
     if inv.call_id is None:
         rc: RequestContext = inv.state["rc"]
         target: Target = inv.state["target"]
@@ -246,7 +263,6 @@ async def ensure_row(inv: engine.Invocation, *, status: str) -> str:
             session_id=rc.session_id or "", request_id=str(rc.request_id or ""), status=status,
             stream_id=(rc.stream_id() if rc.stream_id else None) or "",
         )
-    return inv.call_id
 
 
 def new_invocation(target: Target, rc: RequestContext, journal: Journal | None = None, call_id: str | None = None) -> engine.Invocation:
@@ -273,6 +289,9 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
     """
     started = time.monotonic()
     is_tool = target.method == "tools/call"
+    recorder = None
+    if inv.call_id is None:
+        recorder = asyncio.ensure_future(_record_when_slow(inv, float(mcp_settings.SLOW_CALL_SECONDS)))
     try:
         return await engine.run(inv)
     except McpError:
@@ -295,6 +314,13 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
     except Exception:
         logger.exception("%s %r failed after %.3fs", target.method, target.name, time.monotonic() - started)
         message = f"Internal error while running {target.name!r}; the server log has the details."
+    finally:
+        if recorder is not None and not recorder.done():
+            if inv.state.get("recording"):
+                with contextlib.suppress(Exception):
+                    await recorder
+            else:
+                recorder.cancel()
     if is_tool:
         return _error_result(message)
     raise McpError(INTERNAL_ERROR, message)
@@ -322,6 +348,8 @@ class CallService:
     async def _finish(self, inv: engine.Invocation, target: Target, outcome: Any, rc: RequestContext, round_number: int) -> dict[str, Any]:
         """Wire result of a finished run; closes the row if there is one."""
         result = outcome if isinstance(outcome, dict) else target.shape(outcome.value)
+        if inv.call_id is None and mcp_settings.RECORD_ALL_CALLS:
+            await ensure_row(inv, status="working")
         if inv.call_id is not None:
             await store.db(store.save_round)(
                 inv.call_id, round_number, [s for s in inv.journal.steps if not s.persisted],
@@ -399,6 +427,8 @@ class CallService:
         call, journal = loaded
         if call.status == "expired" or (call.expires_at and call.expires_at < timezone.now() and not call.is_terminal):
             logger.info("Refused %s token: call %s expired", purpose, call.id)
+            if call.status != "expired":
+                await store.db(store.update_call)(call.id, status="expired", finished_at=timezone.now())
             raise error
         return payload, call, journal
 

@@ -27,10 +27,6 @@ DEFAULTS: dict[str, Any] = {
     "ALLOWED_ORIGINS": None,
     "MAX_BODY_BYTES": 4 * 1024 * 1024,
     "PAGE_SIZE": 100,
-    # 2025-11-25 sessions: "database" (default, shared by every process) or "cache".
-    "SESSION_BACKEND": "database",
-    "SESSION_CACHE_ALIAS": "default",
-    "SESSION_IDLE_TIMEOUT": 24 * 3600,
     # SSE events kept per stream for Last-Event-ID replay.
     "EVENT_RETENTION": 500,
     # Keys used to seal requestState / saga / resume tokens. None: SECRET_KEY (+ fallbacks).

@@ -1,0 +1,104 @@
+"""MCP over stdio: newline-delimited JSON-RPC on stdin/stdout (the ``mcp_stdio`` command).
+
+Serves the same registry and call service as HTTP, in the handshake era.
+Requests run concurrently; server-to-client requests (elicitation, sampling)
+go out on stdout and the client's answers come back on stdin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import sys
+from typing import Any, TextIO
+
+from ..auth import Principal
+from ..calls import RequestContext, service
+from ..protocol import jsonrpc, versions
+from ..protocol.errors import INTERNAL_ERROR, McpError
+from ..server import dispatch, initialize_result
+
+logger = logging.getLogger("mcp_tools.stdio")
+
+
+class StdioServer:
+    def __init__(self, principal: Principal, reader: TextIO = sys.stdin, writer: TextIO = sys.stdout) -> None:
+        self.principal = principal
+        self.reader = reader
+        self.writer = writer
+        self.version = versions.LATEST_HANDSHAKE
+        self.capabilities: dict[str, Any] = {}
+        self.log_level = "info"
+        self.running: dict[Any, asyncio.Task[None]] = {}
+        self._write_lock = asyncio.Lock()
+
+    async def write(self, message: dict[str, Any]) -> None:
+        async with self._write_lock:
+            self.writer.write(jsonrpc.dumps(message).decode() + "\n")
+            self.writer.flush()
+
+    async def serve(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            line = await loop.run_in_executor(None, self.reader.readline)
+            if not line:
+                break
+            if not line.strip():
+                continue
+            try:
+                message = jsonrpc.classify(json.loads(line))
+            except ValueError as exc:
+                await self.write(jsonrpc.error_message(None, McpError(-32700, f"Parse error: {exc}")))
+                continue
+            except McpError as exc:
+                await self.write(jsonrpc.error_message(None, exc))
+                continue
+            await self.handle(message)
+        for task in list(self.running.values()):
+            task.cancel()
+
+    async def handle(self, message: jsonrpc.Message) -> None:
+        if message.kind == "response":
+            await service.accept_client_response(message.raw, self.context(None, None))
+            return
+        if message.kind == "notification":
+            if message.method == "notifications/cancelled":
+                task = self.running.get(message.params.get("requestId"))
+                if task is not None:
+                    task.cancel()
+            return
+        if message.method == "initialize":
+            self.version = versions.negotiate_handshake(message.params.get("protocolVersion"))
+            caps = message.params.get("capabilities")
+            self.capabilities = caps if isinstance(caps, dict) else {}
+            await self.write(jsonrpc.result_message(message.id, initialize_result(self.version)))
+            return
+        self.running[message.id] = asyncio.ensure_future(self.run(message))
+
+    def context(self, request_id: Any, params: dict[str, Any] | None) -> RequestContext:
+        meta = (params or {}).get("_meta")
+        return RequestContext(
+            principal=self.principal, protocol_version=self.version, modern=False,
+            client_capabilities=self.capabilities, request_id=request_id, log_level=self.log_level,
+            progress_token=meta.get("progressToken") if isinstance(meta, dict) else None,
+            emit=self.write, flavor="stdio",
+        )
+
+    async def run(self, message: jsonrpc.Message) -> None:
+        try:
+            if message.method == "logging/setLevel" and isinstance(message.params.get("level"), str):
+                self.log_level = message.params["level"]
+            result = await dispatch(message.method, message.params, self.context(message.id, message.params))
+            await self.write(jsonrpc.result_message(message.id, result))
+        except McpError as exc:
+            await self.write(jsonrpc.error_message(message.id, exc))
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            logger.exception("Unhandled error in %s", message.method)
+            await self.write(jsonrpc.error_message(message.id, McpError(INTERNAL_ERROR, "Internal error")))
+        finally:
+            with contextlib.suppress(KeyError):
+                del self.running[message.id]
