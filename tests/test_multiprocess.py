@@ -1,0 +1,207 @@
+"""Several live server processes sharing one database: sessions, MRTR rounds and answers cross processes.
+
+Nothing here is shared between the processes but the database (the channel
+layer is the in-memory one), so every test also proves the database is
+enough: a stream held by process A is woken by the engine's database poll
+when the answer lands on process B.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from tests.clients import LegacySession, ModernClient, accept_target, audit_rows, http_client, iter_sse, model_says
+from tests.conftest import LiveServer
+
+pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+
+STREAM_TIMEOUT = 20
+
+
+@pytest.fixture(scope="module")
+def pair(django_db_setup: None) -> Iterator[tuple[str, str]]:
+    """Two daphne processes (A, B) on the same test database, for the whole module."""
+    servers = [LiveServer("daphne"), LiveServer("daphne")]
+    try:
+        for server in servers:
+            server.start()
+        yield servers[0].url, servers[1].url
+    finally:
+        for server in servers:
+            server.stop()
+
+
+# -- (a) a 2025-11-25 session is not bound to a process ---------------------------------------
+
+
+async def test_session_initialized_on_a_is_served_by_b(pair: tuple[str, str]) -> None:
+    url_a, url_b = pair
+    async with http_client() as http:
+        session = await LegacySession.open(http, url_a)
+        tools = await session.request("tools/list", {}, url=url_b)
+        assert "echo" in {tool["name"] for tool in tools["tools"]}
+        result = await session.request("tools/call", {"name": "echo", "arguments": {"text": "from B"}}, url=url_b)
+        assert result["content"] == [{"type": "text", "text": "from B"}]
+        assert (await session.request("ping", {}, url=url_a)) == {}
+
+        deleted = await session.delete(url=url_b)
+        assert deleted.status_code in (200, 204), deleted.text
+        for url in (url_a, url_b):
+            response, message = await session.post("tools/call", {"name": "echo", "arguments": {"text": "gone"}}, url=url)
+            assert response.status_code == 404, response.text
+            assert message["error"]["code"] == -32600
+        assert (await session.delete(url=url_a)).status_code == 404
+
+
+# -- (b) MRTR rounds on alternating processes ----------------------------------------------------------
+
+
+async def deploy_mrtr(client: ModernClient, service: str, urls: list[str]) -> tuple[dict[str, Any], str]:
+    """Run ``deploy`` round by round, round i on ``urls[i]``; returns the final result and the last requestState."""
+    params = {"name": "deploy", "arguments": {"service": service}}
+    first = await client.request("tools/call", params, url=urls[0])
+    assert first["resultType"] == "input_required", first
+    assert list(first["inputRequests"]) == ["target"]
+    assert first["inputRequests"]["target"]["method"] == "elicitation/create"
+
+    second = await client.request("tools/call", {**params, "requestState": first["requestState"],
+                                                 "inputResponses": {"target": accept_target("production")}}, url=urls[1])
+    assert second["resultType"] == "input_required", second
+    assert list(second["inputRequests"]) == ["verdict"]
+    assert second["inputRequests"]["verdict"]["method"] == "sampling/createMessage"
+
+    final = await client.request("tools/call", {**params, "requestState": second["requestState"],
+                                                "inputResponses": {"verdict": model_says("yes")}}, url=urls[2])
+    return final, second["requestState"]
+
+
+async def test_mrtr_rounds_alternate_between_processes(pair: tuple[str, str]) -> None:
+    url_a, url_b = pair
+    async with http_client() as http:
+        client = ModernClient(http, url_a)
+        for i in range(3):
+            service = f"mrtr-alt-{i}"
+            final, last_state = await deploy_mrtr(client, service, [url_a, url_b, url_a])
+            assert final["resultType"] == "complete"
+            assert final.get("isError") is not True, final
+            rows = await audit_rows(service)
+            assert len(rows) == 1
+            assert final["structuredContent"] == {"service": service, "env": "production", "verdict": "yes", "audit_id": rows[0]["id"]}
+
+            # The client lost the answer and retries the last round on the other process: same outcome, no second side effect.
+            retry = await client.request("tools/call", {"name": "deploy", "arguments": {"service": service}, "requestState": last_state,
+                                                        "inputResponses": {"verdict": model_says("yes")}}, url=url_b)
+            assert retry["structuredContent"] == final["structuredContent"]
+            assert len(await audit_rows(service)) == 1
+
+
+async def test_mrtr_concurrent_calls_across_processes(pair: tuple[str, str]) -> None:
+    url_a, url_b = pair
+    async with http_client() as http:
+        client = ModernClient(http, url_a)
+        routes = [[url_a, url_b, url_a], [url_b, url_a, url_b], [url_a, url_a, url_b], [url_b, url_b, url_a]]
+        finals = await asyncio.gather(*(deploy_mrtr(client, f"mrtr-conc-{i}", route) for i, route in enumerate(routes)))
+    for i, (final, _) in enumerate(finals):
+        assert final["resultType"] == "complete" and final.get("isError") is not True, final
+        rows = await audit_rows(f"mrtr-conc-{i}")
+        assert [row["id"] for row in rows] == [final["structuredContent"]["audit_id"]]
+
+
+# -- (c) a 2025-11-25 stream on A, the client's answers POSTed to B -----------------------------------------
+
+
+async def next_message(events: AsyncIterator[dict[str, Any]]) -> dict[str, Any]:
+    async with asyncio.timeout(STREAM_TIMEOUT):
+        return await anext(events)
+
+
+async def deploy_on_stream(session: LegacySession, service: str, stream_url: str, answer_url: str) -> dict[str, Any]:
+    """``tools/call deploy`` held open on ``stream_url``; every answer to the server's requests goes to ``answer_url``."""
+    async with session.stream("tools/call", {"name": "deploy", "arguments": {"service": service}}, url=stream_url) as (request_id, response):
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = iter_sse(response)
+
+        elicit = await next_message(events)
+        assert elicit["method"] == "elicitation/create", elicit
+        assert elicit["params"]["message"] == f"Where should {service} be deployed?"
+        answered = await session.send({"jsonrpc": "2.0", "id": elicit["id"], "result": accept_target("production")}, url=answer_url)
+        assert answered.status_code == 202, answered.text
+
+        sample = await next_message(events)
+        assert sample["method"] == "sampling/createMessage", sample
+        assert sample["id"] != elicit["id"]
+        answered = await session.send({"jsonrpc": "2.0", "id": sample["id"], "result": model_says("yes")}, url=answer_url)
+        assert answered.status_code == 202, answered.text
+
+        final = await next_message(events)
+        assert final.get("id") == request_id, final
+        assert "result" in final, final
+        return final["result"]
+
+
+async def test_session_answers_posted_to_the_other_process(pair: tuple[str, str]) -> None:
+    url_a, url_b = pair
+    async with http_client() as http:
+        session = await LegacySession.open(http, url_a)
+        result = await deploy_on_stream(session, "stream-cross", url_a, url_b)
+    assert result.get("isError") is not True, result
+    rows = await audit_rows("stream-cross")
+    assert len(rows) == 1
+    assert result["structuredContent"] == {"service": "stream-cross", "env": "production", "verdict": "yes", "audit_id": rows[0]["id"]}
+
+
+async def test_concurrent_session_streams_cross_processes(pair: tuple[str, str]) -> None:
+    url_a, url_b = pair
+    async with http_client() as http:
+        sessions = [await LegacySession.open(http, url) for url in (url_a, url_b, url_a)]
+        routes = [(url_a, url_b), (url_b, url_a), (url_a, url_b)]
+        results = await asyncio.gather(*(
+            deploy_on_stream(session, f"stream-conc-{i}", stream_url, answer_url)
+            for i, (session, (stream_url, answer_url)) in enumerate(zip(sessions, routes))
+        ))
+    for i, result in enumerate(results):
+        rows = await audit_rows(f"stream-conc-{i}")
+        assert [row["id"] for row in rows] == [result["structuredContent"]["audit_id"]]
+
+
+# -- (d) a process dies between rounds; a new one continues --------------------------------------------------
+
+
+async def test_mrtr_survives_a_killed_process(start_server: type[LiveServer]) -> None:
+    first_server = start_server().start()
+    services = [f"restart-{i}" for i in range(3)]
+    async with http_client() as http:
+        client = ModernClient(http, first_server.url)
+        states = {}
+        for service in services:
+            first = await client.request("tools/call", {"name": "deploy", "arguments": {"service": service}})
+            assert list(first["inputRequests"]) == ["target"]
+            states[service] = first["requestState"]
+        # One call is a round further along when the process dies.
+        second = await client.request("tools/call", {"name": "deploy", "arguments": {"service": services[0]}, "requestState": states[services[0]],
+                                                     "inputResponses": {"target": accept_target("staging")}})
+        assert list(second["inputRequests"]) == ["verdict"]
+
+        first_server.kill()
+        assert first_server.process is not None and first_server.process.returncode == -9
+        url = start_server().start().url
+
+        final0 = await client.request("tools/call", {"name": "deploy", "arguments": {"service": services[0]}, "requestState": second["requestState"],
+                                                     "inputResponses": {"verdict": model_says("ok")}}, url=url)
+        finals = {services[0]: final0}
+        for service in services[1:]:
+            params = {"name": "deploy", "arguments": {"service": service}}
+            step = await client.request("tools/call", {**params, "requestState": states[service], "inputResponses": {"target": accept_target("production")}}, url=url)
+            assert list(step["inputRequests"]) == ["verdict"], step
+            finals[service] = await client.request("tools/call", {**params, "requestState": step["requestState"],
+                                                                  "inputResponses": {"verdict": model_says("ok")}}, url=url)
+    for service, final in finals.items():
+        assert final["resultType"] == "complete" and final.get("isError") is not True, final
+        rows = await audit_rows(service)
+        assert [row["id"] for row in rows] == [final["structuredContent"]["audit_id"]]
+        assert final["structuredContent"]["env"] == ("staging" if service == services[0] else "production")
