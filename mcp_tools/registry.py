@@ -336,7 +336,7 @@ def make_tool(
     thread_sensitive: bool = True,
 ) -> Tool:
     """Build a :class:`Tool` from a function without registering it."""
-    tool_name = name or fn.__name__
+    tool_name = name if name is not None else fn.__name__
     hints = _hints(fn)
     summary, param_docs = parse_param_docs(fn.__doc__)
     context_param = _context_param(fn, hints)

@@ -1,0 +1,201 @@
+"""System checks mcp_tools.E001-E007 and W001-W004: each fires on bad settings, none on good ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core import checks
+from django.test import override_settings
+
+from mcp_tools.checks import check_deployment, check_settings
+
+GOOD_MCP_TOOLS: dict[str, Any] = {**settings.MCP_TOOLS, "ALLOW_ANONYMOUS": False}
+GOOD_DEPLOYMENT: dict[str, Any] = {
+    "MCP_TOOLS": GOOD_MCP_TOOLS,
+    "SECRET_KEY": "k" * 64,
+    "CHANNEL_LAYERS": {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": ["redis://localhost:6379/0"]}}},
+    "DEBUG": False,
+}
+
+
+def ids(messages: list[Any]) -> list[str]:
+    return [message.id for message in messages]
+
+
+def mcp(**overrides: Any) -> override_settings:
+    """override_settings with MCP_TOOLS = the good settings plus ``overrides``."""
+    return override_settings(MCP_TOOLS={**GOOD_MCP_TOOLS, **overrides})
+
+
+# -- good settings -------------------------------------------------------------------------
+
+
+def test_checks_silent_with_good_settings() -> None:
+    with override_settings(**GOOD_DEPLOYMENT):
+        assert check_settings(None) == []
+        assert check_deployment(None) == []
+
+
+def test_checks_silent_with_empty_mcp_tools() -> None:
+    with override_settings(**{**GOOD_DEPLOYMENT, "MCP_TOOLS": {}}):
+        assert check_settings(None) == []
+        assert check_deployment(None) == []
+
+
+def test_checks_are_registered_with_django() -> None:
+    with override_settings(**{**GOOD_DEPLOYMENT, "MCP_TOOLS": {**GOOD_MCP_TOOLS, "SLOW_CALL_SECONDS": -1, "ALLOW_ANONYMOUS": True}}):
+        everything = checks.run_checks(include_deployment_checks=True)
+        without_deploy = checks.run_checks(include_deployment_checks=False)
+    assert "mcp_tools.E005" in ids(everything)
+    assert "mcp_tools.W004" in ids(everything)
+    assert "mcp_tools.E005" in ids(without_deploy)
+    assert "mcp_tools.W004" not in ids(without_deploy)
+
+
+def test_checks_good_settings_give_no_mcp_tools_messages_through_run_checks() -> None:
+    with override_settings(**GOOD_DEPLOYMENT):
+        found = checks.run_checks(include_deployment_checks=True)
+    assert [m for m in ids(found) if m.startswith("mcp_tools.")] == []
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["x", ["PATH"], 5], ids=["string", "list", "int"])
+def test_check_e001_mcp_tools_not_a_dict(value: Any) -> None:
+    with override_settings(MCP_TOOLS=value):
+        found = check_settings(None)
+    assert ids(found) == ["mcp_tools.E001"]
+    assert found[0].level == checks.ERROR
+
+
+def test_check_e002_unknown_keys_are_named_with_a_hint() -> None:
+    with mcp(PAGE_SIZES=5, ALLOW_ANONIMOUS=True):
+        found = check_settings(None)
+    assert ids(found) == ["mcp_tools.E002"]
+    assert "ALLOW_ANONIMOUS, PAGE_SIZES" in found[0].msg
+    assert "PAGE_SIZE" in found[0].hint
+
+
+@pytest.mark.parametrize("path", ["mcp", "/m cp", 5, None, ""], ids=["relative", "space", "int", "none", "empty"])
+def test_check_e003_bad_path(path: Any) -> None:
+    with mcp(PATH=path):
+        assert ids(check_settings(None)) == ["mcp_tools.E003"]
+
+
+def test_check_e003_good_paths() -> None:
+    for path in ("/mcp", "/api/mcp/", "/"):
+        with mcp(PATH=path):
+            assert check_settings(None) == []
+
+
+def test_check_e004_authentication_class_that_does_not_import() -> None:
+    with mcp(AUTHENTICATION_CLASSES=["rest_framework.authentication.TokenAuthentication", "nowhere.Auth", "rest_framework.authentication.Nope"]):
+        found = check_settings(None)
+    assert ids(found) == ["mcp_tools.E004", "mcp_tools.E004"]
+    assert "nowhere.Auth" in found[0].msg
+    assert "rest_framework.authentication.Nope" in found[1].msg
+
+
+def test_check_e004_silent_for_importable_classes() -> None:
+    with mcp(AUTHENTICATION_CLASSES=["rest_framework.authentication.TokenAuthentication"]):
+        assert check_settings(None) == []
+
+
+@pytest.mark.parametrize("value", [-1, -0.5, "2", None, [1]], ids=["negative", "negative-float", "string", "none", "list"])
+def test_check_e005_slow_call_seconds_must_be_a_non_negative_number(value: Any) -> None:
+    with mcp(SLOW_CALL_SECONDS=value):
+        found = check_settings(None)
+    assert ids(found) == ["mcp_tools.E005"]
+    assert "SLOW_CALL_SECONDS" in found[0].msg
+
+
+@pytest.mark.parametrize("value", [0, 0.25, 2, 30.0])
+def test_check_e005_silent_for_non_negative_numbers(value: float) -> None:
+    with mcp(SLOW_CALL_SECONDS=value):
+        assert check_settings(None) == []
+
+
+@pytest.mark.parametrize(
+    "key", ["MAX_BODY_BYTES", "PAGE_SIZE", "TOKEN_TTL", "CALL_TTL", "EVENT_RETENTION", "SAMPLING_MAX_TOOLS", "SAMPLING_MAX_TOOL_CALLS"]
+)
+@pytest.mark.parametrize("value", [0, -1, True, "10", 1.5, None], ids=["zero", "negative", "bool", "string", "float", "none"])
+def test_check_e006_positive_integers(key: str, value: Any) -> None:
+    with mcp(**{key: value}):
+        found = check_settings(None)
+    assert ids(found) == ["mcp_tools.E006"]
+    assert repr(key) in found[0].msg
+
+
+def test_check_e007_channels_not_installed() -> None:
+    apps_without_channels = [app for app in settings.INSTALLED_APPS if app != "channels"]
+    with override_settings(INSTALLED_APPS=apps_without_channels):
+        found = check_settings(None)
+    assert ids(found) == ["mcp_tools.E007"]
+    assert "channels" in found[0].msg
+
+
+def test_check_errors_accumulate() -> None:
+    with mcp(PATH="x", SLOW_CALL_SECONDS="x", PAGE_SIZE=0, BOGUS=1):
+        assert ids(check_settings(None)) == ["mcp_tools.E002", "mcp_tools.E003", "mcp_tools.E005", "mcp_tools.E006"]
+
+
+# -- warnings ----------------------------------------------------------------------------------
+
+
+def test_check_w001_wildcard_allowed_origin() -> None:
+    with mcp(ALLOWED_ORIGINS=["https://app.example", "*"]):
+        found = check_settings(None)
+    assert ids(found) == ["mcp_tools.W001"]
+    assert found[0].level == checks.WARNING
+
+
+def test_check_w001_silent_for_listed_origins() -> None:
+    with mcp(ALLOWED_ORIGINS=["https://app.example"]):
+        assert check_settings(None) == []
+
+
+@pytest.mark.parametrize("secret", ["short", "x" * 49, "django-insecure-" + "x" * 60], ids=["short", "49-chars", "django-insecure"])
+def test_check_w002_weak_secret_key(secret: str) -> None:
+    with override_settings(**{**GOOD_DEPLOYMENT, "SECRET_KEY": secret}):
+        assert ids(check_deployment(None)) == ["mcp_tools.W002"]
+
+
+def test_check_w002_weak_signing_key_wins_over_strong_secret_key() -> None:
+    with override_settings(**{**GOOD_DEPLOYMENT, "MCP_TOOLS": {**GOOD_MCP_TOOLS, "SIGNING_KEYS": ["weak"]}}):
+        assert ids(check_deployment(None)) == ["mcp_tools.W002"]
+
+
+def test_check_w002_strong_signing_key_covers_weak_secret_key() -> None:
+    settings_ = {**GOOD_DEPLOYMENT, "SECRET_KEY": "django-insecure-x", "MCP_TOOLS": {**GOOD_MCP_TOOLS, "SIGNING_KEYS": ["s" * 64, "old"]}}
+    with override_settings(**settings_):
+        assert check_deployment(None) == []
+
+
+@pytest.mark.parametrize(
+    "layers",
+    [{"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}, {}, {"default": {}}],
+    ids=["in-memory", "none", "no-backend"],
+)
+def test_check_w003_in_memory_or_missing_channel_layer(layers: dict[str, Any]) -> None:
+    with override_settings(**{**GOOD_DEPLOYMENT, "CHANNEL_LAYERS": layers}):
+        assert ids(check_deployment(None)) == ["mcp_tools.W003"]
+
+
+def test_check_w004_anonymous_in_production() -> None:
+    with override_settings(**{**GOOD_DEPLOYMENT, "MCP_TOOLS": {**GOOD_MCP_TOOLS, "ALLOW_ANONYMOUS": True}}):
+        assert ids(check_deployment(None)) == ["mcp_tools.W004"]
+
+
+def test_check_w004_silent_when_debugging() -> None:
+    with override_settings(**{**GOOD_DEPLOYMENT, "DEBUG": True, "MCP_TOOLS": {**GOOD_MCP_TOOLS, "ALLOW_ANONYMOUS": True}}):
+        assert check_deployment(None) == []
+
+
+def test_check_tests_settings_warn_as_expected() -> None:
+    """The suite's own settings (anonymous callers, DEBUG off; in-memory layer without Redis) warn, nothing worse."""
+    assert check_settings(None) == []
+    in_memory = settings.CHANNEL_LAYERS["default"]["BACKEND"].endswith("InMemoryChannelLayer")
+    assert ids(check_deployment(None)) == (["mcp_tools.W003"] if in_memory else []) + ["mcp_tools.W004"]
