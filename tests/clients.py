@@ -17,7 +17,7 @@ from asgiref.sync import sync_to_async
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
 JSON_ACCEPT = "application/json, text/event-stream"
-TIMEOUT = httpx2.Timeout(30, read=60)
+TIMEOUT = httpx2.Timeout(30)
 
 #: What a client that can answer elicitation and sampling advertises.
 FULL_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}}, "sampling": {"tools": {}}, "roots": {"listChanged": True}}
@@ -106,18 +106,29 @@ def final_message(response: httpx2.Response, request_id: Any) -> dict[str, Any]:
     return found[0]
 
 
-async def iter_sse(response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
-    """Stream the JSON-RPC messages of an open SSE response as they arrive."""
+async def iter_sse_events(response: httpx2.Response) -> AsyncIterator[tuple[str | None, dict[str, Any] | None]]:
+    """Stream ``(event id, JSON-RPC message or None for an empty priming event)`` of an open SSE response."""
     data: list[str] = []
+    event_id: str | None = None
     async for line in response.aiter_lines():
         line = line.rstrip("\r")
         if line.startswith("data:"):
             data.append(line[5:].lstrip())
+        elif line.startswith("id:"):
+            event_id = line[3:].strip()
         elif line == "":
             payload = "\n".join(data).strip()
+            if data or event_id is not None:
+                yield event_id, json.loads(payload) if payload else None
             data = []
-            if payload:
-                yield json.loads(payload)
+            event_id = None
+
+
+async def iter_sse(response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
+    """Stream the JSON-RPC messages of an open SSE response as they arrive (priming events skipped)."""
+    async for _, message in iter_sse_events(response):
+        if message is not None:
+            yield message
 
 
 class ModernClient:
@@ -195,6 +206,13 @@ class LegacySession:
         body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
         async with self.http.stream("POST", url or self.url, json=body, headers=self.headers()) as response:
             yield request_id, response
+
+    @contextlib.asynccontextmanager
+    async def resume(self, last_event_id: str, *, url: str | None = None) -> AsyncIterator[httpx2.Response]:
+        """GET the stream again from ``Last-Event-ID`` (SSE resumption)."""
+        headers = {"Accept": "text/event-stream", "Mcp-Session-Id": self.session_id, "MCP-Protocol-Version": LEGACY, "Last-Event-ID": last_event_id}
+        async with self.http.stream("GET", url or self.url, headers=headers) as response:
+            yield response
 
     async def delete(self, *, url: str | None = None) -> httpx2.Response:
         return await self.http.delete(url or self.url, headers={"Mcp-Session-Id": self.session_id, "MCP-Protocol-Version": LEGACY})

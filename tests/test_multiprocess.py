@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.clients import LegacySession, ModernClient, accept_target, audit_rows, http_client, iter_sse, model_says
+from tests.clients import LegacySession, ModernClient, accept_target, audit_rows, http_client, iter_sse, iter_sse_events, model_says
 from tests.conftest import LiveServer
 
 pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
@@ -24,8 +24,8 @@ STREAM_TIMEOUT = 20
 
 @pytest.fixture(scope="module")
 def pair(django_db_setup: None) -> Iterator[tuple[str, str]]:
-    """Two daphne processes (A, B) on the same test database, for the whole module."""
-    servers = [LiveServer("daphne"), LiveServer("daphne")]
+    """Two processes on the same test database for the whole module: A is daphne, B is uvicorn."""
+    servers = [LiveServer("daphne"), LiveServer("uvicorn")]
     try:
         for server in servers:
             server.start()
@@ -205,3 +205,69 @@ async def test_mrtr_survives_a_killed_process(start_server: type[LiveServer]) ->
         rows = await audit_rows(service)
         assert [row["id"] for row in rows] == [final["structuredContent"]["audit_id"]]
         assert final["structuredContent"]["env"] == ("staging" if service == services[0] else "production")
+
+
+
+# -- (e) the client drops A's stream mid-call and resumes it on B (Last-Event-ID) ----------------------------
+
+
+async def read_until_request(events: AsyncIterator[tuple[str | None, dict[str, Any] | None]], method: str) -> tuple[str, dict[str, Any]]:
+    """Read an open call stream (``iter_sse_events``) up to the server's ``method`` request; returns its event id and message."""
+    async with asyncio.timeout(STREAM_TIMEOUT):
+        async for event_id, message in events:
+            if message is not None:
+                assert message.get("method") == method, message
+                assert event_id, "session streams carry event ids"
+                return event_id, message
+    raise AssertionError(f"the stream ended before {method}")
+
+
+async def test_session_stream_resumed_on_the_other_process(pair: tuple[str, str]) -> None:
+    """Round 2's stream is dropped on A, the answer lands on A, and B resumes the stream and finishes the call."""
+    url_a, url_b = pair
+    async with http_client() as http:
+        session = await LegacySession.open(http, url_a)
+        async with session.stream("tools/call", {"name": "deploy", "arguments": {"service": "resumed"}}, url=url_a) as (request_id, response):
+            events = iter_sse_events(response)
+            _, elicit = await read_until_request(events, "elicitation/create")
+            answered = await session.send({"jsonrpc": "2.0", "id": elicit["id"], "result": accept_target("staging")}, url=url_b)
+            assert answered.status_code == 202, answered.text
+            sample_event_id, sample = await read_until_request(events, "sampling/createMessage")
+        # The stream is closed: the client went away with the sampling request unanswered. It answers on A
+        # (no stream is open anywhere), then resumes on B. (Resuming first and answering afterwards would stall
+        # here: daphne sends the resumed stream's headers only with its first body bytes.)
+        answered = await session.send({"jsonrpc": "2.0", "id": sample["id"], "result": model_says("yes")}, url=url_a)
+        assert answered.status_code == 202, answered.text
+
+        async with session.resume(sample_event_id, url=url_b) as resumed:
+            assert resumed.status_code == 200
+            assert resumed.headers["content-type"].startswith("text/event-stream")
+            final = await next_message(iter_sse(resumed))
+    assert final["id"] == request_id, final
+    structured = final["result"]["structuredContent"]
+    rows = await audit_rows("resumed")
+    assert [row["id"] for row in rows] == [structured["audit_id"]]
+    assert structured == {"service": "resumed", "env": "staging", "verdict": "yes", "audit_id": rows[0]["id"]}
+
+
+async def test_first_round_stream_resumed_on_the_other_process(pair: tuple[str, str]) -> None:
+    """The stream is dropped right after the first request (elicitation); answer on B, then resume on B."""
+    url_a, url_b = pair
+    async with http_client() as http:
+        session = await LegacySession.open(http, url_a)
+        async with session.stream("tools/call", {"name": "deploy", "arguments": {"service": "resumed-early"}}, url=url_a) as (request_id, response):
+            elicit_event_id, elicit = await read_until_request(iter_sse_events(response), "elicitation/create")
+        answered = await session.send({"jsonrpc": "2.0", "id": elicit["id"], "result": accept_target("production")}, url=url_b)
+        assert answered.status_code == 202, answered.text
+
+        async with session.resume(elicit_event_id, url=url_b) as resumed:
+            assert resumed.status_code == 200
+            messages = iter_sse(resumed)
+            sample = await next_message(messages)
+            assert sample["method"] == "sampling/createMessage", sample
+            answered = await session.send({"jsonrpc": "2.0", "id": sample["id"], "result": model_says("yes")}, url=url_a)
+            assert answered.status_code == 202, answered.text
+            final = await next_message(messages)
+    assert final["id"] == request_id, final
+    rows = await audit_rows("resumed-early")
+    assert [row["id"] for row in rows] == [final["result"]["structuredContent"]["audit_id"]]

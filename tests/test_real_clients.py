@@ -19,7 +19,6 @@ from tests.clients import (
     audit_rows,
     create_products,
     create_user_with_token,
-    http_client,
     modern_headers,
     modern_meta,
     sdk_client,
@@ -31,10 +30,10 @@ pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 MODES = ["legacy", MODERN]
 
 
-@pytest.fixture(scope="module")
-def server_url(django_db_setup: None) -> Iterator[str]:
-    """One daphne process for the module (anonymous callers allowed); each test sets up its own data."""
-    server = LiveServer("daphne").start()
+@pytest.fixture(scope="module", params=["daphne", "uvicorn"])
+def server_url(request: pytest.FixtureRequest, django_db_setup: None) -> Iterator[str]:
+    """One server process per ASGI server for the module (anonymous callers allowed); each test sets up its own data."""
+    server = LiveServer(request.param).start()
     try:
         yield server.url
     finally:

@@ -91,3 +91,35 @@ async def test_saga_tampered_token_is_refused(session: LegacySession) -> None:
     second = await session.request("tools/resumeSaga", {"sagaToken": token, "completedSteps": completed})
     assert_suspended(second, "sampling", "verdict")
     assert await audit_rows("saga-tamper") == []
+
+
+async def test_saga_replayed_resume_is_idempotent(session: LegacySession) -> None:
+    """A client that lost the final answer and resends the same resumeSaga gets the same result; no second side effect."""
+    first = await session.request("tools/callSaga", {"name": "deploy", "arguments": {"service": "saga-replay"}})
+    history = [{"stepId": "target", "result": accept_target("staging")}]
+    second = await session.request("tools/resumeSaga", {"sagaToken": first["sagaToken"], "completedSteps": history})
+    history.append({"stepId": "verdict", "result": model_says("yes")})
+    final = await session.request("tools/resumeSaga", {"sagaToken": second["sagaToken"], "completedSteps": history})
+    again = await session.request("tools/resumeSaga", {"sagaToken": second["sagaToken"], "completedSteps": history})
+    assert again == final
+    assert len(await audit_rows("saga-replay")) == 1
+
+    # The same token with a different answer is not a replay: refused.
+    changed = [history[0], {"stepId": "verdict", "result": model_says("no")}]
+    _, message = await session.post("tools/resumeSaga", {"sagaToken": second["sagaToken"], "completedSteps": changed})
+    assert message["error"]["code"] == -32602
+
+
+async def test_saga_unknown_step_and_invalid_answer(session: LegacySession) -> None:
+    first = await session.request("tools/callSaga", {"name": "deploy", "arguments": {"service": "saga-bad"}})
+    token = first["sagaToken"]
+    _, unknown = await session.post("tools/resumeSaga", {"sagaToken": token, "completedSteps": [
+        {"stepId": "target", "result": accept_target()}, {"stepId": "nonsense", "result": {}}]})
+    assert unknown["error"]["code"] == -32602
+    _, invalid = await session.post("tools/resumeSaga", {"sagaToken": token, "completedSteps": [
+        {"stepId": "target", "result": {"action": "accept", "content": {"env": "moon"}}}]})
+    assert invalid["error"]["code"] == -32602
+    assert "target" in invalid["error"]["message"]
+    # Neither refusal consumed the round: a valid answer still advances the saga.
+    second = await session.request("tools/resumeSaga", {"sagaToken": token, "completedSteps": [{"stepId": "target", "result": accept_target()}]})
+    assert_suspended(second, "sampling", "verdict")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -140,9 +141,7 @@ class Response:
         self.streaming = True
         await self._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + self._base_headers()})
         if self.event_ids and self.session_id:
-            import uuid
-
-            self.stream_id = uuid.uuid4().hex
+            self.stream_id = self.stream_id or uuid.uuid4().hex
             # Priming event: gives the client an id to resume from before anything else happens.
             event_id = await store.db(store.append_event)(self.session_id, self.stream_id, "")
             await self._send({"type": "http.response.body", "body": f"id: {event_id}\ndata: \n\n".encode(), "more_body": True})
@@ -305,6 +304,9 @@ class McpEndpoint:
             raise HttpError(404, McpError(INVALID_REQUEST, "Session not found"), message.id)
         response.session_id = session_id
         response.event_ids = True
+        # The stream id exists before anything is sent, so a call that asks for input in
+        # its first round can record it and be resumed with Last-Event-ID.
+        response.stream_id = uuid.uuid4().hex
         rc = RequestContext(
             principal=principal,
             protocol_version=session.protocol_version,
@@ -416,6 +418,7 @@ class McpEndpoint:
         session = await store.db(store.get_session)(session_id)
         if session is None or session.principal != principal.id:
             raise HttpError(404, McpError(INVALID_REQUEST, "Session not found"))
+        await self.read_body(receive, headers)  # consume http.request: the next receive() is the disconnect
         response = Response(send, session_id, event_ids=True)
         last_event_id = headers.get("last-event-id")
         if last_event_id and last_event_id.isdigit():
@@ -431,6 +434,8 @@ class McpEndpoint:
         response.stream_id = stream_id
         response.streaming = True
         await response._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + response._base_headers()})
+        # Some servers send headers only with the first body bytes: send a comment now.
+        await response._send({"type": "http.response.body", "body": b": resumed\n\n", "more_body": True})
         for event_id, payload in await store.db(store.events_after)(stream_id, last_event_id):
             if payload:
                 await response._send({"type": "http.response.body", "body": f"id: {event_id}\nevent: message\ndata: {payload}\n\n".encode(), "more_body": True})
