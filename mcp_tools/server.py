@@ -104,13 +104,19 @@ async def discover(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]
     return result
 
 
-async def list_tools(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
-    tools = await _visible(registry.tools, rc)
-    page, next_cursor = _page(tools, params)
-    result: dict[str, Any] = {"tools": [tool.to_wire() for tool in page]}
+async def _list(key: str, items: list[Any], params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    """One page of a ``*/list`` answer: visible items only, cursor, cache hints (2026-07-28)."""
+    visible = await _visible(items, rc)
+    page, next_cursor = _page(visible, params)
+    result: dict[str, Any] = {key: [item.to_wire() for item in page]}
     if next_cursor:
         result["nextCursor"] = next_cursor
-    return _cacheable(result, rc, tools)
+    # The answer depends on the caller whenever any item is permission-gated.
+    return _cacheable(result, rc, items)
+
+
+async def list_tools(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    return await _list("tools", registry.tools, params, rc)
 
 
 def _cacheable(result: dict[str, Any], rc: RequestContext, items: list[Any] | None = None) -> dict[str, Any]:
@@ -137,21 +143,11 @@ async def resume_saga(params: dict[str, Any], rc: RequestContext) -> dict[str, A
 
 
 async def list_resources(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
-    resources = await _visible(registry.resources, rc)
-    page, next_cursor = _page(resources, params)
-    result: dict[str, Any] = {"resources": [r.to_wire() for r in page]}
-    if next_cursor:
-        result["nextCursor"] = next_cursor
-    return _cacheable(result, rc, resources)
+    return await _list("resources", registry.resources, params, rc)
 
 
 async def list_resource_templates(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
-    templates = await _visible(registry.resource_templates, rc)
-    page, next_cursor = _page(templates, params)
-    result: dict[str, Any] = {"resourceTemplates": [r.to_wire() for r in page]}
-    if next_cursor:
-        result["nextCursor"] = next_cursor
-    return _cacheable(result, rc, templates)
+    return await _list("resourceTemplates", registry.resource_templates, params, rc)
 
 
 async def read_resource(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
@@ -174,12 +170,7 @@ async def subscribe_resource(params: dict[str, Any], rc: RequestContext) -> dict
 
 
 async def list_prompts(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
-    prompts = await _visible(registry.prompts, rc)
-    page, next_cursor = _page(prompts, params)
-    result: dict[str, Any] = {"prompts": [p.to_wire() for p in page]}
-    if next_cursor:
-        result["nextCursor"] = next_cursor
-    return _cacheable(result, rc, prompts)
+    return await _list("prompts", registry.prompts, params, rc)
 
 
 async def get_prompt(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:

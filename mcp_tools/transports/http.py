@@ -295,13 +295,8 @@ class McpEndpoint:
             return
         if version_header is not None and version_header not in versions.HANDSHAKE_VERSIONS:
             raise HttpError(400, McpError(INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version_header}"), message.id)
-        session_id = headers.get("mcp-session-id")
-        if not session_id:
-            raise HttpError(400, McpError(INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"), message.id)
-        principal = await authenticate(scope, headers)
-        session = await store.db(store.get_session)(session_id)
-        if session is None or session.principal != principal.id:
-            raise HttpError(404, McpError(INVALID_REQUEST, "Session not found"), message.id)
+        principal, session = await self.session_for(scope, headers, message.id)
+        session_id = session.id
         response.session_id = session_id
         response.event_ids = True
         # The stream id exists before anything is sent, so a call that asks for input in
@@ -332,6 +327,17 @@ class McpEndpoint:
             await response.json(202, None)
             return
         await self.run_request(receive, response, message.method, message.params, rc, session_id)
+
+    async def session_for(self, scope: dict[str, Any], headers: dict[str, str], request_id: Any = None) -> tuple[Principal, Any]:
+        """The caller and their 2025-11-25 session (400 without the header, 404 if unknown, ended or not theirs)."""
+        session_id = headers.get("mcp-session-id")
+        if not session_id:
+            raise HttpError(400, McpError(INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"), request_id)
+        principal = await authenticate(scope, headers)
+        session = await store.db(store.get_session)(session_id)
+        if session is None or session.principal != principal.id:
+            raise HttpError(404, McpError(INVALID_REQUEST, "Session not found"), request_id)
+        return principal, session
 
     async def initialize(self, scope: dict[str, Any], headers: dict[str, str], message: jsonrpc.Message, response: Response) -> None:
         params = message.params
@@ -411,13 +417,8 @@ class McpEndpoint:
     async def get(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], send: Any) -> None:
         if "text/event-stream" not in headers.get("accept", "") and "*/*" not in headers.get("accept", ""):
             raise HttpError(406, McpError(INVALID_REQUEST, "Not Acceptable: Accept must list text/event-stream"))
-        session_id = headers.get("mcp-session-id")
-        if not session_id:
-            raise HttpError(400, McpError(INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"))
-        principal = await authenticate(scope, headers)
-        session = await store.db(store.get_session)(session_id)
-        if session is None or session.principal != principal.id:
-            raise HttpError(404, McpError(INVALID_REQUEST, "Session not found"))
+        principal, session = await self.session_for(scope, headers)
+        session_id = session.id
         await self.read_body(receive, headers)  # consume http.request: the next receive() is the disconnect
         response = Response(send, session_id, event_ids=True)
         last_event_id = headers.get("last-event-id")
@@ -491,14 +492,8 @@ class McpEndpoint:
 
     # -- DELETE ---------------------------------------------------------------------------
     async def delete(self, scope: dict[str, Any], headers: dict[str, str], response: Response) -> None:
-        session_id = headers.get("mcp-session-id")
-        if not session_id:
-            raise HttpError(400, McpError(INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"))
-        principal = await authenticate(scope, headers)
-        session = await store.db(store.get_session)(session_id)
-        if session is None or session.principal != principal.id:
-            raise HttpError(404, McpError(INVALID_REQUEST, "Session not found"))
-        await store.db(store.delete_session)(session_id)
+        _, session = await self.session_for(scope, headers)
+        await store.db(store.delete_session)(session.id)
         await response.json(204, None)
 
 
