@@ -356,6 +356,7 @@ class CallService:
                 status="failed" if result.get("isError") else "completed", result=result, finished_at=timezone.now(),
                 last_outcome={"round": round_number, "answer": result},
             )
+            await wakeups.notify(inv.call_id)
         return result
 
     async def _suspend(self, inv: engine.Invocation, rc: RequestContext, round_number: int) -> str:
@@ -365,6 +366,7 @@ class CallService:
         await store.db(store.save_round)(
             inv.call_id, round_number, [s for s in inv.journal.steps if not s.persisted], status="input_required",
         )
+        await wakeups.notify(inv.call_id)
         return inv.call_id
 
     def _seal(self, purpose: str, call_id: str, round_number: int, rc: RequestContext, target: Target) -> str:
@@ -492,10 +494,7 @@ class CallService:
             row = await store.db(store.call_status)(call_id)
             if row is None:
                 break
-            status, current_round, last_outcome = row
-            from .models import ToolCall
-
-            digest_now = await store.db(lambda: ToolCall.objects.filter(id=call_id).values_list("last_answers_digest", flat=True).first())()
+            status, current_round, last_outcome, digest_now = row
             if current_round != round_number + 1 or digest_now != answers_digest:
                 break
             if last_outcome and last_outcome.get("round") == round_number + 1:
@@ -609,17 +608,36 @@ class CallService:
                     raise McpError(INTERNAL_ERROR, "Another stream continued this call")
                 await wakeups.wait(event)
 
-    async def continue_session_call(self, call_id: str, rc: RequestContext) -> dict[str, Any] | None:
-        """Continue a session call on a resumed stream (``Last-Event-ID``)."""
-        loaded = await store.db(store.load_call)(call_id)
-        if loaded is None or loaded[0].status != "input_required":
-            return None
-        call, _ = loaded
-        if call.principal != rc.principal.id:
-            return None
-        target = await resolve_target(call.method, call.arguments, rc.principal)
+    async def continue_session_call(self, call_id: str, rc: RequestContext, already_sent: set[str]) -> dict[str, Any] | None:
+        """Continue a session call on a resumed stream (``GET`` with ``Last-Event-ID``).
+
+        Another process may still hold the call (its old stream not yet known to be
+        gone): wait while it runs, answer with the stored result once it is done, and
+        re-send on this stream any pending request the client has not seen here.
+        """
         rc.flavor = "session"
-        journal = await self._wait_for_answers(call_id, call.round)
+        async with wakeups.listening(call_id) as event:
+            while True:
+                loaded = await store.db(store.load_call)(call_id)
+                if loaded is None or loaded[0].principal != rc.principal.id:
+                    return None
+                call, journal = loaded
+                if call.status in ("completed", "failed"):
+                    return call.result
+                if call.status in ("cancelled", "expired"):
+                    raise McpError(INVALID_PARAMS, f"The call was {call.status}")
+                if call.status == "input_required":
+                    unsent = [s for s in journal.pending if step_request_id(call_id, s.seq) not in already_sent]
+                    if unsent:
+                        await self._ask_on_stream(call_id, unsent, rc)
+                        already_sent.update(step_request_id(call_id, s.seq) for s in unsent)
+                    if not journal.pending and await store.db(store.claim_round)(call_id, call.round):
+                        return await self._run_session_rounds(call, journal, rc, already_sent)
+                await wakeups.wait(event)
+
+    async def _run_session_rounds(self, call: Any, journal: Journal, rc: RequestContext, already_sent: set[str]) -> dict[str, Any]:
+        call_id = str(call.id)
+        target = await resolve_target(call.method, call.arguments, rc.principal)
         round_number = call.round + 1
         inv = new_invocation(target, rc, journal, call_id)
         while True:
@@ -628,6 +646,7 @@ class CallService:
                 return await self._finish(inv, target, outcome, rc, round_number)
             await self._suspend(inv, rc, round_number)
             await self._ask_on_stream(call_id, outcome.pending, rc)
+            already_sent.update(step_request_id(call_id, s.seq) for s in outcome.pending)
             journal = await self._wait_for_answers(call_id, round_number)
             round_number += 1
             inv = new_invocation(target, rc, journal, call_id)

@@ -94,11 +94,17 @@ def update_call(call_id: Any, **fields: Any) -> int:
     return ToolCall.objects.filter(id=call_id).update(updated_at=timezone.now(), **fields)
 
 
-def call_status(call_id: Any) -> tuple[str, int, Any] | None:
+def call_status(call_id: Any) -> tuple[str, int, Any, str] | None:
+    """``(status, round, last_outcome, last_answers_digest)`` of a call, or None."""
     from .models import ToolCall
 
-    row = ToolCall.objects.filter(id=call_id).values_list("status", "round", "last_outcome").first()
-    return row
+    return ToolCall.objects.filter(id=call_id).values_list("status", "round", "last_outcome", "last_answers_digest").first()
+
+
+def call_request_id(call_id: Any) -> str | None:
+    from .models import ToolCall
+
+    return ToolCall.objects.filter(id=call_id).values_list("request_id", flat=True).first()
 
 
 # -- sessions (2025-11-25) ----------------------------------------------------

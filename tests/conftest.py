@@ -87,3 +87,27 @@ def start_server(django_db_setup: None) -> Iterator[type[LiveServer]]:
 @pytest.fixture
 def live_server_url(start_server: type[LiveServer]) -> str:
     return start_server().start().url
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_worker_thread_connections(django_db_setup: None, django_db_blocker: object) -> Iterator[None]:
+    """Close the database connections that async tests opened in asgiref's worker thread.
+
+    Django closes only the main thread's connections before dropping the test
+    database; PostgreSQL refuses to drop a database another session still uses.
+    """
+    yield
+    from asgiref.sync import async_to_sync, sync_to_async
+    from django.db import connections
+
+    with django_db_blocker.unblock():  # type: ignore[attr-defined]
+        async_to_sync(sync_to_async(connections.close_all, thread_sensitive=True))()
+        connection = connections["default"]
+        if connection.vendor == "postgresql":
+            # Idle connections of other worker threads (thread_sensitive=False hops) of this process.
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+        connection.close()

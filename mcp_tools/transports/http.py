@@ -437,20 +437,20 @@ class McpEndpoint:
         await response._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + response._base_headers()})
         # Some servers send headers only with the first body bytes: send a comment now.
         await response._send({"type": "http.response.body", "body": b": resumed\n\n", "more_body": True})
+        already_sent: set[str] = set()
         for event_id, payload in await store.db(store.events_after)(stream_id, last_event_id):
             if payload:
                 await response._send({"type": "http.response.body", "body": f"id: {event_id}\nevent: message\ndata: {payload}\n\n".encode(), "more_body": True})
+                already_sent.add(_request_id_of(payload))
         call_id = await store.db(store.call_for_stream)(stream_id)
         if call_id is None:
             await response._send({"type": "http.response.body", "body": b""})
             return
-        from ..models import ToolCall
-
-        request_id = await store.db(lambda: ToolCall.objects.filter(id=call_id).values_list("request_id", flat=True).first())()
+        request_id = await store.db(store.call_request_id)(call_id)
         rc = RequestContext(principal=principal, protocol_version=session.protocol_version, modern=False,
                             client_capabilities=session.client_capabilities, request_id=request_id, session_id=session.id,
                             log_level=session.log_level, emit=response.event, stream_id=lambda: stream_id)
-        task = asyncio.ensure_future(service.continue_session_call(call_id, rc))
+        task = asyncio.ensure_future(service.continue_session_call(call_id, rc, already_sent))
         watcher = asyncio.ensure_future(receive())
         try:
             done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
@@ -495,6 +495,17 @@ class McpEndpoint:
         _, session = await self.session_for(scope, headers)
         await store.db(store.delete_session)(session.id)
         await response.json(204, None)
+
+
+def _request_id_of(payload: str) -> str:
+    """The JSON-RPC id of a server request replayed from the event log ("" for notifications)."""
+    import json
+
+    try:
+        message = json.loads(payload)
+    except ValueError:
+        return ""
+    return str(message.get("id", "")) if isinstance(message, dict) and "method" in message else ""
 
 
 def _original_id(value: Any) -> Any:
