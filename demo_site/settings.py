@@ -105,6 +105,9 @@ DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": BASE_DIR / "db.sqlite3",
+        # mcp_tools reaches the ORM from one worker thread per process: keeping its
+        # connection open saves a connect per request (see docs/performance.md).
+        "CONN_MAX_AGE": 60,
         "OPTIONS": {
             # Wait for a competing writer instead of failing at once.
             "timeout": 20,
@@ -127,7 +130,7 @@ if DATABASE_URL:
         raise ImproperlyConfigured(
             "DATABASE_URL is set but dj-database-url is not installed: pip install 'django-mcp-tools[postgres]'"
         ) from exc
-    DATABASES["default"] = dj_database_url.parse(DATABASE_URL, conn_max_age=0, conn_health_checks=True)
+    DATABASES["default"] = dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -26,6 +26,30 @@ def reset() -> None:
     _auth_classes = None
 
 
+#: DRF authenticators that find credentials only in these headers.
+_HEADER_ONLY = {
+    "rest_framework.authentication.TokenAuthentication": ("authorization",),
+    "rest_framework.authentication.BasicAuthentication": ("authorization",),
+    "rest_framework.authentication.SessionAuthentication": ("cookie",),
+}
+
+
+def credential_headers() -> tuple[str, ...] | None:
+    """Headers that can carry credentials for the configured authenticators, or None if unknown.
+
+    Lets the transport answer a request without credentials at once instead of
+    building a DRF request and hopping to a thread.
+    """
+    headers: list[str] = []
+    for cls in authentication_classes():
+        path = f"{cls.__module__}.{cls.__qualname__}"
+        known = _HEADER_ONLY.get(path)
+        if known is None:
+            return None
+        headers.extend(known)
+    return tuple(headers)
+
+
 def authentication_classes() -> list[Any]:
     global _auth_classes
     if _auth_classes is None:

@@ -243,13 +243,6 @@ async def ensure_row(inv: engine.Invocation, *, status: str) -> str:
     return inv.call_id
 
 
-async def _record_when_slow(inv: engine.Invocation, after: float) -> None:
-    """Give a call that is still running after ``after`` seconds a row, so staff can see it."""
-    await asyncio.sleep(after)
-    inv.state["recording"] = True  # from here on, let the insert finish rather than cancel it
-    await ensure_row(inv, status="working")
-
-
 async def _create_row(inv: engine.Invocation, status: str) -> None:
     if inv.call_id is None:
         rc: RequestContext = inv.state["rc"]
@@ -289,9 +282,15 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
     """
     started = time.monotonic()
     is_tool = target.method == "tools/call"
-    recorder = None
-    if inv.call_id is None:
-        recorder = asyncio.ensure_future(_record_when_slow(inv, float(mcp_settings.SLOW_CALL_SECONDS)))
+    recorder: asyncio.Future[None] | None = None
+
+    def record() -> None:
+        nonlocal recorder
+        inv.state["recording"] = True  # from here on, let the insert finish rather than cancel it
+        recorder = asyncio.ensure_future(ensure_row(inv, status="working"))
+
+    # A timer handle, not a task: a fast call pays next to nothing for it.
+    timer = asyncio.get_running_loop().call_later(float(mcp_settings.SLOW_CALL_SECONDS), record) if inv.call_id is None else None
     try:
         return await engine.run(inv)
     except McpError:
@@ -315,12 +314,11 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
         logger.exception("%s %r failed after %.3fs", target.method, target.name, time.monotonic() - started)
         message = f"Internal error while running {target.name!r}; the server log has the details."
     finally:
+        if timer is not None:
+            timer.cancel()
         if recorder is not None and not recorder.done():
-            if inv.state.get("recording"):
-                with contextlib.suppress(Exception):
-                    await recorder
-            else:
-                recorder.cancel()
+            with contextlib.suppress(Exception):
+                await recorder
     if is_tool:
         return _error_result(message)
     raise McpError(INTERNAL_ERROR, message)

@@ -86,6 +86,7 @@ mcp_settings = McpToolsSettings()
 def _reload_settings(*, setting: str, **kwargs: Any) -> None:
     if setting in ("MCP_TOOLS", "SECRET_KEY", "SECRET_KEY_FALLBACKS", "ALLOWED_HOSTS", "REST_FRAMEWORK"):
         mcp_settings.reload()
-        from . import auth
+        from . import auth, server
 
         auth.reset()
+        server.reset_server_info()

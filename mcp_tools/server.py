@@ -28,7 +28,23 @@ logger = logging.getLogger("mcp_tools.server")
 Handler = Callable[[dict[str, Any], RequestContext], Awaitable[dict[str, Any]]]
 
 
+_server_info: dict[str, Any] | None = None
+
+
+def reset_server_info() -> None:
+    global _server_info
+    _server_info = None
+
+
 def server_info() -> dict[str, Any]:
+    """``serverInfo``; computed once (looking up the package version scans installed packages)."""
+    global _server_info
+    if _server_info is None:
+        _server_info = _build_server_info()
+    return _server_info
+
+
+def _build_server_info() -> dict[str, Any]:
     name = mcp_settings.SERVER_NAME
     ver = mcp_settings.SERVER_VERSION
     if ver is None:

@@ -26,7 +26,7 @@ from django.core.exceptions import SynchronousOnlyOperation
 from django.http.request import split_domain_port, validate_host
 
 from .. import store
-from ..auth import AuthenticationFailed, Principal, authenticate_scope
+from ..auth import ANONYMOUS, AuthenticationFailed, Principal, authenticate_scope, authentication_classes, credential_headers
 from ..calls import RequestContext, service
 from ..conf import mcp_settings
 from ..protocol import jsonrpc, versions
@@ -99,6 +99,18 @@ def _accepts(headers: dict[str, str], *types: str) -> bool:
 
 
 async def authenticate(scope: dict[str, Any], headers: dict[str, str]) -> Principal:
+    carriers = credential_headers()
+    if carriers is not None and not any(name in headers for name in carriers):
+        # No credentials where the configured authenticators look for them.
+        if mcp_settings.ALLOW_ANONYMOUS:
+            return ANONYMOUS
+        header = None
+        for cls in authentication_classes():
+            header = cls().authenticate_header(None)
+            if header:
+                break
+        extra = [(b"www-authenticate", header.encode())] if header else []
+        raise HttpError(401, McpError(INVALID_REQUEST, "Unauthorized: Authentication credentials were not provided."), extra_headers=extra)
     try:
         try:
             # Without credentials most authenticators answer without I/O: try inline first,
