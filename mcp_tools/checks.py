@@ -31,9 +31,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 import_string(dotted) if isinstance(dotted, str) else dotted
             except ImportError as exc:
                 problems.append(Error(f"MCP_TOOLS['AUTHENTICATION_CLASSES'] cannot import {dotted!r}: {exc}.", id="mcp_tools.E004"))
-    slow = merged["SLOW_CALL_SECONDS"]
-    if isinstance(slow, bool) or not isinstance(slow, (int, float)) or slow < 0:
-        problems.append(Error("MCP_TOOLS['SLOW_CALL_SECONDS'] must be a number >= 0.", id="mcp_tools.E005"))
+    for key in ("SLOW_CALL_SECONDS", "SESSION_CACHE_SECONDS"):
+        seconds = merged[key]
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+            problems.append(Error(f"MCP_TOOLS[{key!r}] must be a number >= 0, not {seconds!r}.", id="mcp_tools.E005"))
     for key in ("MAX_BODY_BYTES", "PAGE_SIZE", "TOKEN_TTL", "CALL_TTL", "EVENT_RETENTION", "SAMPLING_MAX_TOOLS", "SAMPLING_MAX_TOOL_CALLS"):
         value = merged[key]
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:

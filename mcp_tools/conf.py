@@ -27,6 +27,8 @@ DEFAULTS: dict[str, Any] = {
     "ALLOWED_ORIGINS": None,
     "MAX_BODY_BYTES": 4 * 1024 * 1024,
     "PAGE_SIZE": 100,
+    # Seconds each process may reuse a 2025-11-25 session it read (0: read it on every request).
+    "SESSION_CACHE_SECONDS": 1.0,
     # SSE events kept per stream for Last-Event-ID replay.
     "EVENT_RETENTION": 500,
     # Keys used to seal requestState / saga / resume tokens. None: SECRET_KEY (+ fallbacks).
@@ -90,3 +92,6 @@ def _reload_settings(*, setting: str, **kwargs: Any) -> None:
 
         auth.reset()
         server.reset_server_info()
+        from . import sessions
+
+        sessions.clear()

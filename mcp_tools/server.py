@@ -228,13 +228,13 @@ async def complete(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]
 
 
 async def set_log_level(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
-    from . import store
+    from . import sessions
 
     level = params.get("level")
     if level not in LOG_LEVELS:
         raise invalid_params(f'"level" must be one of {", ".join(LOG_LEVELS)}')
     if rc.session_id:
-        await store.db(store.set_session_log_level)(rc.session_id, level)
+        await sessions.set_log_level(rc.session_id, level)
     return {}
 
 

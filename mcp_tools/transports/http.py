@@ -25,7 +25,7 @@ from django.conf import settings
 from django.core.exceptions import SynchronousOnlyOperation
 from django.http.request import split_domain_port, validate_host
 
-from .. import store
+from .. import sessions, store
 from ..auth import ANONYMOUS, AuthenticationFailed, Principal, authenticate_scope, authentication_classes, credential_headers
 from ..calls import RequestContext, service
 from ..conf import mcp_settings
@@ -346,7 +346,7 @@ class McpEndpoint:
         if not session_id:
             raise HttpError(400, McpError(INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"), request_id)
         principal = await authenticate(scope, headers)
-        session = await store.db(store.get_session)(session_id)
+        session = await sessions.get(session_id)
         if session is None or session.principal != principal.id:
             raise HttpError(404, McpError(INVALID_REQUEST, "Session not found"), request_id)
         return principal, session
@@ -505,7 +505,7 @@ class McpEndpoint:
     # -- DELETE ---------------------------------------------------------------------------
     async def delete(self, scope: dict[str, Any], headers: dict[str, str], response: Response) -> None:
         _, session = await self.session_for(scope, headers)
-        await store.db(store.delete_session)(session.id)
+        await sessions.delete(session.id)
         await response.json(204, None)
 
 

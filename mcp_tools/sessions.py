@@ -1,0 +1,109 @@
+"""2025-11-25 sessions as the transports see them: a short process-local cache over the table.
+
+Looking a session up in the database on every request costs a thread hop and
+a query, which dominated the cost of a small call in session mode. Each
+process keeps what it read for ``SESSION_CACHE_SECONDS``. Ending a session or
+changing its log level drops it from this process's cache at once and, when a
+shared channel layer is configured (channels-redis), from every process's
+cache through a broadcast. With the in-memory layer and several processes
+(not a production setup: check ``mcp_tools.W003``) another process may still
+accept an ended session for up to ``SESSION_CACHE_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from . import store
+from .conf import mcp_settings
+
+logger = logging.getLogger("mcp_tools.sessions")
+
+GROUP = "mcp_tools.sessions"
+MAX_CACHED = 10_000
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    id: str
+    protocol_version: str
+    client_capabilities: dict[str, Any]
+    principal: str
+    log_level: str
+
+
+_cache: dict[str, tuple[SessionInfo, float]] = {}
+_listener: asyncio.Task[None] | None = None
+
+
+def _shared_layer() -> Any:
+    from .wakeups import _shared_layer as shared
+
+    return shared()
+
+
+async def _listen(layer: Any) -> None:
+    channel = await layer.new_channel()
+    await layer.group_add(GROUP, channel)
+    while True:
+        message = await layer.receive(channel)
+        _cache.pop(message.get("session_id", ""), None)
+
+
+def _ensure_listener() -> None:
+    global _listener
+    if _listener is not None and not _listener.done():
+        return
+    layer = _shared_layer()
+    if layer is not None:
+        _listener = asyncio.ensure_future(_listen(layer))
+
+
+async def get(session_id: str) -> SessionInfo | None:
+    """The session, from this process's cache or the database (unknown ids are never cached)."""
+    ttl = float(mcp_settings.SESSION_CACHE_SECONDS)
+    now = time.monotonic()
+    hit = _cache.get(session_id)
+    if hit is not None and hit[1] > now:
+        return hit[0]
+    row = await store.db(store.get_session)(session_id)
+    if row is None:
+        _cache.pop(session_id, None)
+        return None
+    info = SessionInfo(row.id, row.protocol_version, row.client_capabilities, row.principal, row.log_level)
+    if ttl > 0:
+        if len(_cache) >= MAX_CACHED:
+            _cache.clear()
+        _cache[session_id] = (info, now + ttl)
+        _ensure_listener()
+    return info
+
+
+async def forget(session_id: str) -> None:
+    """Drop a session from every process's cache (after it ended or changed)."""
+    _cache.pop(session_id, None)
+    layer = _shared_layer()
+    if layer is not None:
+        try:
+            await layer.group_send(GROUP, {"type": "mcp.session.changed", "session_id": session_id})
+        except Exception:
+            logger.warning("Could not broadcast the end of session %s", session_id, exc_info=True)
+
+
+async def delete(session_id: str) -> None:
+    await store.db(store.delete_session)(session_id)
+    await forget(session_id)
+
+
+async def set_log_level(session_id: str, level: str) -> None:
+    await store.db(store.set_session_log_level)(session_id, level)
+    await forget(session_id)
+
+
+def clear() -> None:
+    """Empty this process's cache (tests, settings changes)."""
+    _cache.clear()
