@@ -1,0 +1,856 @@
+"""Benchmark of the durable call engine, in process, through the real ASGI app.
+
+A benchmark, not a test (nothing here runs under pytest). No sockets: requests go
+straight into ``demo_site.asgi.application`` (Channels router -> MCP endpoint -> method
+table -> call service -> engine -> ORM on SQLite), so the numbers are about our code.
+All requests are 2026-07-28 ``tools/call`` requests (``_meta`` with protocol version and
+client capabilities, ``Mcp-Method`` / ``Mcp-Name`` headers). It answers:
+
+1. What does one elicitation round cost over a plain ``tools/call``? The demo's
+   async ``echo`` vs an echo that elicits once (round 1 -> ``input_required``, round 2
+   retries with ``inputResponses`` + ``requestState`` -> complete). Interleaved call by
+   call. What-if: the same with the worker thread's DB connection kept open
+   (``CONN_MAX_AGE = 600``), in alternating blocks.
+2. How does the cost of a round grow with the completed steps it replays? A tool asks
+   N elicitations, one per round; its last round loads N journal steps, replays N-1
+   answered ones, records the N-th answer and completes. N = 1, 10, 100, with a pydantic
+   model schema (what handlers write) and with a plain dict schema; and N ``ctx.once``
+   steps followed by one elicitation (round 2 replays N ``once`` steps).
+3. What does a suspended call hold in server memory? In a subprocess on a fresh
+   database: RSS (psutil if installed, else ``/proc/self/statm``), Python's allocated
+   blocks and gc objects after warm-up, then after 10,000 suspended calls, and the rows.
+
+Part 2 also times, alone, the two pieces of a round that grow with the journal: loading
+it (``store.load_call``) and replaying it in memory (``engine.run``), plus a what-if
+replay with the flattened elicitation schema cached per model class (patched in this
+process only).
+
+Every answer is checked (HTTP 200, a JSON-RPC result, the expected ``input_required``
+key or the echoed text); a wrong answer aborts the run.
+
+Run::
+
+    cd /work/main
+    /work/venv/bin/python bench/engine.py            # full: about 80 s
+    /work/venv/bin/python bench/engine.py --quick    # smoke check: under 30 s
+    /work/venv/bin/python bench/engine.py --json /tmp/engine.json   # + raw results
+
+Markdown tables go to stdout, progress to stderr. Settings: ``bench.bench_settings``
+(demo project, DEBUG off, quiet logging, anonymous MCP allowed) on a throw-away SQLite
+file in a temp dir, migrated at start. Method and interpretation:
+``docs/performance-durable.md``.
+"""
+
+# No ``from __future__ import annotations``: the benchmark's tools are defined inside a
+# function (after django.setup()) with hints naming its locals, which string annotations
+# could not resolve.
+
+import argparse
+import asyncio
+import gc
+import itertools
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+MODERN = "2026-07-28"
+CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}}, "sampling": {}, "roots": {}}
+ANSWER = {"action": "accept", "content": {"ok": True}}
+ECHO_TEXT = "hello from the durable engine benchmark"
+CONFIRM_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean", "title": "Ok", "description": "Go ahead", "default": True}}}
+SIZES = [1, 10, 100]
+REUSE_MAX_AGE = 600
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# -- setup ----------------------------------------------------------------------------------
+
+#: Database work seen by the server: connections opened and SQL statements run (any thread).
+DB_COUNTS = {"opens": 0, "queries": 0}
+
+
+def _count_query(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+    DB_COUNTS["queries"] += 1
+    return execute(sql, params, many, context)
+
+
+def _on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
+    DB_COUNTS["opens"] += 1
+    if _count_query not in connection.execute_wrappers:
+        connection.execute_wrappers.append(_count_query)
+
+
+def setup_django(db_path: Path) -> Any:
+    """Point the bench settings at ``db_path``, set Django up, migrate; returns the ASGI app."""
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.bench_settings"
+    os.environ["BENCH_DB"] = str(db_path)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db.backends.signals import connection_created
+
+    call_command("migrate", verbosity=0, interactive=False)
+    connection_created.connect(_on_connection_created, weak=False)
+    from demo_site.asgi import application
+
+    return application
+
+
+def bench_tools() -> list[Any]:
+    """The temporary tools the benchmark registers (names prefixed ``bench_``)."""
+    from pydantic import BaseModel, Field
+
+    from mcp_tools import ToolContext
+    from mcp_tools.registry import make_tool
+
+    class Confirm(BaseModel):
+        ok: bool = Field(True, description="Go ahead")
+
+    async def bench_echo_confirm(ctx: ToolContext, text: str) -> str:
+        """Echo the text after asking the user once."""
+        answer = await ctx.elicit("Send it back?", schema=Confirm, key="confirm")
+        return text if answer.ok else ""
+
+    async def bench_elicit_n(ctx: ToolContext, n: int) -> str:
+        """Ask n questions (pydantic model schema), one per round."""
+        yes = 0
+        for i in range(n):
+            answer = await ctx.elicit(f"Question {i}?", schema=Confirm, key=f"q{i}")
+            yes += answer.ok
+        return f"{yes}/{n}"
+
+    async def bench_elicit_n_dict(ctx: ToolContext, n: int) -> str:
+        """Ask n questions (plain JSON Schema dict), one per round."""
+        yes = 0
+        for i in range(n):
+            answer = await ctx.elicit(f"Question {i}?", schema=CONFIRM_SCHEMA, key=f"q{i}")
+            yes += bool(answer.get("ok"))
+        return f"{yes}/{n}"
+
+    def square(i: int) -> int:
+        return i * i
+
+    async def bench_once_n(ctx: ToolContext, n: int) -> str:
+        """Run n ctx.once steps, then ask once."""
+        total = 0
+        for i in range(n):
+            total += await ctx.once(f"s{i}", square, i)
+        answer = await ctx.elicit("Done?", schema=Confirm, key="done")
+        return f"{total} {answer.ok}"
+
+    return [make_tool(f) for f in (bench_echo_confirm, bench_elicit_n, bench_elicit_n_dict, bench_once_n)]
+
+
+async def set_connection_reuse(on: bool) -> None:
+    """What-if switch: keep the worker thread's DB connection open (CONN_MAX_AGE) or not (the default, 0)."""
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    connections.settings["default"]["CONN_MAX_AGE"] = REUSE_MAX_AGE if on else 0
+    # The thread-sensitive worker thread is the one every store.db() call runs in:
+    # close its connection so the next one is opened with the new setting.
+    await sync_to_async(lambda: connections["default"].close(), thread_sensitive=True)()
+
+
+# -- a lean in-process client (the ideas of tests/asgi_client.py) ------------------------------
+
+_ids = itertools.count(1)
+_HEADERS = [
+    (b"host", b"localhost"),
+    (b"content-type", b"application/json"),
+    (b"accept", b"application/json, text/event-stream"),
+    (b"mcp-protocol-version", MODERN.encode()),
+    (b"mcp-method", b"tools/call"),
+]
+
+
+class Sample(NamedTuple):
+    """One request as the server saw it."""
+
+    wall: int  # ns, perf_counter around the ASGI app call
+    cpu: int  # ns of process CPU time (event loop + DB worker thread)
+    opens: int  # DB connections opened
+    queries: int  # SQL statements (BEGIN/COMMIT included when Django issues them)
+
+
+class Client:
+    """POSTs 2026-07-28 ``tools/call`` requests straight into the ASGI app and times them."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    @staticmethod
+    def body(name: str, arguments: dict[str, Any], state: str | None, responses: dict[str, Any] | None) -> bytes:
+        params: dict[str, Any] = {
+            "name": name,
+            "arguments": arguments,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": CAPABILITIES,
+                "io.modelcontextprotocol/clientInfo": {"name": "bench-engine", "version": "1"},
+            },
+        }
+        if responses is not None:
+            params["inputResponses"] = responses
+        if state is not None:
+            params["requestState"] = state
+        return json.dumps({"jsonrpc": "2.0", "id": next(_ids), "method": "tools/call", "params": params}).encode()
+
+    async def post(self, name: str, body: bytes) -> tuple[int, bytes, Sample]:
+        scope = {
+            "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
+            "method": "POST", "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "root_path": "",
+            "query_string": b"", "headers": [*_HEADERS, (b"mcp-name", name.encode())],
+            "client": ("127.0.0.1", 50000), "server": ("localhost", 80),
+        }
+        finished = asyncio.Event()
+        pending = [body]
+        status = 0
+        chunks: list[bytes] = []
+
+        async def receive() -> dict[str, Any]:
+            if pending:
+                return {"type": "http.request", "body": pending.pop(), "more_body": False}
+            await finished.wait()  # like a client that keeps its connection open
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+                if not message.get("more_body"):
+                    finished.set()
+
+        opens, queries = DB_COUNTS["opens"], DB_COUNTS["queries"]
+        cpu = time.process_time_ns()
+        wall = time.perf_counter_ns()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            finished.set()
+        sample = Sample(time.perf_counter_ns() - wall, time.process_time_ns() - cpu,
+                        DB_COUNTS["opens"] - opens, DB_COUNTS["queries"] - queries)
+        return status, b"".join(chunks), sample
+
+    async def call(self, name: str, arguments: dict[str, Any], state: str | None = None,
+                   responses: dict[str, Any] | None = None) -> tuple[dict[str, Any], Sample]:
+        """One round: the JSON-RPC result (checked: HTTP 200, plain JSON, no error) and its sample."""
+        status, raw, sample = await self.post(name, self.body(name, arguments, state, responses))
+        if status != 200:
+            raise RuntimeError(f"{name}: HTTP {status}: {raw[:300]!r}")
+        if not raw.startswith(b"{"):
+            raise RuntimeError(f"{name}: expected a JSON body, got {raw[:300]!r}")
+        message = json.loads(raw)
+        if "result" not in message:
+            raise RuntimeError(f"{name}: error answer: {message}")
+        return message["result"], sample
+
+
+def expect_input_required(result: dict[str, Any], key: str) -> str:
+    if result.get("resultType") != "input_required" or list(result.get("inputRequests", {})) != [key]:
+        raise RuntimeError(f"expected input_required for {key!r}, got {json.dumps(result)[:300]}")
+    return result["requestState"]
+
+
+def expect_complete(result: dict[str, Any], text: str) -> None:
+    if result.get("resultType", "complete") != "complete" or result.get("isError"):
+        raise RuntimeError(f"expected a complete result, got {json.dumps(result)[:300]}")
+    got = "".join(block.get("text", "") for block in result.get("content", []))
+    if got != text:
+        raise RuntimeError(f"expected {text!r}, got {got!r}")
+
+
+# -- calls ------------------------------------------------------------------------------------
+
+
+async def plain_call(client: Client) -> Sample:
+    result, sample = await client.call("echo", {"text": ECHO_TEXT})
+    expect_complete(result, ECHO_TEXT)
+    return sample
+
+
+async def elicit_call(client: Client) -> tuple[Sample, Sample]:
+    """Both rounds of one eliciting echo."""
+    args = {"text": ECHO_TEXT}
+    result, first = await client.call("bench_echo_confirm", args)
+    state = expect_input_required(result, "confirm")
+    result, second = await client.call("bench_echo_confirm", args, state, {"confirm": ANSWER})
+    expect_complete(result, ECHO_TEXT)
+    return first, second
+
+
+async def elicit_n_call(client: Client, tool: str, n: int) -> list[Sample]:
+    """Every round of a call asking ``n`` elicitations one per round (n + 1 requests)."""
+    args = {"n": n}
+    result, sample = await client.call(tool, args)
+    samples = [sample]
+    for i in range(n):
+        state = expect_input_required(result, f"q{i}")
+        result, sample = await client.call(tool, args, state, {f"q{i}": ANSWER})
+        samples.append(sample)
+    expect_complete(result, f"{n}/{n}")
+    return samples
+
+
+async def once_n_call(client: Client, n: int) -> tuple[Sample, Sample]:
+    """``n`` once steps then one elicitation: (round 1, round 2)."""
+    args = {"n": n}
+    result, first = await client.call("bench_once_n", args)
+    state = expect_input_required(result, "done")
+    result, second = await client.call("bench_once_n", args, state, {"done": ANSWER})
+    expect_complete(result, f"{sum(i * i for i in range(n))} True")
+    return first, second
+
+
+# -- statistics -------------------------------------------------------------------------------
+
+
+def ms(ns: float) -> float:
+    return ns / 1e6
+
+
+def summary(samples: list[Sample]) -> dict[str, float]:
+    walls = sorted(s.wall for s in samples)
+    return {
+        "n": len(samples),
+        "mean_ms": ms(statistics.fmean(walls)),
+        "median_ms": ms(statistics.median(walls)),
+        "p90_ms": ms(walls[int(0.9 * (len(walls) - 1))]),
+        "cpu_median_ms": ms(statistics.median(s.cpu for s in samples)),
+        "cpu_mean_ms": ms(statistics.fmean(s.cpu for s in samples)),
+        "opens": statistics.median(s.opens for s in samples),
+        "queries": statistics.median(s.queries for s in samples),
+    }
+
+
+def combine(a: Sample, b: Sample) -> Sample:
+    return Sample(*(x + y for x, y in zip(a, b)))
+
+
+# -- 1. one elicitation round over a plain call ------------------------------------------------
+
+
+async def measure_overhead(client: Client, calls: int, warmup: int, block: int) -> dict[str, Any]:
+    """Plain echo and eliciting echo interleaved call by call; default vs reused DB connection
+    in alternating blocks of ``block`` calls, so both modes see the same machine conditions."""
+    modes = ("default", "reuse")
+    for mode in modes:
+        await set_connection_reuse(mode == "reuse")
+        for _ in range(warmup):
+            await plain_call(client)
+            await elicit_call(client)
+    data: dict[str, dict[str, list[Sample]]] = {m: {"plain": [], "round1": [], "round2": []} for m in modes}
+    gc.collect()
+    done = 0
+    while done < calls:
+        size = min(block, calls - done)
+        for mode in modes:
+            await set_connection_reuse(mode == "reuse")
+            for _ in range(size):
+                data[mode]["plain"].append(await plain_call(client))
+                first, second = await elicit_call(client)
+                data[mode]["round1"].append(first)
+                data[mode]["round2"].append(second)
+        done += size
+    await set_connection_reuse(False)
+    out: dict[str, Any] = {}
+    for mode in modes:
+        d = data[mode]
+        total = [combine(a, b) for a, b in zip(d["round1"], d["round2"])]
+        out[mode] = {"plain": summary(d["plain"]), "round1": summary(d["round1"]), "round2": summary(d["round2"]),
+                     "elicit_total": summary(total)}
+    return out
+
+
+# -- 2. replay cost vs completed steps ---------------------------------------------------------
+
+
+async def measure_replay(client: Client, per_cycle: dict[int, int], cycles: int) -> dict[str, Any]:
+    """Every variant and every N interleaved: each cycle runs ``per_cycle[n]`` calls of each
+    variant for each N, so a change in machine load hits all cells alike."""
+    for tool in ("bench_elicit_n", "bench_elicit_n_dict"):
+        await elicit_n_call(client, tool, 3)
+    await once_n_call(client, 3)
+    calls: dict[int, dict[str, list[Any]]] = {n: {"model": [], "dict": [], "once": []} for n in SIZES}
+    for cycle in range(cycles):
+        gc.collect()
+        for n in SIZES:
+            for _ in range(per_cycle[n]):
+                calls[n]["model"].append(await elicit_n_call(client, "bench_elicit_n", n))
+                calls[n]["dict"].append(await elicit_n_call(client, "bench_elicit_n_dict", n))
+                calls[n]["once"].append(await once_n_call(client, n))
+        log(f"  cycle {cycle + 1}/{cycles} done")
+    out: dict[str, Any] = {}
+    for n in SIZES:
+        entry: dict[str, Any] = {"reps": len(calls[n]["model"])}
+        for label in ("model", "dict"):
+            runs = calls[n][label]
+            entry[label] = {
+                "first_round": summary([c[0] for c in runs]),
+                "last_round": summary([c[-1] for c in runs]),
+                # Median wall / CPU ms of answer round k = 1..n (round k replays k-1 answered steps).
+                "answer_rounds_ms": [round(ms(statistics.median(c[k].wall for c in runs)), 3) for k in range(1, n + 1)],
+                "answer_rounds_cpu_ms": [round(ms(statistics.median(c[k].cpu for c in runs)), 3) for k in range(1, n + 1)],
+                "call_total_ms": ms(statistics.median(sum(s.wall for s in c) for c in runs)),
+            }
+        onces = calls[n]["once"]
+        entry["once"] = {"round1": summary([a for a, _ in onces]), "round2": summary([b for _, b in onces])}
+        out[str(n)] = entry
+    big = str(SIZES[-1])
+    for label in ("model", "dict"):
+        curve = out[big][label]["answer_rounds_cpu_ms"]
+        # Slope of the answer round's CPU time over the steps it replays (k-1), within the same calls.
+        slope = statistics.linear_regression(range(len(curve)), curve).slope if len(curve) > 2 else float("nan")
+        out[big][label]["curve_slope_us"] = slope * 1000
+    return out
+
+
+async def measure_decomposition(budget_s: float) -> dict[str, Any]:
+    """Split a replaying round of the calls part 2 completed into its two N-dependent parts,
+    each timed alone: loading the journal (``store.load_call``, in the DB worker thread) and
+    replaying it (``engine.run`` over the loaded journal: every step answered, no I/O)."""
+    from asgiref.sync import sync_to_async
+
+    from mcp_tools import calls, engine, store
+    from mcp_tools.auth import ANONYMOUS
+    from mcp_tools.models import ToolCall
+    from mcp_tools.registry import registry
+
+    def find(tool: str, n: int) -> str:
+        for call_id, arguments in ToolCall.objects.filter(tool_name=tool, status="completed").values_list("id", "arguments"):
+            if arguments.get("arguments", {}).get("n") == n:
+                return str(call_id)
+        raise RuntimeError(f"no completed {tool} call with n={n}")
+
+    def time_load(call_id: str) -> list[int]:
+        samples: list[int] = []
+        deadline = time.perf_counter() + budget_s
+        while len(samples) < 5 or (time.perf_counter() < deadline and len(samples) < 2000):
+            started = time.perf_counter_ns()
+            store.load_call(call_id)
+            samples.append(time.perf_counter_ns() - started)
+        return samples
+
+    from mcp_tools.engine import context
+
+    flatten = context._flat_elicitation_schema
+    memo: dict[Any, dict[str, Any]] = {}
+
+    def flatten_cached(schema: Any) -> dict[str, Any]:
+        """What-if: the flattened JSON Schema of a model class computed once per class."""
+        if isinstance(schema, type):
+            if schema not in memo:
+                memo[schema] = flatten(schema)
+            return memo[schema]
+        return flatten(schema)
+
+    out: dict[str, Any] = {}
+    variants = (("bench_elicit_n", "model"), ("bench_elicit_n", "model_cached"), ("bench_elicit_n_dict", "dict"), ("bench_once_n", "once"))
+    for tool, label in variants:
+        target = registry.get_tool(tool)
+        assert target is not None
+        context._flat_elicitation_schema = flatten_cached if label == "model_cached" else flatten
+        for n in SIZES:
+            call_id = await sync_to_async(find)(tool, n)
+            _, journal = await sync_to_async(store.load_call)(call_id)
+            load = await sync_to_async(time_load)(call_id)
+            replay: list[int] = []
+            deadline = time.perf_counter() + budget_s
+            while len(replay) < 5 or (time.perf_counter() < deadline and len(replay) < 5000):
+                inv = engine.Invocation(
+                    fn=target.fn, is_async=True, kwargs={"n": n}, context_param=target.context_param, principal=ANONYMOUS,
+                    protocol_version=MODERN, client_capabilities=CAPABILITIES, runtime=calls.RUNTIME, journal=journal,
+                    call_id=call_id,
+                )
+                started = time.perf_counter_ns()
+                outcome = await engine.run(inv)
+                replay.append(time.perf_counter_ns() - started)
+                if not isinstance(outcome, engine.Completed):
+                    raise RuntimeError(f"replaying {tool} n={n} did not complete: {outcome}")
+            out[f"{label}:{n}"] = {"steps": len(journal.steps), "load_us": statistics.median(load) / 1000,
+                                   "replay_us": statistics.median(replay) / 1000}
+    context._flat_elicitation_schema = flatten
+    return out
+
+
+# -- 3. memory (a child process on a fresh database) -------------------------------------------
+
+
+def rss_bytes() -> int:
+    try:
+        import psutil  # type: ignore[import-not-found]
+
+        return int(psutil.Process().memory_info().rss)
+    except ImportError:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def rss_parts() -> dict[str, int]:
+    """RssAnon / RssFile / RssShmem from /proc/self/status (Linux), in bytes."""
+    parts: dict[str, int] = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in ("RssAnon", "RssFile", "RssShmem"):
+                    parts[key] = int(value.split()[0]) * 1024
+    except OSError:
+        pass
+    return parts
+
+
+async def memory_probe() -> dict[str, int]:
+    # Let the last request's finished tasks (the endpoint's disconnect watcher) go first.
+    await asyncio.sleep(0.01)
+    gc.collect()
+    gc.collect()
+    return {"rss": rss_bytes(), **rss_parts(), "blocks": sys.getallocatedblocks(), "objects": len(gc.get_objects()),
+            "tasks": len(asyncio.all_tasks()), "threads": threading.active_count()}
+
+
+def db_counts() -> dict[str, Any]:
+    from django.db.models import Count
+
+    from mcp_tools.models import CallStep, McpSession, StreamEvent, ToolCall
+
+    by_status = dict(ToolCall.objects.order_by().values_list("status").annotate(c=Count("id")).values_list("status", "c"))
+    return {"ToolCall": ToolCall.objects.count(), "ToolCall_by_status": by_status, "CallStep": CallStep.objects.count(),
+            "McpSession": McpSession.objects.count(), "StreamEvent": StreamEvent.objects.count()}
+
+
+def memory_child(count: int, warmup: int, checkpoints: int) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="mcp-engine-mem-"))
+    app = setup_django(tmp / "memory.sqlite3")
+    from asgiref.sync import sync_to_async
+
+    from mcp_tools.registry import registry
+
+    client = Client(app)
+
+    async def suspend_one() -> None:
+        result, _ = await client.call("bench_echo_confirm", {"text": ECHO_TEXT})
+        expect_input_required(result, "confirm")
+
+    async def run() -> dict[str, Any]:
+        # Warm-up: plain, complete eliciting and suspended calls, so lazy imports, caches,
+        # the worker thread and pydantic's schema machinery exist before the baseline.
+        for _ in range(warmup):
+            await plain_call(client)
+            await elicit_call(client)
+            await suspend_one()
+        rows_before = await sync_to_async(db_counts)()
+        before = await memory_probe()
+        trace = [{"suspended": 0, **before}]
+        every = max(1, count // checkpoints)
+        started = time.perf_counter()
+        for i in range(1, count + 1):
+            await suspend_one()
+            if i % every == 0 and i != count:
+                trace.append({"suspended": i, **await memory_probe()})
+        seconds = time.perf_counter() - started
+        after = await memory_probe()
+        trace.append({"suspended": count, **after})
+        rows_after = await sync_to_async(db_counts)()
+        db_bytes = sum(p.stat().st_size for p in tmp.iterdir())
+        return {"count": count, "warmup": warmup, "before": before, "after": after, "trace": trace,
+                "rows_before": rows_before, "rows_after": rows_after, "db_bytes": db_bytes,
+                "seconds": seconds, "per_call_ms": seconds * 1000 / count}
+
+    try:
+        with registry.registered_temporarily(*bench_tools()):
+            return asyncio.run(run())
+    finally:
+        for p in tmp.iterdir():
+            p.unlink()
+        tmp.rmdir()
+
+
+def measure_memory(count: int, warmup: int, checkpoints: int) -> dict[str, Any]:
+    command = [sys.executable, str(Path(__file__).resolve()), "--memory-child", str(count),
+               "--memory-warmup", str(warmup), "--memory-checkpoints", str(checkpoints)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"memory child failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# -- report -----------------------------------------------------------------------------------
+
+
+def mib(value: float) -> str:
+    return f"{value / 2**20:.1f} MiB"
+
+
+def _count(value: float) -> str:
+    return f"{value:g}"
+
+
+def report_overhead(o: dict[str, Any]) -> list[str]:
+    d, r = o["default"], o["reuse"]
+    plain = d["plain"]
+    lines = [
+        f"### 1. One elicitation round vs a plain `tools/call` ({plain['n']} calls each, interleaved)",
+        "",
+        "| request | wall median ms | wall mean ms | wall p90 ms | CPU median ms | DB conns opened | SQL stmts | × plain (wall median) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    rows = (("plain", "plain `echo` call (1 request)"),
+            ("round1", "eliciting echo, round 1 → `input_required`"),
+            ("round2", "eliciting echo, round 2 (`inputResponses`) → complete"),
+            ("elicit_total", "**eliciting echo, both rounds**"))
+    for key, label in rows:
+        s = d[key]
+        lines.append(f"| {label} | {s['median_ms']:.3f} | {s['mean_ms']:.3f} | {s['p90_ms']:.3f} | {s['cpu_median_ms']:.3f} | "
+                     f"{_count(s['opens'])} | {_count(s['queries'])} | {s['median_ms'] / plain['median_ms']:.1f}× |")
+    for key, label in rows[1:]:
+        s = r[key]
+        lines.append(f"| what-if `CONN_MAX_AGE={REUSE_MAX_AGE}`: {label.strip('*')} | {s['median_ms']:.3f} | {s['mean_ms']:.3f} | "
+                     f"{s['p90_ms']:.3f} | {s['cpu_median_ms']:.3f} | {_count(s['opens'])} | {_count(s['queries'])} | "
+                     f"{s['median_ms'] / r['plain']['median_ms']:.1f}× |")
+    total = d["elicit_total"]
+    lines += [
+        "",
+        f"**Eliciting call / plain call: {total['median_ms'] / plain['median_ms']:.1f}× wall (median), "
+        f"{total['mean_ms'] / plain['mean_ms']:.1f}× wall (mean), {total['cpu_median_ms'] / plain['cpu_median_ms']:.1f}× CPU (median)**; "
+        f"the elicitation adds {total['median_ms'] - plain['median_ms']:.2f} ms wall, "
+        f"{total['cpu_median_ms'] - plain['cpu_median_ms']:.2f} ms CPU per call. "
+        f"With the DB connection kept open: {r['elicit_total']['median_ms'] / r['plain']['median_ms']:.1f}× "
+        f"({r['elicit_total']['median_ms']:.2f} ms vs {total['median_ms']:.2f} ms for both rounds).",
+    ]
+    return lines
+
+
+def report_replay(r: dict[str, Any]) -> list[str]:
+    first = SIZES[0]
+
+    def cell(n: int, path: tuple[str, ...]) -> tuple[float, float]:
+        node = r[str(n)]
+        for key in path:
+            node = node[key]
+        return node["median_ms"], node["cpu_median_ms"]
+
+    lines = [
+        "### 2. Replay cost vs completed steps",
+        "",
+        "A call asks N elicitations, one per round. Its **last round** (the N-th answer) loads N journal steps, "
+        "replays N-1 answered ones, records the answer and completes. Median wall ms (CPU ms in brackets).",
+        "",
+        "| N | calls | `schema=Model`: last round | × N=1 | `schema=dict`: last round | × N=1 | N × `ctx.once` + 1 elicit: round 2 | × N=1 |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    variants = (("model", "last_round"), ("dict", "last_round"), ("once", "round2"))
+    for n in SIZES:
+        cells = []
+        for path in variants:
+            wall, cpu = cell(n, path)
+            base, _ = cell(first, path)
+            cells += [f"{wall:.2f} ({cpu:.2f})", f"{wall / base:.1f}×"]
+        lines.append(f"| {n} | {r[str(n)]['reps']} | " + " | ".join(cells) + " |")
+    big = SIZES[-1]
+    lines += ["", f"Marginal cost per replayed step, (median at N={big} − median at N={first}) / {big - first} "
+              "(elicitations replay N−1 steps, the once variant N), and, for the elicitation variants, the slope "
+              f"of the answer round's CPU time over k within the N={big} calls:", "",
+              "| | `schema=Model` | `schema=dict` | `ctx.once` |",
+              "|---|---:|---:|---:|"]
+    per_wall, per_cpu = [], []
+    for path in variants:
+        wall, cpu = cell(big, path)
+        base_wall, base_cpu = cell(first, path)
+        per_wall.append(f"{(wall - base_wall) * 1000 / (big - first):.0f}")
+        per_cpu.append(f"{(cpu - base_cpu) * 1000 / (big - first):.0f}")
+    slopes = [f"{r[str(big)][v]['curve_slope_us']:.0f}" for v in ("model", "dict")] + ["–"]
+    stmts = [_count(r[str(big)][v][k]["queries"]) for v, k in variants]
+    lines += ["| µs per replayed step (wall) | " + " | ".join(per_wall) + " |",
+              "| µs per replayed step (CPU) | " + " | ".join(per_cpu) + " |",
+              f"| µs per step, slope within the N={big} calls (CPU) | " + " | ".join(slopes) + " |",
+              f"| SQL statements in that round at N={big} | " + " | ".join(stmts) + " |"]
+    big = str(SIZES[-1])
+    curve = r[big]["model"]["answer_rounds_ms"]
+    picks = sorted({1, len(curve) // 4, len(curve) // 2, 3 * len(curve) // 4, len(curve)} - {0})
+    lines += [
+        "",
+        f"Answer round k of the N={big} `schema=Model` call (replays k-1 steps), median wall ms: "
+        + ", ".join(f"k={k}: {curve[k - 1]:.2f}" for k in picks)
+        + f". Whole call ({int(big) + 1} requests): {r[big]['model']['call_total_ms']:.0f} ms with `schema=Model`, "
+        f"{r[big]['dict']['call_total_ms']:.0f} ms with `schema=dict`.",
+        f"`ctx.once` round 1 (runs and journals N side effects), median wall ms: "
+        + ", ".join(f"N={n}: {r[str(n)]['once']['round1']['median_ms']:.1f}" for n in SIZES) + ".",
+    ]
+    return lines
+
+
+def report_decomposition(dec: dict[str, Any]) -> list[str]:
+    labels = (("model", "`schema=Model`"), ("dict", "`schema=dict`"), ("once", "`ctx.once`"))
+    lines = [
+        "Where the N-dependent time goes: the two parts of a round that grow with the journal, each timed alone "
+        "on the calls above (median µs): loading the journal (`store.load_call`: the call row + N step rows) and "
+        "replaying it (`engine.run` over the loaded journal, every step answered, no I/O). Last column: the "
+        "`schema=Model` replay with the flattened schema computed once per model class (what-if, patched in this "
+        "process only).",
+        "",
+        "| N | " + " | ".join(f"{name}: load | {name}: replay" for _, name in labels) + " | what-if: `schema=Model` replay, schema cached |",
+        "|---:|" + "---:|" * (2 * len(labels) + 1),
+    ]
+    for n in SIZES:
+        cells = []
+        for key, _ in labels:
+            d = dec[f"{key}:{n}"]
+            cells += [f"{d['load_us']:.0f}", f"{d['replay_us']:.0f}"]
+        cells.append(f"{dec[f'model_cached:{n}']['replay_us']:.0f}")
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    first, big = SIZES[0], SIZES[-1]
+
+    def per_step(key: str, part: str) -> str:
+        a, b = dec[f"{key}:{first}"], dec[f"{key}:{big}"]
+        return f"{(b[part] - a[part]) / (b['steps'] - a['steps']):.1f}"
+
+    cells = []
+    for key, _ in labels:
+        cells += [per_step(key, "load_us"), per_step(key, "replay_us")]
+    cells.append(per_step("model_cached", "replay_us"))
+    lines.append("| **µs per step** | " + " | ".join(f"**{c}**" for c in cells) + " |")
+    return lines
+
+
+def _second_half(m: dict[str, Any]) -> str:
+    """RSS and Python-block growth over the second half of the calls (past any warm-up plateau)."""
+    trace = m["trace"]
+    mid = min(trace, key=lambda t: abs(t["suspended"] - m["count"] / 2))
+    last = trace[-1]
+    calls = last["suspended"] - mid["suspended"]
+    if calls <= 0:
+        return ""
+    return (f"Over the second half ({mid['suspended']:,} → {last['suspended']:,} calls): RSS "
+            f"{(last['rss'] - mid['rss']) / 2**20:+.2f} MiB ({(last['rss'] - mid['rss']) / calls:.0f} B per call), "
+            f"Python blocks {last['blocks'] - mid['blocks']:+,}.")
+
+
+def report_memory(m: dict[str, Any]) -> list[str]:
+    delta = m["after"]["rss"] - m["before"]["rss"]
+    blocks = m["after"]["blocks"] - m["before"]["blocks"]
+    objects = m["after"]["objects"] - m["before"]["objects"]
+    lines = [
+        f"### 3. Server memory with {m['count']:,} suspended calls (fresh DB, subprocess)",
+        "",
+        "| | RSS | Python allocated blocks | gc objects | asyncio tasks | threads |",
+        "|---|---:|---:|---:|---:|---:|",
+        f"| after warm-up ({m['warmup']} × plain + complete + suspended call) | {mib(m['before']['rss'])} | "
+        f"{m['before']['blocks']:,} | {m['before']['objects']:,} | {m['before']['tasks']} | {m['before']['threads']} |",
+        f"| after {m['count']:,} more suspended calls, `gc.collect()` | {mib(m['after']['rss'])} | {m['after']['blocks']:,} | "
+        f"{m['after']['objects']:,} | {m['after']['tasks']} | {m['after']['threads']} |",
+        f"| **delta** | **{delta / 2**20:+.2f} MiB** ({delta / m['count']:.0f} B per call) | {blocks:+,} ({blocks / m['count']:.2f} per call) | "
+        f"{objects:+,} | {m['after']['tasks'] - m['before']['tasks']:+} | {m['after']['threads'] - m['before']['threads']:+} |",
+        "",
+        "RSS as the calls pile up: " + ", ".join(f"{t['suspended']:,} → {mib(t['rss'])}" for t in m["trace"]) + ". "
+        + _second_half(m),
+        "",
+        "| table | rows after warm-up | rows after |",
+        "|---|---:|---:|",
+    ]
+    for table in ("ToolCall", "CallStep", "McpSession", "StreamEvent"):
+        lines.append(f"| {table} | {m['rows_before'][table]:,} | {m['rows_after'][table]:,} |")
+    calls = max(1, m["rows_after"]["ToolCall"])
+    parts = [k for k in ("RssAnon", "RssFile", "RssShmem") if k in m["before"] and k in m["after"]]
+    lines += [
+        "",
+        "Where the RSS delta is: " + ", ".join(f"{k} {(m['after'][k] - m['before'][k]) / 2**20:+.2f} MiB" for k in parts) + "."
+        if parts else "",
+        "",
+        f"`ToolCall` by status after: {m['rows_after']['ToolCall_by_status']}. SQLite files (db + WAL): "
+        f"{mib(m['db_bytes'])}, about {m['db_bytes'] / calls / 1024:.1f} KiB per call row. "
+        f"A suspending request took {m['per_call_ms']:.2f} ms wall on average.",
+    ]
+    return lines
+
+
+def environment() -> str:
+    import django
+
+    try:
+        load = "load average %.2f %.2f %.2f" % os.getloadavg()
+    except OSError:
+        load = "load average n/a"
+    return (f"Python {platform.python_version()}, Django {django.get_version()}, {platform.system()} {platform.machine()}, "
+            f"{os.cpu_count()} CPUs ({load} at the end), SQLite {__import__('sqlite3').sqlite_version} "
+            f"(WAL, synchronous=NORMAL) in {tempfile.gettempdir()}, DEBUG off.")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions and 1,000 suspended calls (< 30 s)")
+    parser.add_argument("--json", metavar="PATH", help="also write the raw results as JSON")
+    parser.add_argument("--suspended", type=int, default=None, help="suspended calls for part 3 (default 10,000; --quick 1,000)")
+    parser.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--memory-warmup", type=int, default=200, help=argparse.SUPPRESS)
+    parser.add_argument("--memory-checkpoints", type=int, default=5, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.memory_child is not None:
+        print(json.dumps(memory_child(args.memory_child, args.memory_warmup, args.memory_checkpoints)))
+        return 0
+
+    if args.quick:
+        calls, warmup, block, per_cycle, cycles = 200, 20, 50, {1: 20, 10: 4, 100: 1}, 1
+        suspended, mem_warmup = args.suspended or 1_000, 50
+    else:
+        calls, warmup, block, per_cycle, cycles = 1_000, 50, 50, {1: 30, 10: 6, 100: 1}, 5
+        suspended, mem_warmup = args.suspended or 10_000, 200
+
+    started = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix="mcp-engine-bench-"))
+    results: dict[str, Any] = {"quick": args.quick}
+    try:
+        app = setup_django(tmp / "engine.sqlite3")
+        from mcp_tools.registry import registry
+
+        client = Client(app)
+
+        async def parts_1_2() -> None:
+            log(f"1. plain vs eliciting call: {calls} calls each, default and reused DB connection")
+            results["overhead"] = await measure_overhead(client, calls, warmup, block)
+            log(f"2. replay cost, N = {SIZES}, {cycles} cycles of {per_cycle} calls")
+            results["replay"] = await measure_replay(client, per_cycle, cycles)
+            log("2b. decomposition: journal load and in-memory replay, timed alone")
+            results["decomposition"] = await measure_decomposition(0.1 if args.quick else 0.3)
+
+        with registry.registered_temporarily(*bench_tools()):
+            asyncio.run(parts_1_2())
+        log(f"3. memory with {suspended:,} suspended calls (subprocess, fresh DB)")
+        results["memory"] = measure_memory(suspended, mem_warmup, 10)
+    finally:
+        for p in tmp.iterdir():
+            p.unlink()
+        tmp.rmdir()
+    results["seconds"] = time.perf_counter() - started
+    results["environment"] = environment()
+
+    out = [f"## Durable engine benchmark{' (--quick)' if args.quick else ''}", "",
+           f"{results['environment']} Total run: {results['seconds']:.0f} s.", ""]
+    out += report_overhead(results["overhead"]) + [""] + report_replay(results["replay"]) + [""] + report_decomposition(results["decomposition"]) + [""] + report_memory(results["memory"])
+    print("\n".join(out))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
