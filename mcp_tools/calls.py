@@ -324,6 +324,35 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
     raise McpError(INTERNAL_ERROR, message)
 
 
+async def check_next_tool(result: dict[str, Any], rc: RequestContext) -> None:
+    """Tool chaining (seed 001): keep ``_meta.nextTool`` only if the caller could make that call.
+
+    The named tool must exist and be visible to the caller, and the arguments
+    must validate against its schema; otherwise the hint is dropped (and logged),
+    never sent half-right.
+    """
+    meta = result.get("_meta")
+    hint = meta.get("nextTool") if isinstance(meta, dict) else None
+    if hint is None:
+        return
+    reason = None
+    name = hint.get("tool") if isinstance(hint, dict) else None
+    tool = registry.get_tool(name) if isinstance(name, str) else None
+    if tool is None or not await permitted(rc.principal, tool.permissions):
+        reason = f"unknown tool {name!r}"
+    else:
+        try:
+            tool.validate_arguments(hint.get("arguments", {}))
+        except McpError as exc:
+            reason = f"invalid arguments: {exc.data}"
+    if reason is not None:
+        logger.warning("Dropped _meta.nextTool from a result: %s", reason)
+        assert isinstance(meta, dict)
+        del meta["nextTool"]
+        if not meta:
+            del result["_meta"]
+
+
 def apply_answer(step: Step, answer: Any, key: str) -> None:
     """Check one answer against its step's request and record it (in memory)."""
     assert step.request is not None
@@ -346,6 +375,8 @@ class CallService:
     async def _finish(self, inv: engine.Invocation, target: Target, outcome: Any, rc: RequestContext, round_number: int) -> dict[str, Any]:
         """Wire result of a finished run; closes the row if there is one."""
         result = outcome if isinstance(outcome, dict) else target.shape(outcome.value)
+        if target.method == "tools/call":
+            await check_next_tool(result, rc)
         if inv.call_id is None and mcp_settings.RECORD_ALL_CALLS:
             await ensure_row(inv, status="working")
         if inv.call_id is not None:

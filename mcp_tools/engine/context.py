@@ -4,6 +4,7 @@ report progress and log. Each step is journaled; see :mod:`mcp_tools.engine.runn
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 import typing
 from collections.abc import Awaitable, Callable, Sequence
@@ -81,6 +82,13 @@ def _flat_elicitation_schema(schema: type[BaseModel] | dict[str, Any]) -> dict[s
     """The ``requestedSchema`` of an elicitation: a flat object of primitives, refs inlined."""
     if isinstance(schema, dict):
         return schema
+    return _model_elicitation_schema(schema)
+
+
+@functools.lru_cache(maxsize=256)
+def _model_elicitation_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    # Cached: handlers replay every answered step on every round, and generating a
+    # model's JSON schema dominated replay time (docs/performance-durable.md).
     raw = schema.model_json_schema()
     defs = raw.get("$defs", {})
     properties: dict[str, Any] = {}

@@ -25,7 +25,7 @@ from django.conf import settings
 from django.core.exceptions import SynchronousOnlyOperation
 from django.http.request import split_domain_port, validate_host
 
-from .. import sessions, store
+from .. import cancellation, sessions, store
 from ..auth import ANONYMOUS, AuthenticationFailed, Principal, authenticate_scope, authentication_classes, credential_headers
 from ..calls import RequestContext, service
 from ..conf import mcp_settings
@@ -182,9 +182,6 @@ class Response:
 class McpEndpoint:
     """The ASGI application serving MCP (both eras) at one path."""
 
-    #: In-flight requests of this process by (session id, request id), for notifications/cancelled.
-    running: dict[tuple[str, Any], asyncio.Task[Any]] = {}
-
     @classmethod
     def as_asgi(cls) -> McpEndpoint:
         return cls()
@@ -328,10 +325,7 @@ class McpEndpoint:
         )
         if message.kind == "notification":
             if message.method == "notifications/cancelled":
-                request_id = message.params.get("requestId")
-                task = self.running.get((session_id, request_id))
-                if task is not None:
-                    task.cancel()
+                await cancellation.cancel(session_id, message.params.get("requestId"))
             await response.json(202, None)
             return
         if message.kind == "response":
@@ -366,9 +360,8 @@ class McpEndpoint:
     async def run_request(self, receive: Any, response: Response, method: str, params: dict[str, Any], rc: RequestContext, session_id: str | None) -> None:
         """Run the handler; a client that closes the response stream cancels it."""
         task = asyncio.ensure_future(dispatch(method, params, rc))
-        key = (session_id, rc.request_id) if session_id else None
-        if key:
-            self.running[key] = task
+        if session_id:
+            cancellation.register(session_id, rc.request_id, task)
         watcher = asyncio.ensure_future(receive())
         try:
             done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
@@ -381,7 +374,12 @@ class McpEndpoint:
             try:
                 result = task.result()
             except asyncio.CancelledError:
-                await response.finish(jsonrpc.error_message(rc.request_id, McpError(INVALID_REQUEST, "Request cancelled")))
+                # notifications/cancelled: the client expects no response for the request.
+                if response.streaming:
+                    with contextlib.suppress(OSError):
+                        await response._send({"type": "http.response.body", "body": b""})
+                else:
+                    await response.json(202, None)
                 return
             except McpError as exc:
                 logger.info("%s -> error %s: %s", method, exc.code, exc.message)
@@ -395,8 +393,8 @@ class McpEndpoint:
             await response.finish(jsonrpc.result_message(rc.request_id, result))
         finally:
             watcher.cancel()
-            if key:
-                self.running.pop(key, None)
+            if session_id:
+                cancellation.unregister(session_id, rc.request_id)
 
     # -- subscriptions/listen (2026-07-28) ----------------------------------------------
     async def listen(self, receive: Any, response: Response, request_id: Any, params: dict[str, Any]) -> None:
