@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+import sys
 import typing
 from typing import Any, Callable
 
@@ -109,7 +110,7 @@ def input_from_signature(
     """Build a pydantic model from the handler's parameters (context excluded)."""
     fields: dict[str, Any] = {}
     for param in parameters:
-        annotation = hints.get(param.name, Any)
+        annotation = _pydantic_compatible(hints.get(param.name, Any))
         description = param_docs.get(param.name)
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, Field(default, description=description))
@@ -181,7 +182,23 @@ def _is_object_type(annotation: Any) -> bool:
     return False
 
 
+def _pydantic_compatible(annotation: Any) -> Any:
+    """Before Python 3.12 pydantic refuses ``typing.TypedDict``: rebuild it with typing_extensions."""
+    if sys.version_info >= (3, 12) or not (inspect.isclass(annotation) and typing.is_typeddict(annotation)):
+        return annotation
+    import typing_extensions
+
+    if isinstance(annotation, typing_extensions._TypedDictMeta):  # type: ignore[attr-defined]
+        return annotation
+    rebuilt = typing_extensions.TypedDict(  # type: ignore[misc]
+        annotation.__name__, typing.get_type_hints(annotation, include_extras=True), total=annotation.__total__
+    )
+    rebuilt.__doc__ = annotation.__doc__
+    return rebuilt
+
+
 def output_from_annotation(annotation: Any) -> OutputSpec:
+    annotation = _pydantic_compatible(annotation)
     if annotation in _TEXT_TYPES:
         return OutputSpec("text", None, None)
     # Results the author builds by hand (CallToolResult dicts, content lists) carry no schema.

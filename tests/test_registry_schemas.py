@@ -323,12 +323,6 @@ def test_output_typed_dict_and_dataclass_returns_are_objects() -> None:
     assert make_tool(point).shape_result(Point(1, 2))["structuredContent"] == {"x": 1, "y": 2}
 
 
-@pytest.mark.xfail(
-    sys.version_info < (3, 12),
-    reason="pydantic refuses typing.TypedDict before Python 3.12; output_from_annotation swallows the error "
-    "and silently serves the tool without outputSchema/structuredContent",
-    strict=True,
-)
 def test_output_typing_typed_dict_return_is_an_object() -> None:
     def plain() -> PlainTotals:
         return {"count": 1}
