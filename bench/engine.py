@@ -692,7 +692,7 @@ def report_replay(r: dict[str, Any]) -> list[str]:
         + ", ".join(f"k={k}: {curve[k - 1]:.2f}" for k in picks)
         + f". Whole call ({int(big) + 1} requests): {r[big]['model']['call_total_ms']:.0f} ms with `schema=Model`, "
         f"{r[big]['dict']['call_total_ms']:.0f} ms with `schema=dict`.",
-        f"`ctx.once` round 1 (runs and journals N side effects), median wall ms: "
+        "`ctx.once` round 1 (runs and journals N side effects), median wall ms: "
         + ", ".join(f"N={n}: {r[str(n)]['once']['round1']['median_ms']:.1f}" for n in SIZES) + ".",
     ]
     return lines

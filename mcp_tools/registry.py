@@ -19,7 +19,7 @@ from typing import Any, overload
 from pydantic import BaseModel
 
 from . import results
-from .protocol.errors import McpError, invalid_params
+from .protocol.errors import invalid_params
 from .schemas import InputSpec, OutputSpec, input_from_serializer, input_from_signature, output_from_annotation, parse_param_docs
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")

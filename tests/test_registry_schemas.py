@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-import sys
 import typing
 from typing import Annotated, Any, Literal, Optional
 

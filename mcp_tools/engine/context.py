@@ -3,16 +3,14 @@ report progress and log. Each step is journaled; see :mod:`mcp_tools.engine.runn
 
 from __future__ import annotations
 
-import enum
 import functools
-import inspect
 import typing
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from asgiref.sync import async_to_sync
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..protocol.errors import MISSING_CLIENT_CAPABILITY, McpError
 from .errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, Suspend
@@ -60,7 +58,6 @@ class StepRequest(typing.Generic[T]):
         params: dict[str, Any],
         key: str | None,
         convert: Callable[[Any], T],
-        validate: Callable[[Any], None] | None = None,
     ) -> None:
         self.ctx = ctx
         self.kind = kind
@@ -68,7 +65,6 @@ class StepRequest(typing.Generic[T]):
         self.params = params
         self.key = key
         self.convert = convert
-        self.validate = validate
 
     def __await__(self) -> typing.Generator[Any, None, T]:
         return self._single().__await__()
@@ -194,29 +190,22 @@ class ToolContext:
             params.pop("mode")
         model = schema if isinstance(schema, type) and issubclass(schema, BaseModel) else None
 
-        def validate(answer: Any) -> None:
-            if not isinstance(answer, dict) or answer.get("action") not in ("accept", "decline", "cancel"):
-                raise ValueError('an ElicitResult with "action" accept, decline or cancel')
-            if answer["action"] == "accept":
-                content = answer.get("content") or {}
-                if not isinstance(content, dict):
-                    raise ValueError('"content" must be an object')
-                if model is not None:
-                    model.model_validate(content)
-                else:
-                    missing = [name for name in requested.get("required", []) if name not in content]
-                    if missing:
-                        raise ValueError(f"missing required fields: {', '.join(missing)}")
-
         def convert(answer: dict[str, Any]) -> Any:
             if answer["action"] == "decline":
                 raise ElicitationDeclined(message)
             if answer["action"] == "cancel":
                 raise ElicitationCancelled(message)
             content = answer.get("content") or {}
-            return model.model_validate(content) if model is not None else content
+            if model is None:
+                return content
+            try:
+                return model.model_validate(content)
+            except ValidationError as exc:
+                raise StepFailed(f"The answer to {message!r} does not fit {model.__name__}: {exc.errors(include_url=False)}") from None
 
-        return StepRequest(self, "elicit", "elicitation/create", params, self._key("elicit", key), convert, validate)
+        # The answer's shape was checked against requestedSchema when it arrived
+        # (mcp_tools.protocol.answers); the model adds its own constraints here.
+        return StepRequest(self, "elicit", "elicitation/create", params, self._key("elicit", key), convert)
 
     def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None, key: str | None = None) -> StepRequest[None]:
         """Send the user to ``url`` (URL mode); returns when they accept."""
@@ -237,11 +226,7 @@ class ToolContext:
         """The client's roots (``roots/list``)."""
         self._require({"roots": {}}, "roots" in self.client_capabilities)
 
-        def validate(answer: Any) -> None:
-            if not isinstance(answer, dict) or not isinstance(answer.get("roots"), list):
-                raise ValueError('a ListRootsResult with a "roots" array')
-
-        return StepRequest(self, "roots", "roots/list", {}, self._key("roots", key), lambda answer: list(answer["roots"]), validate)
+        return StepRequest(self, "roots", "roots/list", {}, self._key("roots", key), lambda answer: list(answer["roots"]))
 
     def sample_step(
         self,
@@ -262,11 +247,7 @@ class ToolContext:
         return self._sampling_request({"messages": conversation, "maxTokens": max_tokens, **params}, self._key("sample", key))
 
     def _sampling_request(self, params: dict[str, Any], key: str) -> StepRequest[dict[str, Any]]:
-        def validate(answer: Any) -> None:
-            if not isinstance(answer, dict) or "content" not in answer or answer.get("role") != "assistant":
-                raise ValueError('a CreateMessageResult with role "assistant" and content')
-
-        return StepRequest(self, "sample", "sampling/createMessage", params, key, lambda answer: answer, validate)
+        return StepRequest(self, "sample", "sampling/createMessage", params, key, lambda answer: answer)
 
     async def sample(
         self,
