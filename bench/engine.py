@@ -30,10 +30,10 @@ key or the echoed text); a wrong answer aborts the run.
 
 Run::
 
-    cd /work/main
-    /work/venv/bin/python bench/engine.py            # full: about 80 s
-    /work/venv/bin/python bench/engine.py --quick    # smoke check: under 30 s
-    /work/venv/bin/python bench/engine.py --json /tmp/engine.json   # + raw results
+    cd <checkout>
+    python bench/engine.py            # full: about 80 s
+    python bench/engine.py --quick    # smoke check: under 30 s
+    python bench/engine.py --json /tmp/engine.json   # + raw results
 
 Markdown tables go to stdout, progress to stderr. Settings: ``bench.bench_settings``
 (demo project, DEBUG off, quiet logging, anonymous MCP allowed) on a throw-away SQLite
