@@ -21,6 +21,8 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolResult",
+    "notify_resource_updated",
+    "notify_resource_updated_sync",
     "prompt",
     "resource",
     "tool",
@@ -30,5 +32,6 @@ __all__ = [
 # is safe in settings modules and before apps are ready.
 from .engine.context import SamplingResult, ToolContext
 from .engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed
+from .notifications import notify_resource_updated, notify_resource_updated_sync
 from .registry import AlreadyRegistered, NotRegistered, prompt, resource, tool
 from .results import ToolError, ToolResult

@@ -152,6 +152,23 @@ class McpSession(models.Model):
         return self.id
 
 
+class ResourceSubscription(models.Model):
+    """A 2025-11-25 session's ``resources/subscribe`` to one URI."""
+
+    session = models.ForeignKey(McpSession, verbose_name=_("session"), on_delete=models.CASCADE, related_name="subscriptions")
+    uri = models.CharField(_("URI"), max_length=2048)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+
+    class Meta:
+        verbose_name = _("resource subscription")
+        verbose_name_plural = _("resource subscriptions")
+        constraints = [models.UniqueConstraint(fields=["session", "uri"], name="mcp_subscription_unique")]
+        indexes = [models.Index(fields=["uri"], name="mcp_subscription_uri")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} → {self.uri}"
+
+
 class StreamEvent(models.Model):
     """An SSE event kept for ``Last-Event-ID`` replay (bounded per stream)."""
 

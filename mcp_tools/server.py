@@ -177,12 +177,30 @@ async def read_resource(params: dict[str, Any], rc: RequestContext) -> dict[str,
 
 
 async def subscribe_resource(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    from . import store
+
+    uri = _subscription_uri(params)
+    if rc.session_id:
+        await store.db(store.subscribe)(rc.session_id, uri)
+    return {}
+
+
+async def unsubscribe_resource(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    from . import store
+
+    uri = _subscription_uri(params)
+    if rc.session_id:
+        await store.db(store.unsubscribe)(rc.session_id, uri)
+    return {}
+
+
+def _subscription_uri(params: dict[str, Any]) -> str:
     uri = params.get("uri")
     if not isinstance(uri, str):
         raise invalid_params('"uri" must be a string')
     if registry.find_resource(uri) is None:
         raise McpError(INVALID_PARAMS, "Resource not found", {"uri": uri})
-    return {}
+    return uri
 
 
 async def list_prompts(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
@@ -246,7 +264,7 @@ HANDSHAKE_METHODS: dict[str, Handler] = {
     "resources/templates/list": list_resource_templates,
     "resources/read": read_resource,
     "resources/subscribe": subscribe_resource,
-    "resources/unsubscribe": subscribe_resource,
+    "resources/unsubscribe": unsubscribe_resource,
     "prompts/list": list_prompts,
     "prompts/get": get_prompt,
     "completion/complete": complete,

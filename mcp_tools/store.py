@@ -140,6 +140,24 @@ def set_session_log_level(session_id: str, level: str) -> None:
     McpSession.objects.filter(id=session_id).update(log_level=level)
 
 
+def subscribe(session_id: str, uri: str) -> None:
+    from .models import ResourceSubscription
+
+    ResourceSubscription.objects.get_or_create(session_id=session_id, uri=uri)
+
+
+def unsubscribe(session_id: str, uri: str) -> None:
+    from .models import ResourceSubscription
+
+    ResourceSubscription.objects.filter(session_id=session_id, uri=uri).delete()
+
+
+def subscribers(uri: str) -> list[str]:
+    from .models import ResourceSubscription
+
+    return list(ResourceSubscription.objects.filter(uri=uri).values_list("session_id", flat=True))
+
+
 # -- SSE event log -------------------------------------------------------------
 
 def append_event(session_id: str, stream_id: str, payload: str) -> int:

@@ -107,7 +107,11 @@ def restock(sku: str, quantity: Annotated[int, Field(ge=1, le=100_000)]) -> Prod
         updated = Product.objects.filter(sku=sku).update(stock=F("stock") + quantity)
         if not updated:
             raise mcp_tools.ToolError(f"Unknown SKU {sku!r}. Use search_products to find the right one.")
-        return ProductOut.from_model(Product.objects.get(sku=sku))
+        product = ProductOut.from_model(Product.objects.get(sku=sku))
+    # Clients subscribed to these resources get notifications/resources/updated.
+    for uri in (f"inventory://products/{sku}", "inventory://products"):
+        mcp_tools.notify_resource_updated_sync(uri)
+    return product
 
 
 # ---------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from django.conf import settings
 from django.core.exceptions import SynchronousOnlyOperation
 from django.http.request import split_domain_port, validate_host
 
-from .. import cancellation, sessions, store
+from .. import cancellation, notifications, sessions, store, wakeups
 from ..auth import ANONYMOUS, AuthenticationFailed, Principal, authenticate_scope, authentication_classes, credential_headers
 from ..calls import RequestContext, service
 from ..conf import mcp_settings
@@ -480,8 +480,29 @@ class McpEndpoint:
             watcher.cancel()
 
     async def standalone(self, receive: Any, response: Response) -> None:
-        queue: asyncio.Queue[str] = asyncio.Queue()
-        registry.add_listener(queue.put_nowait)
+        """The session's standalone stream: list changes, resource updates, keep-alives."""
+        assert response.session_id is not None
+        session_id = response.session_id
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+        def on_registry_change(kind: str) -> None:
+            queue.put_nowait(jsonrpc.notification_message(f"notifications/{kind}/list_changed"))
+
+        registry.add_listener(on_registry_change)
+        notifications.open_stream(session_id, queue)
+        layer = wakeups._shared_layer()
+        channel = None
+        relay: asyncio.Future[None] | None = None
+        if layer is not None:
+            channel = await layer.new_channel()
+            await layer.group_add(notifications.group_name(session_id), channel)
+
+            async def relay_from_layer() -> None:
+                while True:
+                    event = await layer.receive(channel)
+                    queue.put_nowait(event["message"])
+
+            relay = asyncio.ensure_future(relay_from_layer())
         await response.start_stream()
         watcher = asyncio.ensure_future(receive())
         try:
@@ -492,13 +513,19 @@ class McpEndpoint:
                     getter.cancel()
                     return
                 if getter in done:
-                    await response.event(jsonrpc.notification_message(f"notifications/{getter.result()}/list_changed"))
+                    await response.event(getter.result())
                 else:
                     getter.cancel()
                     await response._send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
         finally:
             watcher.cancel()
-            registry.remove_listener(queue.put_nowait)
+            registry.remove_listener(on_registry_change)
+            notifications.close_stream(session_id, queue)
+            if relay is not None:
+                relay.cancel()
+            if layer is not None and channel is not None:
+                with contextlib.suppress(Exception):
+                    await layer.group_discard(notifications.group_name(session_id), channel)
 
     # -- DELETE ---------------------------------------------------------------------------
     async def delete(self, scope: dict[str, Any], headers: dict[str, str], response: Response) -> None:
