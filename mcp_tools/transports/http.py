@@ -245,13 +245,19 @@ class McpEndpoint:
             raise HttpError(400, exc) from None
         version_header = headers.get("mcp-protocol-version")
         meta = message.params.get("_meta") if message.kind == "request" else None
-        if versions.is_modern(version_header) or (
-            version_header is not None and version_header not in versions.HANDSHAKE_VERSIONS and isinstance(meta, dict)
-            and versions.META_PROTOCOL_VERSION in meta
-        ):
-            await self.post_modern(scope, receive, headers, message, response)
-        else:
-            await self.post_handshake(scope, receive, headers, message, response)
+        try:
+            if versions.is_modern(version_header) or (
+                version_header is not None and version_header not in versions.HANDSHAKE_VERSIONS and isinstance(meta, dict)
+                and versions.META_PROTOCOL_VERSION in meta
+            ):
+                await self.post_modern(scope, receive, headers, message, response)
+            else:
+                await self.post_handshake(scope, receive, headers, message, response)
+        except HttpError as exc:
+            # Errors about a request answer with its id (401s from authentication included).
+            if exc.request_id is None and message.kind == "request":
+                exc.request_id = message.id
+            raise
 
     async def post_modern(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], message: jsonrpc.Message, response: Response) -> None:
         if message.kind != "request":
