@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
-from django.urls import path
+from django.urls import include, path
 from django.utils.html import escape
 
 
@@ -43,4 +43,7 @@ Manage the products in the <a href="/admin/">admin</a>.</p>
 urlpatterns = [
     path("", index, name="index"),
     path("admin/", admin.site.urls),
+    # The same endpoint through Django's URLconf and middleware (the alternative to the
+    # ASGI mount in asgi.py; slower, but an include() is all it takes).
+    path("mcp-via-django", include("mcp_tools.urls")),
 ]
