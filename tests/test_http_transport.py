@@ -454,3 +454,22 @@ async def test_list_invalid_cursor_is_invalid_params(cursor: Any) -> None:
         response = await call_modern(APP, method, {"cursor": cursor})
         error = assert_rpc_error(response, 200, -32602)
         assert error["message"] == "Invalid cursor"
+
+
+async def test_internal_failure_is_a_json_rpc_error_without_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure of the server itself (here: the session store) answers -32603 with no stack trace."""
+    from mcp_tools import store
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("database is on fire")
+
+    monkeypatch.setattr(store, "create_session", broken)
+    response = await post_json(
+        APP,
+        handshake_message("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+        post_headers(version=None),
+    )
+    assert response.status == 500
+    body = response.json()
+    assert body["error"] == {"code": -32603, "message": "Internal error"}
+    assert b"fire" not in response.body and b"Traceback" not in response.body

@@ -211,6 +211,14 @@ class McpEndpoint:
             logger.info("%s %s -> %s: %s", scope["method"], scope.get("path"), exc.status, exc.error.message)
             if not response.closed and not response.streaming:
                 await response.json(exc.status, jsonrpc.error_message(exc.request_id, exc.error), exc.extra_headers)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # A failure of ours (database down, a bug): logged with its traceback here,
+            # answered without one.
+            logger.exception("Internal error serving %s %s", scope["method"], scope.get("path"))
+            if not response.closed and not response.streaming:
+                await response.json(500, jsonrpc.error_message(None, McpError(INTERNAL_ERROR, "Internal error")))
 
     # -- POST ---------------------------------------------------------------------------
     async def read_body(self, receive: Any, headers: dict[str, str]) -> bytes:
