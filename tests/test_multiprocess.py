@@ -283,3 +283,21 @@ async def test_first_round_stream_resumed_on_the_other_process(pair: tuple[str, 
     assert final["id"] == request_id, final
     rows = await audit_rows("resumed-early")
     assert [row["id"] for row in rows] == [final["result"]["structuredContent"]["audit_id"]]
+
+
+# -- (f) saga rounds on alternating processes ----------------------------------------------------
+
+
+async def test_saga_rounds_alternate_between_processes(pair: tuple[str, str]) -> None:
+    url_a, url_b = pair
+    async with http_client() as http:
+        client = ModernClient(http, url_a)
+        first = await client.request("tools/callSaga", {"name": "deploy", "arguments": {"service": "saga-hop"}}, url=url_a)
+        assert [s["stepId"] for s in first["steps"]] == ["target"]
+        history = [{"stepId": "target", "result": accept_target("production")}]
+        second = await client.request("tools/resumeSaga", {"sagaToken": first["sagaToken"], "completedSteps": history}, url=url_b)
+        assert [s["stepId"] for s in second["steps"]] == ["verdict"]
+        history.append({"stepId": "verdict", "result": model_says("yes")})
+        final = await client.request("tools/resumeSaga", {"sagaToken": second["sagaToken"], "completedSteps": history}, url=url_a)
+    rows = await audit_rows("saga-hop")
+    assert [row["id"] for row in rows] == [final["structuredContent"]["audit_id"]]
