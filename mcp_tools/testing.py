@@ -1,0 +1,153 @@
+"""Test helpers for projects that use mcp_tools.
+
+``McpTestClient`` talks to the endpoint in process (no server, no sockets), in
+the 2026-07-28 era, and answers ``input_required`` rounds with a function you
+give it, so a durable tool can be tested end to end in a plain async test::
+
+    from mcp_tools.testing import McpTestClient
+
+    async def test_deploy(db):
+        client = McpTestClient(answer=lambda key, request: {"action": "accept", "content": {"env": "staging"}})
+        result = await client.call_tool("deploy", {"service": "api"})
+        assert result["structuredContent"]["env"] == "staging"
+
+Tests that touch the database need ``transaction=True`` (the endpoint reaches the
+ORM from a worker thread). ``registry.registered_temporarily(make_tool(fn))``
+registers a tool for the length of a ``with`` block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import Callable
+from typing import Any
+
+from .protocol import versions
+
+__all__ = ["McpTestClient", "McpTestError"]
+
+Answer = Callable[[str, dict[str, Any]], Any]
+DEFAULT_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {"tools": {}}, "roots": {}}
+_ids = itertools.count(1)
+
+
+class McpTestError(Exception):
+    """The endpoint answered with a JSON-RPC error."""
+
+    def __init__(self, status: int, error: dict[str, Any]) -> None:
+        super().__init__(f"{error.get('code')}: {error.get('message')} (HTTP {status})")
+        self.status = status
+        self.code = error.get("code")
+        self.error = error
+
+
+class McpTestClient:
+    """An in-process 2026-07-28 client of the MCP endpoint.
+
+    ``answer(key, request)`` returns the client's result for one input request
+    (``request`` is ``{"method": ..., "params": ...}``); without it, a call that
+    needs input fails with an ``AssertionError`` naming what was asked.
+    """
+
+    def __init__(
+        self,
+        app: Any = None,
+        *,
+        token: str | None = None,
+        capabilities: dict[str, Any] | None = None,
+        answer: Answer | None = None,
+        max_rounds: int = 20,
+    ) -> None:
+        if app is None:
+            from .transports.http import McpEndpoint
+
+            app = McpEndpoint()
+        self.app = app
+        self.token = token
+        self.capabilities = DEFAULT_CAPABILITIES if capabilities is None else capabilities
+        self.answer = answer
+        self.max_rounds = max_rounds
+
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Send one request and return its ``result`` (raises :class:`McpTestError` for an error)."""
+        params = dict(params or {})
+        params["_meta"] = {
+            **params.get("_meta", {}),
+            versions.META_PROTOCOL_VERSION: versions.LATEST_MODERN,
+            versions.META_CLIENT_CAPABILITIES: self.capabilities,
+        }
+        headers = {
+            "host": "localhost",
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": versions.LATEST_MODERN,
+            "mcp-method": method,
+        }
+        name = params.get("uri") if method == "resources/read" else params.get("name")
+        if method in ("tools/call", "prompts/get", "resources/read") and isinstance(name, str):
+            headers["mcp-name"] = name
+        if self.token:
+            headers["authorization"] = f"Token {self.token}"
+        status, body = await self._post(headers, {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params})
+        message = _final_message(body)
+        if "error" in message:
+            raise McpTestError(status, message["error"])
+        return message["result"]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Call a tool, answering ``input_required`` rounds with ``answer``; returns the final result."""
+        params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
+        for _ in range(self.max_rounds):
+            result = await self.request("tools/call", params)
+            if result.get("resultType") != "input_required":
+                return result
+            if self.answer is None:
+                raise AssertionError(f"{name} asked for input ({list(result['inputRequests'])}) and the client has no answer function")
+            responses = {key: self.answer(key, request) for key, request in result["inputRequests"].items()}
+            params = {**params, "inputResponses": responses, "requestState": result.get("requestState")}
+        raise AssertionError(f"{name} still needed input after {self.max_rounds} rounds")
+
+    async def _post(self, headers: dict[str, str], message: dict[str, Any]) -> tuple[int, bytes]:
+        body = json.dumps(message).encode()
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+            "path": "/mcp", "raw_path": b"/mcp", "query_string": b"", "root_path": "",
+            "headers": [(k.encode(), v.encode()) for k, v in headers.items()],
+            "client": ("127.0.0.1", 0), "server": ("localhost", 80),
+        }
+        sent_request = False
+        status = 0
+        chunks: list[bytes] = []
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent_request
+            if not sent_request:
+                sent_request = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await asyncio.Event().wait()  # the client never disconnects first
+            raise AssertionError("unreachable")
+
+        async def send(event: dict[str, Any]) -> None:
+            nonlocal status
+            if event["type"] == "http.response.start":
+                status = event["status"]
+            elif event["type"] == "http.response.body":
+                chunks.append(event.get("body", b""))
+
+        await self.app(scope, receive, send)
+        return status, b"".join(chunks)
+
+
+def _final_message(body: bytes) -> dict[str, Any]:
+    text = body.decode()
+    if text.lstrip().startswith("{"):
+        return json.loads(text)
+    # SSE: the last data line that carries a result or an error.
+    for line in reversed(text.splitlines()):
+        if line.startswith("data: ") and line[6:].strip():
+            message = json.loads(line[6:])
+            if "result" in message or "error" in message:
+                return message
+    raise AssertionError(f"no JSON-RPC answer in the response: {text[:500]!r}")

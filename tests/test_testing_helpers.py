@@ -1,0 +1,42 @@
+"""``mcp_tools.testing.McpTestClient``: the in-process client shipped for projects' own tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from mcp_tools.testing import McpTestClient, McpTestError
+from tests.clients import audit_rows
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def answers(key: str, request: dict[str, Any]) -> Any:
+    if request["method"] == "elicitation/create":
+        return {"action": "accept", "content": {"env": "staging", "confirm": True}}
+    return {"role": "assistant", "content": {"type": "text", "text": "safe"}, "model": "test"}
+
+
+async def test_test_client_runs_a_durable_tool_to_completion() -> None:
+    client = McpTestClient(answer=answers)
+    result = await client.call_tool("deploy", {"service": "helper"})
+    assert {k: result["structuredContent"][k] for k in ("service", "env", "verdict")} == {"service": "helper", "env": "staging", "verdict": "safe"}
+    assert len(await audit_rows("helper")) == 1
+
+
+async def test_test_client_reports_protocol_errors() -> None:
+    with pytest.raises(McpTestError) as caught:
+        await McpTestClient().call_tool("no_such_tool")
+    assert caught.value.code == -32602
+
+
+async def test_test_client_without_answers_says_what_was_asked() -> None:
+    with pytest.raises(AssertionError, match="target"):
+        await McpTestClient().call_tool("deploy", {"service": "unanswered"})
+
+
+async def test_test_client_collects_a_streamed_result() -> None:
+    # With a progress token the answer is an SSE stream: notifications, then the result.
+    result = await McpTestClient().request("tools/call", {"name": "slow_count", "arguments": {"n": 2}, "_meta": {"progressToken": "t"}})
+    assert result["content"] == [{"type": "text", "text": "counted to 2"}]
