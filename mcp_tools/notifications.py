@@ -14,7 +14,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from . import store
+from . import broadcast, store
 
 logger = logging.getLogger("mcp_tools.notifications")
 
@@ -40,14 +40,7 @@ def close_stream(session_id: str, queue: asyncio.Queue[dict[str, Any]]) -> None:
 async def send_to_session(session_id: str, message: dict[str, Any]) -> None:
     for queue in list(_streams.get(session_id, ())):
         queue.put_nowait(message)
-    from .wakeups import _shared_layer
-
-    layer = _shared_layer()
-    if layer is not None:
-        try:
-            await layer.group_send(group_name(session_id), {"type": "mcp.notification", "message": message})
-        except Exception:
-            logger.warning("Could not publish a notification for session %s", session_id, exc_info=True)
+    await broadcast.publish(group_name(session_id), {"type": "mcp.notification", "message": message})
 
 
 async def notify_resource_updated(uri: str) -> int:

@@ -12,16 +12,12 @@ accept an ended session for up to ``SESSION_CACHE_SECONDS``.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import store
+from . import broadcast, store
 from .conf import mcp_settings
-
-logger = logging.getLogger("mcp_tools.sessions")
 
 GROUP = "mcp_tools.sessions"
 MAX_CACHED = 10_000
@@ -37,30 +33,10 @@ class SessionInfo:
 
 
 _cache: dict[str, tuple[SessionInfo, float]] = {}
-_listener: asyncio.Task[None] | None = None
 
 
-def _shared_layer() -> Any:
-    from .wakeups import _shared_layer as shared
-
-    return shared()
-
-
-async def _listen(layer: Any) -> None:
-    channel = await layer.new_channel()
-    await layer.group_add(GROUP, channel)
-    while True:
-        message = await layer.receive(channel)
-        _cache.pop(message.get("session_id", ""), None)
-
-
-def _ensure_listener() -> None:
-    global _listener
-    if _listener is not None and not _listener.done():
-        return
-    layer = _shared_layer()
-    if layer is not None:
-        _listener = asyncio.ensure_future(_listen(layer))
+def _on_changed(message: dict[str, Any]) -> None:
+    _cache.pop(message.get("session_id", ""), None)
 
 
 async def get(session_id: str) -> SessionInfo | None:
@@ -79,19 +55,14 @@ async def get(session_id: str) -> SessionInfo | None:
         if len(_cache) >= MAX_CACHED:
             _cache.clear()
         _cache[session_id] = (info, now + ttl)
-        _ensure_listener()
+        broadcast.listen(GROUP, _on_changed)
     return info
 
 
 async def forget(session_id: str) -> None:
     """Drop a session from every process's cache (after it ended or changed)."""
     _cache.pop(session_id, None)
-    layer = _shared_layer()
-    if layer is not None:
-        try:
-            await layer.group_send(GROUP, {"type": "mcp.session.changed", "session_id": session_id})
-        except Exception:
-            logger.warning("Could not broadcast the end of session %s", session_id, exc_info=True)
+    await broadcast.publish(GROUP, {"type": "mcp.session.changed", "session_id": session_id})
 
 
 async def delete(session_id: str) -> None:

@@ -13,6 +13,8 @@ import contextlib
 import logging
 from typing import Any
 
+from . import broadcast
+
 logger = logging.getLogger("mcp_tools.wakeups")
 
 _events: dict[str, set[asyncio.Event]] = {}
@@ -23,22 +25,10 @@ def group_name(call_id: str) -> str:
     return f"mcp_tools.call.{call_id}"
 
 
-def _shared_layer() -> Any:
-    from channels.layers import InMemoryChannelLayer, get_channel_layer
-
-    layer = get_channel_layer()
-    return None if layer is None or isinstance(layer, InMemoryChannelLayer) else layer
-
-
 async def notify(call_id: str) -> None:
     for event in list(_events.get(call_id, ())):
         event.set()
-    layer = _shared_layer()
-    if layer is not None:
-        try:
-            await layer.group_send(group_name(call_id), {"type": "mcp.wakeup"})
-        except Exception:  # the poll still finds the answer
-            logger.warning("Could not publish wake-up for call %s", call_id, exc_info=True)
+    await broadcast.publish(group_name(call_id), {"type": "mcp.wakeup"})
 
 
 @contextlib.asynccontextmanager
@@ -46,7 +36,7 @@ async def listening(call_id: str) -> Any:
     """Yield an ``asyncio.Event`` that is set when someone calls :func:`notify` for the call."""
     event = asyncio.Event()
     _events.setdefault(call_id, set()).add(event)
-    layer = _shared_layer()
+    layer = broadcast.shared_layer()
     channel = None
     reader: asyncio.Task[None] | None = None
     if layer is not None:

@@ -25,7 +25,7 @@ from django.conf import settings
 from django.core.exceptions import SynchronousOnlyOperation
 from django.http.request import split_domain_port, validate_host
 
-from .. import cancellation, notifications, sessions, store, wakeups
+from .. import broadcast, cancellation, notifications, sessions, store
 from ..auth import ANONYMOUS, AuthenticationFailed, Principal, authenticate_scope, authentication_classes, credential_headers
 from ..calls import RequestContext, service
 from ..conf import mcp_settings
@@ -504,7 +504,7 @@ class McpEndpoint:
 
         registry.add_listener(on_registry_change)
         notifications.open_stream(session_id, queue)
-        layer = wakeups._shared_layer()
+        layer = broadcast.shared_layer()
         channel = None
         relay: asyncio.Future[None] | None = None
         if layer is not None:

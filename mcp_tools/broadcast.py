@@ -1,0 +1,53 @@
+"""Messages between server processes over the Channels layer, when the layer is shared.
+
+With the in-memory layer (one process) there is nobody to tell, and these are no-ops;
+every caller keeps a local path that works without them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger("mcp_tools.broadcast")
+
+_listeners: dict[str, asyncio.Task[None]] = {}
+
+
+def shared_layer() -> Any:
+    """The configured channel layer if it reaches other processes (e.g. channels-redis), else None."""
+    from channels.layers import InMemoryChannelLayer, get_channel_layer
+
+    layer = get_channel_layer()
+    return None if layer is None or isinstance(layer, InMemoryChannelLayer) else layer
+
+
+async def publish(group: str, message: dict[str, Any]) -> None:
+    """Send ``message`` to every process listening on ``group`` (best effort, logged on failure)."""
+    layer = shared_layer()
+    if layer is None:
+        return
+    try:
+        await layer.group_send(group, message)
+    except Exception:
+        logger.warning("Could not publish to %s", group, exc_info=True)
+
+
+def listen(group: str, handler: Callable[[dict[str, Any]], None]) -> None:
+    """Run ``handler`` for every message published on ``group``, for the life of this process."""
+    running = _listeners.get(group)
+    if running is not None and not running.done():
+        return
+    layer = shared_layer()
+    if layer is None:
+        return
+
+    async def receive_forever() -> None:
+        channel = await layer.new_channel()
+        await layer.group_add(group, channel)
+        while True:
+            handler(await layer.receive(channel))
+
+    _listeners[group] = asyncio.ensure_future(receive_forever())
