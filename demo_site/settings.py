@@ -22,6 +22,7 @@ services:
 from __future__ import annotations
 
 import os
+from typing import Any
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -101,7 +102,7 @@ TEMPLATES = [
 # --------------------------------------------------------------------------
 # Database
 # --------------------------------------------------------------------------
-DATABASES = {
+DATABASES: dict[str, Any] = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": BASE_DIR / "db.sqlite3",

@@ -137,7 +137,7 @@ def authenticate_scope(scope: dict[str, Any]) -> Principal:
         return ANONYMOUS
     header = None
     for cls in classes:
-        header = cls().authenticate_header(None)  # type: ignore[arg-type]
+        header = cls().authenticate_header(None)
         if header:
             break
     raise AuthenticationFailed("Authentication credentials were not provided.", header)

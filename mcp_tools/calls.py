@@ -282,7 +282,7 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
     """
     started = time.monotonic()
     is_tool = target.method == "tools/call"
-    recorder: asyncio.Future[None] | None = None
+    recorder: asyncio.Future[str] | None = None
 
     def record() -> None:
         nonlocal recorder

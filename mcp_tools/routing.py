@@ -24,7 +24,8 @@ def http_urlpatterns() -> list[Any]:
     """URL patterns for Channels' ``URLRouter`` serving MCP at ``MCP_TOOLS["PATH"]``."""
     from .transports.http import McpEndpoint
 
-    return [path(mcp_path(), McpEndpoint.as_asgi(), name="mcp_tools_endpoint")]
+    # Channels' URLRouter takes ASGI applications where Django's path() expects views.
+    return [path(mcp_path(), McpEndpoint.as_asgi(), name="mcp_tools_endpoint")]  # type: ignore[arg-type]
 
 
 def mcp_asgi_app(django_asgi_app: Any) -> Any:

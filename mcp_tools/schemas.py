@@ -56,11 +56,11 @@ def parse_param_docs(doc: str | None) -> tuple[str, dict[str, str]]:
         if section == "params":
             if set(stripped) <= {"-"} and stripped:
                 continue
-            match = re.match(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", stripped)
-            if match and (line.startswith("    ") or line.startswith("\t") or not line.startswith(" ")):
-                current = match.group(1)
-                if match.group(2):
-                    params.setdefault(current, match.group(2).strip())
+            entry = re.match(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", stripped)
+            if entry and (line.startswith("    ") or line.startswith("\t") or not line.startswith(" ")):
+                current = entry.group(1)
+                if entry.group(2):
+                    params.setdefault(current, entry.group(2).strip())
                 continue
             if current and stripped:
                 params[current] = (params.get(current, "") + " " + stripped).strip()

@@ -46,9 +46,9 @@ def unseal(purpose: str, token: Any, *, max_age: float | None = None) -> dict[st
         payload = signing.loads(
             token,
             key=key,
-            fallback_keys=fallbacks,
+            fallback_keys=list[str | bytes](fallbacks),
             salt=f"mcp_tools.{purpose}",
-            max_age=max_age if max_age is not None else mcp_settings.TOKEN_TTL,
+            max_age=int(max_age if max_age is not None else mcp_settings.TOKEN_TTL),
         )
     except signing.SignatureExpired:
         logger.info("Refused %s token: expired", purpose)

@@ -74,7 +74,7 @@ async def mcp_view(request: HttpRequest) -> HttpResponse | StreamingHttpResponse
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    response = StreamingHttpResponse(stream(), status=start["status"])
+    streaming = StreamingHttpResponse(stream(), status=start["status"])
     for name, value in headers:
-        response[name] = value
-    return response
+        streaming[name] = value
+    return streaming

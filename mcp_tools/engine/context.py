@@ -106,6 +106,13 @@ def _model_elicitation_schema(schema: type[BaseModel]) -> dict[str, Any]:
     return result
 
 
+def _as_messages(messages: str | Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Sampling messages from a plain prompt (one user message) or a list of message dicts."""
+    if isinstance(messages, str):
+        return [{"role": "user", "content": {"type": "text", "text": messages}}]
+    return [dict(message) for message in messages]
+
+
 class ToolContext:
     """The context of one call, passed to handlers that declare a parameter of this type.
 
@@ -243,7 +250,7 @@ class ToolContext:
         """
         sampling_caps = self.client_capabilities.get("sampling")
         self._require({"sampling": {}}, isinstance(sampling_caps, dict))
-        conversation = [{"role": "user", "content": {"type": "text", "text": messages}}] if isinstance(messages, str) else [dict(m) for m in messages]
+        conversation = _as_messages(messages)
         return self._sampling_request({"messages": conversation, "maxTokens": max_tokens, **params}, self._key("sample", key))
 
     def _sampling_request(self, params: dict[str, Any], key: str) -> StepRequest[dict[str, Any]]:
@@ -283,7 +290,7 @@ class ToolContext:
             if len(tool_objects) > max_tools:
                 raise ValueError(f"ctx.sample() got {len(tool_objects)} tools; the limit is {max_tools} (SAMPLING_MAX_TOOLS)")
         call_budget = max_tool_calls if max_tool_calls is not None else default_max_calls
-        conversation = [{"role": "user", "content": {"type": "text", "text": messages}}] if isinstance(messages, str) else [dict(m) for m in messages]
+        conversation = _as_messages(messages)
         base_key = self._key("sample", key)
         tool_calls = 0
         turn = 0
@@ -313,7 +320,7 @@ class ToolContext:
             if tool_calls + len(uses) > call_budget:
                 raise StepFailed(f"The model asked for more than {call_budget} tool calls (SAMPLING_MAX_TOOL_CALLS)")
             conversation.append({"role": "assistant", "content": blocks})
-            tool_results = []
+            tool_results: list[dict[str, Any]] = []
             for use in uses:
                 tool_calls += 1
                 outcome = await self.once(
@@ -358,7 +365,7 @@ class ToolContext:
             values.append(request.convert(step.response))
         return values
 
-    async def once(self, key: str, fn: Callable[..., T | Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+    async def once(self, key: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run a side effect exactly once per call and journal its (JSON) result.
 
         A sync ``fn`` runs in the same database transaction that journals it,
@@ -374,7 +381,7 @@ class ToolContext:
                 raise NonDeterministicHandler(
                     f"Step {seq} of this call was {step.kind} {step.key!r} but the handler now runs once({key!r})"
                 )
-            return typing.cast(T, step.response)
+            return step.response
         step = Step(seq=seq, kind="once", key=key, digest=step_digest)
         value = await self._inv.runtime.run_once(self._inv, step, fn, args, kwargs)
         journal.steps.append(step)
@@ -398,22 +405,22 @@ class ToolContext:
 class SyncToolContext(ToolContext):
     """The context given to sync handlers: the same steps, as blocking calls."""
 
-    def elicit(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def elicit(self, *args: Any, **kwargs: Any) -> Any:
         request = super().elicit(*args, **kwargs)
         return async_to_sync(self._resolve)([request])[0]
 
-    def elicit_url(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def elicit_url(self, *args: Any, **kwargs: Any) -> Any:
         request = super().elicit_url(*args, **kwargs)
         return async_to_sync(self._resolve)([request])[0]
 
-    def list_roots(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def list_roots(self, *args: Any, **kwargs: Any) -> Any:
         request = super().list_roots(*args, **kwargs)
         return async_to_sync(self._resolve)([request])[0]
 
-    def sample(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+    def sample(self, *args: Any, **kwargs: Any) -> Any:
         return async_to_sync(super().sample)(*args, **kwargs)
 
-    def once(self, key: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:  # type: ignore[override]
+    def once(self, key: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return async_to_sync(super().once)(key, fn, *args, **kwargs)
 
     def report_progress(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]

@@ -412,7 +412,8 @@ class McpEndpoint:
 
     # -- subscriptions/listen (2026-07-28) ----------------------------------------------
     async def listen(self, receive: Any, response: Response, request_id: Any, params: dict[str, Any]) -> None:
-        wanted = params.get("notifications") if isinstance(params.get("notifications"), dict) else {}
+        requested = params.get("notifications")
+        wanted: dict[str, Any] = requested if isinstance(requested, dict) else {}
         subscription_id = str(request_id)
         kinds = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}
         queue: asyncio.Queue[str] = asyncio.Queue()
@@ -567,11 +568,13 @@ def _original_id(value: Any) -> Any:
 
 def check_param_headers(headers: dict[str, str], params: dict[str, Any], request_id: Any) -> None:
     """``Mcp-Param-*`` headers must agree with the arguments they mirror (``x-mcp-header`` in the schema)."""
-    tool = registry.get_tool(params.get("name")) if isinstance(params.get("name"), str) else None
+    name = params.get("name")
+    tool = registry.get_tool(name) if isinstance(name, str) else None
     if tool is None:
         return
     properties = tool.input.schema.get("properties", {})
-    arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
+    given = params.get("arguments")
+    arguments: dict[str, Any] = given if isinstance(given, dict) else {}
     for prop, schema in properties.items():
         header_name = schema.get("x-mcp-header") if isinstance(schema, dict) else None
         if not header_name or prop not in arguments:
