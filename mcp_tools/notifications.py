@@ -19,6 +19,9 @@ from . import broadcast, store
 logger = logging.getLogger("mcp_tools.notifications")
 
 _streams: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
+#: 2026-07-28 ``subscriptions/listen`` streams of this process, by resource URI.
+_listeners_by_uri: dict[str, set[asyncio.Queue[str]]] = {}
+UPDATES_GROUP = "mcp_tools.resource_updates"
 
 
 def group_name(session_id: str) -> str:
@@ -43,13 +46,43 @@ async def send_to_session(session_id: str, message: dict[str, Any]) -> None:
     await broadcast.publish(group_name(session_id), {"type": "mcp.notification", "message": message})
 
 
+def listen_to_resources(uris: list[str], queue: asyncio.Queue[str]) -> None:
+    """Deliver updates of ``uris`` to a ``subscriptions/listen`` stream's queue (as the URI)."""
+    for uri in uris:
+        _listeners_by_uri.setdefault(uri, set()).add(queue)
+    broadcast.listen(UPDATES_GROUP, lambda message: _deliver_to_listeners(message.get("uri", "")))
+
+
+def stop_listening(uris: list[str], queue: asyncio.Queue[str]) -> None:
+    for uri in uris:
+        queues = _listeners_by_uri.get(uri)
+        if queues is not None:
+            queues.discard(queue)
+            if not queues:
+                _listeners_by_uri.pop(uri, None)
+
+
+def _deliver_to_listeners(uri: str) -> None:
+    for queue in list(_listeners_by_uri.get(uri, ())):
+        queue.put_nowait(uri)
+
+
 async def notify_resource_updated(uri: str) -> int:
     """Tell every session subscribed to ``uri`` that it changed (``notifications/resources/updated``).
 
-    Returns the number of subscribed sessions. Call it after the data behind a
+    Open ``subscriptions/listen`` streams (2026-07-28) that asked for ``uri`` in
+    ``resourceSubscriptions`` hear of it too. Returns the number of subscribed
+    2025-11-25 sessions. Call it after the data behind a
     resource changes (from a view, a signal handler, a Celery task); use
     :func:`notify_resource_updated_sync` from sync code.
     """
+    # 2026-07-28 listen streams: through the shared layer (which reaches this process
+    # too), or directly when there is no other process to tell.
+    if broadcast.shared_layer() is not None:
+        await broadcast.publish(UPDATES_GROUP, {"type": "mcp.resource.updated", "uri": uri})
+    else:
+        _deliver_to_listeners(uri)
+    # 2025-11-25 sessions that subscribed.
     session_ids = await store.db(store.subscribers)(uri)
     message = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
     for session_id in session_ids:

@@ -53,3 +53,31 @@ async def test_subscribing_to_an_unknown_resource_is_refused(live_server_url: st
         response, message = await session.post("resources/subscribe", {"uri": "nowhere://nothing"})
     assert message["error"]["code"] == -32602
     assert message["error"]["data"] == {"uri": "nowhere://nothing"}
+
+
+@pytest.mark.parametrize("where", ["same-process", "other-process"] if SHARED_LAYER else ["same-process"])
+async def test_listen_stream_hears_of_its_resource_subscriptions(start_server: type[LiveServer], where: str) -> None:
+    """2026-07-28 ``subscriptions/listen`` with ``resourceSubscriptions``: updates of those URIs only, tagged."""
+    from tests.clients import ModernClient, modern_headers, modern_meta
+
+    await create_products()
+    token = await sync_to_async(create_user_with_token)("listener", ("inventory.change_product",))
+    server_a = start_server().start()
+    server_b = start_server(server="uvicorn").start() if where == "other-process" else server_a
+    params = {"notifications": {"resourceSubscriptions": ["inventory://products/GAD-001"]}, "_meta": modern_meta()}
+    body = {"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen", "params": params}
+    async with http_client(token) as http:
+        async with http.stream("POST", server_a.url, json=body, headers=modern_headers("subscriptions/listen", params)) as stream:
+            assert stream.status_code == 200
+            lines = stream.aiter_lines()
+            ack = await next_stream_message(lines)
+            assert ack["method"] == "notifications/subscriptions/acknowledged"
+            actor = ModernClient(http, server_b.url)
+            for sku in ("WID-001", "GAD-001"):  # only GAD-001 was asked for
+                await actor.request("tools/call", {"name": "restock", "arguments": {"sku": sku, "quantity": 1}})
+            update = await next_stream_message(lines)
+    assert update == {
+        "jsonrpc": "2.0",
+        "method": "notifications/resources/updated",
+        "params": {"uri": "inventory://products/GAD-001", "_meta": {"io.modelcontextprotocol/subscriptionId": "listen-1"}},
+    }

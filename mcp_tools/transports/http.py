@@ -412,31 +412,43 @@ class McpEndpoint:
 
     # -- subscriptions/listen (2026-07-28) ----------------------------------------------
     async def listen(self, receive: Any, response: Response, request_id: Any, params: dict[str, Any]) -> None:
+        """``subscriptions/listen``: list changes and updates of the resources asked for, until the client leaves."""
         requested = params.get("notifications")
         wanted: dict[str, Any] = requested if isinstance(requested, dict) else {}
+        uris = [uri for uri in wanted.get("resourceSubscriptions") or [] if isinstance(uri, str)]
         subscription_id = str(request_id)
         kinds = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}
-        queue: asyncio.Queue[str] = asyncio.Queue()
+        meta = {"io.modelcontextprotocol/subscriptionId": subscription_id}
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
         def on_change(kind: str) -> None:
             if wanted.get(kinds.get(kind, "")):
-                queue.put_nowait(kind)
+                queue.put_nowait(jsonrpc.notification_message(f"notifications/{kind}/list_changed", {"_meta": meta}))
 
+        updates: asyncio.Queue[str] = asyncio.Queue()
         registry.add_listener(on_change)
-        meta = {"io.modelcontextprotocol/subscriptionId": subscription_id}
+        notifications.listen_to_resources(uris, updates)
         watcher = asyncio.ensure_future(receive())
         try:
             await response.event(jsonrpc.notification_message("notifications/subscriptions/acknowledged", {"_meta": meta, "notifications": wanted}))
             while True:
-                getter = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait({getter, watcher}, return_when=asyncio.FIRST_COMPLETED)
-                if getter not in done:
-                    getter.cancel()
+                change = asyncio.ensure_future(queue.get())
+                update = asyncio.ensure_future(updates.get())
+                done, _ = await asyncio.wait({change, update, watcher}, return_when=asyncio.FIRST_COMPLETED)
+                for pending in (change, update):
+                    if pending not in done:
+                        pending.cancel()
+                if watcher in done:
                     return
-                await response.event(jsonrpc.notification_message(f"notifications/{getter.result()}/list_changed", {"_meta": meta}))
+                if change in done:
+                    await response.event(change.result())
+                if update in done:
+                    await response.event(jsonrpc.notification_message(
+                        "notifications/resources/updated", {"uri": update.result(), "_meta": meta}))
         finally:
             watcher.cancel()
             registry.remove_listener(on_change)
+            notifications.stop_listening(uris, updates)
 
     # -- GET: the standalone stream, or a resumed one ----------------------------------
     async def get(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], send: Any) -> None:
