@@ -401,14 +401,6 @@ class CallService:
     def _seal(self, purpose: str, call_id: str, round_number: int, rc: RequestContext, target: Target) -> str:
         return tokens.seal(purpose, {"c": call_id, "r": round_number, "p": rc.principal.id, "m": target.method, "d": target.params_digest})
 
-    async def call_direct(self, target: Target, rc: RequestContext) -> dict[str, Any]:
-        """Run a call that cannot ask for input (stdio without a client loop, etc.)."""
-        inv = new_invocation(target, rc)
-        outcome = await execute(target, inv)
-        if isinstance(outcome, engine.NeedsInput):
-            raise McpError(INVALID_PARAMS, "This call needs input from the client, which this transport cannot ask for")
-        return await self._finish(inv, target, outcome, rc, 0)
-
     # -- 2026-07-28 multi-round-trip requests -------------------------------
     async def call_mrtr(self, method: str, params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
         responses = params.get("inputResponses")

@@ -49,7 +49,3 @@ class Journal:
     @property
     def pending(self) -> list[Step]:
         return [step for step in self.steps if step.status == "pending"]
-
-    @property
-    def unsaved(self) -> list[Step]:
-        return [step for step in self.steps if not step.persisted]
