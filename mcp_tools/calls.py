@@ -388,12 +388,12 @@ class CallService:
             await wakeups.notify(inv.call_id)
         return result
 
-    async def _suspend(self, inv: engine.Invocation, rc: RequestContext, round_number: int) -> str:
-        """Persist a call that waits for input; returns its id."""
+    async def _suspend(self, inv: engine.Invocation, rc: RequestContext, round_number: int, **fields: Any) -> str:
+        """Persist a call that waits for input (with ``fields`` of the call row); returns its id."""
         if inv.call_id is None:
             return await ensure_row(inv, status="input_required")
         await store.db(store.save_round)(
-            inv.call_id, round_number, [s for s in inv.journal.steps if not s.persisted], status="input_required",
+            inv.call_id, round_number, [s for s in inv.journal.steps if not s.persisted], status="input_required", **fields,
         )
         await wakeups.notify(inv.call_id)
         return inv.call_id
@@ -492,9 +492,9 @@ class CallService:
             step.persisted = True
         outcome = await execute(target, inv)
         if isinstance(outcome, engine.NeedsInput):
-            await self._suspend(inv, rc, next_round)
             answer = self._wire_input_required(purpose, str(call.id), next_round, outcome.pending, rc, target)
-            await store.db(store.update_call)(call.id, last_outcome={"round": next_round, "answer": answer})
+            # The answer is stored with the round, so an identical retry gets the very same one.
+            await self._suspend(inv, rc, next_round, last_outcome={"round": next_round, "answer": answer})
             return answer
         return await self._finish(inv, target, outcome, rc, next_round)
 
