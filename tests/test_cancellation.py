@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from typing import Any
 
 import pytest
@@ -16,9 +15,8 @@ pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 SHARED_LAYER = bool(os.environ.get("REDIS_URL"))
 
 
-async def cancel_slow_count(session: LegacySession, run_on: str, cancel_on: str) -> tuple[list[dict[str, Any]], float]:
-    """Start a 5-second ``slow_count`` on ``run_on``, cancel it through ``cancel_on``; return the stream and its duration."""
-    started = time.monotonic()
+async def cancel_slow_count(session: LegacySession, run_on: str, cancel_on: str) -> list[dict[str, Any]]:
+    """Start a 5-second ``slow_count`` on ``run_on``, cancel it through ``cancel_on``; return what the stream carried."""
     seen: list[dict[str, Any]] = []
     params = {"name": "slow_count", "arguments": {"n": 100}, "_meta": {"progressToken": "p"}}
     async with session.stream("tools/call", params, url=run_on) as (request_id, response):
@@ -32,7 +30,7 @@ async def cancel_slow_count(session: LegacySession, run_on: str, cancel_on: str)
         async with asyncio.timeout(4):
             async for message in messages:
                 seen.append(message)
-    return seen, time.monotonic() - started
+    return seen
 
 
 def cancel_targets() -> list[str]:
@@ -45,9 +43,8 @@ async def test_cancelled_notification_stops_the_handler(start_server: type[LiveS
     server_b = start_server(server="uvicorn").start() if where == "other-process" else server_a
     async with http_client() as http:
         session = await LegacySession.open(http, server_a.url)
-        seen, elapsed = await cancel_slow_count(session, server_a.url, server_b.url)
+        seen = await cancel_slow_count(session, server_a.url, server_b.url)
     progress = [m for m in seen if m.get("method") == "notifications/progress"]
     assert progress, seen
     assert progress[-1]["params"]["progress"] < 100, "the handler ran to completion"
     assert not any("result" in m for m in seen), "a cancelled request must not produce a result"
-    assert elapsed < 4.5
