@@ -221,7 +221,10 @@ async def complete(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]
     value = argument.get("value", "")
     if not isinstance(value, str):
         raise invalid_params('"argument.value" must be a string')
-    context_args = (params.get("context") or {}).get("arguments") or {}
+    context = params.get("context") or {}
+    context_args = context.get("arguments") or {} if isinstance(context, dict) else None
+    if not isinstance(context_args, dict):
+        raise invalid_params('"context" must be an object with an "arguments" object')
     completer = None
     if ref.get("type") == "ref/prompt":
         prompt = registry.get_prompt(str(ref.get("name")))

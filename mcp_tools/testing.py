@@ -79,7 +79,8 @@ class McpTestClient:
             versions.META_CLIENT_CAPABILITIES: self.capabilities,
         }
         headers = {
-            "host": "localhost",
+            # Django's test runner always allows "testserver".
+            "host": "testserver",
             "content-type": "application/json",
             "accept": "application/json, text/event-stream",
             "mcp-protocol-version": versions.LATEST_MODERN,

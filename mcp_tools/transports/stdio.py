@@ -88,9 +88,10 @@ class StdioServer:
 
     async def run(self, message: jsonrpc.Message) -> None:
         try:
-            if message.method == "logging/setLevel" and isinstance(message.params.get("level"), str):
-                self.log_level = message.params["level"]
             result = await dispatch(message.method, message.params, self.context(message.id, message.params))
+            if message.method == "logging/setLevel":
+                # Only after dispatch accepted the level: a refused request changes nothing.
+                self.log_level = message.params["level"]
             await self.write(jsonrpc.result_message(message.id, result))
         except McpError as exc:
             await self.write(jsonrpc.error_message(message.id, exc))
