@@ -163,7 +163,7 @@ async def set_connection_reuse(on: bool) -> None:
     from django.db import connections
 
     connections.settings["default"]["CONN_MAX_AGE"] = REUSE_MAX_AGE if on else 0
-    # The thread-sensitive worker thread is the one every store.db() call runs in:
+    # The thread-sensitive worker thread is the one every store coroutine runs in:
     # close its connection so the next one is opened with the new setting.
     await sync_to_async(lambda: connections["default"].close(), thread_sensitive=True)()
 
@@ -429,8 +429,10 @@ async def measure_decomposition(budget_s: float) -> dict[str, Any]:
     replaying it (``engine.run`` over the loaded journal: every step answered, no I/O)."""
     from asgiref.sync import sync_to_async
 
-    from mcp_tools import calls, engine, store
-    from mcp_tools.auth import ANONYMOUS
+    from mcp_tools import engine
+    from mcp_tools.server import core
+    from mcp_tools.store import sync_calls as store
+    from mcp_tools.server.auth import ANONYMOUS
     from mcp_tools.models import ToolCall
     from mcp_tools.registry import registry
 
@@ -477,7 +479,7 @@ async def measure_decomposition(budget_s: float) -> dict[str, Any]:
             while len(replay) < 5 or (time.perf_counter() < deadline and len(replay) < 5000):
                 inv = engine.Invocation(
                     fn=target.fn, is_async=True, kwargs={"n": n}, context_param=target.context_param, principal=ANONYMOUS,
-                    protocol_version=MODERN, client_capabilities=CAPABILITIES, runtime=calls.RUNTIME, journal=journal,
+                    protocol_version=MODERN, client_capabilities=CAPABILITIES, runtime=core.RUNTIME, journal=journal,
                     call_id=call_id,
                 )
                 started = time.perf_counter_ns()

@@ -32,13 +32,13 @@ if FIXES - KNOWN:
     raise SystemExit(f"unknown BENCH_WHAT_IF fixes: {sorted(FIXES - KNOWN)}; known: {sorted(KNOWN)}")
 
 if "server_info" in FIXES:
-    import mcp_tools.server as server
+    import mcp_tools.server.methods as methods
 
-    server.server_info = functools.lru_cache(maxsize=1)(server.server_info)
+    methods.server_info = functools.lru_cache(maxsize=1)(methods.server_info)
 
 if "anon" in FIXES:
     import mcp_tools.transports.http as http
-    from mcp_tools.auth import ANONYMOUS
+    from mcp_tools.server.auth import ANONYMOUS
     from mcp_tools.conf import mcp_settings
 
     _authenticate = http.authenticate
@@ -53,21 +53,18 @@ if "anon" in FIXES:
 if "session_cache" in FIXES:
     import mcp_tools.store as store
 
-    _db = store.db
+    _get_session = store.get_session
     _sessions: dict = {}
 
     async def _cached_get_session(session_id):
         session = _sessions.get(session_id)
         if session is None:
-            session = await _db(store.get_session)(session_id)
+            session = await _get_session(session_id)
             if session is not None:
                 _sessions[session_id] = session
         return session
 
-    def db(fn):
-        return _cached_get_session if fn is store.get_session else _db(fn)
-
-    store.db = db
+    store.get_session = _cached_get_session
 
 if "conn_max_age" in FIXES:
     from django.db import connections

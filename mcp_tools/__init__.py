@@ -32,15 +32,15 @@ __all__ = [
 # is safe in settings modules and before apps are ready.
 from .engine.context import SamplingResult, ToolContext
 from .engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed
-from .registry import AlreadyRegistered, NotRegistered, prompt, resource, tool
-from .results import ToolError, ToolResult
+from .registry.registry import AlreadyRegistered, NotRegistered, prompt, resource, tool
+from .registry.results import ToolError, ToolResult
 
 
 def __getattr__(name: str) -> object:
     # Imported lazily: they reach the ORM, and `import mcp_tools` (or its protocol
     # layer) must not pull in django.db or channels.
     if name in ("notify_resource_updated", "notify_resource_updated_sync"):
-        from . import notifications
+        from .interprocess import notifications
 
         return getattr(notifications, name)
     raise AttributeError(f"module 'mcp_tools' has no attribute {name!r}")

@@ -47,7 +47,7 @@ class ToolCallAdmin(admin.ModelAdmin):
         return False
 
     def _finish(self, request: Any, queryset: Any, status: str) -> None:
-        from . import wakeups
+        from .interprocess import wakeups
         from asgiref.sync import async_to_sync
 
         live = queryset.exclude(status__in=list(TERMINAL_STATUSES))

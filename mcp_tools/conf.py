@@ -84,14 +84,13 @@ class McpToolsSettings:
 mcp_settings = McpToolsSettings()
 
 
+#: Django settings whose change invalidates what modules derived from MCP_TOOLS. Each
+#: module that caches something derived connects its own ``setting_changed``
+#: receiver (as DRF and Channels do), so this module imports nobody.
+RELOAD_ON = frozenset({"MCP_TOOLS", "SECRET_KEY", "SECRET_KEY_FALLBACKS", "ALLOWED_HOSTS", "REST_FRAMEWORK"})
+
+
 @receiver(setting_changed)
 def _reload_settings(*, setting: str, **kwargs: Any) -> None:
-    if setting in ("MCP_TOOLS", "SECRET_KEY", "SECRET_KEY_FALLBACKS", "ALLOWED_HOSTS", "REST_FRAMEWORK"):
+    if setting in RELOAD_ON:
         mcp_settings.reload()
-        from . import auth, server
-
-        auth.reset()
-        server.reset_server_info()
-        from . import sessions
-
-        sessions.clear()

@@ -1,7 +1,7 @@
 """Domain operations on the call, journal and event tables, each atomic.
 
 These are the only functions that write calls and journals. They are sync;
-coroutines reach them through :func:`mcp_tools.store.db` (one boundary).
+coroutines reach them through :mod:`mcp_tools.store` (one boundary).
 """
 
 from __future__ import annotations
@@ -12,14 +12,20 @@ from typing import TYPE_CHECKING, Any
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
+from .states import CallStatus, StepStatus
+
 if TYPE_CHECKING:
     from .engine.journal import Step
     from .models import ToolCall
 
 
 class ToolCallManager(models.Manager["ToolCall"]):
+    def _steps_model(self) -> Any:
+        """The journal's model, found through the relation (managers do not import models)."""
+        return self.model._meta.get_field("steps").related_model
+
     def create_with_steps(self, steps: list[Step], **fields: Any) -> ToolCall:
-        from .models import CallStep
+        CallStep = self._steps_model()
 
         with transaction.atomic(using=self.db):
             call = self.create(**fields)
@@ -41,7 +47,7 @@ class ToolCallManager(models.Manager["ToolCall"]):
         Compare-and-set on ``round``: of several concurrent retries of one
         round exactly one returns True; the others change nothing.
         """
-        from .models import CallStatus, CallStep, StepStatus
+        CallStep = self._steps_model()
 
         now = timezone.now()
         with transaction.atomic(using=self.db):
@@ -59,7 +65,7 @@ class ToolCallManager(models.Manager["ToolCall"]):
 
     def save_round(self, call_id: Any, round_number: int, new_steps: list[Step], fields: dict[str, Any]) -> None:
         """Persist what a run produced: new journal steps and the call's new state."""
-        from .models import CallStep
+        CallStep = self._steps_model()
 
         with transaction.atomic(using=self.db):
             CallStep.objects.bulk_create(
@@ -75,7 +81,7 @@ class ToolCallManager(models.Manager["ToolCall"]):
 
     def answer_step(self, call_id: Any, seq: int, status: str, response: Any, error: Any) -> bool:
         """Record a client's answer to one pending step (2025-11-25 sessions)."""
-        from .models import CallStep, StepStatus
+        CallStep = self._steps_model()
 
         return bool(
             CallStep.objects.filter(call_id=call_id, seq=seq, status=StepStatus.PENDING).update(
@@ -85,8 +91,6 @@ class ToolCallManager(models.Manager["ToolCall"]):
 
     def claim_round(self, call_id: Any, expected_round: int) -> bool:
         """Move an input_required call whose steps are all answered back to working (CAS)."""
-        from .models import CallStatus
-
         return bool(
             self.filter(id=call_id, round=expected_round, status=CallStatus.INPUT_REQUIRED).update(
                 round=expected_round + 1, status=CallStatus.WORKING, updated_at=timezone.now()
@@ -94,8 +98,6 @@ class ToolCallManager(models.Manager["ToolCall"]):
         )
 
     def expire_overdue(self) -> int:
-        from .models import CallStatus
-
         return self.filter(
             status__in=[CallStatus.INPUT_REQUIRED, CallStatus.WORKING], expires_at__lt=timezone.now()
         ).update(status=CallStatus.EXPIRED, finished_at=timezone.now(), updated_at=timezone.now())

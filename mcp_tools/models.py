@@ -9,27 +9,12 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from .managers import CallStepManager, StreamEventManager, ToolCallManager
+from .states import TERMINAL_STATUSES, CallStatus, StepKind, StepStatus, WireFlavor
 
-
-class CallStatus(models.TextChoices):
-    WORKING = "working", _("Working")
-    INPUT_REQUIRED = "input_required", _("Input required")
-    COMPLETED = "completed", _("Completed")
-    FAILED = "failed", _("Failed")
-    CANCELLED = "cancelled", _("Cancelled")
-    EXPIRED = "expired", _("Expired")
-
-
-TERMINAL_STATUSES = frozenset({CallStatus.COMPLETED, CallStatus.FAILED, CallStatus.CANCELLED, CallStatus.EXPIRED})
-
-
-class WireFlavor(models.TextChoices):
-    SESSION = "session", _("2025-11-25 session (SSE)")
-    MRTR = "mrtr", _("2026-07-28 multi-round-trip")
-    SAGA = "saga", _("Saga (tools/callSaga)")
-    TASK = "task", _("Task")
-    DIRECT = "direct", _("Direct (completed in one request)")
-    STDIO = "stdio", _("stdio")
+__all__ = [
+    "TERMINAL_STATUSES", "CallStatus", "CallStep", "McpSession", "ResourceSubscription", "StepKind", "StepStatus",
+    "StreamEvent", "ToolCall", "WireFlavor",
+]
 
 
 class ToolCall(models.Model):
@@ -87,19 +72,6 @@ class ToolCall(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
-
-
-class StepKind(models.TextChoices):
-    ELICIT = "elicit", _("Elicitation")
-    SAMPLE = "sample", _("Sampling")
-    ROOTS = "roots", _("List roots")
-    ONCE = "once", _("Side effect (once)")
-
-
-class StepStatus(models.TextChoices):
-    PENDING = "pending", _("Waiting for the client")
-    DONE = "done", _("Done")
-    FAILED = "failed", _("Failed")
 
 
 class CallStep(models.Model):

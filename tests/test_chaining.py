@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mcp_tools.registry import make_tool, registry
-from mcp_tools.results import ToolResult
+from mcp_tools.registry.results import ToolResult
 from tests.asgi_client import call_modern
 
 

@@ -22,7 +22,8 @@ from django.core import signing
 from django.test import override_settings
 
 from demo_site.inventory.models import AuditLog
-from mcp_tools import ToolContext, tokens
+from mcp_tools import ToolContext
+from mcp_tools.server import tokens
 from mcp_tools.engine.context import SyncToolContext
 from mcp_tools.models import CallStep, ToolCall
 from mcp_tools.registry import make_tool, registry

@@ -54,7 +54,7 @@ async def test_session_initialized_on_a_is_served_by_b(pair: tuple[str, str]) ->
         # B forgets the session at once. A learns of it through the shared channel layer
         # (Redis) at once; with the in-memory layer, when its cached copy expires
         # (SESSION_CACHE_SECONDS, 1 s by default; see mcp_tools/sessions.py).
-        from mcp_tools.broadcast import shared_layer
+        from mcp_tools.interprocess.broadcast import shared_layer
 
         grace = 0.5 if await sync_to_async(shared_layer)() is not None else 2.0
         for url in (url_b, url_a):

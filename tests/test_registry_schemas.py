@@ -18,7 +18,7 @@ from demo_site.inventory.models import Product
 from mcp_tools import ToolContext, ToolResult, prompt, resource, tool
 from mcp_tools.protocol.errors import INVALID_PARAMS, McpError
 from mcp_tools.registry import AlreadyRegistered, NotRegistered, Registry, make_tool, registry
-from mcp_tools.schemas import parse_param_docs
+from mcp_tools.registry.schemas import parse_param_docs
 from mcp_tools.transports.http import McpEndpoint
 from tests.asgi_client import call_modern
 

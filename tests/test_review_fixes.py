@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from mcp_tools.auth import ANONYMOUS
+from mcp_tools.server.auth import ANONYMOUS
 from mcp_tools.protocol import jsonrpc
 from mcp_tools.transports.http import McpEndpoint
 from mcp_tools.transports.stdio import StdioServer

@@ -22,8 +22,8 @@ from typing import Any, Literal
 from mcp_tools.engine import ElicitationCancelled, ElicitationDeclined, ToolContext
 from mcp_tools.engine.context import StepRequest
 from mcp_tools.registry import make_tool, prompt, registry, resource, tool
-from mcp_tools.results import ToolError, ToolResult, audio, embedded_text_resource, image, text
-from mcp_tools.schemas import InputSpec
+from mcp_tools.registry.results import ToolError, ToolResult, audio, embedded_text_resource, image, text
+from mcp_tools.registry.schemas import InputSpec
 
 # Constants of the reference fixture: a 1x1 red PNG and a minimal WAV.
 TEST_IMAGE_BASE64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="

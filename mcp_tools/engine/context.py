@@ -13,16 +13,16 @@ from asgiref.sync import async_to_sync
 from pydantic import BaseModel, ValidationError
 
 from ..protocol.errors import MISSING_CLIENT_CAPABILITY, McpError
+from ..protocol.levels import LOG_LEVELS
 from .errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, Suspend
 from .journal import Journal, Step, digest
 
 if TYPE_CHECKING:
-    from ..auth import Principal
+    from ..server.auth import Principal
     from .runner import Invocation
 
 T = TypeVar("T")
 
-LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
 @dataclass
@@ -278,13 +278,13 @@ class ToolContext:
         ``tool_use`` the model asks for is validated, permission-checked and
         run here, its result sent back, until the model ends its turn.
         """
-        from ..settings_access import sampling_limits
-        from .sampling import resolve_tools, run_tool_use
+        from .sampling import run_tool_use
 
         sampling_caps = self.client_capabilities.get("sampling")
         self._require({"sampling": {}}, isinstance(sampling_caps, dict))
-        max_tools, default_max_calls = sampling_limits()
-        tool_objects = resolve_tools(tools or [])
+        runtime = self._inv.runtime
+        max_tools, default_max_calls = runtime.sampling_limits()
+        tool_objects = runtime.resolve_tools(tools or [])
         if tool_objects:
             self._require({"sampling": {"tools": {}}}, isinstance(sampling_caps, dict) and "tools" in sampling_caps)
             if len(tool_objects) > max_tools:

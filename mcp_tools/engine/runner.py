@@ -7,7 +7,7 @@ recorded answer. That is what lets any process continue any call.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -26,6 +26,14 @@ class Runtime(Protocol):
     async def progress(self, inv: Invocation, progress: float, total: float | None, message: str | None) -> None: ...
 
     async def log(self, inv: Invocation, level: str, data: Any, logger: str | None) -> None: ...
+
+    def resolve_tools(self, tools: Sequence[Any]) -> list[Any]:
+        """Tools a handler offers the client's model (``ctx.sample(tools=...)``), as registry tools."""
+        ...
+
+    def sampling_limits(self) -> tuple[int, int]:
+        """``(max tools per request, default max tool calls)`` of sampling with tools."""
+        ...
 
 
 @dataclass

@@ -1,8 +1,11 @@
-"""The server side of sampling with tools (seed 003): resolving and running local tools."""
+"""The server side of sampling with tools (seed 003): running the tools the client's model asks for.
+
+The tools come resolved from the layer above (:meth:`Runtime.resolve_tools`); the
+engine only needs their duck-typed shape (name, permissions, validation, function).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
@@ -12,26 +15,6 @@ from ..protocol.errors import McpError
 if TYPE_CHECKING:
     from ..registry import Tool
     from .context import ToolContext
-
-
-def resolve_tools(tools: Sequence[Any]) -> list[Tool]:
-    """Registered tool names, ``Tool`` objects or plain functions, as ``Tool`` objects."""
-    from ..registry import Tool, make_tool, registry
-
-    resolved: list[Tool] = []
-    for item in tools:
-        if isinstance(item, Tool):
-            resolved.append(item)
-        elif isinstance(item, str):
-            found = registry.get_tool(item)
-            if found is None:
-                raise ValueError(f"ctx.sample(tools=...) names unknown tool {item!r}")
-            resolved.append(found)
-        elif callable(item):
-            resolved.append(make_tool(item))
-        else:
-            raise TypeError(f"ctx.sample(tools=...) cannot use {item!r}")
-    return resolved
 
 
 def _error_result(use_id: str, message: str) -> dict[str, Any]:

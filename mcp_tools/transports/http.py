@@ -25,10 +25,9 @@ from django.conf import settings
 from django.core.exceptions import SynchronousOnlyOperation
 from django.http.request import split_domain_port, validate_host
 
-from .. import broadcast, cancellation, notifications, sessions, store
-from ..auth import ANONYMOUS, AuthenticationFailed, Principal, authenticate_scope, authentication_classes, credential_headers
-from ..calls import RequestContext, service
+from .. import store
 from ..conf import mcp_settings
+from ..interprocess import broadcast, cancellation, notifications
 from ..protocol import jsonrpc, versions
 from ..protocol.errors import (
     HEADER_MISMATCH,
@@ -39,7 +38,9 @@ from ..protocol.errors import (
     McpError,
 )
 from ..registry import registry
-from ..server import dispatch, initialize_result
+from ..server import RequestContext, dispatch, initialize_result, sessions
+from ..server.auth import ANONYMOUS, AuthenticationFailed, Principal, authenticate_scope, authentication_classes, credential_headers
+from ..server.flavors import session as session_flavor
 
 logger = logging.getLogger("mcp_tools.http")
 
@@ -155,7 +156,7 @@ class Response:
         if self.event_ids and self.session_id:
             self.stream_id = self.stream_id or uuid.uuid4().hex
             # Priming event: gives the client an id to resume from before anything else happens.
-            event_id = await store.db(store.append_event)(self.session_id, self.stream_id, "")
+            event_id = await store.append_event(self.session_id, self.stream_id, "")
             await self._send({"type": "http.response.body", "body": f"id: {event_id}\ndata: \n\n".encode(), "more_body": True})
 
     async def event(self, message: dict[str, Any]) -> None:
@@ -164,7 +165,7 @@ class Response:
             payload = jsonrpc.dumps(message).decode()
             prefix = ""
             if self.event_ids and self.session_id and self.stream_id:
-                event_id = await store.db(store.append_event)(self.session_id, self.stream_id, payload)
+                event_id = await store.append_event(self.session_id, self.stream_id, payload)
                 prefix = f"id: {event_id}\n"
             with contextlib.suppress(OSError):
                 await self._send({"type": "http.response.body", "body": f"{prefix}event: message\ndata: {payload}\n\n".encode(), "more_body": True})
@@ -343,7 +344,7 @@ class McpEndpoint:
             await response.json(202, None)
             return
         if message.kind == "response":
-            await service.accept_client_response(message.raw, rc)
+            await session_flavor.accept_client_response(message.raw, rc)
             await response.json(202, None)
             return
         await self.run_request(receive, response, message.method, message.params, rc, session_id)
@@ -367,7 +368,7 @@ class McpEndpoint:
         client_info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
         principal = await authenticate(scope, headers)
         negotiated = versions.negotiate_handshake(params["protocolVersion"])
-        session_id = await store.db(store.create_session)(negotiated, client_info, capabilities, principal.id)
+        session_id = await store.create_session(negotiated, client_info, capabilities, principal.id)
         response.session_id = session_id
         await response.json(200, jsonrpc.result_message(message.id, initialize_result(negotiated)))
 
@@ -465,7 +466,7 @@ class McpEndpoint:
         await self.standalone(receive, response)
 
     async def resume(self, receive: Any, response: Response, session: Any, principal: Principal, last_event_id: int) -> None:
-        found = await store.db(store.stream_of_event)(last_event_id)
+        found = await store.stream_of_event(last_event_id)
         if found is None or found[0] != session.id:
             raise HttpError(404, McpError(INVALID_REQUEST, "Unknown Last-Event-ID"))
         stream_id = found[1]
@@ -475,19 +476,19 @@ class McpEndpoint:
         # Some servers send headers only with the first body bytes: send a comment now.
         await response._send({"type": "http.response.body", "body": b": resumed\n\n", "more_body": True})
         already_sent: set[str] = set()
-        for event_id, payload in await store.db(store.events_after)(stream_id, last_event_id):
+        for event_id, payload in await store.events_after(stream_id, last_event_id):
             if payload:
                 await response._send({"type": "http.response.body", "body": f"id: {event_id}\nevent: message\ndata: {payload}\n\n".encode(), "more_body": True})
                 already_sent.add(_request_id_of(payload))
-        call_id = await store.db(store.call_for_stream)(stream_id)
+        call_id = await store.call_for_stream(stream_id)
         if call_id is None:
             await response._send({"type": "http.response.body", "body": b""})
             return
-        request_id = await store.db(store.call_request_id)(call_id)
+        request_id = await store.call_request_id(call_id)
         rc = RequestContext(principal=principal, protocol_version=session.protocol_version, modern=False,
                             client_capabilities=session.client_capabilities, request_id=request_id, session_id=session.id,
                             log_level=session.log_level, emit=response.event, stream_id=lambda: stream_id)
-        task = asyncio.ensure_future(service.continue_session_call(call_id, rc, already_sent))
+        task = asyncio.ensure_future(session_flavor.continue_call(call_id, rc, already_sent))
         watcher = asyncio.ensure_future(receive())
         try:
             done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)

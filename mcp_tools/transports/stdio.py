@@ -14,11 +14,11 @@ import logging
 import sys
 from typing import Any, TextIO
 
-from ..auth import Principal
-from ..calls import RequestContext, service
 from ..protocol import jsonrpc, versions
 from ..protocol.errors import INTERNAL_ERROR, McpError
-from ..server import dispatch, initialize_result
+from ..server import RequestContext, dispatch, initialize_result
+from ..server.auth import Principal
+from ..server.flavors import session as session_flavor
 
 logger = logging.getLogger("mcp_tools.stdio")
 
@@ -61,7 +61,7 @@ class StdioServer:
 
     async def handle(self, message: jsonrpc.Message) -> None:
         if message.kind == "response":
-            await service.accept_client_response(message.raw, self.context(None, None))
+            await session_flavor.accept_client_response(message.raw, self.context(None, None))
             return
         if message.kind == "notification":
             if message.method == "notifications/cancelled":

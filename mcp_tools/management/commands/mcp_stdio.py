@@ -18,7 +18,7 @@ class Command(BaseCommand):
         parser.add_argument("--user", help="Username to run as (default: MCP_TOOLS['STDIO_USER'], else anonymous if allowed).")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from mcp_tools.auth import ANONYMOUS, principal_for_user
+        from mcp_tools.server.auth import ANONYMOUS, principal_for_user
         from mcp_tools.conf import mcp_settings
         from mcp_tools.transports.stdio import StdioServer
 

@@ -19,7 +19,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from .transports.http import McpEndpoint
+from .http import McpEndpoint
 
 _endpoint = McpEndpoint()
 

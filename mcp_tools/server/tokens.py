@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.core import signing
 
-from .conf import mcp_settings
+from ..conf import mcp_settings
 
 logger = logging.getLogger("mcp_tools.tokens")
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
-from .protocol.errors import invalid_params
+from ..protocol.errors import invalid_params
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 

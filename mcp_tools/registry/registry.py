@@ -13,13 +13,14 @@ import dataclasses
 import inspect
 import re
 import typing
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, overload
 
 from pydantic import BaseModel
 
+from ..engine.context import ToolContext
+from ..protocol.errors import invalid_params
 from . import results
-from .protocol.errors import invalid_params
 from .schemas import InputSpec, OutputSpec, input_from_serializer, input_from_signature, output_from_annotation, parse_param_docs
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
@@ -34,8 +35,6 @@ class NotRegistered(Exception):
 
 
 def _context_param(fn: Callable[..., Any], hints: dict[str, Any]) -> str | None:
-    from .engine.context import ToolContext
-
     for param in inspect.signature(fn).parameters.values():
         annotation = hints.get(param.name)
         if annotation is ToolContext or (inspect.isclass(annotation) and issubclass(annotation, ToolContext)):
@@ -224,6 +223,26 @@ class Registry:
     @property
     def tools(self) -> list[Tool]:
         return list(self._tools.values())
+
+    def resolve_tools(self, items: Sequence[Any]) -> list[Tool]:
+        """Registered tool names, :class:`Tool` objects or plain functions, as :class:`Tool` objects.
+
+        What ``ctx.sample(tools=...)`` accepts; an unknown name is a programming error.
+        """
+        resolved: list[Tool] = []
+        for item in items:
+            if isinstance(item, Tool):
+                resolved.append(item)
+            elif isinstance(item, str):
+                found = self.get_tool(item)
+                if found is None:
+                    raise ValueError(f"ctx.sample(tools=...) names unknown tool {item!r}")
+                resolved.append(found)
+            elif callable(item):
+                resolved.append(make_tool(item))
+            else:
+                raise TypeError(f"ctx.sample(tools=...) cannot use {item!r}")
+        return resolved
 
     # -- resources -----------------------------------------------------
     def register_resource(self, resource: Resource) -> Resource:

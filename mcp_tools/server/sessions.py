@@ -16,8 +16,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import broadcast, store
-from .conf import mcp_settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+from .. import store
+from ..conf import RELOAD_ON, mcp_settings
+from ..interprocess import broadcast
 
 GROUP = "mcp_tools.sessions"
 MAX_CACHED = 10_000
@@ -46,7 +50,7 @@ async def get(session_id: str) -> SessionInfo | None:
     hit = _cache.get(session_id)
     if hit is not None and hit[1] > now:
         return hit[0]
-    row = await store.db(store.get_session)(session_id)
+    row = await store.get_session(session_id)
     if row is None:
         _cache.pop(session_id, None)
         return None
@@ -66,15 +70,21 @@ async def forget(session_id: str) -> None:
 
 
 async def delete(session_id: str) -> None:
-    await store.db(store.delete_session)(session_id)
+    await store.delete_session(session_id)
     await forget(session_id)
 
 
 async def set_log_level(session_id: str, level: str) -> None:
-    await store.db(store.set_session_log_level)(session_id, level)
+    await store.set_session_log_level(session_id, level)
     await forget(session_id)
 
 
 def clear() -> None:
     """Empty this process's cache (tests, settings changes)."""
     _cache.clear()
+
+
+@receiver(setting_changed)
+def _clear_on_setting_change(*, setting: str, **kwargs: Any) -> None:
+    if setting in RELOAD_ON:
+        clear()

@@ -1,7 +1,7 @@
 """The method table: what each MCP method does, for both protocol eras.
 
 Transports parse and authenticate; this module answers. It knows nothing
-about HTTP, only :class:`~mcp_tools.calls.RequestContext`.
+about HTTP, only :class:`~mcp_tools.server.context.RequestContext`.
 """
 
 from __future__ import annotations
@@ -15,13 +15,19 @@ from importlib.metadata import PackageNotFoundError, version as package_version
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
-from .calls import RequestContext, permitted, service
-from .conf import mcp_settings
-from .engine.context import LOG_LEVELS
-from .protocol import versions
-from .protocol.errors import INVALID_PARAMS, McpError, invalid_params, method_not_found
-from .registry import registry
+from .. import store
+from ..conf import RELOAD_ON, mcp_settings
+from ..protocol import versions
+from ..protocol.errors import INVALID_PARAMS, McpError, invalid_params, method_not_found
+from ..protocol.levels import LOG_LEVELS
+from ..registry import registry
+from . import sessions
+from .context import RequestContext
+from .core import permitted
+from .flavors import mrtr, saga, session
 
 logger = logging.getLogger("mcp_tools.server")
 
@@ -34,6 +40,12 @@ _server_info: dict[str, Any] | None = None
 def reset_server_info() -> None:
     global _server_info
     _server_info = None
+
+
+@receiver(setting_changed)
+def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
+    if setting in RELOAD_ON:
+        reset_server_info()
 
 
 def server_info() -> dict[str, Any]:
@@ -146,16 +158,16 @@ def _cacheable(result: dict[str, Any], rc: RequestContext, items: list[Any] | No
 
 async def call_tool(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     if rc.modern:
-        return await service.call_mrtr("tools/call", params, rc)
-    return await service.call_session("tools/call", params, rc)
+        return await mrtr.call("tools/call", params, rc)
+    return await session.call("tools/call", params, rc)
 
 
 async def call_saga(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
-    return await service.call_saga(params, rc)
+    return await saga.call(params, rc)
 
 
 async def resume_saga(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
-    return await service.resume_saga(params, rc)
+    return await saga.resume(params, rc)
 
 
 async def list_resources(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
@@ -168,29 +180,25 @@ async def list_resource_templates(params: dict[str, Any], rc: RequestContext) ->
 
 async def read_resource(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     if rc.modern:
-        result = await service.call_mrtr("resources/read", params, rc)
+        result = await mrtr.call("resources/read", params, rc)
         if result.get("resultType") != "input_required":
             result["ttlMs"] = int(mcp_settings.CACHE_TTL_MS)
             result["cacheScope"] = "private"
         return result
-    return await service.call_session("resources/read", params, rc)
+    return await session.call("resources/read", params, rc)
 
 
 async def subscribe_resource(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
-    from . import store
-
     uri = _subscription_uri(params)
     if rc.session_id:
-        await store.db(store.subscribe)(rc.session_id, uri)
+        await store.subscribe(rc.session_id, uri)
     return {}
 
 
 async def unsubscribe_resource(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
-    from . import store
-
     uri = _subscription_uri(params)
     if rc.session_id:
-        await store.db(store.unsubscribe)(rc.session_id, uri)
+        await store.unsubscribe(rc.session_id, uri)
     return {}
 
 
@@ -209,8 +217,8 @@ async def list_prompts(params: dict[str, Any], rc: RequestContext) -> dict[str, 
 
 async def get_prompt(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     if rc.modern:
-        return await service.call_mrtr("prompts/get", params, rc)
-    return await service.call_session("prompts/get", params, rc)
+        return await mrtr.call("prompts/get", params, rc)
+    return await session.call("prompts/get", params, rc)
 
 
 async def complete(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
@@ -249,8 +257,6 @@ async def complete(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]
 
 
 async def set_log_level(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
-    from . import sessions
-
     level = params.get("level")
     if level not in LOG_LEVELS:
         raise invalid_params(f'"level" must be one of {", ".join(LOG_LEVELS)}')

@@ -14,7 +14,8 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from . import broadcast, store
+from .. import store
+from . import broadcast
 
 logger = logging.getLogger("mcp_tools.notifications")
 
@@ -83,7 +84,7 @@ async def notify_resource_updated(uri: str) -> int:
     else:
         _deliver_to_listeners(uri)
     # 2025-11-25 sessions that subscribed.
-    session_ids = await store.db(store.subscribers)(uri)
+    session_ids = await store.subscribers(uri)
     message = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
     for session_id in session_ids:
         await send_to_session(session_id, message)

@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
-from .conf import mcp_settings
+from ..conf import RELOAD_ON, mcp_settings
 
 logger = logging.getLogger("mcp_tools.auth")
 
@@ -24,6 +26,12 @@ _auth_classes: list[Any] | None = None
 def reset() -> None:
     global _auth_classes
     _auth_classes = None
+
+
+@receiver(setting_changed)
+def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
+    if setting in RELOAD_ON:
+        reset()
 
 
 #: DRF authenticators that find credentials only in these headers.

@@ -1,0 +1,29 @@
+"""What one request looks like to the server layer, whatever transport carried it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .auth import Principal
+
+
+@dataclass
+class RequestContext:
+    """One request as the transports describe it to the method table and the flavors."""
+
+    principal: Principal
+    protocol_version: str
+    modern: bool
+    client_capabilities: dict[str, Any]
+    request_id: Any = None
+    session_id: str | None = None
+    log_level: str | None = None
+    progress_token: Any = None
+    #: Sends a message on this request's stream (switching the response to SSE).
+    emit: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+    #: The SSE stream id, once the response is a stream (2025-11-25 sessions).
+    stream_id: Callable[[], str | None] | None = None
+    #: How the call is served: "direct", "session", "mrtr", "saga" (recorded on its row).
+    flavor: str = "direct"

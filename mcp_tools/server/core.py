@@ -1,0 +1,483 @@
+"""The call core that every wire flavor shares.
+
+A call of a tool, prompt or resource runs in the engine against its journal.
+This module resolves what a request names and checks the caller may use it
+(:func:`resolve_target`), runs one round and maps failures to what a client
+sees (:func:`execute`), persists a call that waits (:func:`suspend`) or
+finishes (:func:`finish`), and advances a call with a client's answers
+(:func:`advance_and_run`). When a call completes at once nothing is written.
+
+The flavors in :mod:`mcp_tools.server.flavors` only translate outcomes into
+their own messages and tokens: the 2025-11-25 session (requests on the SSE
+stream), the 2026-07-28 multi-round-trip request (``InputRequiredResult``)
+and the saga of seed 000.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+
+from .. import engine, store
+from ..conf import mcp_settings
+from ..engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed
+from ..engine.journal import Journal, Step, digest
+from ..interprocess import wakeups
+from ..protocol import jsonrpc
+from ..protocol.answers import InvalidAnswer, check_answer
+from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError, invalid_params
+from ..protocol.levels import at_least
+from ..registry import Prompt, Resource, Tool, registry
+from ..registry.results import ToolError
+from . import tokens
+from .auth import Principal
+from .context import RequestContext
+
+logger = logging.getLogger("mcp_tools.calls")  # the name operators configured; kept across the move
+
+#: Keys of request params that are not part of what a call is bound to.
+UNBOUND_PARAMS = frozenset({"_meta", "inputResponses", "requestState", "task"})
+MAX_INLINE_ROUNDS = 32
+
+
+@dataclass
+class Target:
+    """What a call runs: a tool, prompt or resource function with validated arguments."""
+
+    method: str
+    name: str
+    fn: Callable[..., Any]
+    is_async: bool
+    context_param: str | None
+    kwargs: dict[str, Any]
+    shape: Callable[[Any], dict[str, Any]]
+    bound_params: dict[str, Any]
+    thread_sensitive: bool = True
+    tool: Tool | None = None
+
+    @property
+    def params_digest(self) -> str:
+        return digest([self.method, self.bound_params])
+
+
+def bound_params(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if k not in UNBOUND_PARAMS}
+
+
+async def permitted(principal: Principal, perms: tuple[str, ...]) -> bool:
+    if not perms:
+        return True
+    if principal.is_anonymous:
+        return False
+    return await sync_to_async(principal.has_perms, thread_sensitive=False)(perms)
+
+
+async def resolve_target(method: str, params: dict[str, Any], principal: Principal) -> Target:
+    """Find what ``method`` + ``params`` names and validate its arguments (-32602 otherwise)."""
+    if method in ("tools/call", "tools/callSaga"):
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise invalid_params('"name" must be a string')
+        tool = registry.get_tool(name)
+        if tool is None or not await permitted(principal, tool.permissions):
+            # A tool the caller may not use is indistinguishable from one that does not exist.
+            raise invalid_params(f"Unknown tool: {name}")
+        kwargs = tool.validate_arguments(params.get("arguments"))
+        return Target("tools/call", name, tool.fn, tool.is_async, tool.context_param, kwargs, tool.shape_result,
+                      bound_params(params), tool.thread_sensitive, tool)
+    if method == "prompts/get":
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise invalid_params('"name" must be a string')
+        prompt = registry.get_prompt(name)
+        if prompt is None or not await permitted(principal, prompt.permissions):
+            raise invalid_params(f"Unknown prompt: {name}")
+        arguments = params.get("arguments") or {}
+        if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
+            raise invalid_params('"arguments" must be an object of strings')
+        missing = [a["name"] for a in prompt.arguments if a["required"] and a["name"] not in arguments]
+        if missing:
+            raise invalid_params(f"Missing required arguments for prompt {name!r}: {', '.join(missing)}", {"missing": missing})
+        known = {a["name"] for a in prompt.arguments}
+        kwargs = {k: v for k, v in arguments.items() if k in known}
+        return Target("prompts/get", name, prompt.fn, prompt.is_async, prompt.context_param, kwargs,
+                      lambda value: shape_prompt(prompt, value), bound_params(params))
+    if method == "resources/read":
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise invalid_params('"uri" must be a string')
+        found = registry.find_resource(uri)
+        if found is None or not await permitted(principal, found[0].permissions):
+            raise McpError(INVALID_PARAMS, "Resource not found", {"uri": uri})
+        resource, template_params = found
+        return Target("resources/read", uri, resource.fn, resource.is_async, None, template_params,
+                      lambda value: shape_resource(resource, uri, value), bound_params(params))
+    raise McpError(INVALID_PARAMS, f"{method} cannot be called")
+
+
+def shape_prompt(prompt: Prompt, value: Any) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = []
+    items = [value] if isinstance(value, str) else list(value or [])
+    for item in items:
+        if isinstance(item, str):
+            messages.append({"role": "user", "content": {"type": "text", "text": item}})
+        elif isinstance(item, tuple) and len(item) == 2:
+            role, content = item
+            messages.append({"role": role, "content": {"type": "text", "text": content} if isinstance(content, str) else content})
+        elif isinstance(item, dict):
+            messages.append(item)
+        else:
+            raise TypeError(f"Prompt {prompt.name!r} returned an unsupported message: {item!r}")
+    result: dict[str, Any] = {"messages": messages}
+    if prompt.description:
+        result["description"] = prompt.description
+    return result
+
+
+def shape_resource(resource: Resource, uri: str, value: Any) -> dict[str, Any]:
+    import base64
+    import json
+
+    mime = resource.mime_type
+    if isinstance(value, list) and all(isinstance(item, dict) and "uri" in item for item in value):
+        return {"contents": value}
+    if isinstance(value, bytes):
+        content: dict[str, Any] = {"uri": uri, "blob": base64.b64encode(value).decode()}
+    elif isinstance(value, str):
+        content = {"uri": uri, "text": value}
+    else:
+        content = {"uri": uri, "text": json.dumps(value, default=str)}
+        mime = mime or "application/json"
+    if mime:
+        content["mimeType"] = mime
+    return {"contents": [content]}
+
+
+class Runtime:
+    """The engine's view of persistence and of the client (see :class:`engine.runner.Runtime`)."""
+
+    async def run_once(self, inv: engine.Invocation, step: Step, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if inv.call_id is None:
+            await ensure_row(inv, status="working")
+        if asyncio.iscoroutinefunction(fn):
+            # An async side effect cannot share the journal's transaction; it runs, then is journaled.
+            value = await fn(*args, **kwargs)
+            _, recorded = await store.record_once(inv.call_id, step, value)
+        else:
+            _, recorded = await store.run_once(inv.call_id, step, fn, args, kwargs)
+        step.response = recorded
+        step.status = "done"
+        step.persisted = True
+        return recorded
+
+    async def progress(self, inv: engine.Invocation, progress: float, total: float | None, message: str | None) -> None:
+        rc: RequestContext = inv.state["rc"]
+        if inv.progress_token is not None and rc.emit is not None:
+            params: dict[str, Any] = {"progressToken": inv.progress_token, "progress": progress}
+            if total is not None:
+                params["total"] = total
+            if message is not None:
+                params["message"] = message
+            await rc.emit(jsonrpc.notification_message("notifications/progress", params))
+        if inv.call_id is not None:
+            await store.update_call(inv.call_id, progress=progress, progress_total=total, status_message=message or "")
+
+    async def log(self, inv: engine.Invocation, level: str, data: Any, logger_name: str | None) -> None:
+        rc: RequestContext = inv.state["rc"]
+        if rc.emit is None or rc.log_level is None:
+            return
+        if not at_least(level, rc.log_level):
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger_name:
+            params["logger"] = logger_name
+        await rc.emit(jsonrpc.notification_message("notifications/message", params))
+
+    def resolve_tools(self, tools: Sequence[Any]) -> list[Any]:
+        return registry.resolve_tools(tools)
+
+    def sampling_limits(self) -> tuple[int, int]:
+        return int(mcp_settings.SAMPLING_MAX_TOOLS), int(mcp_settings.SAMPLING_MAX_TOOL_CALLS)
+
+
+RUNTIME = Runtime()
+
+
+async def ensure_row(inv: engine.Invocation, *, status: str) -> str:
+    """Give the call its ``ToolCall`` row (with the journal so far) if it has none."""
+    lock: asyncio.Lock = inv.state.setdefault("row_lock", asyncio.Lock())
+    async with lock:
+        if inv.call_id is None:
+            await _create_row(inv, status)
+    assert inv.call_id is not None
+    return inv.call_id
+
+
+async def _create_row(inv: engine.Invocation, status: str) -> None:
+    if inv.call_id is None:
+        rc: RequestContext = inv.state["rc"]
+        target: Target = inv.state["target"]
+        user = None if rc.principal.is_anonymous else rc.principal.user
+        inv.call_id = await store.create_call(
+            [s for s in inv.journal.steps if not s.persisted],
+            method=target.method, tool_name=target.name, arguments=target.bound_params, user=user,
+            principal=rc.principal.id, protocol_version=rc.protocol_version, flavor=rc.flavor,
+            params_digest=target.params_digest, client_capabilities=rc.client_capabilities,
+            session_id=rc.session_id or "", request_id=str(rc.request_id or ""), status=status,
+            stream_id=(rc.stream_id() if rc.stream_id else None) or "",
+        )
+
+
+def new_invocation(target: Target, rc: RequestContext, journal: Journal | None = None, call_id: str | None = None) -> engine.Invocation:
+    inv = engine.Invocation(
+        fn=target.fn, is_async=target.is_async, kwargs=target.kwargs, context_param=target.context_param,
+        principal=rc.principal, protocol_version=rc.protocol_version, client_capabilities=rc.client_capabilities,
+        runtime=RUNTIME, journal=journal or Journal(), call_id=call_id, progress_token=rc.progress_token,
+        thread_sensitive=target.thread_sensitive,
+    )
+    inv.state["rc"] = rc
+    inv.state["target"] = target
+    return inv
+
+
+def _error_result(message: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
+async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | dict[str, Any]:
+    """Run once; turn failures into what the client should see.
+
+    Returns the outcome, or a finished wire result for failures. Protocol
+    errors (:class:`McpError`) propagate as JSON-RPC errors.
+    """
+    started = time.monotonic()
+    is_tool = target.method == "tools/call"
+    recorder: asyncio.Future[str] | None = None
+
+    def record() -> None:
+        nonlocal recorder
+        inv.state["recording"] = True  # from here on, let the insert finish rather than cancel it
+        recorder = asyncio.ensure_future(ensure_row(inv, status="working"))
+
+    # A timer handle, not a task: a fast call pays next to nothing for it.
+    timer = asyncio.get_running_loop().call_later(float(mcp_settings.SLOW_CALL_SECONDS), record) if inv.call_id is None else None
+    try:
+        return await engine.run(inv)
+    except McpError:
+        raise
+    except ToolError as exc:
+        if is_tool:
+            return _error_result(str(exc))
+        raise McpError(INTERNAL_ERROR, str(exc)) from None
+    except ElicitationDeclined:
+        message = "The user declined to provide the requested input."
+    except ElicitationCancelled:
+        message = "The user cancelled the request for input."
+    except StepFailed as exc:
+        message = str(exc)
+    except NonDeterministicHandler as exc:
+        logger.error("Non-deterministic handler %s: %s", target.name, exc)
+        message = f"NonDeterministicHandler: {exc}"
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.exception("%s %r failed after %.3fs", target.method, target.name, time.monotonic() - started)
+        message = f"Internal error while running {target.name!r}; the server log has the details."
+    finally:
+        if timer is not None:
+            timer.cancel()
+        if recorder is not None and not recorder.done():
+            with contextlib.suppress(Exception):
+                await recorder
+    if is_tool:
+        return _error_result(message)
+    raise McpError(INTERNAL_ERROR, message)
+
+
+async def check_next_tool(result: dict[str, Any], rc: RequestContext) -> None:
+    """Tool chaining (seed 001): keep ``_meta.nextTool`` only if the caller could make that call.
+
+    The named tool must exist and be visible to the caller, and the arguments
+    must validate against its schema; otherwise the hint is dropped (and logged),
+    never sent half-right.
+    """
+    meta = result.get("_meta")
+    hint = meta.get("nextTool") if isinstance(meta, dict) else None
+    if hint is None:
+        return
+    reason = None
+    name = hint.get("tool") if isinstance(hint, dict) else None
+    tool = registry.get_tool(name) if isinstance(name, str) else None
+    if tool is None or not await permitted(rc.principal, tool.permissions):
+        reason = f"unknown tool {name!r}"
+    else:
+        try:
+            tool.validate_arguments(hint.get("arguments", {}))
+        except McpError as exc:
+            reason = f"invalid arguments: {exc.data}"
+    if reason is not None:
+        logger.warning("Dropped _meta.nextTool from a result: %s", reason)
+        assert isinstance(meta, dict)
+        del meta["nextTool"]
+        if not meta:
+            del result["_meta"]
+
+
+def apply_answer(step: Step, answer: Any, key: str) -> None:
+    """Check one answer against its step's request and record it (in memory)."""
+    assert step.request is not None
+    try:
+        check_answer(step.request["method"], step.request.get("params", {}), answer)
+    except InvalidAnswer as exc:
+        raise invalid_params(f"Invalid input response for {key!r}: {exc}", {"key": key}) from None
+    step.response = answer
+    step.status = "done"
+
+
+#: Builds a flavor's "input required" answer: ``(call_id, round, pending steps) -> result``.
+AskForInput = Callable[[str, int, list[Step]], dict[str, Any]]
+
+
+def invalid_token(purpose: str) -> McpError:
+    """The one error every refused ``requestState`` / ``sagaToken`` gets (the log says why)."""
+    return invalid_params(f"Invalid or expired {'requestState' if purpose == 'request' else 'sagaToken'}")
+
+
+async def finish(inv: engine.Invocation, target: Target, outcome: Any, rc: RequestContext, round_number: int) -> dict[str, Any]:
+    """Wire result of a finished run; closes the row if there is one."""
+    result = outcome if isinstance(outcome, dict) else target.shape(outcome.value)
+    if target.method == "tools/call":
+        await check_next_tool(result, rc)
+    if inv.call_id is None and mcp_settings.RECORD_ALL_CALLS:
+        await ensure_row(inv, status="working")
+    if inv.call_id is not None:
+        await store.save_round(
+            inv.call_id, round_number, [s for s in inv.journal.steps if not s.persisted],
+            status="failed" if result.get("isError") else "completed", result=result, finished_at=timezone.now(),
+            last_outcome={"round": round_number, "answer": result},
+        )
+        await wakeups.notify(inv.call_id)
+    return result
+
+
+async def suspend(inv: engine.Invocation, rc: RequestContext, round_number: int, **fields: Any) -> str:
+    """Persist a call that waits for input (with ``fields`` of the call row); returns its id."""
+    if inv.call_id is None:
+        return await ensure_row(inv, status="input_required")
+    await store.save_round(
+        inv.call_id, round_number, [s for s in inv.journal.steps if not s.persisted], status="input_required", **fields,
+    )
+    await wakeups.notify(inv.call_id)
+    return inv.call_id
+
+
+def seal(purpose: str, call_id: str, round_number: int, rc: RequestContext, target: Target) -> str:
+    """A token for one round of one call, bound to the caller, the method and the parameters."""
+    return tokens.seal(purpose, {"c": call_id, "r": round_number, "p": rc.principal.id, "m": target.method, "d": target.params_digest})
+
+
+async def load_bound_call(purpose: str, token: Any, rc: RequestContext, target_digest: str | None, method: str) -> tuple[dict[str, Any], Any, Journal]:
+    """The call a token names, with its journal, if the token is valid for this caller and request."""
+    error = invalid_token(purpose)
+    try:
+        payload = tokens.unseal(purpose, token)
+    except tokens.InvalidToken:
+        raise error from None
+    if payload.get("p") != rc.principal.id or payload.get("m") != method or (target_digest is not None and payload.get("d") != target_digest):
+        logger.info("Refused %s token: bound to another principal, method or parameters", purpose)
+        raise error
+    loaded = await store.load_call(payload.get("c"))
+    if loaded is None:
+        logger.info("Refused %s token: call %s is gone", purpose, payload.get("c"))
+        raise error
+    call, journal = loaded
+    if call.status == "expired" or (call.expires_at and call.expires_at < timezone.now() and not call.is_terminal):
+        logger.info("Refused %s token: call %s expired", purpose, call.id)
+        if call.status != "expired":
+            await store.update_call(call.id, status="expired", finished_at=timezone.now())
+        raise error
+    return payload, call, journal
+
+
+async def advance_and_run(
+    call: Any, journal: Journal, round_number: int, responses: dict[str, Any], target: Target,
+    rc: RequestContext, *, purpose: str, ask: AskForInput, strict_keys: bool,
+) -> dict[str, Any]:
+    """Apply a client's answers to a suspended round, then run the next round.
+
+    ``ask`` builds the flavor's answer when the call needs input again. Stale or
+    concurrent retries of a round are settled by :func:`repeat_outcome`.
+    """
+    answers_digest = digest(responses)
+    if call.round != round_number:
+        return await repeat_outcome(call.id, round_number, answers_digest, purpose)
+    if call.status != "input_required":
+        raise invalid_token(purpose)
+    pending = {step.key: step for step in journal.pending}
+    unknown = sorted(set(responses) - set(pending))
+    if strict_keys and unknown:
+        answered_before = [k for k in unknown if journal.by_key(k) is not None]
+        if len(answered_before) != len(unknown):
+            raise invalid_params("inputResponses has keys this call never asked for", {"keys": [k for k in unknown if k not in answered_before]})
+    answers: dict[int, tuple[str, Any, Any]] = {}
+    for key, step in pending.items():
+        if key in responses:
+            apply_answer(step, responses[key], key)
+            answers[step.seq] = ("done", step.response, None)
+    if not answers:
+        # Nothing new: ask again with the same round's token.
+        return ask(str(call.id), round_number, journal.pending)
+    return await run_next_round(call, journal, round_number, answers, answers_digest, target, rc, purpose=purpose, ask=ask)
+
+
+async def run_next_round(
+    call: Any, journal: Journal, round_number: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str,
+    target: Target, rc: RequestContext, *, purpose: str, ask: AskForInput,
+) -> dict[str, Any]:
+    """Record ``answers`` with a compare-and-set on the round, then run the handler again."""
+    if not await store.advance(call.id, round_number, answers, answers_digest):
+        return await repeat_outcome(call.id, round_number, answers_digest, purpose)
+    next_round = round_number + 1
+    inv = new_invocation(target, rc, journal, str(call.id))
+    for step in journal.steps:
+        step.persisted = True
+    outcome = await execute(target, inv)
+    if isinstance(outcome, engine.NeedsInput):
+        answer = ask(str(call.id), next_round, outcome.pending)
+        # The answer is stored with the round, so an identical retry gets the very same one.
+        await suspend(inv, rc, next_round, last_outcome={"round": next_round, "answer": answer})
+        return answer
+    return await finish(inv, target, outcome, rc, next_round)
+
+
+async def repeat_outcome(call_id: Any, round_number: int, answers_digest: str, purpose: str) -> dict[str, Any]:
+    """A retry of a round that already advanced: identical answers get the identical outcome."""
+    deadline = time.monotonic() + 30
+    while True:
+        row = await store.call_status(call_id)
+        if row is None:
+            break
+        status, current_round, last_outcome, digest_now = row
+        if current_round != round_number + 1 or digest_now != answers_digest:
+            break
+        if last_outcome and last_outcome.get("round") == round_number + 1:
+            return last_outcome["answer"]
+        if time.monotonic() > deadline:
+            raise McpError(INTERNAL_ERROR, "The round is still being processed; retry later")
+        await asyncio.sleep(0.02)
+    logger.info("Refused replayed %s token for call %s round %s", purpose, call_id, round_number)
+    raise invalid_token(purpose)
+
+
+async def cancel(call_id: str) -> None:
+    """Mark a call cancelled and wake whoever waits on it."""
+    await store.update_call(call_id, status="cancelled", finished_at=timezone.now())
+    await wakeups.notify(call_id)

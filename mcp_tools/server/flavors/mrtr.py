@@ -1,0 +1,68 @@
+"""The 2026-07-28 flavor: multi-round-trip requests.
+
+A call that needs input answers ``InputRequiredResult {resultType: "input_required",
+inputRequests, requestState}``; the client retries the same request with
+``inputResponses`` and the sealed ``requestState``. Nothing is held in memory
+between rounds: the token names the call row, and any process may continue it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import engine
+from ...engine.journal import Step
+from ...protocol.errors import INTERNAL_ERROR, McpError, invalid_params
+from .. import core
+from ..context import RequestContext
+
+#: Rounds answered from ``inputResponses`` sent in advance, within one request.
+MAX_INLINE_ROUNDS = 32
+
+
+def input_required(call_id: str, round_number: int, pending: list[Step], rc: RequestContext, target: core.Target) -> dict[str, Any]:
+    """The ``InputRequiredResult`` for one suspended round."""
+    return {
+        "resultType": "input_required",
+        "inputRequests": {step.key: step.request for step in pending},
+        "requestState": core.seal("request", call_id, round_number, rc, target),
+    }
+
+
+async def call(method: str, params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    """``tools/call``, ``prompts/get`` or ``resources/read`` from a 2026-07-28 client."""
+    responses = params.get("inputResponses")
+    if responses is not None and not isinstance(responses, dict):
+        raise invalid_params('"inputResponses" must be an object')
+    rc.flavor = "mrtr"
+    if "requestState" in params and params["requestState"] is not None:
+        return await _resume(method, params, responses or {}, rc)
+    target = await core.resolve_target(method, params, rc.principal)
+    return await _first_round(core.new_invocation(target, rc), target, rc, responses or {})
+
+
+async def _first_round(inv: engine.Invocation, target: core.Target, rc: RequestContext, responses: dict[str, Any]) -> dict[str, Any]:
+    for _ in range(MAX_INLINE_ROUNDS):
+        outcome = await core.execute(target, inv)
+        if not isinstance(outcome, engine.NeedsInput):
+            return await core.finish(inv, target, outcome, rc, 0)
+        # Answers the client already sent for steps asked only now (a stateless
+        # client may answer in advance): apply and run again.
+        applied = False
+        for step in outcome.pending:
+            if step.key in responses:
+                core.apply_answer(step, responses[step.key], step.key)
+                applied = True
+        if not applied:
+            call_id = await core.suspend(inv, rc, 0)
+            return input_required(call_id, 0, outcome.pending, rc, target)
+    raise McpError(INTERNAL_ERROR, "Too many input rounds in one request")
+
+
+async def _resume(method: str, params: dict[str, Any], responses: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    target = await core.resolve_target(method, params, rc.principal)
+    payload, row, journal = await core.load_bound_call("request", params["requestState"], rc, target.params_digest, target.method)
+    return await core.advance_and_run(
+        row, journal, payload["r"], responses, target, rc, purpose="request", strict_keys=True,
+        ask=lambda call_id, round_number, pending: input_required(call_id, round_number, pending, rc, target),
+    )

@@ -1,0 +1,92 @@
+"""The saga flavor (seed 000): ``tools/callSaga`` and ``tools/resumeSaga``.
+
+A call that needs input answers ``{state: "suspended", sagaToken, steps}``; the
+client runs the steps and resumes with ``completedSteps`` (a result or an
+error per step). A step error is journaled as a failed step, and the handler
+sees it as :class:`~mcp_tools.StepFailed` at that ``await``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import engine
+from ...engine.journal import Journal, Step, digest
+from ...protocol.answers import step_type
+from ...protocol.errors import invalid_params
+from .. import core
+from ..context import RequestContext
+
+
+def suspended(call_id: str, round_number: int, pending: list[Step], rc: RequestContext, target: core.Target) -> dict[str, Any]:
+    """The ``suspended`` answer for one round: the steps the client should run."""
+    return {
+        "state": "suspended",
+        "sagaToken": core.seal("saga", call_id, round_number, rc, target),
+        "steps": [{"type": step_type(s.request["method"]), "stepId": s.key, "params": s.request["params"]} for s in pending if s.request],
+    }
+
+
+async def call(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    """``tools/callSaga``: run the tool until it completes or needs its first steps."""
+    target = await core.resolve_target("tools/callSaga", params, rc.principal)
+    rc.flavor = "saga"
+    inv = core.new_invocation(target, rc)
+    outcome = await core.execute(target, inv)
+    if isinstance(outcome, engine.NeedsInput):
+        call_id = await core.suspend(inv, rc, 0)
+        return suspended(call_id, 0, outcome.pending, rc, target)
+    return await core.finish(inv, target, outcome, rc, 0)
+
+
+async def resume(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    """``tools/resumeSaga``: apply ``completedSteps`` to the suspended round and run on."""
+    completed = params.get("completedSteps")
+    if not isinstance(completed, list) or not all(isinstance(s, dict) and isinstance(s.get("stepId"), str) for s in completed):
+        raise invalid_params('"completedSteps" must be an array of {stepId, result | error}')
+    payload, row, journal = await core.load_bound_call("saga", params.get("sagaToken"), rc, None, "tools/call")
+    rc.flavor = "saga"
+    target = await core.resolve_target("tools/call", row.arguments, rc.principal)
+    if target.params_digest != row.params_digest:
+        raise core.invalid_token("saga")
+    responses: dict[str, Any] = {}
+    errors: dict[str, Any] = {}
+    for entry in completed:
+        if entry.get("error") is not None:
+            step = journal.by_key(entry["stepId"])
+            if step is not None and step.status == "pending":
+                errors[entry["stepId"]] = entry["error"] if isinstance(entry["error"], dict) else {"message": str(entry["error"])}
+            continue
+        responses[entry["stepId"]] = entry.get("result")
+    round_number = payload["r"]
+
+    def ask(call_id: str, next_round: int, pending: list[Step]) -> dict[str, Any]:
+        return suspended(call_id, next_round, pending, rc, target)
+
+    if not errors:
+        # Full history: steps answered in earlier rounds are ignored; unknown ids are refused.
+        return await core.advance_and_run(row, journal, round_number, responses, target, rc, purpose="saga", ask=ask, strict_keys=True)
+    return await _advance_with_failures(row, journal, round_number, responses, errors, target, rc, ask)
+
+
+async def _advance_with_failures(
+    row: Any, journal: Journal, round_number: int, responses: dict[str, Any], errors: dict[str, Any],
+    target: core.Target, rc: RequestContext, ask: core.AskForInput,
+) -> dict[str, Any]:
+    """A round where some steps failed: journal them as failed, with the others' results."""
+    answers_digest = digest({**responses, **{k: {"__error__": e} for k, e in errors.items()}})
+    if row.round != round_number:
+        return await core.repeat_outcome(row.id, round_number, answers_digest, "saga")
+    answers: dict[int, tuple[str, Any, Any]] = {}
+    for key, error in errors.items():
+        step = journal.by_key(key)
+        assert step is not None  # only pending steps' errors were kept
+        step.status = "failed"
+        step.error = error
+        answers[step.seq] = ("failed", None, error)
+    for key, value in responses.items():
+        step = journal.by_key(key)
+        if step is not None and step.status == "pending":
+            core.apply_answer(step, value, key)
+            answers[step.seq] = ("done", step.response, None)
+    return await core.run_next_round(row, journal, round_number, answers, answers_digest, target, rc, purpose="saga", ask=ask)

@@ -1,0 +1,167 @@
+"""The 2025-11-25 flavor: sessions, with server-to-client requests on the SSE stream.
+
+A call that needs input sends ``elicitation/create`` (or ``sampling/createMessage``,
+``roots/list``) on its request's stream and waits; the client answers with a POST
+carrying the JSON-RPC response, which any process may receive
+(:func:`accept_client_response`). The answer is journaled and wakes the stream
+holder, which claims the round and runs the handler again from its journal. A
+client that lost its stream picks the call up with ``Last-Event-ID``
+(:func:`continue_call`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ... import engine, store
+from ...engine.journal import Journal, Step
+from ...interprocess import wakeups
+from ...protocol import jsonrpc
+from ...protocol.answers import InvalidAnswer, check_answer
+from ...protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
+from .. import core
+from ..context import RequestContext
+
+logger = logging.getLogger("mcp_tools.calls")
+
+STEP_ID_PREFIX = "mcp_tools"
+
+
+def step_request_id(call_id: str, seq: int) -> str:
+    """The JSON-RPC id of the request we send for step ``seq`` of a call."""
+    return f"{STEP_ID_PREFIX}:{call_id}:{seq}"
+
+
+def parse_step_request_id(value: Any) -> tuple[str, int] | None:
+    if not isinstance(value, str) or not value.startswith(STEP_ID_PREFIX + ":"):
+        return None
+    try:
+        _, call_id, seq = value.split(":")
+        return call_id, int(seq)
+    except ValueError:
+        return None
+
+
+async def call(method: str, params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    """``tools/call``, ``prompts/get`` or ``resources/read`` in a 2025-11-25 session (or stdio)."""
+    target = await core.resolve_target(method, params, rc.principal)
+    rc.flavor = "session"
+    inv = core.new_invocation(target, rc)
+    round_number = 0
+    while True:
+        outcome = await core.execute(target, inv)
+        if not isinstance(outcome, engine.NeedsInput):
+            return await core.finish(inv, target, outcome, rc, round_number)
+        if rc.emit is None:
+            raise McpError(INVALID_PARAMS, "This call needs input from the client, which this transport cannot ask for")
+        call_id = await core.suspend(inv, rc, round_number)
+        await _ask_on_stream(call_id, outcome.pending, rc)
+        journal = await _wait_for_answers(call_id, round_number)
+        round_number += 1
+        inv = core.new_invocation(target, rc, journal, call_id)
+
+
+async def _ask_on_stream(call_id: str, pending: list[Step], rc: RequestContext) -> None:
+    assert rc.emit is not None
+    if rc.stream_id is not None:
+        stream = rc.stream_id()
+        if stream:
+            await store.update_call(call_id, stream_id=stream)
+    for step in pending:
+        assert step.request is not None
+        await rc.emit(jsonrpc.request_message(step_request_id(call_id, step.seq), step.request["method"], step.request["params"]))
+
+
+async def _wait_for_answers(call_id: str, round_number: int) -> Journal:
+    async with wakeups.listening(call_id) as event:
+        while True:
+            loaded = await store.load_call(call_id)
+            if loaded is None:
+                raise McpError(INTERNAL_ERROR, "The call disappeared while waiting for input")
+            row, journal = loaded
+            if row.status in ("cancelled", "expired"):
+                raise McpError(INVALID_PARAMS, f"The call was {row.status}")
+            if not journal.pending and row.round == round_number:
+                if await store.claim_round(call_id, round_number):
+                    return journal
+                raise McpError(INTERNAL_ERROR, "Another stream continued this call")
+            await wakeups.wait(event)
+
+
+async def continue_call(call_id: str, rc: RequestContext, already_sent: set[str]) -> dict[str, Any] | None:
+    """Continue a session call on a resumed stream (``GET`` with ``Last-Event-ID``).
+
+    Another process may still hold the call (its old stream not yet known to be
+    gone): wait while it runs, answer with the stored result once it is done, and
+    re-send on this stream any pending request the client has not seen here.
+    """
+    rc.flavor = "session"
+    async with wakeups.listening(call_id) as event:
+        while True:
+            loaded = await store.load_call(call_id)
+            if loaded is None or loaded[0].principal != rc.principal.id:
+                return None
+            row, journal = loaded
+            if row.status in ("completed", "failed"):
+                result: dict[str, Any] | None = row.result
+                return result
+            if row.status in ("cancelled", "expired"):
+                raise McpError(INVALID_PARAMS, f"The call was {row.status}")
+            if row.status == "input_required":
+                unsent = [s for s in journal.pending if step_request_id(call_id, s.seq) not in already_sent]
+                if unsent:
+                    await _ask_on_stream(call_id, unsent, rc)
+                    already_sent.update(step_request_id(call_id, s.seq) for s in unsent)
+                if not journal.pending and await store.claim_round(call_id, row.round):
+                    return await _run_rounds(row, journal, rc, already_sent)
+            await wakeups.wait(event)
+
+
+async def _run_rounds(row: Any, journal: Journal, rc: RequestContext, already_sent: set[str]) -> dict[str, Any]:
+    call_id = str(row.id)
+    target = await core.resolve_target(row.method, row.arguments, rc.principal)
+    round_number = row.round + 1
+    inv = core.new_invocation(target, rc, journal, call_id)
+    while True:
+        outcome = await core.execute(target, inv)
+        if not isinstance(outcome, engine.NeedsInput):
+            return await core.finish(inv, target, outcome, rc, round_number)
+        await core.suspend(inv, rc, round_number)
+        await _ask_on_stream(call_id, outcome.pending, rc)
+        already_sent.update(step_request_id(call_id, s.seq) for s in outcome.pending)
+        journal = await _wait_for_answers(call_id, round_number)
+        round_number += 1
+        inv = core.new_invocation(target, rc, journal, call_id)
+
+
+async def accept_client_response(message: dict[str, Any], rc: RequestContext) -> None:
+    """A client's JSON-RPC response to one of our requests (any process may receive it)."""
+    parsed = parse_step_request_id(message.get("id"))
+    if parsed is None:
+        logger.info("Ignored a response to an unknown request id %r", message.get("id"))
+        return
+    call_id, seq = parsed
+    loaded = await store.load_call(call_id)
+    if loaded is None:
+        logger.info("Ignored a response for unknown call %s", call_id)
+        return
+    row, journal = loaded
+    if row.principal != rc.principal.id or (row.session_id and row.session_id != (rc.session_id or "")):
+        logger.warning("Refused a response for call %s from another principal or session", call_id)
+        return
+    step = journal.at(seq)
+    if step is None or step.status != "pending" or step.request is None:
+        logger.info("Ignored a response for step %s of call %s: not pending", seq, call_id)
+        return
+    if "error" in message:
+        error = message["error"] if isinstance(message["error"], dict) else {"message": str(message["error"])}
+        await store.answer_step(call_id, seq, "failed", None, error)
+    else:
+        try:
+            check_answer(step.request["method"], step.request.get("params", {}), message.get("result"))
+        except InvalidAnswer as exc:
+            await store.answer_step(call_id, seq, "failed", None, {"code": INVALID_PARAMS, "message": f"Invalid answer: {exc}"})
+        else:
+            await store.answer_step(call_id, seq, "done", message.get("result"), None)
+    await wakeups.notify(call_id)

@@ -1,0 +1,44 @@
+"""The vocabulary of call state: statuses of calls and steps, step kinds, wire flavors.
+
+Shared by the models, their managers, the admin and the server layer; it
+imports nothing of mcp_tools, so any of them may import it.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils.translation import gettext_lazy as _
+
+
+class CallStatus(models.TextChoices):
+    WORKING = "working", _("Working")
+    INPUT_REQUIRED = "input_required", _("Input required")
+    COMPLETED = "completed", _("Completed")
+    FAILED = "failed", _("Failed")
+    CANCELLED = "cancelled", _("Cancelled")
+    EXPIRED = "expired", _("Expired")
+
+
+TERMINAL_STATUSES = frozenset({CallStatus.COMPLETED, CallStatus.FAILED, CallStatus.CANCELLED, CallStatus.EXPIRED})
+
+
+class WireFlavor(models.TextChoices):
+    SESSION = "session", _("2025-11-25 session (SSE)")
+    MRTR = "mrtr", _("2026-07-28 multi-round-trip")
+    SAGA = "saga", _("Saga (tools/callSaga)")
+    TASK = "task", _("Task")
+    DIRECT = "direct", _("Direct (completed in one request)")
+    STDIO = "stdio", _("stdio")
+
+
+class StepKind(models.TextChoices):
+    ELICIT = "elicit", _("Elicitation")
+    SAMPLE = "sample", _("Sampling")
+    ROOTS = "roots", _("List roots")
+    ONCE = "once", _("Side effect (once)")
+
+
+class StepStatus(models.TextChoices):
+    PENDING = "pending", _("Waiting for the client")
+    DONE = "done", _("Done")
+    FAILED = "failed", _("Failed")

@@ -1,0 +1,49 @@
+"""The store: the one boundary between coroutines and the ORM.
+
+Only this package (and the model managers it calls) touches the ORM for calls,
+journals, sessions and the SSE event log. :mod:`.calls` and :mod:`.sessions`
+hold the synchronous functions, for code that already runs in a thread (the
+admin, management commands, Celery workers). This module exposes each of them
+once more as a coroutine function, run in Django's database thread with stale
+connections closed around it (``channels.db.database_sync_to_async``), so
+coroutines write ``await store.load_call(call_id)``.
+"""
+
+from __future__ import annotations
+
+from channels.db import database_sync_to_async as db
+
+from . import calls as sync_calls, sessions as sync_sessions
+
+__all__ = [
+    "advance", "answer_step", "append_event", "call_for_stream", "call_request_id", "call_status", "claim_round",
+    "create_call", "create_session", "db", "delete_session", "events_after", "get_session", "load_call",
+    "record_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
+    "subscribers", "sync_calls", "sync_sessions", "unsubscribe", "update_call",
+]
+
+# -- calls and their journals --------------------------------------------------
+load_call = db(sync_calls.load_call)
+create_call = db(sync_calls.create_call)
+save_round = db(sync_calls.save_round)
+advance = db(sync_calls.advance)
+claim_round = db(sync_calls.claim_round)
+answer_step = db(sync_calls.answer_step)
+run_once = db(sync_calls.run_once)
+record_once = db(sync_calls.record_once)
+update_call = db(sync_calls.update_call)
+call_status = db(sync_calls.call_status)
+call_request_id = db(sync_calls.call_request_id)
+call_for_stream = db(sync_calls.call_for_stream)
+
+# -- 2025-11-25 sessions, subscriptions, SSE event log ---------------------------
+create_session = db(sync_sessions.create_session)
+get_session = db(sync_sessions.get_session)
+delete_session = db(sync_sessions.delete_session)
+set_session_log_level = db(sync_sessions.set_session_log_level)
+subscribe = db(sync_sessions.subscribe)
+unsubscribe = db(sync_sessions.unsubscribe)
+subscribers = db(sync_sessions.subscribers)
+append_event = db(sync_sessions.append_event)
+events_after = db(sync_sessions.events_after)
+stream_of_event = db(sync_sessions.stream_of_event)
