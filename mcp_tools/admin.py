@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
-from django.utils import timezone
 
 from .models import TERMINAL_STATUSES, CallStatus, CallStep, McpSession, ToolCall
 
@@ -46,24 +45,31 @@ class ToolCallAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
         return False
 
-    def _finish(self, request: Any, queryset: Any, status: str) -> None:
-        from .interprocess import wakeups
-        from asgiref.sync import async_to_sync
+    def _end(self, request: Any, queryset: Any, status: str) -> None:
+        """Cancel or expire the selected calls that are still live, and stop their handlers.
 
-        live = queryset.exclude(status__in=list(TERMINAL_STATUSES))
-        ids = [str(pk) for pk in live.values_list("id", flat=True)]
-        changed = live.update(status=status, finished_at=timezone.now(), updated_at=timezone.now())
-        for call_id in ids:
-            async_to_sync(wakeups.notify)(call_id)
-        self.message_user(request, f"{changed} call(s) marked {status}.", messages.SUCCESS)
+        Each change is a compare-and-set in the manager: a call that finished
+        meanwhile keeps its outcome and is reported as already ended.
+        """
+        from .server.core import end_call_sync
+
+        ended = 0
+        for call in queryset.exclude(status__in=list(TERMINAL_STATUSES)).select_related(None).only("id", "tool_name"):
+            if end_call_sync(str(call.pk), status, f"{status} by {request.user.get_username()}"):
+                ended += 1
+                self.log_change(request, call, f"Marked {status} from the admin.")
+        skipped = queryset.count() - ended
+        self.message_user(request, f"{ended} call(s) marked {status}.", messages.SUCCESS)
+        if skipped:
+            self.message_user(request, f"{skipped} selected call(s) had already ended and were left as they are.", messages.WARNING)
 
     @admin.action(description="Cancel selected calls", permissions=["change"])
     def cancel_calls(self, request: Any, queryset: Any) -> None:
-        self._finish(request, queryset, CallStatus.CANCELLED)
+        self._end(request, queryset, CallStatus.CANCELLED)
 
     @admin.action(description="Expire selected calls", permissions=["change"])
     def expire_calls(self, request: Any, queryset: Any) -> None:
-        self._finish(request, queryset, CallStatus.EXPIRED)
+        self._end(request, queryset, CallStatus.EXPIRED)
 
 
 @admin.register(McpSession)

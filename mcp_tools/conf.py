@@ -40,6 +40,9 @@ DEFAULTS: dict[str, Any] = {
     # defer or run longer than SLOW_CALL_SECONDS).
     "RECORD_ALL_CALLS": False,
     "SLOW_CALL_SECONDS": 2.0,
+    # How often a running handler whose call has a row checks that the row is still live
+    # (the cancellation path that needs no shared channel layer). 0 turns the check off.
+    "CANCEL_POLL_SECONDS": 1.0,
     # 2026-07-28 cache hints on list/discover/read results.
     "CACHE_TTL_MS": 60_000,
     # Sampling with tools: bounds on the server-side agent loop.

@@ -9,10 +9,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
 
-from .states import CallStatus, StepStatus
+from .states import LIVE_STATUSES, CallStatus, StepStatus
 
 if TYPE_CHECKING:
     from .engine.journal import Step
@@ -63,11 +64,21 @@ class ToolCallManager(models.Manager["ToolCall"]):
                 )
         return True
 
-    def save_round(self, call_id: Any, round_number: int, new_steps: list[Step], fields: dict[str, Any]) -> None:
-        """Persist what a run produced: new journal steps and the call's new state."""
+    def save_round(self, call_id: Any, round_number: int, new_steps: list[Step], fields: dict[str, Any]) -> bool:
+        """Persist what a run produced: new journal steps and the call's new state.
+
+        Compare-and-set on ``round`` and on a live status: a call that was
+        cancelled or expired meanwhile, or moved on by another process, is left
+        as it is and nothing is written. Returns whether this run's outcome won.
+        """
         CallStep = self._steps_model()
 
         with transaction.atomic(using=self.db):
+            moved = self.filter(id=call_id, round=round_number, status__in=LIVE_STATUSES).update(
+                updated_at=timezone.now(), **fields
+            )
+            if not moved:
+                return False
             CallStep.objects.bulk_create(
                 [
                     CallStep(call_id=call_id, seq=s.seq, kind=s.kind, key=s.key, digest=s.digest, request=s.request,
@@ -75,9 +86,9 @@ class ToolCallManager(models.Manager["ToolCall"]):
                     for s in new_steps
                 ]
             )
-            self.filter(id=call_id, round=round_number).update(updated_at=timezone.now(), **fields)
         for step in new_steps:
             step.persisted = True
+        return True
 
     def answer_step(self, call_id: Any, seq: int, status: str, response: Any, error: Any) -> bool:
         """Record a client's answer to one pending step (2025-11-25 sessions)."""
@@ -97,13 +108,50 @@ class ToolCallManager(models.Manager["ToolCall"]):
             )
         )
 
+    def end(self, call_id: Any, status: str, message: str = "") -> bool:
+        """Move a live call to ``cancelled`` or ``expired``; False if it had ended already.
+
+        Of a completion and a cancellation racing for one call, whichever
+        commits first wins and the other learns it lost (its update matches no row).
+        """
+        if status not in (CallStatus.CANCELLED, CallStatus.EXPIRED):
+            raise ValueError(f"end() moves calls to cancelled or expired, not {status!r}")
+        now = timezone.now()
+        fields: dict[str, Any] = {"status": status, "finished_at": now, "updated_at": now}
+        if message:
+            fields["status_message"] = message
+        try:
+            return bool(self.filter(id=call_id, status__in=LIVE_STATUSES).update(**fields))
+        except (ValidationError, ValueError):  # not a call id at all
+            return False
+
+    def record_progress(self, call_id: Any, progress: float, total: float | None, message: str) -> bool:
+        """Progress of a live call; False when the call has ended (the handler should stop)."""
+        return bool(
+            self.filter(id=call_id, status__in=LIVE_STATUSES).update(
+                progress=progress, progress_total=total, status_message=message, updated_at=timezone.now()
+            )
+        )
+
+    def set_stream(self, call_id: Any, stream_id: str) -> bool:
+        """The SSE stream a live session call asks its client on (for Last-Event-ID resumption)."""
+        return bool(self.filter(id=call_id, status__in=LIVE_STATUSES).update(stream_id=stream_id, updated_at=timezone.now()))
+
     def expire_overdue(self) -> int:
-        return self.filter(
-            status__in=[CallStatus.INPUT_REQUIRED, CallStatus.WORKING], expires_at__lt=timezone.now()
-        ).update(status=CallStatus.EXPIRED, finished_at=timezone.now(), updated_at=timezone.now())
+        now = timezone.now()
+        return self.filter(status__in=LIVE_STATUSES, expires_at__lt=now).update(
+            status=CallStatus.EXPIRED, finished_at=now, updated_at=now
+        )
+
+
+class CallNotLive(Exception):
+    """The call has ended (cancelled, expired, finished): its handler must not run more effects."""
 
 
 class CallStepManager(models.Manager[Any]):
+    def _calls(self) -> Any:
+        return self.model._meta.get_field("call").related_model.objects
+
     def run_once(self, call_id: Any, step: Step, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, Any]:
         """Run ``fn`` and journal its result in one transaction.
 
@@ -115,6 +163,9 @@ class CallStepManager(models.Manager[Any]):
             return False, existing.response
         try:
             with transaction.atomic(using=self.db):
+                # Checked in the effect's transaction: a cancel that committed first stops it.
+                if not self._calls().filter(id=call_id, status__in=LIVE_STATUSES).exists():
+                    raise CallNotLive(call_id)
                 value = fn(*args, **kwargs)
                 self.create(call_id=call_id, seq=step.seq, kind=step.kind, key=step.key, digest=step.digest,
                             response=value, status="done", answered_at=timezone.now())

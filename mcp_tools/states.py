@@ -20,6 +20,8 @@ class CallStatus(models.TextChoices):
 
 
 TERMINAL_STATUSES = frozenset({CallStatus.COMPLETED, CallStatus.FAILED, CallStatus.CANCELLED, CallStatus.EXPIRED})
+#: A call in one of these may still change; every status change moves only such a row.
+LIVE_STATUSES = (CallStatus.WORKING, CallStatus.INPUT_REQUIRED)
 
 
 class WireFlavor(models.TextChoices):

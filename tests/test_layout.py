@@ -154,7 +154,7 @@ ALLOWED = {
     "protocol": set(),
     "engine": {"protocol"},
     "registry": {"protocol", "engine"},
-    "interprocess": {"store"},
+    "interprocess": {"store", "conf", "states"},
     "store": {"engine", "conf", "models", "managers", "states"},
     "server": {"protocol", "engine", "registry", "store", "interprocess", "conf", "states"},
     "transports": {"protocol", "registry", "server", "store", "interprocess", "conf"},
@@ -209,7 +209,8 @@ def test_only_the_store_and_the_django_face_touch_the_orm() -> None:
 #: Django's face (apps, models and their managers and states, admin, checks, settings) and the
 #: public entry points users import by path (routing, urls, testing, the client helper).
 TOP_LEVEL = {
-    "__init__", "admin", "apps", "checks", "client", "conf", "managers", "models", "routing", "states", "testing", "urls",
+    "__init__", "admin", "apps", "checks", "client", "conf", "managers", "models", "routing", "signals", "states", "tasks",
+    "testing", "urls",
 }
 
 

@@ -1,20 +1,45 @@
-"""``notifications/cancelled`` for requests that may run in another process.
+"""Stopping a handler that may run in another process.
 
-Each process registers the handler tasks of its in-flight 2025-11-25 requests.
-A cancellation that arrives at a process which does not run the request is
-broadcast on the shared channel layer (when there is one) to the process that does.
+Two ways in:
+
+* ``notifications/cancelled`` names a 2025-11-25 request (session id + request id);
+* an operator (the admin), a cancelled task or an expired deadline names a call
+  (its ``ToolCall`` id). The call's row is marked first; this module only stops
+  the handler that still runs it.
+
+Each process registers the handler tasks it runs. A cancellation that arrives at
+a process which does not run the handler is broadcast on the shared channel
+layer (when there is one) to the process that does. Without a shared layer (the
+embedded in-memory default) the database is the fallback: a handler whose call
+has a row checks the row's status every ``CANCEL_POLL_SECONDS`` and at each
+progress report, and stops once the row has ended. See docs/durable-calls.md
+for the latency each setup gives.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import weakref
 from typing import Any
 
+from .. import store
+from ..conf import mcp_settings
+from ..states import TERMINAL_STATUSES
 from . import broadcast
 
+logger = logging.getLogger("mcp_tools.cancellation")
+
 GROUP = "mcp_tools.cancel"
+#: The message a handler task is cancelled with when the server ended its call
+#: (not the client): the client then gets an answer saying so instead of silence.
+SERVER_CANCEL = "mcp_tools: the call was ended by the server"
 
 _running: dict[tuple[str, str], asyncio.Task[Any]] = {}
+_calls: dict[str, asyncio.Task[Any]] = {}
+#: Handler tasks this module stopped because their call ended (a CancelledError's
+#: message does not survive every await it crosses, so the task is remembered).
+_stopped_by_server: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
 
 
 def _key(session_id: str, request_id: Any) -> tuple[str, str]:
@@ -38,8 +63,24 @@ def _cancel_local(session_id: str, request_id: Any) -> bool:
     return True
 
 
+def _stop_local(call_id: str) -> bool:
+    task = _calls.get(call_id)
+    if task is None or task.done():
+        return False
+    _stop(task)
+    return True
+
+
+def _stop(task: asyncio.Task[Any]) -> None:
+    _stopped_by_server.add(task)
+    task.cancel(SERVER_CANCEL)
+
+
 def _on_cancel(message: dict[str, Any]) -> None:
-    _cancel_local(message.get("session_id", ""), message.get("request_id"))
+    if message.get("call_id"):
+        _stop_local(str(message["call_id"]))
+    else:
+        _cancel_local(message.get("session_id", ""), message.get("request_id"))
 
 
 async def cancel(session_id: str, request_id: Any) -> None:
@@ -47,3 +88,61 @@ async def cancel(session_id: str, request_id: Any) -> None:
     if _cancel_local(session_id, request_id):
         return
     await broadcast.publish(GROUP, {"type": "mcp.cancel", "session_id": session_id, "request_id": request_id})
+
+
+async def stop_call(call_id: str) -> None:
+    """Stop the handler running call ``call_id`` (whose row has ended), here or in another process."""
+    if _stop_local(call_id):
+        return
+    await broadcast.publish(GROUP, {"type": "mcp.cancel", "call_id": call_id})
+
+
+def is_server_cancel(exc: BaseException, task: asyncio.Task[Any] | None) -> bool:
+    """Whether a ``CancelledError`` came from :func:`stop_call` or a row check (not the client)."""
+    if task is not None and task in _stopped_by_server:
+        _stopped_by_server.discard(task)
+        return True
+    return isinstance(exc, asyncio.CancelledError) and SERVER_CANCEL in exc.args
+
+
+class CallWatch:
+    """Stops ``task`` when call ``call_id`` ends elsewhere, for as long as the watch is open."""
+
+    def __init__(self, call_id: str, task: asyncio.Task[Any]) -> None:
+        self.call_id = call_id
+        self.task = task
+        self._timer: asyncio.TimerHandle | None = None
+        self._check: asyncio.Task[None] | None = None
+        _calls[call_id] = task
+        broadcast.listen(GROUP, _on_cancel)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        interval = float(mcp_settings.CANCEL_POLL_SECONDS)
+        if interval > 0:
+            # A timer handle, not a task: a round that ends before the interval pays nothing.
+            self._timer = asyncio.get_running_loop().call_later(interval, self._poll)
+
+    def _poll(self) -> None:
+        self._check = asyncio.ensure_future(self._check_row())
+
+    async def _check_row(self) -> None:
+        try:
+            row = await store.call_status(self.call_id)
+        except Exception:
+            logger.warning("Could not read the status of call %s", self.call_id, exc_info=True)
+            row = ("working",)
+        if self.task.done() or _calls.get(self.call_id) is not self.task:
+            return
+        if row is None or row[0] in TERMINAL_STATUSES:
+            _stop(self.task)
+        else:
+            self._schedule()
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._check is not None and not self._check.done() and self._check is not asyncio.current_task():
+            self._check.cancel()
+        if _calls.get(self.call_id) is self.task:
+            del _calls[self.call_id]

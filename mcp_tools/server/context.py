@@ -27,3 +27,6 @@ class RequestContext:
     stream_id: Callable[[], str | None] | None = None
     #: How the call is served: "direct", "session", "mrtr", "saga" (recorded on its row).
     flavor: str = "direct"
+    #: Set by the transport when a 2025-11-25 response stream closed under a running call:
+    #: that is not a cancellation (the call stays resumable with Last-Event-ID).
+    stream_closed: bool = False

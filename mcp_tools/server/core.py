@@ -23,14 +23,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.utils import timezone
 
 from .. import engine, store
 from ..conf import mcp_settings
 from ..engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed
 from ..engine.journal import Journal, Step, digest
-from ..interprocess import wakeups
+from ..interprocess import cancellation, wakeups
 from ..protocol import jsonrpc
 from ..protocol.answers import InvalidAnswer, check_answer
 from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError, invalid_params
@@ -172,7 +172,11 @@ class Runtime:
             value = await fn(*args, **kwargs)
             _, recorded = await store.record_once(inv.call_id, step, value)
         else:
-            _, recorded = await store.run_once(inv.call_id, step, fn, args, kwargs)
+            try:
+                _, recorded = await store.run_once(inv.call_id, step, fn, args, kwargs)
+            except store.CallNotLive:
+                # The call ended (cancelled, expired) while the handler ran: stop before the effect.
+                raise asyncio.CancelledError(cancellation.SERVER_CANCEL) from None
         step.response = recorded
         step.status = "done"
         step.persisted = True
@@ -187,8 +191,9 @@ class Runtime:
             if message is not None:
                 params["message"] = message
             await rc.emit(jsonrpc.notification_message("notifications/progress", params))
-        if inv.call_id is not None:
-            await store.update_call(inv.call_id, progress=progress, progress_total=total, status_message=message or "")
+        if inv.call_id is not None and not await store.record_progress(inv.call_id, progress, total, message or ""):
+            # The row ended (cancelled by an operator, expired): stop at this await.
+            raise asyncio.CancelledError(cancellation.SERVER_CANCEL)
 
     async def log(self, inv: engine.Invocation, level: str, data: Any, logger_name: str | None) -> None:
         rc: RequestContext = inv.state["rc"]
@@ -234,6 +239,14 @@ async def _create_row(inv: engine.Invocation, status: str) -> None:
             session_id=rc.session_id or "", request_id=str(rc.request_id or ""), status=status,
             stream_id=(rc.stream_id() if rc.stream_id else None) or "",
         )
+        _watch(inv)
+
+
+def _watch(inv: engine.Invocation) -> None:
+    """Stop the running handler if its call's row ends elsewhere (admin, deadline, another process)."""
+    task = inv.state.get("task")
+    if inv.call_id is not None and task is not None and "watch" not in inv.state:
+        inv.state["watch"] = cancellation.CallWatch(inv.call_id, task)
 
 
 def new_invocation(target: Target, rc: RequestContext, journal: Journal | None = None, call_id: str | None = None) -> engine.Invocation:
@@ -250,6 +263,14 @@ def new_invocation(target: Target, rc: RequestContext, journal: Journal | None =
 
 def _error_result(message: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
+def ended_answer(target: Target, status: str) -> dict[str, Any]:
+    """What the client gets for a call the server ended (cancelled, expired) before it finished."""
+    message = f"The call was {status} before it finished."
+    if target.method == "tools/call":
+        return _error_result(message)
+    raise McpError(INVALID_PARAMS, message)
 
 
 async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | dict[str, Any]:
@@ -269,6 +290,9 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
 
     # A timer handle, not a task: a fast call pays next to nothing for it.
     timer = asyncio.get_running_loop().call_later(float(mcp_settings.SLOW_CALL_SECONDS), record) if inv.call_id is None else None
+    task = asyncio.current_task()
+    inv.state["task"] = task
+    _watch(inv)
     try:
         return await engine.run(inv)
     except McpError:
@@ -286,7 +310,21 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
     except NonDeterministicHandler as exc:
         logger.error("Non-deterministic handler %s: %s", target.name, exc)
         message = f"NonDeterministicHandler: {exc}"
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as exc:
+        # Stopped: by the client (notifications/cancelled, a closed 2026 stream), by an
+        # operator or by the deadline. The row says so at once, whoever stopped it.
+        if recorder is not None and not recorder.done():
+            with contextlib.suppress(Exception):
+                await recorder
+        rc: RequestContext = inv.state["rc"]
+        if inv.call_id is not None and not rc.stream_closed:
+            if await store.end_call(inv.call_id, "cancelled"):
+                await wakeups.notify(inv.call_id)
+        if cancellation.is_server_cancel(exc, task) and not rc.stream_closed:
+            # The client did not ask for this: it gets an answer saying so, not silence.
+            if task is not None and task.cancelling():
+                task.uncancel()
+            return ended_answer(target, await _status_of(inv.call_id) if inv.call_id else "cancelled")
         raise
     except Exception:
         logger.exception("%s %r failed after %.3fs", target.method, target.name, time.monotonic() - started)
@@ -297,6 +335,9 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
         if recorder is not None and not recorder.done():
             with contextlib.suppress(Exception):
                 await recorder
+        watch = inv.state.pop("watch", None)
+        if watch is not None:
+            watch.close()
     if is_tool:
         return _error_result(message)
     raise McpError(INTERNAL_ERROR, message)
@@ -359,22 +400,31 @@ async def finish(inv: engine.Invocation, target: Target, outcome: Any, rc: Reque
     if inv.call_id is None and mcp_settings.RECORD_ALL_CALLS:
         await ensure_row(inv, status="working")
     if inv.call_id is not None:
-        await store.save_round(
+        won = await store.save_round(
             inv.call_id, round_number, [s for s in inv.journal.steps if not s.persisted],
             status="failed" if result.get("isError") else "completed", result=result, finished_at=timezone.now(),
             last_outcome={"round": round_number, "answer": result},
         )
+        if not won:
+            # A cancel or expiry committed first: the row keeps it, and the client is told so.
+            return ended_answer(target, await _status_of(inv.call_id))
         await wakeups.notify(inv.call_id)
     return result
+
+
+async def _status_of(call_id: str) -> str:
+    row = await store.call_status(call_id)
+    return row[0] if row else "cancelled"
 
 
 async def suspend(inv: engine.Invocation, rc: RequestContext, round_number: int, **fields: Any) -> str:
     """Persist a call that waits for input (with ``fields`` of the call row); returns its id."""
     if inv.call_id is None:
         return await ensure_row(inv, status="input_required")
-    await store.save_round(
+    if not await store.save_round(
         inv.call_id, round_number, [s for s in inv.journal.steps if not s.persisted], status="input_required", **fields,
-    )
+    ):
+        raise McpError(INVALID_PARAMS, f"The call was {await _status_of(inv.call_id)} before it finished.")
     await wakeups.notify(inv.call_id)
     return inv.call_id
 
@@ -402,7 +452,7 @@ async def load_bound_call(purpose: str, token: Any, rc: RequestContext, target_d
     if call.status == "expired" or (call.expires_at and call.expires_at < timezone.now() and not call.is_terminal):
         logger.info("Refused %s token: call %s expired", purpose, call.id)
         if call.status != "expired":
-            await store.update_call(call.id, status="expired", finished_at=timezone.now())
+            await store.end_call(call.id, "expired")
         raise error
     return payload, call, journal
 
@@ -477,7 +527,28 @@ async def repeat_outcome(call_id: Any, round_number: int, answers_digest: str, p
     raise invalid_token(purpose)
 
 
-async def cancel(call_id: str) -> None:
-    """Mark a call cancelled and wake whoever waits on it."""
-    await store.update_call(call_id, status="cancelled", finished_at=timezone.now())
+async def end_call(call_id: str, status: str = "cancelled", message: str = "") -> bool:
+    """Cancel or expire a call from outside (the admin, a task cancel, cleanup).
+
+    Marks the row first (compare-and-set: only a live call moves, and False says
+    it had ended already), then stops its handler wherever it runs and wakes
+    whoever waits on it, so the client's wait ends with the cancellation.
+    """
+    if not await store.end_call(call_id, status, message):
+        return False
+    await after_end(str(call_id))
+    return True
+
+
+def end_call_sync(call_id: str, status: str = "cancelled", message: str = "") -> bool:
+    """:func:`end_call` for sync code (the admin, management commands, Celery workers)."""
+    if not store.sync_calls.end_call(call_id, status, message):
+        return False
+    async_to_sync(after_end)(str(call_id))
+    return True
+
+
+async def after_end(call_id: str) -> None:
+    """A call's row has ended: stop its handler wherever it runs, and wake whoever waits on it."""
+    await cancellation.stop_call(call_id)
     await wakeups.notify(call_id)

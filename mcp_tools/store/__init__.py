@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from channels.db import database_sync_to_async as db
 
+from ..managers import CallNotLive
 from . import calls as sync_calls, sessions as sync_sessions
 
 __all__ = [
-    "advance", "answer_step", "append_event", "call_for_stream", "call_request_id", "call_status", "claim_round",
+    "CallNotLive", "advance", "answer_step", "append_event", "call_for_stream", "call_request_id", "call_status", "claim_round",
     "create_call", "create_session", "db", "delete_session", "events_after", "get_session", "load_call",
     "record_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
-    "subscribers", "sync_calls", "sync_sessions", "unsubscribe", "update_call",
+    "subscribers", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "record_progress", "set_stream",
 ]
 
 # -- calls and their journals --------------------------------------------------
@@ -31,7 +32,9 @@ claim_round = db(sync_calls.claim_round)
 answer_step = db(sync_calls.answer_step)
 run_once = db(sync_calls.run_once)
 record_once = db(sync_calls.record_once)
-update_call = db(sync_calls.update_call)
+end_call = db(sync_calls.end_call)
+record_progress = db(sync_calls.record_progress)
+set_stream = db(sync_calls.set_stream)
 call_status = db(sync_calls.call_status)
 call_request_id = db(sync_calls.call_request_id)
 call_for_stream = db(sync_calls.call_for_stream)

@@ -38,10 +38,11 @@ def create_call(steps: list[Step], **fields: Any) -> str:
     return str(call.id)
 
 
-def save_round(call_id: Any, round_number: int, new_steps: list[Step], **fields: Any) -> None:
+def save_round(call_id: Any, round_number: int, new_steps: list[Step], **fields: Any) -> bool:
+    """New steps and state of a live call at ``round_number``; False if the call ended or moved on."""
     from ..models import ToolCall
 
-    ToolCall.objects.save_round(call_id, round_number, new_steps, fields)
+    return ToolCall.objects.save_round(call_id, round_number, new_steps, fields)
 
 
 def advance(call_id: Any, expected_round: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str) -> bool:
@@ -78,10 +79,23 @@ def record_once(call_id: Any, step: Step, value: Any) -> tuple[bool, Any]:
     return CallStep.objects.record_done(call_id, step, json.loads(json.dumps(value, default=str)))
 
 
-def update_call(call_id: Any, **fields: Any) -> int:
+def end_call(call_id: Any, status: str, message: str = "") -> bool:
+    """Cancel or expire a live call (compare-and-set); False if it had ended already."""
     from ..models import ToolCall
 
-    return ToolCall.objects.filter(id=call_id).update(updated_at=timezone.now(), **fields)
+    return ToolCall.objects.end(call_id, status, message)
+
+
+def record_progress(call_id: Any, progress: float, total: float | None, message: str) -> bool:
+    from ..models import ToolCall
+
+    return ToolCall.objects.record_progress(call_id, progress, total, message)
+
+
+def set_stream(call_id: Any, stream_id: str) -> bool:
+    from ..models import ToolCall
+
+    return ToolCall.objects.set_stream(call_id, stream_id)
 
 
 def call_status(call_id: Any) -> tuple[str, int, Any, str] | None:

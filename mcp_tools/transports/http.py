@@ -381,7 +381,9 @@ class McpEndpoint:
         try:
             done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
             if task not in done:
-                # http.disconnect: the client is gone.
+                # http.disconnect: the client is gone. In 2026-07-28 that cancels the call; a
+                # 2025-11-25 session call stays resumable with Last-Event-ID.
+                rc.stream_closed = not rc.modern
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task

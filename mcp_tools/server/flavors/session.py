@@ -11,6 +11,7 @@ client that lost its stream picks the call up with ``Last-Event-ID``
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -57,7 +58,7 @@ async def call(method: str, params: dict[str, Any], rc: RequestContext) -> dict[
             raise McpError(INVALID_PARAMS, "This call needs input from the client, which this transport cannot ask for")
         call_id = await core.suspend(inv, rc, round_number)
         await _ask_on_stream(call_id, outcome.pending, rc)
-        journal = await _wait_for_answers(call_id, round_number)
+        journal = await _wait_for_answers(call_id, round_number, rc)
         round_number += 1
         inv = core.new_invocation(target, rc, journal, call_id)
 
@@ -67,13 +68,24 @@ async def _ask_on_stream(call_id: str, pending: list[Step], rc: RequestContext) 
     if rc.stream_id is not None:
         stream = rc.stream_id()
         if stream:
-            await store.update_call(call_id, stream_id=stream)
+            await store.set_stream(call_id, stream)
     for step in pending:
         assert step.request is not None
         await rc.emit(jsonrpc.request_message(step_request_id(call_id, step.seq), step.request["method"], step.request["params"]))
 
 
-async def _wait_for_answers(call_id: str, round_number: int) -> Journal:
+async def _wait_for_answers(call_id: str, round_number: int, rc: RequestContext) -> Journal:
+    try:
+        return await _wait(call_id, round_number)
+    except asyncio.CancelledError:
+        # The client cancelled while the call waited for its answers (a closed stream is
+        # not a cancellation: the call stays resumable).
+        if not rc.stream_closed and await store.end_call(call_id, "cancelled"):
+            await wakeups.notify(call_id)
+        raise
+
+
+async def _wait(call_id: str, round_number: int) -> Journal:
     async with wakeups.listening(call_id) as event:
         while True:
             loaded = await store.load_call(call_id)
@@ -130,7 +142,7 @@ async def _run_rounds(row: Any, journal: Journal, rc: RequestContext, already_se
         await core.suspend(inv, rc, round_number)
         await _ask_on_stream(call_id, outcome.pending, rc)
         already_sent.update(step_request_id(call_id, s.seq) for s in outcome.pending)
-        journal = await _wait_for_answers(call_id, round_number)
+        journal = await _wait_for_answers(call_id, round_number, rc)
         round_number += 1
         inv = core.new_invocation(target, rc, journal, call_id)
 
