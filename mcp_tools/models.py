@@ -50,6 +50,15 @@ class ToolCall(models.Model):
     last_outcome = models.JSONField(_("last outcome"), null=True, blank=True, help_text=_("Wire answer of the latest round, repeated to identical retries."))
     last_answers_digest = models.CharField(_("last answers digest"), max_length=64, blank=True)
     celery_task_id = models.CharField(_("Celery task id"), max_length=255, blank=True)
+    background = models.BooleanField(
+        _("background"), default=False, help_text=_("Run by a Celery worker instead of the request that started it."),
+    )
+    worker = models.CharField(_("worker"), max_length=255, blank=True, help_text=_("The worker (host and process) running the call now, if any."))
+    lease_expires_at = models.DateTimeField(
+        _("lease expires"), null=True, blank=True,
+        help_text=_("A worker renews this while it runs the call; past it, the call is taken over by another worker."),
+    )
+    poll_interval_ms = models.PositiveIntegerField(_("poll interval (ms)"), null=True, blank=True, help_text=_("Suggested to task clients."))
     created_at = models.DateTimeField(_("created"), auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
     expires_at = models.DateTimeField(_("expires"), null=True, blank=True)
@@ -64,6 +73,8 @@ class ToolCall(models.Model):
         indexes = [
             models.Index(fields=["status", "-updated_at"], name="mcp_call_status_updated"),
             models.Index(fields=["expires_at"], name="mcp_call_expires"),
+            models.Index(fields=["principal", "-created_at"], name="mcp_call_principal_created"),
+            models.Index(fields=["background", "status", "lease_expires_at"], name="mcp_call_worker_lease"),
         ]
 
     def __str__(self) -> str:
