@@ -64,6 +64,7 @@ class Server:
     cmd: list[str]
     eras: list[str]
     note: str = ""
+    root: Path | None = None  # another checkout to serve this row from (``--baseline``); None: this one
 
 
 def uvicorn(app: str) -> list[str]:
@@ -184,8 +185,11 @@ class Running:
         cmd = ["taskset", "-c", SERVER_CPU] + [part.replace("{port}", str(self.port)) for part in server.cmd]
         self.log_path = log_dir / (server.name.replace("/", "-") + ".log")
         self.log = open(self.log_path, "wb")
+        cwd = server.root or ROOT
+        if server.root is not None:  # the other checkout's package first on the path, its own database
+            env = {**env, "PYTHONPATH": str(server.root), "BENCH_DB": env["BENCH_DB"] + ".baseline"}
         # taskset execs the server: self.proc.pid is the server process itself.
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
@@ -398,6 +402,15 @@ def report(results: list[Result], meta: dict) -> str:
                 lines.append(f"| {name}/daphne ≥ 0.80 × bare consumer/daphne, {era} | {fmt_ratio(value)} | "
                              f"{fmt_ratio(ratio(mine, consumer, 'cpu_us'))} | "
                              f"{'—' if value is None else 'yes' if value >= 0.8 else 'NO'} |")
+    pairs = [(r, by.get((r.server.replace("mcp_tools/", "mcp_tools@baseline/"), r.era)))
+             for r in results if r.server.startswith("mcp_tools/")]
+    if any(base is not None for _, base in pairs):
+        lines += ["", "| this checkout vs --baseline | era | req/s ratio | CPU/req ratio | within ±5% |",
+                  "|---|---|---:|---:|---|"]
+        for mine, base in pairs:
+            value = ratio(mine, base, "rps")
+            lines.append(f"| {mine.server} | {mine.era} | {fmt_ratio(value)} | {fmt_ratio(ratio(mine, base, 'cpu_us'))} | "
+                         f"{'—' if value is None else 'yes' if abs(value - 1) <= 0.05 else 'NO'} |")
     noisy = [r for r in results if r.foreign > 0.1]
     if noisy:
         lines += ["", f"Note: other processes used more than 10% of CPU {SERVER_CPU} during some rounds of: "
@@ -426,11 +439,18 @@ def main() -> int:
                         help="record a py-spy profile (collapsed stacks, bench/results/<stamp>/*.py-spy.txt) of the "
                              "mcp_tools servers during the first throughput round; the profiler pauses the server "
                              "to sample, so that round's numbers are lower")
+    parser.add_argument("--baseline", metavar="DIR", type=Path,
+                        help="also serve the mcp_tools rows from another checkout (e.g. a `git worktree` of the "
+                             "commit before a refactor), named mcp_tools@baseline/..., measured round-robin with "
+                             "the others in the same run")
+    parser.add_argument("--rounds", type=int, dest="rounds_override", help="throughput rounds (default 3, --quick 1)")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.seconds, args.latency_rounds, args.latency_seconds, args.warmup = 1, 3, 1, 2, 1
     else:
         args.rounds, args.seconds, args.latency_rounds, args.latency_seconds, args.warmup = 3, 4, 2, 3, 2
+    if args.rounds_override:
+        args.rounds = args.rounds_override
 
     for tool in ("wrk", "taskset"):
         if shutil.which(tool) is None:
@@ -446,6 +466,11 @@ def main() -> int:
             Server("mcp_tools+what-if/daphne", daphne("bench.what_if:application"), [ERA_2025, ERA_2026],
                    note=f"bench/what_if.py with {args.what_if}"),
         ]
+    if args.baseline:
+        base = args.baseline.resolve()
+        servers[2:2] = [Server(s.name.replace("mcp_tools/", "mcp_tools@baseline/"), s.cmd, s.eras,
+                               note=f"served from {base}", root=base)
+                        for s in SERVERS if s.name.startswith("mcp_tools/")]
     if args.only:
         servers = [s for s in servers if any(s.name.startswith(prefix) for prefix in args.only)]
 
@@ -465,6 +490,9 @@ def main() -> int:
     started = time.monotonic()
     try:
         subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+        if args.baseline:
+            subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=args.baseline, check=True,
+                           env={**env, "PYTHONPATH": str(args.baseline.resolve()), "BENCH_DB": env["BENCH_DB"] + ".baseline"})
         before = django_counts(env)
         print(f"bench: {len(servers)} servers, raw results in {raw_dir}", file=sys.stderr)
         results = run_all(servers, env, args, raw_dir)
