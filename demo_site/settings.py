@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "mcp_tools",
     "demo_site.inventory",
+    "demo_site.operations",
 ]
 if MCP_CONFORMANCE_FIXTURES:
     # Before the inventory app, so the suite's fixtures are listed first: some
@@ -153,9 +154,10 @@ if REDIS_URL:
             "CONFIG": {"hosts": [REDIS_URL]},
         }
     }
-    # Read by a Celery app configured with config_from_object("django.conf:settings", namespace="CELERY").
+    # Read by demo_site/celery.py (config_from_object("django.conf:settings", namespace="CELERY")).
     CELERY_BROKER_URL = REDIS_URL
-    CELERY_RESULT_BACKEND = REDIS_URL
+    # A worker that dies mid-call has its message redelivered after this many seconds.
+    CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {"visibility_timeout": 300}
 else:
     CACHES = {
         "default": {
@@ -164,6 +166,31 @@ else:
         }
     }
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # A broker that needs no server: kombu's filesystem transport, one file per message in
+    # a folder the server and the worker share (MCP_TOOLS_BROKER_DIR, default var/broker/).
+    BROKER_DIR = Path(os.environ.get("MCP_TOOLS_BROKER_DIR") or BASE_DIR / "var" / "broker")
+    (BROKER_DIR / "control").mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://localhost//"
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(BROKER_DIR),
+        "data_folder_out": str(BROKER_DIR),
+        "control_folder": str(BROKER_DIR / "control"),
+        "store_processed": False,
+        "polling_interval": 0.05,
+    }
+
+# The call row holds each background call's result and state, not a Celery result backend.
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+# A task is acknowledged once it ran, and a worker lost mid-task gives it back to the queue.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Expired calls, takeover of calls whose worker died, and retention (see docs/background.md).
+CELERY_BEAT_SCHEDULE = {
+    "mcp-tools-sweep": {"task": "mcp_tools.sweep", "schedule": 30.0},
+}
 
 # --------------------------------------------------------------------------
 # Authentication: DRF tokens for MCP clients, sessions for the admin

@@ -43,6 +43,15 @@ DEFAULTS: dict[str, Any] = {
     # How often a running handler whose call has a row checks that the row is still live
     # (the cancellation path that needs no shared channel layer). 0 turns the check off.
     "CANCEL_POLL_SECONDS": 1.0,
+    # Background work: a worker renews its hold on a call this often (a third of it); a call
+    # whose worker stopped renewing is taken over by another worker after this many seconds.
+    "WORKER_LEASE_SECONDS": 30.0,
+    # Suggested polling interval for task clients (pollInterval / pollIntervalMs), and bounds
+    # on the task lifetime a client may ask for (ttl / ttlMs), in milliseconds.
+    "TASK_POLL_INTERVAL_MS": 500,
+    "TASK_MAX_TTL_MS": 24 * 3600 * 1000,
+    # How long tasks/result waits for a task to end before answering with its current state.
+    "TASK_RESULT_WAIT_SECONDS": 30.0,
     # 2026-07-28 cache hints on list/discover/read results.
     "CACHE_TTL_MS": 60_000,
     # Sampling with tools: bounds on the server-side agent loop.

@@ -137,6 +137,39 @@ class ToolCallManager(models.Manager["ToolCall"]):
         """The SSE stream a live session call asks its client on (for Last-Event-ID resumption)."""
         return bool(self.filter(id=call_id, status__in=LIVE_STATUSES).update(stream_id=stream_id, updated_at=timezone.now()))
 
+    def claim_for_worker(self, call_id: Any, worker: str, lease_seconds: float) -> bool:
+        """Take a queued background call for ``worker`` (compare-and-set).
+
+        Succeeds for a working background call that no worker holds, or whose
+        worker let its lease run out (it died): that is how a lost worker's call
+        is taken over. Exactly one of several workers wins.
+        """
+        now = timezone.now()
+        free = models.Q(lease_expires_at__isnull=True) | models.Q(lease_expires_at__lt=now)
+        return bool(
+            self.filter(free, id=call_id, status=CallStatus.WORKING, background=True).update(
+                worker=worker, lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now
+            )
+        )
+
+    def renew_lease(self, call_id: Any, worker: str, lease_seconds: float) -> bool:
+        """Extend the lease of a call this worker runs; False when the call ended or was taken over."""
+        now = timezone.now()
+        return bool(
+            self.filter(id=call_id, worker=worker, status__in=LIVE_STATUSES).update(
+                lease_expires_at=now + timedelta(seconds=lease_seconds)
+            )
+        )
+
+    def orphaned_background_calls(self) -> list[str]:
+        """Working background calls whose worker's lease ran out (the worker died)."""
+        return [
+            str(pk)
+            for pk in self.filter(
+                status=CallStatus.WORKING, background=True, lease_expires_at__lt=timezone.now()
+            ).values_list("id", flat=True)[:1000]
+        ]
+
     def expire_overdue(self) -> int:
         now = timezone.now()
         return self.filter(status__in=LIVE_STATUSES, expires_at__lt=now).update(

@@ -69,6 +69,70 @@ class LiveServer:
         self.stop(signal.SIGKILL)
 
 
+class CeleryWorker:
+    """A real ``celery worker`` process for the demo (solo pool), on the tests' database and broker."""
+
+    def __init__(self, env: dict[str, str] | None = None, name: str | None = None) -> None:
+        self.env = env or {}
+        self.name = name or f"w{free_port()}"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = ROOT / "tests" / f".worker-{self.name}.log"
+
+    def start(self) -> CeleryWorker:
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.server_settings", "PYTHONPATH": str(ROOT), **self.env}
+        cmd = [sys.executable, "-m", "celery", "-A", "demo_site", "worker", "--pool=solo", "--loglevel=INFO",
+               "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"{self.name}@%h"]
+        log = open(self.log_path, "wb")  # noqa: SIM115 - closed with the process
+        self.process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker exited early: {self.log_path.read_text()[-3000:]}")
+            if b" ready." in self.log_path.read_bytes():
+                return self
+            time.sleep(0.1)
+        raise RuntimeError(f"worker did not start in 60 s: {self.log_path.read_text()[-3000:]}")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@pytest.fixture
+def start_worker(django_db_setup: None) -> Iterator[type[CeleryWorker]]:
+    """Start Celery workers inside a test; all stop afterwards. Stale queued messages are dropped first."""
+    from django.conf import settings
+
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", {})
+    folder = options.get("data_folder_in")
+    if folder and os.path.isdir(folder):
+        for entry in os.listdir(folder):
+            path = os.path.join(folder, entry)
+            if os.path.isfile(path):
+                os.unlink(path)
+    started: list[CeleryWorker] = []
+
+    class Tracked(CeleryWorker):
+        def start(self) -> CeleryWorker:
+            started.append(self)
+            return super().start()
+
+    yield Tracked
+    for worker in started:
+        worker.stop()
+
+
 @pytest.fixture
 def start_server(django_db_setup: None) -> Iterator[type[LiveServer]]:
     """Start live servers inside a test (``start_server(server="uvicorn").start()``); all stop afterwards."""

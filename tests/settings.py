@@ -9,6 +9,8 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("MCP_CONFORMANCE", "1")
+# The embedded broker's folder, shared by this process, live servers and Celery workers.
+os.environ.setdefault("MCP_TOOLS_BROKER_DIR", str(Path(__file__).resolve().parent / ".broker"))
 
 from demo_site.settings import *  # noqa: E402,F401,F403
 from demo_site.settings import DATABASES, INSTALLED_APPS, MCP_TOOLS  # noqa: E402

@@ -2,7 +2,7 @@
 
 from .context import ToolContext
 from .errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed
-from .runner import Completed, Invocation, NeedsInput, Outcome, run
+from .runner import Completed, Deferred, Invocation, NeedsInput, Outcome, run
 
 __all__ = [
     "Completed",

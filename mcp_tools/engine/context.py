@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..protocol.errors import MISSING_CLIENT_CAPABILITY, McpError
 from ..protocol.levels import LOG_LEVELS
-from .errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, Suspend
+from .errors import Defer, ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, Suspend
 from .journal import Journal, Step, digest
 
 if TYPE_CHECKING:
@@ -387,6 +387,23 @@ class ToolContext:
         journal.steps.append(step)
         return value
 
+    @property
+    def in_worker(self) -> bool:
+        """Whether a background worker runs this call (see :meth:`defer`)."""
+        return self._inv.in_worker
+
+    async def defer(self) -> None:
+        """Move the rest of this handler's work to a background worker.
+
+        The request that started the call answers according to what the client
+        supports (a task, a resume token, or an SSE stream that carries progress
+        and the result), and a Celery worker runs the handler again from the top:
+        every step before ``defer()`` replays from the journal, so put side effects
+        before it inside ``ctx.once``. On the worker, ``defer()`` returns at once.
+        """
+        if not self._inv.in_worker:
+            raise Defer()
+
     # -- notifications -------------------------------------------------
     async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Send ``notifications/progress`` (when the client asked for progress) and record it."""
@@ -425,6 +442,10 @@ class SyncToolContext(ToolContext):
 
     def report_progress(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         async_to_sync(super().report_progress)(*args, **kwargs)
+
+    def defer(self) -> None:  # type: ignore[override]
+        if not self._inv.in_worker:
+            raise Defer()
 
     def log(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         async_to_sync(super().log)(*args, **kwargs)

@@ -32,3 +32,7 @@ class NonDeterministicHandler(Exception):
 class Suspend(BaseException):
     """Unwinds a handler that waits for input. Not an ``Exception``, so a broad
     ``except Exception`` in a tool cannot swallow it."""
+
+
+class Defer(BaseException):
+    """Unwinds a handler that moves the rest of its work to a worker (``await ctx.defer()``)."""

@@ -1,4 +1,4 @@
-"""Run a handler against its journal; the run ends Completed or NeedsInput.
+"""Run a handler against its journal; the run ends Completed, NeedsInput or Deferred.
 
 The journal, not a Python frame, is the continuation: on each round the
 handler runs from the top and every step it already completed returns its
@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from asgiref.sync import sync_to_async
 
 from .context import SyncToolContext, ToolContext
-from .errors import Suspend
+from .errors import Defer, Suspend
 from .journal import Journal, Step
 
 
@@ -53,6 +53,8 @@ class Invocation:
     progress_token: Any = None
     emit: Callable[[dict[str, Any]], Awaitable[None]] | None = None
     thread_sensitive: bool = True
+    #: True when a worker runs the call: ``ctx.defer()`` then has nothing left to do.
+    in_worker: bool = False
     state: dict[str, Any] = field(default_factory=dict)
 
 
@@ -66,7 +68,12 @@ class NeedsInput:
     pending: list[Step]
 
 
-Outcome = Completed | NeedsInput
+@dataclass
+class Deferred:
+    """The handler asked to finish on a worker; the journal so far is the continuation."""
+
+
+Outcome = Completed | NeedsInput | Deferred
 
 
 async def run(inv: Invocation) -> Outcome:
@@ -83,4 +90,6 @@ async def run(inv: Invocation) -> Outcome:
             value = await sync_to_async(inv.fn, thread_sensitive=inv.thread_sensitive)(**kwargs)
     except Suspend:
         return NeedsInput(inv.journal.pending)
+    except Defer:
+        return Deferred()
     return Completed(value)

@@ -76,6 +76,11 @@ def _stop(task: asyncio.Task[Any]) -> None:
     task.cancel(SERVER_CANCEL)
 
 
+def stop_task(task: asyncio.Task[Any]) -> None:
+    """Stop a handler task of this process because its call ended (the client gets told so)."""
+    _stop(task)
+
+
 def _on_cancel(message: dict[str, Any]) -> None:
     if message.get("call_id"):
         _stop_local(str(message["call_id"]))

@@ -65,6 +65,15 @@ class Tool:
     is_async: bool
     background: bool = False
     task_support: str = "forbidden"
+    #: Background work: the Celery queue, a time limit in seconds, and a retry policy
+    #: (exceptions that retry the call, how often, and the first delay, doubled each time).
+    queue: str | None = None
+    time_limit: float | None = None
+    retry_on: tuple[type[BaseException], ...] = ()
+    max_retries: int = 0
+    retry_backoff: float = 1.0
+    #: A paginated tool yields pages; each answer carries the token of the next one.
+    paginate: bool = False
     meta: dict[str, Any] | None = None
     icons: list[dict[str, Any]] | None = None
     thread_sensitive: bool = True
@@ -350,6 +359,12 @@ def make_tool(
     serializer: type | None = None,
     background: bool = False,
     task_support: str | None = None,
+    queue: str | None = None,
+    time_limit: float | None = None,
+    retry_on: typing.Iterable[type[BaseException]] = (),
+    max_retries: int = 0,
+    retry_backoff: float = 1.0,
+    paginate: bool = False,
     meta: dict[str, Any] | None = None,
     icons: list[dict[str, Any]] | None = None,
     thread_sensitive: bool = True,
@@ -383,6 +398,12 @@ def make_tool(
         is_async=inspect.iscoroutinefunction(fn),
         background=background,
         task_support=task_support,
+        queue=queue,
+        time_limit=time_limit,
+        retry_on=tuple(retry_on),
+        max_retries=max_retries,
+        retry_backoff=retry_backoff,
+        paginate=paginate,
         meta=meta,
         icons=icons,
         thread_sensitive=thread_sensitive,
@@ -405,6 +426,12 @@ def tool(
     serializer: type | None = ...,
     background: bool = ...,
     task_support: str | None = ...,
+    queue: str | None = ...,
+    time_limit: float | None = ...,
+    retry_on: typing.Iterable[type[BaseException]] = ...,
+    max_retries: int = ...,
+    retry_backoff: float = ...,
+    paginate: bool = ...,
     meta: dict[str, Any] | None = ...,
     icons: list[dict[str, Any]] | None = ...,
     thread_sensitive: bool = ...,
@@ -417,6 +444,12 @@ def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     output schema from the return annotation. A parameter annotated
     :class:`~mcp_tools.ToolContext` receives the call's context. Sync
     functions run in a worker thread, so they may use the ORM.
+
+    ``background=True`` runs the tool on a Celery worker (``queue``,
+    ``time_limit``, ``retry_on``/``max_retries``/``retry_backoff`` tune it);
+    ``task_support`` ("optional" or "required") says whether clients may or
+    must call it as an MCP task. ``paginate=True`` makes a generator tool
+    answer page by page with resume tokens.
     """
 
     def decorate(func: F) -> F:

@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +44,7 @@ from .context import RequestContext
 logger = logging.getLogger("mcp_tools.calls")  # the name operators configured; kept across the move
 
 #: Keys of request params that are not part of what a call is bound to.
-UNBOUND_PARAMS = frozenset({"_meta", "inputResponses", "requestState", "task"})
+UNBOUND_PARAMS = frozenset({"_meta", "inputResponses", "requestState", "task", "resumeToken"})
 MAX_INLINE_ROUNDS = 32
 
 
@@ -161,6 +161,16 @@ def shape_resource(resource: Resource, uri: str, value: Any) -> dict[str, Any]:
     return {"contents": [content]}
 
 
+def progress_params(token: Any, row: Any) -> dict[str, Any]:
+    """``notifications/progress`` params from a call row's progress (relayed from a worker)."""
+    params: dict[str, Any] = {"progressToken": token, "progress": row.progress}
+    if row.progress_total is not None:
+        params["total"] = row.progress_total
+    if row.status_message:
+        params["message"] = row.status_message
+    return params
+
+
 class Runtime:
     """The engine's view of persistence and of the client (see :class:`engine.runner.Runtime`)."""
 
@@ -191,9 +201,13 @@ class Runtime:
             if message is not None:
                 params["message"] = message
             await rc.emit(jsonrpc.notification_message("notifications/progress", params))
-        if inv.call_id is not None and not await store.record_progress(inv.call_id, progress, total, message or ""):
-            # The row ended (cancelled by an operator, expired): stop at this await.
-            raise asyncio.CancelledError(cancellation.SERVER_CANCEL)
+        if inv.call_id is not None:
+            if not await store.record_progress(inv.call_id, progress, total, message or ""):
+                # The row ended (cancelled by an operator, expired): stop at this await.
+                raise asyncio.CancelledError(cancellation.SERVER_CANCEL)
+            if inv.in_worker:
+                # The process holding the client's stream relays it from the row.
+                await wakeups.notify(inv.call_id)
 
     async def log(self, inv: engine.Invocation, level: str, data: Any, logger_name: str | None) -> None:
         rc: RequestContext = inv.state["rc"]
@@ -238,6 +252,7 @@ async def _create_row(inv: engine.Invocation, status: str) -> None:
             params_digest=target.params_digest, client_capabilities=rc.client_capabilities,
             session_id=rc.session_id or "", request_id=str(rc.request_id or ""), status=status,
             stream_id=(rc.stream_id() if rc.stream_id else None) or "",
+            **inv.state.get("row_fields", {}),
         )
         _watch(inv)
 
@@ -261,16 +276,21 @@ def new_invocation(target: Target, rc: RequestContext, journal: Journal | None =
     return inv
 
 
-def _error_result(message: str) -> dict[str, Any]:
+def error_result(message: str) -> dict[str, Any]:
+    """A ``CallToolResult`` that reports a failure the model can read."""
     return {"content": [{"type": "text", "text": message}], "isError": True}
+
+
+def call_ended_error(status: str) -> McpError:
+    """The error for a call that ended (cancelled, expired) under a request that wanted more of it."""
+    return McpError(INVALID_PARAMS, f"The call was {status} before it finished.")
 
 
 def ended_answer(target: Target, status: str) -> dict[str, Any]:
     """What the client gets for a call the server ended (cancelled, expired) before it finished."""
-    message = f"The call was {status} before it finished."
     if target.method == "tools/call":
-        return _error_result(message)
-    raise McpError(INVALID_PARAMS, message)
+        return error_result(f"The call was {status} before it finished.")
+    raise call_ended_error(status)
 
 
 async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | dict[str, Any]:
@@ -290,6 +310,10 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
 
     # A timer handle, not a task: a fast call pays next to nothing for it.
     timer = asyncio.get_running_loop().call_later(float(mcp_settings.SLOW_CALL_SECONDS), record) if inv.call_id is None else None
+    if target.tool is not None and target.tool.background and not inv.in_worker:
+        if timer is not None:
+            timer.cancel()
+        return engine.Deferred()  # a background tool runs on a worker from its first line
     task = asyncio.current_task()
     inv.state["task"] = task
     _watch(inv)
@@ -299,7 +323,7 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
         raise
     except ToolError as exc:
         if is_tool:
-            return _error_result(str(exc))
+            return error_result(str(exc))
         raise McpError(INTERNAL_ERROR, str(exc)) from None
     except ElicitationDeclined:
         message = "The user declined to provide the requested input."
@@ -324,9 +348,11 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
             # The client did not ask for this: it gets an answer saying so, not silence.
             if task is not None and task.cancelling():
                 task.uncancel()
-            return ended_answer(target, await _status_of(inv.call_id) if inv.call_id else "cancelled")
+            return ended_answer(target, await status_of(inv.call_id) if inv.call_id else "cancelled")
         raise
-    except Exception:
+    except Exception as exc:
+        if inv.in_worker and target.tool is not None and isinstance(exc, target.tool.retry_on):
+            raise  # the worker retries the call (the tool's retry policy)
         logger.exception("%s %r failed after %.3fs", target.method, target.name, time.monotonic() - started)
         message = f"Internal error while running {target.name!r}; the server log has the details."
     finally:
@@ -339,7 +365,7 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
         if watch is not None:
             watch.close()
     if is_tool:
-        return _error_result(message)
+        return error_result(message)
     raise McpError(INTERNAL_ERROR, message)
 
 
@@ -385,6 +411,8 @@ def apply_answer(step: Step, answer: Any, key: str) -> None:
 
 #: Builds a flavor's "input required" answer: ``(call_id, round, pending steps) -> result``.
 AskForInput = Callable[[str, int, list[Step]], dict[str, Any]]
+#: Queues a background call again and builds the flavor's "still running" answer.
+Running = Callable[[str], Awaitable[dict[str, Any]]]
 
 
 def invalid_token(purpose: str) -> McpError:
@@ -392,8 +420,8 @@ def invalid_token(purpose: str) -> McpError:
     return invalid_params(f"Invalid or expired {'requestState' if purpose == 'request' else 'sagaToken'}")
 
 
-async def finish(inv: engine.Invocation, target: Target, outcome: Any, rc: RequestContext, round_number: int) -> dict[str, Any]:
-    """Wire result of a finished run; closes the row if there is one."""
+async def finish(inv: engine.Invocation, target: Target, outcome: Any, rc: RequestContext, round_number: int, **fields: Any) -> dict[str, Any]:
+    """Wire result of a finished run; closes the row if there is one (with ``fields`` of the row)."""
     result = outcome if isinstance(outcome, dict) else target.shape(outcome.value)
     if target.method == "tools/call":
         await check_next_tool(result, rc)
@@ -403,16 +431,17 @@ async def finish(inv: engine.Invocation, target: Target, outcome: Any, rc: Reque
         won = await store.save_round(
             inv.call_id, round_number, [s for s in inv.journal.steps if not s.persisted],
             status="failed" if result.get("isError") else "completed", result=result, finished_at=timezone.now(),
-            last_outcome={"round": round_number, "answer": result},
+            last_outcome={"round": round_number, "answer": result}, **fields,
         )
         if not won:
             # A cancel or expiry committed first: the row keeps it, and the client is told so.
-            return ended_answer(target, await _status_of(inv.call_id))
+            return ended_answer(target, await status_of(inv.call_id))
         await wakeups.notify(inv.call_id)
     return result
 
 
-async def _status_of(call_id: str) -> str:
+async def status_of(call_id: str) -> str:
+    """The status of a call's row (``cancelled`` when it is gone)."""
     row = await store.call_status(call_id)
     return row[0] if row else "cancelled"
 
@@ -424,7 +453,7 @@ async def suspend(inv: engine.Invocation, rc: RequestContext, round_number: int,
     if not await store.save_round(
         inv.call_id, round_number, [s for s in inv.journal.steps if not s.persisted], status="input_required", **fields,
     ):
-        raise McpError(INVALID_PARAMS, f"The call was {await _status_of(inv.call_id)} before it finished.")
+        raise call_ended_error(await status_of(inv.call_id))
     await wakeups.notify(inv.call_id)
     return inv.call_id
 
@@ -459,7 +488,7 @@ async def load_bound_call(purpose: str, token: Any, rc: RequestContext, target_d
 
 async def advance_and_run(
     call: Any, journal: Journal, round_number: int, responses: dict[str, Any], target: Target,
-    rc: RequestContext, *, purpose: str, ask: AskForInput, strict_keys: bool,
+    rc: RequestContext, *, purpose: str, ask: AskForInput, strict_keys: bool, running: Running | None = None,
 ) -> dict[str, Any]:
     """Apply a client's answers to a suspended round, then run the next round.
 
@@ -485,16 +514,22 @@ async def advance_and_run(
     if not answers:
         # Nothing new: ask again with the same round's token.
         return ask(str(call.id), round_number, journal.pending)
-    return await run_next_round(call, journal, round_number, answers, answers_digest, target, rc, purpose=purpose, ask=ask)
+    return await run_next_round(call, journal, round_number, answers, answers_digest, target, rc, purpose=purpose, ask=ask, running=running)
 
 
 async def run_next_round(
     call: Any, journal: Journal, round_number: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str,
-    target: Target, rc: RequestContext, *, purpose: str, ask: AskForInput,
+    target: Target, rc: RequestContext, *, purpose: str, ask: AskForInput, running: Running | None = None,
 ) -> dict[str, Any]:
-    """Record ``answers`` with a compare-and-set on the round, then run the handler again."""
+    """Record ``answers`` with a compare-and-set on the round, then run the handler again.
+
+    A background call goes back to a worker instead, and the client gets the
+    flavor's ``running`` answer (when the flavor has one).
+    """
     if not await store.advance(call.id, round_number, answers, answers_digest):
         return await repeat_outcome(call.id, round_number, answers_digest, purpose)
+    if call.background and running is not None:
+        return await running(str(call.id))
     next_round = round_number + 1
     inv = new_invocation(target, rc, journal, str(call.id))
     for step in journal.steps:

@@ -27,7 +27,7 @@ from ..registry import registry
 from . import sessions
 from .context import RequestContext
 from .core import permitted
-from .flavors import mrtr, saga, session
+from .flavors import mrtr, resume, saga, session
 
 logger = logging.getLogger("mcp_tools.server")
 
@@ -157,6 +157,9 @@ def _cacheable(result: dict[str, Any], rc: RequestContext, items: list[Any] | No
 
 
 async def call_tool(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    token = resume.token_of(params)
+    if token is not None:
+        return await resume.resume(params, rc, token, mrtr.input_required_of if rc.modern else None)
     if rc.modern:
         return await mrtr.call("tools/call", params, rc)
     return await session.call("tools/call", params, rc)

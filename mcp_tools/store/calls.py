@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from collections.abc import Callable
 from typing import Any
 
 from django.utils import timezone
@@ -116,3 +117,44 @@ def call_for_stream(stream_id: str) -> str | None:
 
     value = ToolCall.objects.filter(stream_id=stream_id).values_list("id", flat=True).first()
     return str(value) if value else None
+
+
+# -- background work ------------------------------------------------------------
+
+
+def after_commit(fn: Callable[[], Any]) -> None:
+    """Run ``fn`` once the current transaction commits (at once in autocommit)."""
+    from django.db import transaction
+
+    transaction.on_commit(fn)
+
+
+def claim_for_worker(call_id: Any, worker: str, lease_seconds: float) -> bool:
+    from ..models import ToolCall
+
+    return ToolCall.objects.claim_for_worker(call_id, worker, lease_seconds)
+
+
+def renew_lease(call_id: Any, worker: str, lease_seconds: float) -> bool:
+    from ..models import ToolCall
+
+    return ToolCall.objects.renew_lease(call_id, worker, lease_seconds)
+
+
+def orphaned_background_calls() -> list[str]:
+    from ..models import ToolCall
+
+    return ToolCall.objects.orphaned_background_calls()
+
+
+def expire_overdue() -> int:
+    from ..models import ToolCall
+
+    return ToolCall.objects.expire_overdue()
+
+
+def set_task_id(call_id: Any, task_id: str) -> bool:
+    """The Celery task that will run a live background call next."""
+    from ..models import ToolCall
+
+    return bool(ToolCall.objects.filter(id=call_id, status__in=("working", "input_required")).update(celery_task_id=task_id))

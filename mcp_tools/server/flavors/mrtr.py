@@ -8,12 +8,16 @@ between rounds: the token names the call row, and any process may continue it.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from ... import engine
+from ... import engine, store
+from ...interprocess import wakeups
+from ...protocol import jsonrpc
 from ...engine.journal import Step
 from ...protocol.errors import INTERNAL_ERROR, McpError, invalid_params
-from .. import core
+from .. import background, core
+from . import resume
 from ..context import RequestContext
 
 #: Rounds answered from ``inputResponses`` sent in advance, within one request.
@@ -44,6 +48,10 @@ async def call(method: str, params: dict[str, Any], rc: RequestContext) -> dict[
 async def _first_round(inv: engine.Invocation, target: core.Target, rc: RequestContext, responses: dict[str, Any]) -> dict[str, Any]:
     for _ in range(MAX_INLINE_ROUNDS):
         outcome = await core.execute(target, inv)
+        if isinstance(outcome, engine.Deferred):
+            # On a worker from here.
+            call_id = await background.defer(inv, target, rc, 0)
+            return await _while_on_worker(call_id, rc, target)
         if not isinstance(outcome, engine.NeedsInput):
             return await core.finish(inv, target, outcome, rc, 0)
         # Answers the client already sent for steps asked only now (a stateless
@@ -65,4 +73,59 @@ async def _resume(method: str, params: dict[str, Any], responses: dict[str, Any]
     return await core.advance_and_run(
         row, journal, payload["r"], responses, target, rc, purpose="request", strict_keys=True,
         ask=lambda call_id, round_number, pending: input_required(call_id, round_number, pending, rc, target),
+        running=lambda call_id: _back_to_worker(call_id, rc, target),
     )
+
+
+async def _back_to_worker(call_id: str, rc: RequestContext, target: core.Target) -> dict[str, Any]:
+    """A background call's answers are in: it goes back to a worker."""
+    await background.requeue(call_id)
+    return await _while_on_worker(call_id, rc, target)
+
+
+async def _while_on_worker(call_id: str, rc: RequestContext, target: core.Target) -> dict[str, Any]:
+    """What a 2026 client without tasks gets while a worker runs its call.
+
+    A client that resumes calls (see :func:`resume.client_supports`) gets a resume
+    token at once. Any other holds this request: it receives the worker's progress
+    on the response stream, then the result, or an ``InputRequiredResult`` when
+    the handler asks something. Closing the stream cancels the call.
+    """
+    if resume.client_supports(rc):
+        return resume.running_answer(call_id, rc, target)
+    try:
+        return await _hold(call_id, rc, target)
+    except asyncio.CancelledError:
+        await core.end_call(call_id, "cancelled")
+        raise
+
+
+async def _hold(call_id: str, rc: RequestContext, target: core.Target) -> dict[str, Any]:
+    last_progress: tuple[Any, Any, str] | None = None
+    async with wakeups.listening(call_id) as event:
+        while True:
+            loaded = await store.load_call(call_id)
+            if loaded is None:
+                return core.ended_answer(target, "cancelled")
+            row, journal = loaded
+            progress = (row.progress, row.progress_total, row.status_message)
+            if row.progress is not None and progress != last_progress and rc.emit is not None and rc.progress_token is not None:
+                last_progress = progress
+                await rc.emit(jsonrpc.notification_message("notifications/progress", core.progress_params(rc.progress_token, row)))
+            if row.status in ("completed", "failed"):
+                result: dict[str, Any] = row.result or {"content": []}
+                return result
+            if row.status in ("cancelled", "expired"):
+                return core.ended_answer(target, row.status)
+            if row.status == "input_required" and journal.pending:
+                return input_required(call_id, row.round, journal.pending, rc, target)
+            await wakeups.wait(event)
+
+
+async def input_required_of(row: Any, rc: RequestContext, target: core.Target) -> dict[str, Any]:
+    """The ``InputRequiredResult`` of a call (run elsewhere) that waits for input now."""
+    loaded = await store.load_call(row.id)
+    if loaded is None:
+        raise resume.invalid()
+    row, journal = loaded
+    return input_required(str(row.id), row.round, journal.pending, rc, target)

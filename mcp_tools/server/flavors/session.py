@@ -21,7 +21,7 @@ from ...interprocess import wakeups
 from ...protocol import jsonrpc
 from ...protocol.answers import InvalidAnswer, check_answer
 from ...protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
-from .. import core
+from .. import background, core
 from ..context import RequestContext
 
 logger = logging.getLogger("mcp_tools.calls")
@@ -52,6 +52,8 @@ async def call(method: str, params: dict[str, Any], rc: RequestContext) -> dict[
     round_number = 0
     while True:
         outcome = await core.execute(target, inv)
+        if isinstance(outcome, engine.Deferred):
+            return await _run_on_worker(inv, target, rc, round_number)
         if not isinstance(outcome, engine.NeedsInput):
             return await core.finish(inv, target, outcome, rc, round_number)
         if rc.emit is None:
@@ -101,20 +103,45 @@ async def _wait(call_id: str, round_number: int) -> Journal:
             await wakeups.wait(event)
 
 
-async def continue_call(call_id: str, rc: RequestContext, already_sent: set[str]) -> dict[str, Any] | None:
-    """Continue a session call on a resumed stream (``GET`` with ``Last-Event-ID``).
+async def _run_on_worker(inv: engine.Invocation, target: core.Target, rc: RequestContext, round_number: int) -> dict[str, Any]:
+    """Hand the call to a worker and hold this stream: progress, requests for input, then the result."""
+    call_id = await background.defer(inv, target, rc, round_number)
+    try:
+        result = await follow(call_id, rc, set())
+    except asyncio.CancelledError:
+        # notifications/cancelled: end the call and stop its worker (a closed stream does not).
+        if not rc.stream_closed:
+            await core.end_call(call_id, "cancelled")
+        raise
+    assert result is not None  # the caller owns the call
+    return result
 
-    Another process may still hold the call (its old stream not yet known to be
-    gone): wait while it runs, answer with the stored result once it is done, and
-    re-send on this stream any pending request the client has not seen here.
-    """
+
+async def continue_call(call_id: str, rc: RequestContext, already_sent: set[str]) -> dict[str, Any] | None:
+    """Continue a session call on a resumed stream (``GET`` with ``Last-Event-ID``)."""
     rc.flavor = "session"
+    return await follow(call_id, rc, already_sent)
+
+
+async def follow(call_id: str, rc: RequestContext, already_sent: set[str]) -> dict[str, Any] | None:
+    """Carry a call that runs elsewhere on this stream until it ends; its result, or None if not the caller's.
+
+    Another process (or a worker) may hold the call: wait while it runs, relay its
+    progress, answer with the stored result once it is done, and send on this
+    stream any pending request the client has not seen here. Once its answers are
+    in, a background call goes back to a worker; any other call continues here.
+    """
+    last_progress: tuple[Any, Any, str] | None = None
     async with wakeups.listening(call_id) as event:
         while True:
             loaded = await store.load_call(call_id)
             if loaded is None or loaded[0].principal != rc.principal.id:
                 return None
             row, journal = loaded
+            progress = (row.progress, row.progress_total, row.status_message)
+            if row.progress is not None and progress != last_progress:
+                last_progress = progress
+                await _relay_progress(row, rc)
             if row.status in ("completed", "failed"):
                 result: dict[str, Any] | None = row.result
                 return result
@@ -126,8 +153,17 @@ async def continue_call(call_id: str, rc: RequestContext, already_sent: set[str]
                     await _ask_on_stream(call_id, unsent, rc)
                     already_sent.update(step_request_id(call_id, s.seq) for s in unsent)
                 if not journal.pending and await store.claim_round(call_id, row.round):
-                    return await _run_rounds(row, journal, rc, already_sent)
+                    if row.background:
+                        await background.requeue(call_id)
+                    else:
+                        return await _run_rounds(row, journal, rc, already_sent)
             await wakeups.wait(event)
+
+
+async def _relay_progress(row: Any, rc: RequestContext) -> None:
+    if rc.progress_token is None or rc.emit is None:
+        return
+    await rc.emit(jsonrpc.notification_message("notifications/progress", core.progress_params(rc.progress_token, row)))
 
 
 async def _run_rounds(row: Any, journal: Journal, rc: RequestContext, already_sent: set[str]) -> dict[str, Any]:
@@ -137,6 +173,8 @@ async def _run_rounds(row: Any, journal: Journal, rc: RequestContext, already_se
     inv = core.new_invocation(target, rc, journal, call_id)
     while True:
         outcome = await core.execute(target, inv)
+        if isinstance(outcome, engine.Deferred):
+            return await _run_on_worker(inv, target, rc, round_number)
         if not isinstance(outcome, engine.NeedsInput):
             return await core.finish(inv, target, outcome, rc, round_number)
         await core.suspend(inv, rc, round_number)

@@ -1,0 +1,1 @@
+"""Operations demo: background work on Celery (reports, event feeds, rollouts)."""

@@ -1,0 +1,195 @@
+"""Background work: calls that a Celery worker runs instead of the request that started them.
+
+A background call is the same ``ToolCall`` row and journal as any other. The
+request that starts it (a ``background=True`` tool, or a handler that awaited
+``ctx.defer()``) writes the row, and queues ``mcp_tools.run_call`` once that
+write has committed. A worker claims the call with a lease (compare-and-set),
+runs the handler from its journal, renews the lease while it runs, and writes
+the outcome to the row: a result, or ``input_required`` when the handler asks
+the client something (the worker is then free; answering queues the call again).
+
+A worker that dies stops renewing its lease; the periodic sweep
+(:func:`sweep`, the ``mcp_tools.sweep`` task and ``mcp_cleanup``) queues its
+calls again, and their journaled ``ctx.once`` effects do not repeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from .. import engine, store
+from ..conf import mcp_settings
+from ..interprocess import cancellation, wakeups
+from ..protocol import versions
+from ..registry import Tool, registry
+from . import core
+from .auth import Principal
+from .context import RequestContext
+
+logger = logging.getLogger("mcp_tools.background")
+
+RUN_TASK = "mcp_tools.run_call"
+
+
+def worker_name() -> str:
+    """This worker process, as shown in the admin (host and pid)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def send(call_id: str, tool: Tool | None, task_id: str) -> None:
+    """Queue the worker task of a call (sync; after the row committed)."""
+    from celery import current_app
+
+    options: dict[str, Any] = {"task_id": task_id}
+    if tool is not None and tool.queue:
+        options["queue"] = tool.queue
+    if tool is not None and tool.time_limit:
+        # Celery's hard limit is the backstop; the handler's own limit ends it cleanly first.
+        options["time_limit"] = tool.time_limit + float(mcp_settings.WORKER_LEASE_SECONDS)
+    current_app.send_task(RUN_TASK, args=[call_id], **options)
+
+
+def _queue_after_commit(call_id: str, tool: Tool | None, task_id: str) -> None:
+    store.sync_calls.after_commit(lambda: send(call_id, tool, task_id))
+
+
+async def defer(inv: engine.Invocation, target: core.Target, rc: RequestContext, round_number: int) -> str:
+    """Hand a call to a worker: write (or update) its row as a background call, then queue it.
+
+    Returns the call id. Steps the handler journaled before deferring are kept;
+    the worker replays them.
+    """
+    task_id = str(uuid.uuid4())
+    fields = {"background": True, "celery_task_id": task_id}
+    if inv.call_id is None:
+        inv.state["row_fields"] = fields
+        call_id = await core.ensure_row(inv, status="working")
+    else:
+        call_id = inv.call_id
+        if not await store.save_round(call_id, round_number, [s for s in inv.journal.steps if not s.persisted], status="working", **fields):
+            raise core.call_ended_error(await core.status_of(call_id))
+    await store.db(_queue_after_commit)(call_id, target.tool, task_id)
+    return call_id
+
+
+async def requeue(call_id: str) -> None:
+    """Queue a background call again (its answers are in, or its worker died)."""
+    loaded = await store.load_call(call_id)
+    if loaded is None:
+        return
+    row, _ = loaded
+    task_id = str(uuid.uuid4())
+    await store.db(store.sync_calls.set_task_id)(call_id, task_id)
+    await store.db(_queue_after_commit)(call_id, registry.get_tool(row.tool_name), task_id)
+
+
+def _principal_of(row: Any) -> Principal:
+    from django.contrib.auth.models import AnonymousUser
+
+    user = row.user if row.user is not None and row.user.is_active else AnonymousUser()
+    return Principal(user=user, id=row.principal)
+
+
+class RetryCall(Exception):
+    """The handler raised an exception of its tool's ``retry_on``: run the call again later."""
+
+    def __init__(self, countdown: float) -> None:
+        super().__init__(countdown)
+        self.countdown = countdown
+
+
+def run_call_sync(call_id: str, worker: str, attempt: int = 0) -> str:
+    """The body of the ``mcp_tools.run_call`` Celery task."""
+    from asgiref.sync import async_to_sync
+
+    return async_to_sync(run_in_worker)(call_id, worker, attempt)
+
+
+async def run_in_worker(call_id: str, worker: str, attempt: int = 0) -> str:
+    """Run one round of a background call on this worker. Returns what happened, for the log.
+
+    ``claimed-elsewhere`` when another worker holds a valid lease or the call is
+    not waiting for a worker (finished, cancelled, waiting for input).
+    """
+    lease = float(mcp_settings.WORKER_LEASE_SECONDS)
+    if not await store.claim_for_worker(call_id, worker, lease):
+        return "claimed-elsewhere"
+    loaded = await store.load_call(call_id)
+    if loaded is None:
+        return "gone"
+    row, journal = loaded
+    principal = await sync_to_async(_principal_of)(row)
+    rc = RequestContext(
+        principal=principal, protocol_version=row.protocol_version, modern=versions.is_modern(row.protocol_version),
+        client_capabilities=row.client_capabilities or {}, request_id=row.request_id or None,
+        session_id=row.session_id or None, flavor=row.flavor,
+    )
+    try:
+        target = await core.resolve_target("tools/call", row.arguments, principal)
+    except Exception as exc:  # the tool is gone, or the caller lost the permission since
+        logger.warning("Background call %s cannot run: %s", call_id, exc)
+        result = core.error_result(f"The call cannot run: {getattr(exc, 'message', exc)}")
+        await store.save_round(call_id, row.round, [], status="failed", result=result, worker="", lease_expires_at=None,
+                               last_outcome={"round": row.round, "answer": result})
+        await wakeups.notify(call_id)
+        return "failed"
+    for step in journal.steps:
+        step.persisted = True
+    inv = core.new_invocation(target, rc, journal, call_id)
+    inv.in_worker = True
+    tool = target.tool
+    time_limit = tool.time_limit if tool is not None else None
+    heartbeat = asyncio.ensure_future(_renew_lease(call_id, worker, lease, asyncio.current_task()))
+    try:
+        try:
+            async with asyncio.timeout(time_limit):
+                outcome = await core.execute(target, inv)
+        except TimeoutError:
+            outcome = core.error_result(f"The call ran out of time ({time_limit:g} s).")
+        except Exception as exc:  # only the tool's retry_on exceptions get here (see core.execute)
+            assert tool is not None
+            if attempt < tool.max_retries:
+                logger.info("Background call %s raised %r; retry %d of %d", call_id, exc, attempt + 1, tool.max_retries)
+                await store.save_round(call_id, row.round, [s for s in inv.journal.steps if not s.persisted],
+                                       worker="", lease_expires_at=None)
+                raise RetryCall(tool.retry_backoff * 2**attempt) from exc
+            outcome = core.error_result(f"The call failed after {attempt + 1} attempts: {type(exc).__name__}: {exc}")
+    finally:
+        heartbeat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await heartbeat
+    if isinstance(outcome, engine.NeedsInput):
+        await core.suspend(inv, rc, row.round, worker="", lease_expires_at=None)
+        return "input-required"
+    await core.finish(inv, target, outcome, rc, row.round, worker="", lease_expires_at=None)
+    return "finished"
+
+
+async def _renew_lease(call_id: str, worker: str, lease: float, handler: asyncio.Task[Any] | None) -> None:
+    while True:
+        await asyncio.sleep(lease / 3)
+        if not await store.renew_lease(call_id, worker, lease) and handler is not None:
+            # The call ended (cancelled, expired) or another worker took it over: stop here.
+            cancellation.stop_task(handler)
+            return
+
+
+def sweep() -> dict[str, int]:
+    """Periodic housekeeping (sync): expire overdue calls, queue again calls whose worker died."""
+    from asgiref.sync import async_to_sync
+
+    expired = store.sync_calls.expire_overdue()
+    orphans = store.sync_calls.orphaned_background_calls()
+    for call_id in orphans:
+        async_to_sync(requeue)(call_id)
+    if orphans:
+        logger.warning("Queued %d background call(s) again after their worker was lost", len(orphans))
+    return {"expired": expired, "requeued": len(orphans)}

@@ -1,0 +1,31 @@
+"""Celery tasks of mcp_tools, found by the project's ``app.autodiscover_tasks()``.
+
+They are thin, as Celery's Django guide asks: each takes a call id and hands it
+to :mod:`mcp_tools.server.background`. The call row, not Celery's result backend,
+holds the result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+
+
+@shared_task(name="mcp_tools.run_call", bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def run_call(self: Any, call_id: str) -> str:
+    """Run one round of a background call on this worker."""
+    from .server.background import RetryCall, run_call_sync, worker_name
+
+    try:
+        return run_call_sync(call_id, worker_name(), attempt=self.request.retries)
+    except RetryCall as retry:
+        raise self.retry(countdown=retry.countdown, max_retries=None) from retry
+
+
+@shared_task(name="mcp_tools.sweep", ignore_result=True)
+def sweep() -> dict[str, int]:
+    """Periodic: expire overdue calls, and queue again calls whose worker was lost (Celery beat)."""
+    from .server.background import sweep as run_sweep
+
+    return run_sweep()
