@@ -66,3 +66,24 @@ def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         problems.append(Warning("MCP_TOOLS['ALLOW_ANONYMOUS'] is on in production: anyone can call tools without permissions.",
                                 id="mcp_tools.W004"))
     return problems
+
+
+@register(Tags.compatibility)
+def check_background_broker(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """Background tools need a Celery app with a broker: without one their calls would never run."""
+    from .registry import registry
+
+    background = sorted(tool.name for tool in registry.tools if tool.background)
+    if not background:
+        return []
+    from celery import current_app
+
+    if current_app.conf.broker_url:
+        return []
+    return [Error(
+        f"Background tools are registered ({', '.join(background[:5])}{', ...' if len(background) > 5 else ''}) "
+        "but no Celery broker is configured, so their calls would never run.",
+        hint="Set up a Celery app (celery.py loading 'django.conf:settings' with namespace 'CELERY') and CELERY_BROKER_URL; "
+             "see docs/background.md.",
+        id="mcp_tools.E020",
+    )]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from celery import shared_task
+from celery.signals import worker_ready
 
 
 @shared_task(name="mcp_tools.run_call", bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
@@ -29,3 +30,9 @@ def sweep() -> dict[str, int]:
     from .server.background import sweep as run_sweep
 
     return run_sweep()
+
+
+@worker_ready.connect
+def _sweep_when_a_worker_starts(**kwargs: Any) -> None:
+    """A worker that starts (often: one that replaces a lost worker) looks for calls to take over."""
+    sweep.delay()

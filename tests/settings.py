@@ -26,7 +26,8 @@ if "demo_site.conformance" not in INSTALLED_APPS:
 
 SECRET_KEY = "tests-" + "x" * 60
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-MCP_TOOLS = {**MCP_TOOLS, "ALLOW_ANONYMOUS": True}
+# A short worker lease, so a killed worker's call is taken over within seconds.
+MCP_TOOLS = {**MCP_TOOLS, "ALLOW_ANONYMOUS": True, "WORKER_LEASE_SECONDS": 3.0}
 DEBUG = False
 ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]", "testserver"]
 

@@ -50,6 +50,39 @@ async def test_legacy_client_gets_worker_progress_then_the_result_on_its_stream(
     assert await sync_to_async(_report_rows)() == [{"call_id": str(call["id"]), "rows": 200, "total": sum(range(200))}]
 
 
+async def test_a_worker_killed_mid_call_is_replaced_and_the_once_effects_ran_exactly_once(
+    start_server: type[LiveServer], start_worker: type[CeleryWorker],
+) -> None:
+    """SIGKILL the worker mid-call; once its lease runs out the sweep queues the call for another worker."""
+    from mcp_tools.server.background import sweep
+
+    server = start_server().start()
+    first = start_worker().start()
+    async with sdk_client(server.url, "legacy") as client:
+        call = asyncio.ensure_future(client.call_tool("generate_report", {"rows": 1000}))
+        for _ in range(200):  # until the worker opened the report and made progress
+            rows = await sync_to_async(_calls)("generate_report")
+            progress = await sync_to_async(lambda: ToolCall.objects.filter(tool_name="generate_report").values_list("progress", flat=True).first())()
+            if rows and progress:
+                break
+            await asyncio.sleep(0.05)
+        first.kill()
+        start_worker().start()
+        requeued = 0
+        for _ in range(100):  # the lease (3 s in the tests) must run out first
+            requeued += (await sync_to_async(sweep)())["requeued"]
+            if requeued:
+                break
+            await asyncio.sleep(0.2)
+        assert requeued == 1
+        result = await asyncio.wait_for(call, 60)
+    assert result.is_error is False, result
+    [row] = await sync_to_async(_calls)("generate_report")
+    assert row["status"] == "completed"
+    reports = await sync_to_async(_report_rows)()
+    assert reports == [{"call_id": str(row["id"]), "rows": 1000, "total": sum(range(1000))}], "each once effect ran once"
+
+
 async def test_2026_client_without_tasks_is_held_until_the_worker_finishes(
     start_server: type[LiveServer], start_worker: type[CeleryWorker],
 ) -> None:
@@ -102,3 +135,15 @@ async def test_a_client_that_resumes_polls_with_tokens_to_completion(
         forged, message = await client.post("tools/call", {**arguments, "resumeToken": first["nextResumeToken"][:-4] + "AAAA"})
         assert message["error"]["code"] == -32602
     assert len(await sync_to_async(_calls)("generate_report")) == 1, "a refused token must start nothing"
+
+
+@pytest.mark.django_db
+def test_check_reports_background_tools_without_a_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    from celery import current_app
+
+    from mcp_tools.checks import check_background_broker
+
+    assert check_background_broker() == []  # the demo configures a broker
+    monkeypatch.setattr(current_app.conf, "broker_url", None)
+    [error] = check_background_broker()
+    assert error.id == "mcp_tools.E020" and "generate_report" in error.msg

@@ -3,7 +3,7 @@
 * ``generate_report`` is ``background=True``: the client gets a task (when it
   supports tasks), a resume token (2026-07-28 without tasks), or an SSE stream
   with progress and then the result (2025-11-25). Its side effect runs in
-  ``ctx.once``, so a worker that dies mid-call does not write the report twice.
+  ``ctx.once``, so a worker that dies mid-call does not open the report twice.
 """
 
 from __future__ import annotations
@@ -24,9 +24,13 @@ class ReportSummary(BaseModel):
     report_id: int
 
 
-def _save_report(call_id: str, rows: int, total: int) -> int:
-    report, _ = ReportRun.objects.get_or_create(call_id=call_id, defaults={"rows": rows, "total": total})
-    return report.pk
+def _open_report(call_id: str, rows: int) -> int:
+    # A plain create, not get_or_create: run twice, it would fail on the unique call_id.
+    return ReportRun.objects.create(call_id=call_id, rows=rows).pk
+
+
+def _close_report(report_id: int, total: int) -> None:
+    ReportRun.objects.filter(pk=report_id, total__isnull=True).update(total=total)
 
 
 @mcp_tools.tool(background=True, time_limit=600)
@@ -38,12 +42,13 @@ async def generate_report(
     Args:
         rows: How many rows the report covers (1-100000).
     """
+    report_id = await ctx.once("open", _open_report, ctx.call_id or "", rows)
     total = 0
     chunk = max(1, rows // 10)
     for start in range(0, rows, chunk):
         end = min(rows, start + chunk)
         total += sum(range(start, end))
-        await asyncio.sleep(0.05)  # stands for real work
+        await asyncio.sleep(0.2)  # stands for real work
         await ctx.report_progress(end, rows, f"{end} of {rows} rows")
-    report_id = await ctx.once("save", _save_report, ctx.call_id or "", rows, total)
+    await ctx.once("close", _close_report, report_id, total)
     return ReportSummary(rows=rows, total=total, report_id=report_id)

@@ -10,7 +10,7 @@ class ReportRun(models.Model):
 
     call_id = models.CharField(max_length=64, unique=True)
     rows = models.PositiveIntegerField()
-    total = models.BigIntegerField()
+    total = models.BigIntegerField(null=True, blank=True, help_text="Set when the report is complete.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
