@@ -16,6 +16,8 @@ __all__ = [
     "ElicitationDeclined",
     "NonDeterministicHandler",
     "NotRegistered",
+    "Page",
+    "Pending",
     "SamplingResult",
     "StepFailed",
     "ToolContext",
@@ -33,7 +35,7 @@ __all__ = [
 from .engine.context import SamplingResult, ToolContext
 from .engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed
 from .registry.registry import AlreadyRegistered, NotRegistered, prompt, resource, tool
-from .registry.results import ToolError, ToolResult
+from .registry.results import Page, Pending, ToolError, ToolResult
 
 
 def __getattr__(name: str) -> object:

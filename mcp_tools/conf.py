@@ -52,6 +52,9 @@ DEFAULTS: dict[str, Any] = {
     "TASK_MAX_TTL_MS": 24 * 3600 * 1000,
     # How long tasks/result waits for a task to end before answering with its current state.
     "TASK_RESULT_WAIT_SECONDS": 30.0,
+    # How long a request of a client without resume tokens waits for a converging tool
+    # (one returning mcp_tools.Pending) before it answers with the pending state.
+    "CONVERGE_WAIT_SECONDS": 60.0,
     # 2026-07-28 cache hints on list/discover/read results.
     "CACHE_TTL_MS": 60_000,
     # Sampling with tools: bounds on the server-side agent loop.

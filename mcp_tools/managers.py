@@ -90,6 +90,44 @@ class ToolCallManager(models.Manager["ToolCall"]):
             step.persisted = True
         return True
 
+    def commit_round(
+        self, call_id: Any, expected_round: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str,
+        new_steps: list[Step], fields: dict[str, Any],
+    ) -> bool:
+        """:meth:`advance` and :meth:`save_round` of a round in one transaction.
+
+        For a round whose handler ran no effect: the answers, the new steps and the
+        outcome (``fields``) are written together, behind one compare-and-set on
+        ``round`` and on ``input_required``. The journal was read at
+        ``expected_round`` and only an advance changes it, so the compare-and-set
+        also proves that read current. Exactly one of several concurrent retries
+        returns True; a cancelled or expired call (not live) is left as it is.
+        """
+        CallStep = self._steps_model()
+
+        now = timezone.now()
+        with transaction.atomic(using=self.db):
+            moved = self.filter(id=call_id, round=expected_round, status=CallStatus.INPUT_REQUIRED).update(
+                round=expected_round + 1, last_answers_digest=answers_digest, updated_at=now, **fields
+            )
+            if not moved:
+                return False
+            for seq, (status, response, error) in answers.items():
+                CallStep.objects.filter(call_id=call_id, seq=seq, status=StepStatus.PENDING).update(
+                    status=status, response=response, error=error, answered_at=now
+                )
+            if new_steps:
+                CallStep.objects.bulk_create(
+                    [
+                        CallStep(call_id=call_id, seq=s.seq, kind=s.kind, key=s.key, digest=s.digest, request=s.request,
+                                 response=s.response, error=s.error, status=s.status)
+                        for s in new_steps
+                    ]
+                )
+        for step in new_steps:
+            step.persisted = True
+        return True
+
     def answer_step(self, call_id: Any, seq: int, status: str, response: Any, error: Any) -> bool:
         """Record a client's answer to one pending step (2025-11-25 sessions)."""
         CallStep = self._steps_model()

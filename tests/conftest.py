@@ -175,3 +175,14 @@ def _close_worker_thread_connections(django_db_setup: None, django_db_blocker: o
                     "WHERE datname = current_database() AND pid <> pg_backend_pid()"
                 )
         connection.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _remove_this_runs_broker_folder() -> Iterator[None]:
+    """The embedded broker's folder is per test run (tests/settings.py); remove it afterwards."""
+    yield
+    import shutil
+
+    folder = os.environ.get("MCP_TOOLS_BROKER_DIR", "")
+    if os.path.basename(folder).startswith(".broker-"):
+        shutil.rmtree(folder, ignore_errors=True)

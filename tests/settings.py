@@ -9,15 +9,18 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("MCP_CONFORMANCE", "1")
-# The embedded broker's folder, shared by this process, live servers and Celery workers.
-os.environ.setdefault("MCP_TOOLS_BROKER_DIR", str(Path(__file__).resolve().parent / ".broker"))
+# One test database and one broker folder per test run (several runs may share a machine),
+# named in the environment so the live servers and workers the run starts find them.
+os.environ.setdefault("MCP_TOOLS_TEST_RUN", str(os.getpid()))
+_RUN = os.environ["MCP_TOOLS_TEST_RUN"]
+os.environ.setdefault("MCP_TOOLS_BROKER_DIR", str(Path(__file__).resolve().parent / f".broker-{_RUN}"))
 
 from demo_site.settings import *  # noqa: E402,F401,F403
 from demo_site.settings import DATABASES, INSTALLED_APPS, MCP_TOOLS  # noqa: E402
 
 TESTS_DIR = Path(__file__).resolve().parent
 TEST_DB_NAME = os.environ.get("MCP_TOOLS_TEST_DB") or (
-    "test_mcp_tools" if DATABASES["default"]["ENGINE"].endswith("postgresql") else str(TESTS_DIR / ".test-db.sqlite3")
+    f"test_mcp_tools_{_RUN}" if DATABASES["default"]["ENGINE"].endswith("postgresql") else str(TESTS_DIR / f".test-db-{_RUN}.sqlite3")
 )
 DATABASES["default"]["TEST"] = {"NAME": TEST_DB_NAME}
 

@@ -388,6 +388,11 @@ class ToolContext:
         return value
 
     @property
+    def cursor(self) -> Any:
+        """Where a ``paginate=True`` tool goes on from: the ``next_cursor`` of its previous page, or None."""
+        return self._inv.cursor
+
+    @property
     def in_worker(self) -> bool:
         """Whether a background worker runs this call (see :meth:`defer`)."""
         return self._inv.in_worker

@@ -55,6 +55,8 @@ class Invocation:
     thread_sensitive: bool = True
     #: True when a worker runs the call: ``ctx.defer()`` then has nothing left to do.
     in_worker: bool = False
+    #: Where a paginated tool goes on from (sealed in the resume token of its previous page).
+    cursor: Any = None
     state: dict[str, Any] = field(default_factory=dict)
 
 

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import inspect
 import re
+import types
 import typing
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, overload
@@ -40,6 +41,17 @@ def _context_param(fn: Callable[..., Any], hints: dict[str, Any]) -> str | None:
         if annotation is ToolContext or (inspect.isclass(annotation) and issubclass(annotation, ToolContext)):
             return param.name
     return None
+
+
+def _result_type(annotation: Any) -> Any:
+    """The type a tool's results are shaped as: ``T`` of ``Page[T]``, and ``T`` of ``T | Pending``."""
+    if typing.get_origin(annotation) is results.Page:
+        return typing.get_args(annotation)[0]
+    args = typing.get_args(annotation)
+    if args and results.Pending in args and typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        rest = [arg for arg in args if arg is not results.Pending]
+        return rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]  # noqa: UP007
+    return annotation
 
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
@@ -380,7 +392,7 @@ def make_tool(
         if p.name != context_param and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     ]
     input_spec = input_from_serializer(tool_name, serializer) if serializer is not None else input_from_signature(tool_name, parameters, hints, param_docs)
-    output_spec = output_from_annotation(hints.get("return", inspect.Signature.empty))
+    output_spec = output_from_annotation(_result_type(hints.get("return", inspect.Signature.empty)))
     if task_support is None:
         task_support = "optional" if background else "forbidden"
     if task_support not in ("forbidden", "optional", "required"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -45,6 +45,39 @@ class ToolResult:
         if meta:
             result["_meta"] = meta
         return result
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class Page(Generic[T]):
+    """One page of a large result; return ``Page[T]`` from a ``paginate=True`` tool.
+
+    ``items`` is shaped like a plain return value of type ``T``. When
+    ``next_cursor`` is set, the result carries ``nextResumeToken``; the client
+    calls again with ``resumeToken`` and the tool gets ``ctx.cursor`` back (the
+    cursor is sealed in the token, so it may be any JSON value the tool trusts).
+    """
+
+    items: T
+    next_cursor: Any = None
+
+
+@dataclass
+class Pending:
+    """Return from a tool whose state converges over time: "not yet, ask again".
+
+    A client that resumes calls gets ``message`` (and any progress) with a
+    ``nextResumeToken``; calling again runs the tool again. For other clients
+    the server runs the tool again itself every ``poll_seconds``, within
+    ``CONVERGE_WAIT_SECONDS``, holding the request.
+    """
+
+    message: str
+    progress: float | None = None
+    total: float | None = None
+    poll_seconds: float = 1.0
 
 
 def text(value: str) -> dict[str, Any]:

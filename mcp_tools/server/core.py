@@ -20,7 +20,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -36,7 +36,7 @@ from ..protocol.answers import InvalidAnswer, check_answer
 from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError, invalid_params
 from ..protocol.levels import at_least
 from ..registry import Prompt, Resource, Tool, registry
-from ..registry.results import ToolError
+from ..registry.results import Page, Pending, ToolError
 from . import tokens
 from .auth import Principal
 from .context import RequestContext
@@ -177,6 +177,7 @@ class Runtime:
     async def run_once(self, inv: engine.Invocation, step: Step, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if inv.call_id is None:
             await ensure_row(inv, status="working")
+        await claim(inv)
         if asyncio.iscoroutinefunction(fn):
             # An async side effect cannot share the journal's transaction; it runs, then is journaled.
             value = await fn(*args, **kwargs)
@@ -202,6 +203,7 @@ class Runtime:
                 params["message"] = message
             await rc.emit(jsonrpc.notification_message("notifications/progress", params))
         if inv.call_id is not None:
+            await claim(inv)
             if not await store.record_progress(inv.call_id, progress, total, message or ""):
                 # The row ended (cancelled by an operator, expired): stop at this await.
                 raise asyncio.CancelledError(cancellation.SERVER_CANCEL)
@@ -228,6 +230,62 @@ class Runtime:
 
 
 RUNTIME = Runtime()
+
+
+class RoundTaken(BaseException):
+    """The round this run answers was advanced by another request (or the call ended) first.
+
+    A ``BaseException`` so that a handler's ``except Exception`` cannot swallow it:
+    the run stops at its next effect and the request settles like a stale retry.
+    """
+
+
+@dataclass
+class PendingRound:
+    """A resumed round whose answers are not written yet (see :func:`run_next_round`).
+
+    The handler replays with the answers in memory. The round is claimed (the
+    compare-and-set advance) only when the run reaches its first effect (a
+    ``ctx.once`` step, recorded progress), so a round without effects writes
+    once, with its outcome (:func:`save_outcome`).
+    """
+
+    round: int
+    answers: dict[int, tuple[str, Any, Any]]
+    digest: str
+    claimed: bool = False
+    won: bool = False
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+async def claim(inv: engine.Invocation) -> None:
+    """Advance a pending round before the run's first effect; :class:`RoundTaken` if it lost."""
+    pending: PendingRound | None = inv.state.get("pending_round")
+    if pending is None:
+        return
+    async with pending.lock:  # concurrent effects (ctx.gather) claim once
+        if not pending.claimed:
+            pending.won = await store.advance(inv.call_id, pending.round, pending.answers, pending.digest)
+            pending.claimed = True
+    if not pending.won:
+        raise RoundTaken()
+
+
+async def save_outcome(inv: engine.Invocation, round_number: int, **fields: Any) -> bool:
+    """Write a run's new steps and the row's ``fields`` (compare-and-set); whether this run won.
+
+    An unclaimed pending round commits its answers, steps and outcome in one
+    transaction (:func:`store.commit_round`); otherwise the round was advanced
+    already and only the outcome is written (:func:`store.save_round`).
+    """
+    new_steps = [s for s in inv.journal.steps if not s.persisted]
+    pending: PendingRound | None = inv.state.pop("pending_round", None)
+    if pending is not None and not pending.claimed:
+        pending.claimed = True
+        if not await store.commit_round(inv.call_id, pending.round, pending.answers, pending.digest, new_steps, **fields):
+            raise RoundTaken()
+        return True
+    return await store.save_round(inv.call_id, round_number, new_steps, **fields)
 
 
 async def ensure_row(inv: engine.Invocation, *, status: str) -> str:
@@ -364,6 +422,9 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
         watch = inv.state.pop("watch", None)
         if watch is not None:
             watch.close()
+        # The handler is done: a row created after this (suspend) needs no watch, which
+        # would outlive the request (a status poll per suspended call, an entry kept).
+        inv.state.pop("task", None)
     if is_tool:
         return error_result(message)
     raise McpError(INTERNAL_ERROR, message)
@@ -422,22 +483,85 @@ def invalid_token(purpose: str) -> McpError:
 
 async def finish(inv: engine.Invocation, target: Target, outcome: Any, rc: RequestContext, round_number: int, **fields: Any) -> dict[str, Any]:
     """Wire result of a finished run; closes the row if there is one (with ``fields`` of the row)."""
-    result = outcome if isinstance(outcome, dict) else target.shape(outcome.value)
+    if isinstance(outcome, engine.Completed) and isinstance(outcome.value, Pending) and not client_resumes(rc):
+        outcome = await _converge(target, rc, outcome)
+    result = outcome if isinstance(outcome, dict) else shape_value(target, outcome.value, rc)
     if target.method == "tools/call":
         await check_next_tool(result, rc)
     if inv.call_id is None and mcp_settings.RECORD_ALL_CALLS:
         await ensure_row(inv, status="working")
     if inv.call_id is not None:
-        won = await store.save_round(
-            inv.call_id, round_number, [s for s in inv.journal.steps if not s.persisted],
-            status="failed" if result.get("isError") else "completed", result=result, finished_at=timezone.now(),
-            last_outcome={"round": round_number, "answer": result}, **fields,
+        won = await save_outcome(
+            inv, round_number, status="failed" if result.get("isError") else "completed", result=result,
+            finished_at=timezone.now(), last_outcome={"round": round_number, "answer": result}, **fields,
         )
         if not won:
             # A cancel or expiry committed first: the row keeps it, and the client is told so.
             return ended_answer(target, await status_of(inv.call_id))
         await wakeups.notify(inv.call_id)
     return result
+
+
+# -- resume tokens (seed 002): shared by background calls, pages and converging state --------
+
+RESUME_PURPOSE = "resume"
+NEXT_RESUME_TOKEN = "nextResumeToken"
+
+
+def client_resumes(rc: RequestContext) -> bool:
+    """Whether the client said it resumes calls: ``capabilities.experimental.resumeTokens``.
+
+    Only such clients get an interim answer ("still working", "not yet") with
+    ``nextResumeToken``: a client that does not know the extension would take it
+    for the result (and one that checks results against the tool's output
+    schema would refuse it). Pages carry a token for every client.
+    """
+    experimental = rc.client_capabilities.get("experimental")
+    return isinstance(experimental, dict) and "resumeTokens" in experimental
+
+
+def seal_resume(rc: RequestContext, target: Target, **payload: Any) -> str:
+    """A resume token for this caller, tool and arguments: ``c`` (a running call) or ``k`` (a cursor)."""
+    return tokens.seal(RESUME_PURPOSE, {"p": rc.principal.id, "t": target.name, "d": target.params_digest, **payload})
+
+
+def with_next_token(result: dict[str, Any], token: str) -> dict[str, Any]:
+    """``result`` carrying ``nextResumeToken`` in the result and in ``_meta``."""
+    meta = dict(result.get("_meta") or {})
+    meta[NEXT_RESUME_TOKEN] = token
+    return {**result, NEXT_RESUME_TOKEN: token, "_meta": meta}
+
+
+def status_result(text: str, status: dict[str, Any]) -> dict[str, Any]:
+    """An interim ``CallToolResult``: a line for the model, the state under ``_meta``."""
+    return {"content": [{"type": "text", "text": text}], "_meta": {"io.modelcontextprotocol/status": status}}
+
+
+def shape_value(target: Target, value: Any, rc: RequestContext) -> dict[str, Any]:
+    """The wire result of a handler's return value, pages and converging state included."""
+    if isinstance(value, Page):
+        result = target.shape(value.items)
+        if value.next_cursor is not None:
+            result = with_next_token(result, seal_resume(rc, target, k=value.next_cursor))
+        return result
+    if isinstance(value, Pending):
+        status: dict[str, Any] = {"status": "pending", "message": value.message}
+        if value.progress is not None:
+            status.update(progress=value.progress, total=value.total)
+        return with_next_token(status_result(value.message, status), seal_resume(rc, target))
+    return target.shape(value)
+
+
+async def _converge(target: Target, rc: RequestContext, outcome: engine.Completed) -> Any:
+    """Run a converging tool again until it stops answering :class:`Pending` (for clients without resume tokens)."""
+    deadline = time.monotonic() + float(mcp_settings.CONVERGE_WAIT_SECONDS)
+    while isinstance(outcome.value, Pending) and time.monotonic() + outcome.value.poll_seconds < deadline:
+        await asyncio.sleep(outcome.value.poll_seconds)
+        again = await execute(target, new_invocation(target, rc))
+        if not isinstance(again, engine.Completed):
+            return again if isinstance(again, dict) else error_result("A converging tool may not ask for input.")
+        outcome = again
+    return outcome
 
 
 async def status_of(call_id: str) -> str:
@@ -450,9 +574,7 @@ async def suspend(inv: engine.Invocation, rc: RequestContext, round_number: int,
     """Persist a call that waits for input (with ``fields`` of the call row); returns its id."""
     if inv.call_id is None:
         return await ensure_row(inv, status="input_required")
-    if not await store.save_round(
-        inv.call_id, round_number, [s for s in inv.journal.steps if not s.persisted], status="input_required", **fields,
-    ):
+    if not await save_outcome(inv, round_number, status="input_required", **fields):
         raise call_ended_error(await status_of(inv.call_id))
     await wakeups.notify(inv.call_id)
     return inv.call_id
@@ -521,26 +643,38 @@ async def run_next_round(
     call: Any, journal: Journal, round_number: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str,
     target: Target, rc: RequestContext, *, purpose: str, ask: AskForInput, running: Running | None = None,
 ) -> dict[str, Any]:
-    """Record ``answers`` with a compare-and-set on the round, then run the handler again.
+    """Run the handler again with ``answers``, and record them with a compare-and-set on the round.
 
-    A background call goes back to a worker instead, and the client gets the
-    flavor's ``running`` answer (when the flavor has one).
+    The answers are written when the run reaches its first effect (then the round
+    is advanced before the effect runs, see :func:`claim`) or, for a run without
+    effects, together with its outcome in one transaction. Either way exactly one
+    of concurrent retries of the round wins; the others get :func:`repeat_outcome`.
+    A background call goes back to a worker instead (advanced first), and the
+    client gets the flavor's ``running`` answer (when the flavor has one).
     """
-    if not await store.advance(call.id, round_number, answers, answers_digest):
-        return await repeat_outcome(call.id, round_number, answers_digest, purpose)
     if call.background and running is not None:
+        if not await store.advance(call.id, round_number, answers, answers_digest):
+            return await repeat_outcome(call.id, round_number, answers_digest, purpose)
         return await running(str(call.id))
     next_round = round_number + 1
     inv = new_invocation(target, rc, journal, str(call.id))
     for step in journal.steps:
         step.persisted = True
-    outcome = await execute(target, inv)
-    if isinstance(outcome, engine.NeedsInput):
-        answer = ask(str(call.id), next_round, outcome.pending)
-        # The answer is stored with the round, so an identical retry gets the very same one.
-        await suspend(inv, rc, next_round, last_outcome={"round": next_round, "answer": answer})
-        return answer
-    return await finish(inv, target, outcome, rc, next_round)
+    inv.state["pending_round"] = PendingRound(round_number, answers, answers_digest)
+    try:
+        outcome = await execute(target, inv)
+        if isinstance(outcome, engine.NeedsInput):
+            answer = ask(str(call.id), next_round, outcome.pending)
+            # The answer is stored with the round, so an identical retry gets the very same one.
+            await suspend(inv, rc, next_round, last_outcome={"round": next_round, "answer": answer})
+            return answer
+        return await finish(inv, target, outcome, rc, next_round)
+    except RoundTaken:
+        # Another retry advanced the round first, or the call ended meanwhile.
+        row = await store.call_status(call.id)
+        if row is not None and row[1] == round_number and row[0] in ("cancelled", "expired"):
+            return ended_answer(target, row[0])
+        return await repeat_outcome(call.id, round_number, answers_digest, purpose)
 
 
 async def repeat_outcome(call_id: Any, round_number: int, answers_digest: str, purpose: str) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from ..managers import CallNotLive
 from . import calls as sync_calls, sessions as sync_sessions
 
 __all__ = [
-    "CallNotLive", "advance", "claim_for_worker", "renew_lease", "answer_step", "append_event", "call_for_stream", "call_request_id", "call_status", "claim_round",
+    "CallNotLive", "advance", "commit_round", "claim_for_worker", "renew_lease", "answer_step", "append_event", "call_for_stream", "call_request_id", "call_status", "claim_round",
     "create_call", "create_session", "db", "delete_session", "events_after", "get_session", "load_call",
     "record_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
     "subscribers", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "record_progress", "set_stream",
@@ -28,6 +28,7 @@ load_call = db(sync_calls.load_call)
 create_call = db(sync_calls.create_call)
 save_round = db(sync_calls.save_round)
 advance = db(sync_calls.advance)
+commit_round = db(sync_calls.commit_round)
 claim_round = db(sync_calls.claim_round)
 answer_step = db(sync_calls.answer_step)
 run_once = db(sync_calls.run_once)

@@ -46,6 +46,16 @@ def save_round(call_id: Any, round_number: int, new_steps: list[Step], **fields:
     return ToolCall.objects.save_round(call_id, round_number, new_steps, fields)
 
 
+def commit_round(
+    call_id: Any, expected_round: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str,
+    new_steps: list[Step], **fields: Any,
+) -> bool:
+    """Answers, new steps and outcome of a round that ran no effect, in one transaction (CAS on the round)."""
+    from ..models import ToolCall
+
+    return ToolCall.objects.commit_round(call_id, expected_round, answers, answers_digest, new_steps, fields)
+
+
 def advance(call_id: Any, expected_round: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str) -> bool:
     from ..models import ToolCall
 

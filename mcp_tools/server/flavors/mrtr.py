@@ -86,12 +86,12 @@ async def _back_to_worker(call_id: str, rc: RequestContext, target: core.Target)
 async def _while_on_worker(call_id: str, rc: RequestContext, target: core.Target) -> dict[str, Any]:
     """What a 2026 client without tasks gets while a worker runs its call.
 
-    A client that resumes calls (see :func:`resume.client_supports`) gets a resume
+    A client that resumes calls (see :func:`core.client_resumes`) gets a resume
     token at once. Any other holds this request: it receives the worker's progress
     on the response stream, then the result, or an ``InputRequiredResult`` when
     the handler asks something. Closing the stream cancels the call.
     """
-    if resume.client_supports(rc):
+    if core.client_resumes(rc):
         return resume.running_answer(call_id, rc, target)
     try:
         return await _hold(call_id, rc, target)
