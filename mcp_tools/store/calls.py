@@ -11,49 +11,93 @@ from django.utils import timezone
 
 from ..conf import mcp_settings
 from ..engine.journal import Journal, Step
+from ..states import LIVE_STATUSES, CallStatus
+from . import sql
 
-def load_call(call_id: Any) -> tuple[Any, Journal] | None:
-    from django.core.exceptions import ValidationError
-
+def _db() -> str:
     from ..models import ToolCall
 
+    return ToolCall.objects.db
+
+
+def load_call(call_id: Any) -> tuple[Any, Journal] | None:
+    """The call row and its journal: two precompiled SELECTs, no model instance per step."""
+    from django.core.exceptions import ValidationError
+
     try:
-        call = ToolCall.objects.filter(id=call_id).first()
+        loaded = sql.load_call(call_id, _db())
     except (ValidationError, ValueError):
         return None
-    if call is None:
+    if loaded is None:
         return None
-    steps = [
-        Step(seq=s.seq, kind=s.kind, key=s.key, digest=s.digest, request=s.request, response=s.response,
-             error=s.error, status=s.status, persisted=True)
-        for s in call.steps.order_by("seq")
-    ]
-    return call, Journal(steps)
+    call, rows = loaded
+    return call, Journal([
+        Step(seq=seq, kind=kind, key=key, digest=digest, request=request, response=response, error=error, status=status,
+             persisted=True)
+        for seq, kind, key, digest, request, response, error, status in rows
+    ])
 
 
 def create_call(steps: list[Step], **fields: Any) -> str:
+    from django.db import transaction
+    from django.db.models.signals import post_save, pre_save
+
     from ..models import ToolCall
 
-    fields.setdefault("expires_at", timezone.now() + timedelta(seconds=mcp_settings.CALL_TTL))
-    call = ToolCall.objects.create_with_steps(steps, **fields)
-    return str(call.id)
+    now = timezone.now()
+    fields.setdefault("expires_at", now + timedelta(seconds=mcp_settings.CALL_TTL))
+    if pre_save.has_listeners(ToolCall) or post_save.has_listeners(ToolCall):
+        # Someone listens for saves: go through Model.save so they hear this one.
+        return str(ToolCall.objects.create_with_steps(steps, **fields).id)
+    using = _db()
+    with transaction.atomic(using=using):
+        call_id = sql.insert_call(using, fields, now)
+        sql.insert_steps(call_id, using, steps, now)
+    for step in steps:
+        step.persisted = True
+    return call_id
 
 
 def save_round(call_id: Any, round_number: int, new_steps: list[Step], **fields: Any) -> bool:
-    """New steps and state of a live call at ``round_number``; False if the call ended or moved on."""
-    from ..models import ToolCall
+    """New steps and state of a live call at ``round_number``; False if the call ended or moved on.
 
-    return ToolCall.objects.save_round(call_id, round_number, new_steps, fields)
+    :meth:`ToolCallManager.save_round <mcp_tools.managers.ToolCallManager.save_round>` in precompiled SQL.
+    """
+    from django.db import transaction
+
+    using, now = _db(), timezone.now()
+    with transaction.atomic(using=using):
+        if not sql.update_call(call_id, using, {"round": round_number, "status__in": LIVE_STATUSES}, {"updated_at": now, **fields}):
+            return False
+        sql.insert_steps(call_id, using, new_steps, now)
+    for step in new_steps:
+        step.persisted = True
+    return True
 
 
 def commit_round(
     call_id: Any, expected_round: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str,
     new_steps: list[Step], **fields: Any,
 ) -> bool:
-    """Answers, new steps and outcome of a round that ran no effect, in one transaction (CAS on the round)."""
-    from ..models import ToolCall
+    """Answers, new steps and outcome of a round that ran no effect, in one transaction (CAS on the round).
 
-    return ToolCall.objects.commit_round(call_id, expected_round, answers, answers_digest, new_steps, fields)
+    :meth:`ToolCallManager.commit_round <mcp_tools.managers.ToolCallManager.commit_round>` in precompiled SQL.
+    """
+    from django.db import transaction
+
+    using, now = _db(), timezone.now()
+    with transaction.atomic(using=using):
+        moved = sql.update_call(
+            call_id, using, {"round": expected_round, "status": CallStatus.INPUT_REQUIRED},
+            {"round": expected_round + 1, "last_answers_digest": answers_digest, "updated_at": now, **fields},
+        )
+        if not moved:
+            return False
+        sql.answer_steps(call_id, using, answers, now)
+        sql.insert_steps(call_id, using, new_steps, now)
+    for step in new_steps:
+        step.persisted = True
+    return True
 
 
 def advance(call_id: Any, expected_round: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str) -> bool:
