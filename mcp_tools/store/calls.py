@@ -119,13 +119,34 @@ def answer_step(call_id: Any, seq: int, status: str, response: Any, error: Any) 
 
 
 def run_once(call_id: Any, step: Step, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, Any]:
-    from ..models import CallStep
+    """Run ``fn`` and journal its (JSON) result in one transaction; ``(ran, value)``.
 
-    def journaled() -> Any:
-        value = fn(*args, **kwargs)
-        return json.loads(json.dumps(value, default=str))
+    :meth:`CallStepManager.run_once <mcp_tools.managers.CallStepManager.run_once>` in
+    precompiled SQL, checks inside the transaction: a call that ended stops the
+    effect (:class:`CallNotLive`), and when another run journaled the step first,
+    ``fn``'s writes roll back and the recorded value is returned.
+    """
+    from django.db import IntegrityError, transaction
 
-    return CallStep.objects.run_once(call_id, step, lambda: journaled(), (), {})
+    from ..managers import CallNotLive
+
+    using = _db()
+    try:
+        with transaction.atomic(using=using):
+            existing = sql.step_response(call_id, step.seq, using)
+            if existing is not None:
+                return False, existing[0]
+            if sql.call_status(call_id, using) not in LIVE_STATUSES:
+                raise CallNotLive(call_id)
+            value = json.loads(json.dumps(fn(*args, **kwargs), default=str))
+            sql.insert_steps(call_id, using, [Step(seq=step.seq, kind=step.kind, key=step.key, digest=step.digest,
+                                                   response=value, status="done")], timezone.now())
+    except IntegrityError:
+        existing = sql.step_response(call_id, step.seq, using)
+        if existing is None:
+            raise
+        return False, existing[0]
+    return True, value
 
 
 def record_once(call_id: Any, step: Step, value: Any) -> tuple[bool, Any]:

@@ -173,3 +173,19 @@ def insert_call(using: str, fields: dict[str, Any], now: datetime) -> str:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
     return str(call.pk)
+
+
+def call_status(call_id: Any, using: str) -> str | None:
+    """The status of a call (None when there is no such row)."""
+    ToolCall, _ = _models()
+    rows = _select(using, "status", lambda: ToolCall.objects.filter(pk=SENTINEL).values_list("status").order_by(), [_pk(call_id, using)])
+    return rows[0][0] if rows else None
+
+
+def step_response(call_id: Any, seq: int, using: str) -> tuple[Any] | None:
+    """``(response,)`` of journal step ``seq`` of a call, or None when it is not journaled."""
+    _, CallStep = _models()
+    rows = _select(using, "step_response",
+                   lambda: CallStep.objects.filter(call_id=SENTINEL, seq=0).values_list("response").order_by(),
+                   [_pk(call_id, using), seq])
+    return (rows[0][0],) if rows else None
