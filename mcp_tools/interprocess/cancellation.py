@@ -72,6 +72,8 @@ def _stop_local(call_id: str) -> bool:
 
 
 def _stop(task: asyncio.Task[Any]) -> None:
+    if task in _stopped_by_server:  # once is enough: a second cancel would hit its clean-up
+        return
     _stopped_by_server.add(task)
     task.cancel(SERVER_CANCEL)
 

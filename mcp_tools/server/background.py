@@ -24,11 +24,13 @@ import uuid
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 
 from .. import engine, store
 from ..conf import mcp_settings
 from ..interprocess import cancellation, wakeups
 from ..protocol import versions
+from ..protocol.errors import McpError
 from ..registry import Tool, registry
 from . import core
 from .auth import Principal
@@ -110,7 +112,11 @@ def run_call_sync(call_id: str, worker: str, attempt: int = 0) -> str:
     """The body of the ``mcp_tools.run_call`` Celery task."""
     from asgiref.sync import async_to_sync
 
-    return async_to_sync(run_in_worker)(call_id, worker, attempt)
+    try:
+        return async_to_sync(run_in_worker)(call_id, worker, attempt)
+    except asyncio.CancelledError:
+        # The call ended (cancelled, expired, taken over) while this worker ran it; the row says so.
+        return "stopped"
 
 
 async def run_in_worker(call_id: str, worker: str, attempt: int = 0) -> str:
@@ -154,6 +160,13 @@ async def run_in_worker(call_id: str, worker: str, attempt: int = 0) -> str:
                 outcome = await core.execute(target, inv)
         except TimeoutError:
             outcome = core.error_result(f"The call ran out of time ({time_limit:g} s).")
+        except McpError as exc:
+            # A protocol error: the call failed (a task reports it as "failed" with this error).
+            error = {"code": exc.code, "message": exc.message, **({"data": exc.data} if exc.data is not None else {})}
+            await store.save_round(call_id, row.round, [s for s in inv.journal.steps if not s.persisted], status="failed",
+                                   error=error, worker="", lease_expires_at=None, finished_at=timezone.now())
+            await wakeups.notify(call_id)
+            return "failed"
         except Exception as exc:  # only the tool's retry_on exceptions get here (see core.execute)
             assert tool is not None
             if attempt < tool.max_retries:

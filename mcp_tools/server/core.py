@@ -400,8 +400,10 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
                 await recorder
         rc: RequestContext = inv.state["rc"]
         if inv.call_id is not None and not rc.stream_closed:
-            if await store.end_call(inv.call_id, "cancelled"):
-                await wakeups.notify(inv.call_id)
+            # Shielded: a second cancel must not leave the row behind the handler.
+            with contextlib.suppress(asyncio.CancelledError):
+                if await asyncio.shield(store.end_call(inv.call_id, "cancelled")):
+                    await wakeups.notify(inv.call_id)
         if cancellation.is_server_cancel(exc, task) and not rc.stream_closed:
             # The client did not ask for this: it gets an answer saying so, not silence.
             if task is not None and task.cancelling():
@@ -474,6 +476,8 @@ def apply_answer(step: Step, answer: Any, key: str) -> None:
 AskForInput = Callable[[str, int, list[Step]], dict[str, Any]]
 #: Queues a background call again and builds the flavor's "still running" answer.
 Running = Callable[[str], Awaitable[dict[str, Any]]]
+#: Hands a call whose handler deferred (``ctx.defer()``) at round ``n`` to a worker: ``(inv, n) -> answer``.
+OnDefer = Callable[[engine.Invocation, int], Awaitable[dict[str, Any]]]
 
 
 def invalid_token(purpose: str) -> McpError:
@@ -611,6 +615,7 @@ async def load_bound_call(purpose: str, token: Any, rc: RequestContext, target_d
 async def advance_and_run(
     call: Any, journal: Journal, round_number: int, responses: dict[str, Any], target: Target,
     rc: RequestContext, *, purpose: str, ask: AskForInput, strict_keys: bool, running: Running | None = None,
+    on_defer: OnDefer | None = None,
 ) -> dict[str, Any]:
     """Apply a client's answers to a suspended round, then run the next round.
 
@@ -636,12 +641,14 @@ async def advance_and_run(
     if not answers:
         # Nothing new: ask again with the same round's token.
         return ask(str(call.id), round_number, journal.pending)
-    return await run_next_round(call, journal, round_number, answers, answers_digest, target, rc, purpose=purpose, ask=ask, running=running)
+    return await run_next_round(call, journal, round_number, answers, answers_digest, target, rc, purpose=purpose, ask=ask,
+                                running=running, on_defer=on_defer)
 
 
 async def run_next_round(
     call: Any, journal: Journal, round_number: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str,
     target: Target, rc: RequestContext, *, purpose: str, ask: AskForInput, running: Running | None = None,
+    on_defer: OnDefer | None = None,
 ) -> dict[str, Any]:
     """Run the handler again with ``answers``, and record them with a compare-and-set on the round.
 
@@ -668,6 +675,11 @@ async def run_next_round(
             # The answer is stored with the round, so an identical retry gets the very same one.
             await suspend(inv, rc, next_round, last_outcome={"round": next_round, "answer": answer})
             return answer
+        if isinstance(outcome, engine.Deferred):
+            if on_defer is None:
+                return error_result("This tool continues on a background worker, which this kind of call cannot follow.")
+            await claim(inv)  # the answers are recorded (and the round advanced) before the worker runs
+            return await on_defer(inv, next_round)
         return await finish(inv, target, outcome, rc, next_round)
     except RoundTaken:
         # Another retry advanced the round first, or the call ended meanwhile.

@@ -27,7 +27,7 @@ from ..registry import registry
 from . import sessions
 from .context import RequestContext
 from .core import permitted
-from .flavors import mrtr, resume, saga, session
+from .flavors import mrtr, resume, saga, session, tasks
 
 logger = logging.getLogger("mcp_tools.server")
 
@@ -81,6 +81,8 @@ def capabilities(modern: bool) -> dict[str, Any]:
         caps["logging"] = {}
     if mcp_settings.ENABLE_SAGAS:
         caps["experimental"] = {"sagas": {"methods": ["tools/callSaga", "tools/resumeSaga"]}}
+    if modern:
+        caps["extensions"] = {tasks.EXTENSION: {}}
     return caps
 
 
@@ -161,6 +163,8 @@ async def call_tool(params: dict[str, Any], rc: RequestContext) -> dict[str, Any
     if token is not None:
         return await resume.resume(params, rc, token, mrtr.input_required_of if rc.modern else None)
     if rc.modern:
+        name = params.get("name")
+        tasks.check_tool_call(registry.get_tool(name) if isinstance(name, str) else None, rc)
         return await mrtr.call("tools/call", params, rc)
     return await session.call("tools/call", params, rc)
 
@@ -297,6 +301,9 @@ MODERN_METHODS: dict[str, Handler] = {
     "completion/complete": complete,
     "tools/callSaga": call_saga,
     "tools/resumeSaga": resume_saga,
+    "tasks/get": tasks.get,
+    "tasks/update": tasks.update,
+    "tasks/cancel": tasks.cancel,
 }
 
 

@@ -46,7 +46,11 @@ logger = logging.getLogger("mcp_tools.http")
 
 JSON_HEADERS = [(b"content-type", b"application/json")]
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
-NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAME_PARAM = {
+    "tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+    # The tasks extension routes by task id (SEP-2663 "Streamable HTTP: Routing Headers").
+    "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
+}
 
 
 class HttpError(Exception):

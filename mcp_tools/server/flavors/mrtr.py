@@ -17,7 +17,7 @@ from ...protocol import jsonrpc
 from ...engine.journal import Step
 from ...protocol.errors import INTERNAL_ERROR, McpError, invalid_params
 from .. import background, core
-from . import resume
+from . import resume, tasks
 from ..context import RequestContext
 
 #: Rounds answered from ``inputResponses`` sent in advance, within one request.
@@ -50,8 +50,7 @@ async def _first_round(inv: engine.Invocation, target: core.Target, rc: RequestC
         outcome = await core.execute(target, inv)
         if isinstance(outcome, engine.Deferred):
             # On a worker from here.
-            call_id = await background.defer(inv, target, rc, 0)
-            return await _while_on_worker(call_id, rc, target)
+            return await _defer(inv, 0, rc, target)
         if not isinstance(outcome, engine.NeedsInput):
             return await core.finish(inv, target, outcome, rc, 0)
         # Answers the client already sent for steps asked only now (a stateless
@@ -74,7 +73,14 @@ async def _resume(method: str, params: dict[str, Any], responses: dict[str, Any]
         row, journal, payload["r"], responses, target, rc, purpose="request", strict_keys=True,
         ask=lambda call_id, round_number, pending: input_required(call_id, round_number, pending, rc, target),
         running=lambda call_id: _back_to_worker(call_id, rc, target),
+        on_defer=lambda inv, round_number: _defer(inv, round_number, rc, target),
     )
+
+
+async def _defer(inv: engine.Invocation, round_number: int, rc: RequestContext, target: core.Target) -> dict[str, Any]:
+    """The handler awaited ``ctx.defer()`` in a later round: the rest runs on a worker."""
+    call_id = await background.defer(inv, target, rc, round_number)
+    return await _while_on_worker(call_id, rc, target)
 
 
 async def _back_to_worker(call_id: str, rc: RequestContext, target: core.Target) -> dict[str, Any]:
@@ -91,6 +97,8 @@ async def _while_on_worker(call_id: str, rc: RequestContext, target: core.Target
     on the response stream, then the result, or an ``InputRequiredResult`` when
     the handler asks something. Closing the stream cancels the call.
     """
+    if tasks.wants_task(target, rc):
+        return await tasks.created(call_id)
     if core.client_resumes(rc):
         return resume.running_answer(call_id, rc, target)
     try:
