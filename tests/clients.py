@@ -76,7 +76,12 @@ def modern_meta(capabilities: dict[str, Any] | None = None, **extra: Any) -> dic
 
 def modern_headers(method: str, params: dict[str, Any]) -> dict[str, str]:
     headers = {"Accept": JSON_ACCEPT, "Content-Type": "application/json", "MCP-Protocol-Version": MODERN, "Mcp-Method": method}
-    name = params.get("uri") if method == "resources/read" else params.get("name") if method in ("tools/call", "prompts/get") else None
+    name = (
+        params.get("uri") if method == "resources/read"
+        else params.get("name") if method in ("tools/call", "prompts/get")
+        else params.get("taskId") if method in ("tasks/get", "tasks/update", "tasks/cancel")
+        else None
+    )
     if isinstance(name, str):
         headers["Mcp-Name"] = name
     return headers

@@ -72,7 +72,7 @@ async def defer(inv: engine.Invocation, target: core.Target, rc: RequestContext,
     task_id = str(uuid.uuid4())
     fields = {"background": True, "celery_task_id": task_id}
     if inv.call_id is None:
-        inv.state["row_fields"] = fields
+        inv.state["row_fields"] = {**inv.state.get("row_fields", {}), **fields}
         call_id = await core.ensure_row(inv, status="working")
     else:
         call_id = inv.call_id

@@ -83,6 +83,8 @@ def capabilities(modern: bool) -> dict[str, Any]:
         caps["experimental"] = {"sagas": {"methods": ["tools/callSaga", "tools/resumeSaga"]}}
     if modern:
         caps["extensions"] = {tasks.EXTENSION: {}}
+    else:
+        caps["tasks"] = tasks.LEGACY_CAPABILITY
     return caps
 
 
@@ -166,6 +168,8 @@ async def call_tool(params: dict[str, Any], rc: RequestContext) -> dict[str, Any
         name = params.get("name")
         tasks.check_tool_call(registry.get_tool(name) if isinstance(name, str) else None, rc)
         return await mrtr.call("tools/call", params, rc)
+    if tasks.check_legacy_tool_call(params, rc):
+        return await tasks.create_legacy(params, rc)
     return await session.call("tools/call", params, rc)
 
 
@@ -287,6 +291,10 @@ HANDSHAKE_METHODS: dict[str, Handler] = {
     "logging/setLevel": set_log_level,
     "tools/callSaga": call_saga,
     "tools/resumeSaga": resume_saga,
+    "tasks/get": tasks.legacy_get,
+    "tasks/result": tasks.legacy_result,
+    "tasks/list": tasks.legacy_list,
+    "tasks/cancel": tasks.legacy_cancel,
 }
 
 MODERN_METHODS: dict[str, Handler] = {

@@ -233,3 +233,10 @@ def set_task_id(call_id: Any, task_id: str) -> bool:
     from ..models import ToolCall
 
     return bool(ToolCall.objects.filter(id=call_id, status__in=("working", "input_required")).update(celery_task_id=task_id))
+
+
+def tasks_of(principal: str, offset: int, limit: int) -> list[Any]:
+    """A caller's tasks (its background calls), newest first."""
+    from ..models import ToolCall
+
+    return list(ToolCall.objects.filter(principal=principal, background=True).order_by("-created_at", "-id")[offset:offset + limit])

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ... import engine, store
@@ -27,6 +28,7 @@ from ..context import RequestContext
 logger = logging.getLogger("mcp_tools.calls")
 
 STEP_ID_PREFIX = "mcp_tools"
+RELATED_TASK = "io.modelcontextprotocol/related-task"
 
 
 def step_request_id(call_id: str, seq: int) -> str:
@@ -65,15 +67,19 @@ async def call(method: str, params: dict[str, Any], rc: RequestContext) -> dict[
         inv = core.new_invocation(target, rc, journal, call_id)
 
 
-async def _ask_on_stream(call_id: str, pending: list[Step], rc: RequestContext) -> None:
-    assert rc.emit is not None
+async def _ask_on_stream(call_id: str, pending: list[Step], rc: RequestContext, related_task: str | None = None) -> None:
+    if rc.emit is None:
+        raise McpError(INVALID_PARAMS, "This call needs input from the client, which this transport cannot ask for")
     if rc.stream_id is not None:
         stream = rc.stream_id()
         if stream:
             await store.set_stream(call_id, stream)
     for step in pending:
         assert step.request is not None
-        await rc.emit(jsonrpc.request_message(step_request_id(call_id, step.seq), step.request["method"], step.request["params"]))
+        params = step.request["params"]
+        if related_task is not None:  # a task's requests say which task they belong to
+            params = {**params, "_meta": {**params.get("_meta", {}), RELATED_TASK: {"taskId": related_task}}}
+        await rc.emit(jsonrpc.request_message(step_request_id(call_id, step.seq), step.request["method"], params))
 
 
 async def _wait_for_answers(call_id: str, round_number: int, rc: RequestContext) -> Journal:
@@ -123,15 +129,21 @@ async def continue_call(call_id: str, rc: RequestContext, already_sent: set[str]
     return await follow(call_id, rc, already_sent)
 
 
-async def follow(call_id: str, rc: RequestContext, already_sent: set[str]) -> dict[str, Any] | None:
+async def follow(
+    call_id: str, rc: RequestContext, already_sent: set[str], related_task: str | None = None,
+    on_status: Callable[[Any], Awaitable[None]] | None = None,
+) -> dict[str, Any] | None:
     """Carry a call that runs elsewhere on this stream until it ends; its result, or None if not the caller's.
 
     Another process (or a worker) may hold the call: wait while it runs, relay its
     progress, answer with the stored result once it is done, and send on this
     stream any pending request the client has not seen here. Once its answers are
     in, a background call goes back to a worker; any other call continues here.
+    For a task (``related_task``), requests carry the related-task ``_meta``, and
+    ``on_status`` hears of each status change.
     """
     last_progress: tuple[Any, Any, str] | None = None
+    last_status: str | None = None
     async with wakeups.listening(call_id) as event:
         while True:
             loaded = await store.load_call(call_id)
@@ -142,6 +154,9 @@ async def follow(call_id: str, rc: RequestContext, already_sent: set[str]) -> di
             if row.progress is not None and progress != last_progress:
                 last_progress = progress
                 await _relay_progress(row, rc)
+            if on_status is not None and row.status != last_status:
+                last_status = row.status
+                await on_status(row)
             if row.status in ("completed", "failed"):
                 result: dict[str, Any] | None = row.result
                 return result
@@ -150,7 +165,7 @@ async def follow(call_id: str, rc: RequestContext, already_sent: set[str]) -> di
             if row.status == "input_required":
                 unsent = [s for s in journal.pending if step_request_id(call_id, s.seq) not in already_sent]
                 if unsent:
-                    await _ask_on_stream(call_id, unsent, rc)
+                    await _ask_on_stream(call_id, unsent, rc, related_task)
                     already_sent.update(step_request_id(call_id, s.seq) for s in unsent)
                 if not journal.pending and await store.claim_round(call_id, row.round):
                     if row.background:

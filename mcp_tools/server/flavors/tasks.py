@@ -1,4 +1,6 @@
-"""The tasks flavor: MCP Tasks, the 2026-07-28 extension ``io.modelcontextprotocol/tasks`` (SEP-2663).
+"""The tasks flavor: MCP Tasks in both eras.
+
+**2026-07-28: the extension ``io.modelcontextprotocol/tasks`` (SEP-2663).**
 
 A task is a background call (:mod:`mcp_tools.server.background`); its id is the
 call id, and the caller can reach only its own tasks: another principal's task
@@ -14,21 +16,36 @@ result inlined once completed, the JSON-RPC error once failed, or the pending
 (all at once or some at a time) with ``tasks/update``. ``tasks/cancel`` is
 idempotent. Without the extension, task methods answer ``-32021``, a tool that
 requires tasks answers ``-32021`` too, and any other tool runs as usual.
+
+**2025-11-25: the ``tasks`` capability of sessions.** A ``tools/call`` with a
+``task`` param (``ttl`` in milliseconds) answers ``CreateTaskResult {task}``;
+``tasks/get`` the ``Task``; ``tasks/result`` waits (up to
+``TASK_RESULT_WAIT_SECONDS``) for the end, sending the task's input requests on
+its stream meanwhile, and answers what the call would have answered, with the
+related-task ``_meta``; ``tasks/list`` pages through the caller's tasks;
+``tasks/cancel`` answers the cancelled task, or ``-32602`` for one that ended.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from datetime import datetime
+import math
+from datetime import datetime, timedelta
 from typing import Any
+
+from django.utils import timezone
 
 from ... import store
 from ...conf import mcp_settings
 from ...interprocess import wakeups
 from ...protocol.answers import InvalidAnswer, check_answer
-from ...protocol.errors import MISSING_CLIENT_CAPABILITY, McpError, invalid_params
+from ...protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, McpError, invalid_params
+from ...registry import registry
+from ...protocol import jsonrpc
+from .. import background, core, tokens
+from . import session
 from ..context import RequestContext
-from .. import background, core
 
 logger = logging.getLogger("mcp_tools.tasks")
 
@@ -77,7 +94,8 @@ def task_fields(row: Any) -> dict[str, Any]:
     """The ``Task`` fields of a call row."""
     ttl_ms = None
     if row.expires_at is not None:
-        ttl_ms = max(1, int((row.expires_at - row.created_at).total_seconds() * 1000))
+        # Whole seconds: the expiry was computed a moment before the row's creation time.
+        ttl_ms = max(1, math.ceil((row.expires_at - row.created_at).total_seconds())) * 1000
     fields: dict[str, Any] = {
         "taskId": str(row.id),
         "status": task_status(row),
@@ -164,3 +182,125 @@ async def cancel(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     row, _ = await _own_task(params, rc)
     await core.end_call(str(row.id), "cancelled", "cancelled by the client (tasks/cancel)")
     return {}
+
+
+# -- MCP Tasks of 2025-11-25 (sessions): task-augmented tools/call, tasks/get|result|list|cancel --------
+
+
+LEGACY_CAPABILITY: dict[str, Any] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+
+
+def legacy_task(row: Any) -> dict[str, Any]:
+    """The 2025-11-25 ``Task`` of a call row (``ttl`` / ``pollInterval`` in milliseconds)."""
+    fields = task_fields(row)
+    fields["ttl"] = fields.pop("ttlMs")
+    fields["pollInterval"] = fields.pop("pollIntervalMs")
+    return fields
+
+
+def _requested_ttl_ms(params: dict[str, Any]) -> int:
+    """The lifetime a task-augmented request asks for, checked against ``TASK_MAX_TTL_MS``."""
+    task = params.get("task")
+    if not isinstance(task, dict):
+        raise invalid_params('"task" must be an object')
+    ttl = task.get("ttl")
+    limit = int(mcp_settings.TASK_MAX_TTL_MS)
+    if ttl is None:
+        return min(limit, int(mcp_settings.CALL_TTL) * 1000)
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or not 1000 <= ttl <= limit:
+        raise invalid_params(f'"task.ttl" must be an integer number of milliseconds from 1000 to {limit}', {"ttl": ttl})
+    return ttl
+
+
+def check_legacy_tool_call(params: dict[str, Any], rc: RequestContext) -> bool:
+    """Whether a 2025-11-25 ``tools/call`` is task-augmented; -32601 where the tool's taskSupport forbids the choice."""
+    name = params.get("name")
+    tool = registry.get_tool(name) if isinstance(name, str) else None
+    augmented = "task" in params and params["task"] is not None
+    if tool is None:
+        return augmented  # resolve_target answers "Unknown tool"
+    if augmented and tool.task_support == "forbidden":
+        raise McpError(METHOD_NOT_FOUND, f"Tool {name!r} cannot run as a task")
+    if not augmented and tool.task_support == "required":
+        raise McpError(METHOD_NOT_FOUND, f"Tool {name!r} runs only as a task: add \"task\" to the request")
+    return augmented
+
+
+async def create_legacy(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    """A task-augmented ``tools/call``: the call goes to a worker; the answer is its ``CreateTaskResult``."""
+    ttl_ms = _requested_ttl_ms(params)
+    target = await core.resolve_target("tools/call", params, rc.principal)
+    rc.flavor = "task"
+    inv = core.new_invocation(target, rc)
+    inv.state["row_fields"] = {"expires_at": timezone.now() + timedelta(milliseconds=ttl_ms)}
+    call_id = await background.defer(inv, target, rc, 0)
+    loaded = await store.load_call(call_id)
+    assert loaded is not None
+    return {"task": legacy_task(loaded[0])}
+
+
+async def legacy_get(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    """``tasks/get`` (2025-11-25): the ``Task``."""
+    row, _ = await _own_task(params, rc)
+    return legacy_task(row)
+
+
+async def legacy_result(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    """``tasks/result``: waits for the task to end, sending its input requests on this stream, then its result.
+
+    The answer is exactly what the ``tools/call`` would have answered (a result,
+    or its JSON-RPC error), with the related-task ``_meta``.
+    """
+    row, _ = await _own_task(params, rc)
+    task_id = str(row.id)
+    rc.flavor = "task"
+
+    async def announce(row: Any) -> None:
+        if rc.emit is not None:
+            await rc.emit(jsonrpc.notification_message("notifications/tasks/status", legacy_task(row)))
+
+    try:
+        async with asyncio.timeout(float(mcp_settings.TASK_RESULT_WAIT_SECONDS)):
+            # The same loop that carries any call that runs elsewhere on a stream.
+            result = await session.follow(task_id, rc, set(), related_task=task_id, on_status=announce)
+    except TimeoutError:
+        raise McpError(INTERNAL_ERROR, "The task is still running; call tasks/result again", {"taskId": task_id}) from None
+    loaded = await store.load_call(task_id)
+    if loaded is not None and loaded[0].error:
+        error = loaded[0].error
+        raise McpError(int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "The task failed")), error.get("data"))
+    answer = dict(result or {"content": []})
+    answer["_meta"] = {**(answer.get("_meta") or {}), RELATED_TASK: {"taskId": task_id}}
+    return answer
+
+
+async def legacy_list(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    """``tasks/list``: the caller's own tasks, newest first, a page at a time."""
+    offset = 0
+    cursor = params.get("cursor")
+    if cursor is not None:
+        try:
+            offset = int(tokens.unseal("tasks-cursor", cursor).get("o", -1))
+        except tokens.InvalidToken:
+            raise invalid_params("Invalid cursor") from None
+        if offset < 0:
+            raise invalid_params("Invalid cursor")
+    size = int(mcp_settings.PAGE_SIZE)
+    rows = await store.tasks_of(rc.principal.id, offset, size + 1)
+    result: dict[str, Any] = {"tasks": [legacy_task(row) for row in rows[:size]]}
+    if len(rows) > size:
+        result["nextCursor"] = tokens.seal("tasks-cursor", {"o": offset + size})
+    return result
+
+
+async def legacy_cancel(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    """``tasks/cancel`` (2025-11-25): the cancelled ``Task``; a task that has ended already is refused (-32602)."""
+    row, _ = await _own_task(params, rc)
+    if row.is_terminal or not await core.end_call(str(row.id), "cancelled", "The task was cancelled by request."):
+        refreshed = await store.load_call(str(row.id))
+        status = task_status(refreshed[0]) if refreshed else "cancelled"
+        raise invalid_params(f"Cannot cancel the task: it is already {status}", {"taskId": str(row.id), "status": status})
+    loaded = await store.load_call(str(row.id))
+    assert loaded is not None
+    return legacy_task(loaded[0])
