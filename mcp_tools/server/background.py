@@ -206,3 +206,4 @@ def sweep() -> dict[str, int]:
     if orphans:
         logger.warning("Queued %d background call(s) again after their worker was lost", len(orphans))
     return {"expired": expired, "requeued": len(orphans)}
+

@@ -725,11 +725,15 @@ def end_call_sync(call_id: str, status: str = "cancelled", message: str = "") ->
     """:func:`end_call` for sync code (the admin, management commands, Celery workers)."""
     if not store.sync_calls.end_call(call_id, status, message):
         return False
-    async_to_sync(after_end)(str(call_id))
+    async_to_sync(after_end)(str(call_id), store.sync_calls.call_task_id(call_id))
     return True
 
 
-async def after_end(call_id: str) -> None:
-    """A call's row has ended: stop its handler wherever it runs, and wake whoever waits on it."""
+async def after_end(call_id: str, task_id: str | None = None) -> None:
+    """A call's row has ended: stop its handler wherever it runs, revoke its queued worker task, wake its waiters."""
     await cancellation.stop_call(call_id)
+    if task_id is None:
+        task_id = await store.call_task_id(call_id)
+    if task_id:
+        await sync_to_async(cancellation.revoke_task, thread_sensitive=False)(task_id)
     await wakeups.notify(call_id)

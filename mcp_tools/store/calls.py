@@ -240,3 +240,10 @@ def tasks_of(principal: str, offset: int, limit: int) -> list[Any]:
     from ..models import ToolCall
 
     return list(ToolCall.objects.filter(principal=principal, background=True).order_by("-created_at", "-id")[offset:offset + limit])
+
+
+def call_task_id(call_id: Any) -> str:
+    """The Celery task id of a background call ("" for others)."""
+    from ..models import ToolCall
+
+    return ToolCall.objects.filter(id=call_id).values_list("celery_task_id", flat=True).first() or ""

@@ -192,8 +192,12 @@ RELATED_TASK = "io.modelcontextprotocol/related-task"
 
 
 def legacy_task(row: Any) -> dict[str, Any]:
-    """The 2025-11-25 ``Task`` of a call row (``ttl`` / ``pollInterval`` in milliseconds)."""
+    """The 2025-11-25 ``Task`` of a call row (``ttl`` / ``pollInterval`` in milliseconds).
+
+    Unlike the 2026 extension, a tool result with ``isError`` makes the task ``failed``.
+    """
     fields = task_fields(row)
+    fields["status"] = str(row.status)
     fields["ttl"] = fields.pop("ttlMs")
     fields["pollInterval"] = fields.pop("pollIntervalMs")
     return fields
