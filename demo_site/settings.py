@@ -66,6 +66,7 @@ INSTALLED_APPS = [
     "mcp_tools",
     "demo_site.inventory",
     "demo_site.operations",
+    "demo_site.shop",
 ]
 if MCP_CONFORMANCE_FIXTURES:
     # Before the inventory app, so the suite's fixtures are listed first: some
@@ -210,6 +211,12 @@ REST_FRAMEWORK = {
 }
 
 LOGIN_URL = "/admin/login/"
+
+# The shop's object-level rules (a refund only for one's own store) after Django's model permissions.
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "demo_site.shop.backends.StoreRulesBackend",
+]
 
 # --------------------------------------------------------------------------
 # mcp_tools

@@ -14,6 +14,7 @@ __all__ = [
     "AlreadyRegistered",
     "ElicitationCancelled",
     "ElicitationDeclined",
+    "ModelToolset",
     "NonDeterministicHandler",
     "NotRegistered",
     "Page",
@@ -23,9 +24,12 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolResult",
+    "model_action",
     "notify_resource_updated",
     "notify_resource_updated_sync",
     "prompt",
+    "register_model_action",
+    "register_toolset",
     "resource",
     "tool",
 ]
@@ -38,6 +42,10 @@ from .registry.registry import AlreadyRegistered, NotRegistered, prompt, resourc
 from .registry.results import Page, Pending, ToolError, ToolResult
 
 
+#: Model tools reach the ORM and DRF: imported on first use (``@mcp_tools.model_action`` in a models module).
+_MODEL_TOOLS = ("ModelToolset", "model_action", "register_model_action", "register_toolset", "unregister_toolset")
+
+
 def __getattr__(name: str) -> object:
     # Imported lazily: they reach the ORM, and `import mcp_tools` (or its protocol
     # layer) must not pull in django.db or channels.
@@ -45,4 +53,8 @@ def __getattr__(name: str) -> object:
         from .interprocess import notifications
 
         return getattr(notifications, name)
+    if name in _MODEL_TOOLS:
+        from . import modeltools
+
+        return getattr(modeltools, name)
     raise AttributeError(f"module 'mcp_tools' has no attribute {name!r}")

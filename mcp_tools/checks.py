@@ -87,3 +87,12 @@ def check_background_broker(app_configs: Any = None, **kwargs: Any) -> list[Any]
              "see docs/background.md.",
         id="mcp_tools.E020",
     )]
+
+
+@register(Tags.compatibility)
+def check_model_tools(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """Model actions and toolsets: unknown field (E030), method or action (E031), duplicate tool name (E032),
+    unknown permission (E033), a schema that cannot be built (E034)."""
+    from .modeltools import check_model_tools as problems
+
+    return problems()

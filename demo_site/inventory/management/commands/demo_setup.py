@@ -55,6 +55,12 @@ class Command(BaseCommand):
         if verbosity:
             self.stdout.write(f"Products: {created} created, {len(DEMO_PRODUCTS) - created} already present.")
 
+        from demo_site.shop.seed import seed_shop
+
+        shop = seed_shop()
+        if verbosity:
+            self.stdout.write(f"Shop: {shop['orders']} orders created; staff users 'clerk' and 'viewer' (password: the username).")
+
         password = self._admin_password(interactive)
         user, _ = self._create_admin(password)
         from rest_framework.authtoken.models import Token

@@ -1,0 +1,342 @@
+"""Model actions: a model method as a tool, like an ``@admin.action`` for MCP clients.
+
+::
+
+    class Order(models.Model):
+        @mcp_tools.model_action(confirm="Cancel order {obj}?", permissions=["shop.change_order"])
+        def cancel(self, reason: str = "") -> None:
+            ...
+
+    # or, for a model you do not own:
+    mcp_tools.register_model_action(Order, "cancel", confirm=True)
+
+The tool takes the object's lookup plus the method's parameters, fetches the
+object through the action's queryset, checks model and object permissions,
+asks for confirmation if told to, runs the method in ``transaction.atomic``
+and returns the object through a ``ModelSerializer`` (or the method's
+annotated return value).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import typing
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from django.core import checks
+from django.core.exceptions import FieldDoesNotExist
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import models, transaction
+from django.db.models.signals import class_prepared
+
+from ..engine.context import ToolContext
+from ..registry import AlreadyRegistered, registry
+from ..registry.results import ToolError, ToolResult
+from ..registry.schemas import InputSpec, OutputSpec, input_from_signature, output_from_annotation, parse_param_docs
+from . import base
+
+logger = logging.getLogger("mcp_tools.modeltools")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+QuerysetOption = models.QuerySet[Any] | Callable[[ToolContext], models.QuerySet[Any]] | None
+
+_MARK = "_mcp_model_action"
+
+
+class ModelAction(base.Declaration):
+    """One model method exposed as a tool (see :func:`model_action`)."""
+
+    def __init__(
+        self,
+        model: type[models.Model],
+        method: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        permissions: Sequence[str] | None = None,
+        queryset: QuerysetOption = None,
+        lookup_field: str = "pk",
+        lookup_arg: str | None = None,
+        serializer: type | None = None,
+        output_serializer: type | None = None,
+        confirm: bool | str = False,
+        read_only: bool = False,
+        destructive: bool | None = None,
+        idempotent: bool = False,
+        object_permissions: bool | None = None,
+    ) -> None:
+        self.model = model
+        self.method = method
+        self.name = name or f"{base.default_prefix(model)}.{method}"
+        self.title = title
+        self.description = description
+        self.permissions = tuple(permissions) if permissions is not None else (base.model_perm(model, "change"),)
+        self.queryset = queryset
+        self.lookup_field = lookup_field
+        self.lookup_arg = lookup_arg or ("id" if lookup_field == "pk" else lookup_field)
+        self.serializer = serializer
+        self.output_serializer = output_serializer
+        self.confirm = confirm
+        self.read_only = read_only
+        self.destructive = destructive
+        self.idempotent = idempotent
+        self.object_permissions = object_permissions
+        self.tool: base.ModelTool | None = None
+
+    # -- what the tool is made of -------------------------------------------------------
+    def function(self) -> Callable[..., Any] | None:
+        fn = getattr(self.model, self.method, None)
+        return fn if callable(fn) else None
+
+    def _method_parameters(self, fn: Callable[..., Any]) -> tuple[list[inspect.Parameter], dict[str, Any], str | None]:
+        hints = typing.get_type_hints(fn, include_extras=True)
+        params = list(inspect.signature(fn).parameters.values())[1:]  # drop self
+        context = None
+        kept = []
+        for param in params:
+            annotation = hints.get(param.name)
+            if inspect.isclass(annotation) and issubclass(annotation, ToolContext):
+                context = param.name
+            elif param.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                kept.append(param)
+        return kept, hints, context
+
+    def annotations(self) -> dict[str, Any]:
+        destructive = self.destructive if self.destructive is not None else bool(self.confirm)
+        hints: dict[str, Any] = {"title": self._title(), "readOnlyHint": self.read_only}
+        if not self.read_only:
+            hints["destructiveHint"] = destructive
+            hints["idempotentHint"] = self.idempotent
+        return hints
+
+    def _title(self) -> str:
+        return self.title or f"{base.humanize(self.method)} {base.verbose(self.model)}"
+
+    def build(self) -> base.ModelTool:
+        fn = self.function()
+        doc = fn.__doc__ if fn is not None else None
+        summary, _ = parse_param_docs(doc)
+        description = self.description or summary or f"{self._title()}."
+        handler = self._handler()
+        handler.__module__ = self.model.__module__
+        handler.__qualname__ = f"{self.model.__name__}.{self.method}"
+        self.tool = base.build_tool(
+            self.name, handler, self._schemas, title=self._title(), description=description,
+            annotations=self.annotations(), permissions=self.permissions,
+        )
+        return self.tool
+
+    def _schemas(self) -> tuple[InputSpec, OutputSpec]:
+        fn = self.function()
+        if fn is None:
+            raise AttributeError(f"{self.model.__name__} has no method {self.method!r}")
+        field = base.lookup_field(self.model, self.lookup_field)
+        lookup_type = base.field_python_type(field)
+        _, param_docs = parse_param_docs(fn.__doc__)
+        lookup_doc = f"The {'id' if self.lookup_field == 'pk' else self.lookup_field} of the {base.verbose(self.model)}."
+        if self.serializer is not None:
+            input_spec = self._serializer_input(lookup_type, lookup_doc)
+        else:
+            params, hints, _ = self._method_parameters(fn)
+            if any(p.name == self.lookup_arg for p in params):
+                raise TypeError(f"{self.model.__name__}.{self.method} has a parameter named like its lookup {self.lookup_arg!r}")
+            lookup = inspect.Parameter(self.lookup_arg, inspect.Parameter.KEYWORD_ONLY)
+            input_spec = input_from_signature(
+                self.name, [lookup, *params], {**hints, self.lookup_arg: lookup_type}, {**param_docs, self.lookup_arg: lookup_doc}
+            )
+        return input_spec, self._output_spec(fn)
+
+    def _serializer_input(self, lookup_type: Any, lookup_doc: str) -> InputSpec:
+        assert self.serializer is not None
+        schema = base.serializer_schema(self.serializer(), writable=True)
+        schema["properties"] = {self.lookup_arg: {**base.type_schema(lookup_type), "description": lookup_doc}, **schema["properties"]}
+        schema["required"] = [self.lookup_arg, *schema.get("required", [])]
+        validate = base.typed_validator(self.name, {self.lookup_arg: (lookup_type, inspect.Parameter.empty)})
+        return InputSpec(schema=schema, validate=validate)
+
+    def _output_spec(self, fn: Callable[..., Any]) -> OutputSpec:
+        returns = typing.get_type_hints(fn).get("return", inspect.Signature.empty)
+        if returns not in (None, type(None), inspect.Signature.empty):
+            return output_from_annotation(returns)
+        serializer_class = self.output_serializer or default_serializer(self.model)
+        return OutputSpec("object", base.serializer_schema(serializer_class(), writable=False), None)
+
+    # -- running -----------------------------------------------------------------------
+    def get_queryset(self, ctx: ToolContext) -> models.QuerySet[Any]:
+        if self.queryset is None:
+            return self.model._default_manager.all()
+        if isinstance(self.queryset, models.QuerySet):
+            return self.queryset.all()
+        return self.queryset(ctx)
+
+    def _handler(self) -> Callable[..., Any]:
+        action = self
+
+        def handler(ctx: Any, **arguments: Any) -> ToolResult:
+            return action.run(ctx, arguments)
+
+        return handler
+
+    def run(self, ctx: Any, arguments: dict[str, Any]) -> ToolResult:
+        lookup = arguments.pop(self.lookup_arg)
+        obj = base.get_object(self.get_queryset(ctx), self.lookup_field, lookup)
+        base.check_object(ctx.user, self.permissions, obj, base.object_permissions_enabled(self.object_permissions),
+                          self.method.replace("_", " "))
+        if self.serializer is not None:
+            serializer = self.serializer(data=arguments, context={"object": obj, "user": ctx.user})
+            unknown = sorted(set(arguments) - set(serializer.fields))
+            if unknown:
+                return base.validation_error_result({name: ["Unknown field."] for name in unknown})
+            if not serializer.is_valid():
+                return base.validation_error_result(base.drf_errors(serializer.errors))
+            arguments = dict(serializer.validated_data)
+        if self.confirm:
+            title = self._title()
+            message = base.confirm_message(self.confirm, f"{title} {obj}?", obj=obj, **arguments)
+            base.confirm(ctx, message, f"Not confirmed: {base.verbose(self.model)} {obj} was left unchanged.")
+            # The answer came in a later round: journal the change so a repeated round
+            # cannot apply it twice.
+            data = ctx.once(f"{self.name}.apply", self._apply, obj, arguments, ctx)
+        else:
+            data = self._apply(obj, arguments, ctx)
+        if isinstance(data, dict) and "__error__" in data:
+            return base.validation_error_result(data["__error__"])
+        return base.structured(data)
+
+    def _apply(self, obj: models.Model, arguments: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        fn = self.function()
+        assert fn is not None
+        _, _, context_param = self._method_parameters(fn)
+        if context_param is not None:
+            arguments = {**arguments, context_param: ctx}
+        try:
+            with transaction.atomic():
+                value = getattr(obj, self.method)(**arguments)
+        except DjangoValidationError as exc:
+            return {"__error__": base.django_validation_errors(exc)}
+        except ToolError:
+            raise
+        output = self.tool.output if self.tool is not None else self._output_spec(fn)
+        if output.adapter is not None:
+            dumped = output.dump(value)
+            return dumped if output.mode == "object" else {"result": dumped}
+        serializer_class = self.output_serializer or default_serializer(self.model)
+        return base.jsonable(serializer_class(obj).data)
+
+    # -- checks ------------------------------------------------------------------------
+    def check(self, known_perms: set[str]) -> list[checks.CheckMessage]:
+        where = f"Model action {self.name!r}"
+        problems: list[checks.CheckMessage] = []
+        if self.function() is None:
+            problems.append(checks.Error(f"{where}: {self.model.__name__} has no method {self.method!r}.",
+                                         obj=self.model, id="mcp_tools.E031"))
+        try:
+            base.lookup_field(self.model, self.lookup_field)
+        except FieldDoesNotExist:
+            problems.append(checks.Error(f"{where}: lookup field {self.lookup_field!r} is not a field of {self.model.__name__}.",
+                                         obj=self.model, id="mcp_tools.E030"))
+        problems += base.check_permissions(self.permissions, known_perms, where, self.model)
+        if not problems and self.tool is not None:
+            try:
+                self.tool.input  # noqa: B018 - builds the schemas, which is what can fail
+            except Exception as exc:  # a schema that cannot be built is reported, not raised
+                problems.append(checks.Error(f"{where}: cannot build its schema: {exc}", obj=self.model, id="mcp_tools.E034"))
+        return problems
+
+
+def default_serializer(model: type[models.Model]) -> type:
+    """A ``ModelSerializer`` of every field of ``model`` (cached per model)."""
+    cached = _serializers.get(model)
+    if cached is None:
+        from rest_framework import serializers
+
+        meta = type("Meta", (), {"model": model, "fields": "__all__"})
+        cached = type(f"{model.__name__}ToolSerializer", (serializers.ModelSerializer,), {"Meta": meta})
+        _serializers[model] = cached
+    return cached
+
+
+_serializers: dict[type[models.Model], type] = {}
+
+#: Model actions declared in class bodies whose registration failed (reported by ``manage.py check``).
+registration_problems: list[checks.CheckMessage] = []
+
+
+def register_model_action(model: type[models.Model], method: str, **options: Any) -> ModelAction:
+    """Expose ``model.method`` as a tool (for models you do not own). Raises ``AlreadyRegistered`` on a name clash.
+
+    Options are those of :func:`model_action`.
+    """
+    action = ModelAction(model, method, **options)
+    base.register_all([action.build()])
+    base.declarations.append(action)
+    return action
+
+
+def unregister_model_action(action: ModelAction) -> None:
+    base.unregister_all([action.name])
+    if action in base.declarations:
+        base.declarations.remove(action)
+
+
+def model_action(fn: F | None = None, /, **options: Any) -> Any:
+    """Expose a model method as a tool: ``@mcp_tools.model_action`` or ``@mcp_tools.model_action(...)``.
+
+    Options:
+        name: the tool name (default ``<app_label>.<verbose_name_plural>.<method>``, e.g. ``shop.orders.cancel``).
+        title, description: shown to clients (default: "<Method> <verbose name>", the docstring).
+        permissions: needed on the model and on the object (default ``<app>.change_<model>``).
+        queryset: a QuerySet, or ``fn(ctx) -> QuerySet`` of the rows the caller may reach.
+        lookup_field / lookup_arg: which field finds the object (default ``pk``, argument ``id``).
+        serializer: a DRF serializer for the method's arguments (default: its type hints).
+        output_serializer: the serializer of the returned object (default: every field).
+        confirm: ``True`` or a message (``{obj}`` and the arguments are filled in) to ask the user first.
+        read_only, destructive, idempotent: the tool's annotations.
+        object_permissions: ask ``user.has_perm(perm, obj)`` (default: when a non-model backend is configured).
+
+    The tool is registered when the model class is ready; a name clash is
+    reported by ``manage.py check`` (``mcp_tools.E032``) rather than raised
+    while models load.
+    """
+
+    def decorate(func: F) -> F:
+        setattr(func, _MARK, options)
+        return func
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def _declared_actions(model: type[models.Model]) -> list[tuple[str, dict[str, Any]]]:
+    found: dict[str, dict[str, Any]] = {}
+    for klass in reversed(model.__mro__):
+        if klass is not model and not getattr(getattr(klass, "_meta", None), "abstract", False):
+            continue
+        for attr, value in vars(klass).items():
+            options = getattr(value, _MARK, None)
+            if isinstance(options, dict):
+                found[attr] = options
+    return list(found.items())
+
+
+def _register_declared(sender: type[models.Model], **kwargs: Any) -> None:
+    if sender._meta.abstract or sender._meta.swapped:
+        return
+    for method, options in _declared_actions(sender):
+        action = ModelAction(sender, method, **options)
+        try:
+            base.register_all([action.build()])
+        except (AlreadyRegistered, ValueError) as exc:
+            # Raising here would make the models module unimportable, and with it
+            # `manage.py check`; the check reports it instead.
+            logger.error("Model action %s.%s not registered: %s", sender.__name__, method, exc)
+            registration_problems.append(checks.Error(f"Model action {action.name!r} not registered: {exc}",
+                                                      obj=sender, id="mcp_tools.E032"))
+            continue
+        base.declarations.append(action)
+
+
+class_prepared.connect(_register_declared, dispatch_uid="mcp_tools.modeltools.model_action")

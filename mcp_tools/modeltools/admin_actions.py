@@ -1,0 +1,142 @@
+"""A registered ``ModelAdmin``'s ``@admin.action`` functions as tools (``ModelToolset.admin_actions``).
+
+The action runs as it does in the admin, ``action(modeladmin, request, queryset)``,
+on the rows the caller names that the toolset's queryset lets them reach. The
+request is a minimal one carrying the user; ``message_user`` texts become the
+tool's answer. An action that answers with a page (an intermediate form) is
+refused: there is no browser to show it in.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import TYPE_CHECKING, Any
+
+from django.core import checks
+from django.db import transaction
+from django.http import HttpRequest, HttpResponseBase
+
+from ..registry.results import ToolError, ToolResult
+from ..registry.schemas import InputSpec, OutputSpec
+from . import base
+
+if TYPE_CHECKING:
+    from .toolsets import ModelToolset
+
+#: Admin actions that only work through their confirmation page.
+PAGE_ONLY_ACTIONS = {"delete_selected"}
+
+
+class _Messages:
+    """Collects ``message_user`` / ``messages.add_message`` calls (``request._messages``)."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def add(self, level: int, message: Any, extra_tags: str = "") -> None:
+        self.texts.append(str(message))
+
+
+def _site(toolset: type[ModelToolset]) -> Any:
+    if toolset.admin_site is not None:
+        return toolset.admin_site
+    from django.contrib import admin
+
+    return admin.site
+
+
+def _model_admin(toolset: type[ModelToolset]) -> Any:
+    return _site(toolset)._registry.get(toolset.get_model())
+
+
+def _permissions(model_admin: Any, func: Any) -> tuple[str, ...]:
+    model = model_admin.model
+    wanted = getattr(func, "allowed_permissions", None) or ("change",)
+    return tuple(base.model_perm(model, name) for name in wanted if name in ("add", "change", "delete", "view"))
+
+
+def admin_action_tools(toolset: type[ModelToolset], prefix: str) -> list[base.ModelTool]:
+    if not toolset.admin_actions:
+        return []
+    model_admin = _model_admin(toolset)
+    if model_admin is None:
+        return []  # reported by `manage.py check` (mcp_tools.E031) rather than raised at import
+    tools = []
+    for name in toolset.admin_actions:
+        found = model_admin.get_action(name) if name not in PAGE_ONLY_ACTIONS else None
+        if found is None:
+            continue  # likewise reported by the check
+        func, action_name, description = found
+        tools.append(_tool(toolset, model_admin, func, action_name, str(description), prefix))
+    return tools
+
+
+def _tool(toolset: type[ModelToolset], model_admin: Any, func: Any, name: str, description: str, prefix: str) -> base.ModelTool:
+    model = toolset.get_model()
+    lookup_arg = toolset.get_lookup_arg() + "s"
+    title = description.replace("%(verbose_name_plural)s", base.verbose(model, plural=True))
+    permissions = _permissions(model_admin, func)
+
+    def resolve() -> tuple[InputSpec, OutputSpec]:
+        lookup_type, lookup_schema = toolset._lookup()
+        schema = {"type": "object", "properties": {lookup_arg: {
+            "type": "array", "items": {key: value for key, value in lookup_schema.items() if key != "description"},
+            "minItems": 1, "maxItems": toolset.max_page_size, "description": f"The {base.verbose(model, True)} to act on.",
+        }}, "required": [lookup_arg], "additionalProperties": False}
+        validate = base.typed_validator(f"{prefix}.{name}", {lookup_arg: (list[lookup_type], inspect.Parameter.empty)})  # type: ignore[valid-type]
+        output = OutputSpec("object", {"type": "object", "properties": {
+            "count": {"type": "integer"}, "messages": {"type": "array", "items": {"type": "string"}},
+        }, "required": ["count", "messages"]}, None)
+        return InputSpec(schema, validate), output
+
+    def handler(ctx: Any, **arguments: Any) -> ToolResult:
+        lookups = list(dict.fromkeys(arguments[lookup_arg]))
+        if not lookups or len(lookups) > toolset.max_page_size:
+            raise ToolError(f"Name between 1 and {toolset.max_page_size} {base.verbose(model, True)}.")
+        instance = toolset(ctx, name)
+        queryset = instance.get_queryset().filter(**{f"{toolset.lookup_field}__in": lookups})
+        field = "pk" if toolset.lookup_field == "pk" else toolset.lookup_field
+        found = {str(value) for value in queryset.values_list(field, flat=True)}
+        missing = [value for value in lookups if str(value) not in found]
+        if missing:  # like a missing row, whether it does not exist or lies outside the queryset
+            raise ToolError(f"No {base.verbose(model)} with {field if field != 'pk' else 'id'} {base.json_dumps(missing[0])}.")
+        enabled = base.object_permissions_enabled(toolset.object_permissions)
+        for obj in queryset:
+            base.check_object(ctx.user, permissions, obj, enabled, name.replace("_", " "))
+        request = HttpRequest()
+        request.method = "POST"
+        request.user = ctx.user
+        messages = _Messages()
+        request._messages = messages  # type: ignore[attr-defined]
+        with transaction.atomic():
+            answer = func(model_admin, request, queryset)
+            if isinstance(answer, HttpResponseBase):
+                transaction.set_rollback(True)
+                raise ToolError(f"The admin action {name!r} needs a web page; run it in the admin.")
+        data = {"count": len(lookups), "messages": messages.texts}
+        return ToolResult(content=[{"type": "text", "text": " ".join(messages.texts) or f"{title}: done for {len(lookups)}."}],
+                          structured_content=data)
+
+    handler.__module__ = toolset.__module__
+    handler.__qualname__ = f"{toolset.__qualname__}.{name}"
+    annotations = {"title": title, "readOnlyHint": False, "destructiveHint": True, "idempotentHint": False}
+    return base.build_tool(f"{prefix}.{name}", handler, resolve, title=title, description=title + ".",
+                           annotations=annotations, permissions=permissions)
+
+
+def check_admin_actions(toolset: type[ModelToolset], where: str) -> list[checks.CheckMessage]:
+    if not toolset.admin_actions:
+        return []
+    model_admin = _model_admin(toolset)
+    if model_admin is None:
+        return [checks.Error(f"{where}.admin_actions: {toolset.get_model().__name__} is not registered in the admin site.",
+                             obj=toolset, id="mcp_tools.E031")]
+    problems = []
+    for name in toolset.admin_actions:
+        if name in PAGE_ONLY_ACTIONS:
+            problems.append(checks.Error(f"{where}.admin_actions: {name!r} works only through its confirmation page.",
+                                         hint="Offer the toolset's 'delete' action instead.", obj=toolset, id="mcp_tools.E031"))
+        elif model_admin.get_action(name) is None:
+            problems.append(checks.Error(f"{where}.admin_actions: {type(model_admin).__name__} has no action {name!r}.",
+                                         obj=toolset, id="mcp_tools.E031"))
+    return problems

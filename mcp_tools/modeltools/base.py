@@ -1,0 +1,417 @@
+"""What model actions and toolsets share: lazy tools, lookups, permissions, confirmation, results.
+
+Model tools are declared while models are still loading (``@model_action`` in a
+model's class body), so their schemas, which need DRF serializers and therefore
+every related model, are built on first use rather than at declaration.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import inspect
+import json
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+from django.core.exceptions import FieldDoesNotExist, ObjectDoesNotExist
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import models
+from django.utils.text import capfirst, slugify
+from pydantic import TypeAdapter, ValidationError
+
+from ..engine.context import ToolContext
+from ..engine.errors import ElicitationCancelled, ElicitationDeclined
+from ..protocol.errors import invalid_params
+from ..registry import Tool, registry
+from ..registry.results import ToolError, ToolResult
+from ..registry.schemas import InputSpec, OutputSpec, format_validation_errors
+
+MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
+
+
+class ModelTool(Tool):
+    """A registry :class:`Tool` whose schemas are built when first needed.
+
+    ``resolve`` returns ``(input, output)``; it runs on the first read of
+    either, once every model is loaded.
+    """
+
+    resolve: Callable[[], tuple[InputSpec, OutputSpec]] | None = None
+    _input: InputSpec | None = None
+    _output: OutputSpec | None = None
+
+    def _resolved(self) -> None:
+        if self.resolve is not None:
+            resolve, self.resolve = self.resolve, None
+            self._input, self._output = resolve()
+
+    @property  # type: ignore[override]
+    def input(self) -> InputSpec:
+        self._resolved()
+        assert self._input is not None
+        return self._input
+
+    @input.setter
+    def input(self, value: InputSpec) -> None:
+        self._input = value
+
+    @property  # type: ignore[override]
+    def output(self) -> OutputSpec:
+        self._resolved()
+        assert self._output is not None
+        return self._output
+
+    @output.setter
+    def output(self, value: OutputSpec) -> None:
+        self._output = value
+
+
+PLACEHOLDER_INPUT = InputSpec(schema={"type": "object"}, validate=lambda arguments: arguments)
+PLACEHOLDER_OUTPUT = OutputSpec("text", None, None)
+
+
+def build_tool(
+    name: str,
+    handler: Callable[..., Any],
+    resolve: Callable[[], tuple[InputSpec, OutputSpec]],
+    *,
+    title: str,
+    description: str,
+    annotations: dict[str, Any],
+    permissions: Sequence[str],
+) -> ModelTool:
+    tool = ModelTool(
+        name=name,
+        fn=handler,
+        title=title,
+        description=description,
+        input=PLACEHOLDER_INPUT,
+        output=PLACEHOLDER_OUTPUT,
+        annotations=annotations,
+        permissions=tuple(permissions),
+        context_param="ctx",
+        is_async=False,
+    )
+    tool.resolve = resolve
+    return tool
+
+
+# -- names and titles -----------------------------------------------------------------------
+
+def default_prefix(model: type[models.Model]) -> str:
+    """``shop.orders`` for ``shop.Order``: the app label and the plural verbose name."""
+    plural = slugify(str(model._meta.verbose_name_plural)).replace("-", "_") or model._meta.model_name
+    return f"{model._meta.app_label}.{plural}"
+
+
+def verbose(model: type[models.Model], plural: bool = False) -> str:
+    return str(model._meta.verbose_name_plural if plural else model._meta.verbose_name)
+
+
+def with_article(noun: str) -> str:
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
+def humanize(name: str) -> str:
+    return capfirst(name.replace("_", " ").strip()) or name
+
+
+def model_perm(model: type[models.Model], action: str) -> str:
+    """``app_label.<action>_<model>``, the default permission names Django creates."""
+    return f"{model._meta.app_label}.{action}_{model._meta.model_name}"
+
+
+def known_permissions(model_or_none: type[models.Model] | None = None) -> set[str]:
+    """Every ``app_label.codename`` the installed models declare (defaults and ``Meta.permissions``).
+
+    Read from the models, not the database, so ``manage.py check`` works before ``migrate``.
+    """
+    from django.apps import apps
+
+    found: set[str] = set()
+    for model in apps.get_models():
+        opts = model._meta
+        for action in opts.default_permissions:
+            found.add(f"{opts.app_label}.{action}_{opts.model_name}")
+        for codename, _ in opts.permissions:
+            found.add(f"{opts.app_label}.{codename}")
+    return found
+
+
+# -- lookups --------------------------------------------------------------------------------
+
+_LOOKUP_TYPES: dict[str, Any] = {
+    "AutoField": int, "BigAutoField": int, "SmallAutoField": int, "IntegerField": int, "BigIntegerField": int,
+    "SmallIntegerField": int, "PositiveIntegerField": int, "PositiveBigIntegerField": int,
+    "PositiveSmallIntegerField": int, "UUIDField": uuid.UUID, "DateField": datetime.date,
+    "DateTimeField": datetime.datetime, "DecimalField": decimal.Decimal, "FloatField": float, "BooleanField": bool,
+}
+
+
+def field_python_type(field: models.Field[Any, Any]) -> Any:
+    """The Python type an argument that names this field's value validates as (``str`` by default)."""
+    target = field.target_field if field.is_relation and field.many_to_one else field  # type: ignore[union-attr]
+    return _LOOKUP_TYPES.get(target.get_internal_type(), str)
+
+
+def lookup_field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
+    if name == "pk":
+        assert model._meta.pk is not None
+        return model._meta.pk
+    field = model._meta.get_field(name)
+    if not isinstance(field, models.Field):
+        raise FieldDoesNotExist(f"{model.__name__}.{name} is a relation, not a field")
+    return field
+
+
+def get_object(queryset: models.QuerySet[Any], field: str, value: Any) -> Any:
+    """The row of ``queryset`` whose ``field`` is ``value``.
+
+    A row that exists outside the queryset answers exactly like one that does
+    not exist, so a caller cannot probe for rows they may not see.
+    """
+    model = queryset.model
+    try:
+        return queryset.get(**{field: value})
+    except (ObjectDoesNotExist, ValueError, TypeError, DjangoValidationError):
+        pass
+    except model.MultipleObjectsReturned:
+        pass
+    name = "id" if field == "pk" else field
+    raise ToolError(f"No {verbose(model)} with {name} {json_dumps(value)}.")
+
+
+# -- permissions ----------------------------------------------------------------------------
+
+def object_permissions_enabled(option: bool | None) -> bool:
+    """Whether to ask ``user.has_perm(perm, obj)``; ``None`` means "when a backend can answer".
+
+    Django's ``ModelBackend`` says no to every object-level question, so the
+    check is only meaningful when ``AUTHENTICATION_BACKENDS`` lists another
+    backend (django-guardian, django-rules, your own).
+    """
+    if option is not None:
+        return option
+    backends = getattr(settings, "AUTHENTICATION_BACKENDS", [MODEL_BACKEND])
+    return any(path != MODEL_BACKEND for path in backends)
+
+
+def check_object(user: Any, perms: Iterable[str], obj: Any, enabled: bool, what: str) -> None:
+    """Refuse with a tool error unless ``user`` holds every permission on ``obj``."""
+    if not enabled:
+        return
+    missing = [perm for perm in perms if not user.has_perm(perm, obj)]
+    if missing:
+        raise ToolError(f"You may not {what} {verbose(type(obj))} {obj}: permission {', '.join(missing)} refused for this object.")
+
+
+# -- confirmation ---------------------------------------------------------------------------
+
+CONFIRM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean", "title": "Confirm", "description": "Go ahead?"}},
+    "required": ["confirm"],
+}
+
+
+def confirm(ctx: ToolContext, message: str, refused: str) -> None:
+    """Ask the user yes/no (``ctx.elicit``) before anything changes; a no ends the call with ``refused``.
+
+    Works in both protocol eras: on 2025-11-25 the question goes over the
+    session's stream, on 2026-07-28 as an ``input_required`` round.
+    """
+    try:
+        answer = ctx.elicit(message, CONFIRM_SCHEMA, key="confirm")
+    except (ElicitationDeclined, ElicitationCancelled):
+        raise ToolError(refused) from None
+    if not (isinstance(answer, dict) and answer.get("confirm") is True):
+        raise ToolError(refused)
+
+
+def confirm_message(template: bool | str, default: str, **values: Any) -> str:
+    if isinstance(template, str):
+        return template.format(**values)
+    return default
+
+
+# -- results --------------------------------------------------------------------------------
+
+def json_dumps(value: Any) -> str:
+    return json.dumps(value, cls=DjangoJSONEncoder, ensure_ascii=False)
+
+
+def jsonable(value: Any) -> Any:
+    """Serializer output (Decimals, dates, UUIDs, ReturnDicts) as plain JSON values."""
+    return json.loads(json_dumps(value))
+
+
+def structured(data: dict[str, Any]) -> ToolResult:
+    return ToolResult(content=[{"type": "text", "text": json_dumps(data)}], structured_content=data)
+
+
+def drf_errors(detail: Any) -> dict[str, list[str]]:
+    """DRF's ``serializer.errors`` flattened to ``{field: [messages]}`` (nested fields dotted)."""
+    flat: dict[str, list[str]] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), inner)
+        elif isinstance(value, list) and value and all(isinstance(item, (dict, list)) for item in value):
+            for index, inner in enumerate(value):
+                walk(f"{prefix}.{index}", inner)
+        else:
+            messages = value if isinstance(value, list) else [value]
+            flat.setdefault(prefix or "non_field_errors", []).extend(str(message) for message in messages)
+
+    walk("", detail)
+    return flat
+
+
+def validation_error_result(errors: dict[str, list[str]]) -> ToolResult:
+    """A tool error naming each field and its messages, as DRF's 400 body would."""
+    lines = [f"{field}: {' '.join(messages)}" for field, messages in errors.items()]
+    return ToolResult(
+        content=[{"type": "text", "text": "Invalid input. " + " ".join(lines)}],
+        structured_content={"errors": errors},
+        is_error=True,
+    )
+
+
+def django_validation_errors(exc: DjangoValidationError) -> dict[str, list[str]]:
+    if hasattr(exc, "error_dict"):
+        return {field: [str(m) for m in err.messages] for field, err in exc.error_dict.items()}  # type: ignore[attr-defined]
+    return {"non_field_errors": [str(m) for m in exc.messages]}
+
+
+# -- schemas --------------------------------------------------------------------------------
+
+def openapi_to_json_schema(schema: Any) -> Any:
+    """DRF's OpenAPI 3.0 schema objects as JSON Schema 2020-12 (``nullable`` becomes a ``null`` type)."""
+    if isinstance(schema, list):
+        return [openapi_to_json_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    converted = {key: openapi_to_json_schema(value) for key, value in schema.items() if key != "nullable"}
+    if converted.get("format") == "decimal" and converted.get("type") == "string":
+        # DRF reads decimals from numbers or strings and writes strings; multipleOf on floats misleads.
+        converted["type"] = ["string", "number"]
+        converted.pop("multipleOf", None)
+    if schema.get("nullable"):
+        kind = converted.get("type")
+        if isinstance(kind, str):
+            converted["type"] = [kind, "null"]
+        if "enum" in converted and None not in converted["enum"]:
+            converted["enum"] = [*converted["enum"], None]
+    return converted
+
+
+def serializer_schema(serializer: Any, *, writable: bool, partial: bool = False) -> dict[str, Any]:
+    """The JSON Schema of a serializer's input (``writable``) or output fields."""
+    from rest_framework.schemas.openapi import AutoSchema
+
+    mapped = AutoSchema().map_serializer(serializer)
+    properties: dict[str, Any] = {}
+    for name, prop in mapped.get("properties", {}).items():
+        prop = openapi_to_json_schema(prop)
+        if writable and prop.pop("readOnly", False):
+            continue
+        if not writable and prop.pop("writeOnly", False):
+            continue
+        prop.pop("readOnly", None)
+        prop.pop("writeOnly", None)
+        properties[name] = prop
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if writable:
+        required = [name for name in mapped.get("required", []) if name in properties]
+        if required and not partial:
+            schema["required"] = required
+        schema["additionalProperties"] = False
+    return schema
+
+
+def typed_validator(name: str, fields: dict[str, tuple[Any, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Validate some arguments with pydantic (types, required); the rest pass through untouched.
+
+    Errors name the field, like the registry's own validation (-32602).
+    """
+    adapters = {field: TypeAdapter(annotation) for field, (annotation, _) in fields.items()}
+
+    def validate(arguments: dict[str, Any]) -> dict[str, Any]:
+        values = dict(arguments)
+        errors: list[dict[str, Any]] = []
+        for field, (_, default) in fields.items():
+            if field not in values:
+                if default is inspect.Parameter.empty:
+                    errors.append({"field": field, "message": "Field required", "type": "missing"})
+                else:
+                    values[field] = default
+                continue
+            try:
+                values[field] = adapters[field].validate_python(values[field])
+            except ValidationError as exc:
+                for err in format_validation_errors(exc):
+                    errors.append({**err, "field": field})
+        if errors:
+            raise invalid_params(f"Invalid arguments for tool {name!r}", {"errors": errors})
+        return values
+
+    return validate
+
+
+def type_schema(annotation: Any) -> dict[str, Any]:
+    schema = TypeAdapter(annotation).json_schema()
+    schema.pop("title", None)
+    return schema
+
+
+# -- registration and checks ----------------------------------------------------------------
+
+class Declaration:
+    """Something that registered model tools; ``manage.py check`` asks each for its problems."""
+
+    def check(self, known_perms: set[str]) -> list[checks.CheckMessage]:
+        raise NotImplementedError
+
+
+#: Every model action and toolset declared in this process (read by ``mcp_tools.checks``).
+declarations: list[Declaration] = []
+
+
+def register_all(tools: Sequence[Tool]) -> None:
+    """Register tools all or none: a clash raises ``AlreadyRegistered`` before anything changes."""
+    names = [tool.name for tool in tools]
+    for name in names:
+        if names.count(name) > 1:
+            from ..registry import AlreadyRegistered
+
+            raise AlreadyRegistered(f"Two model tools would be named {name!r}")
+    done: list[Tool] = []
+    try:
+        for tool in tools:
+            registry.register_tool(tool)
+            done.append(tool)
+    except Exception:
+        for tool in done:
+            registry.unregister_tool(tool.name)
+        raise
+
+
+def unregister_all(names: Iterable[str]) -> None:
+    for name in names:
+        if registry.get_tool(name) is not None:
+            registry.unregister_tool(name)
+
+
+def check_permissions(perms: Iterable[str], known: set[str], where: str, obj: Any) -> list[checks.CheckMessage]:
+    return [
+        checks.Error(f"{where} requires unknown permission {perm!r}.", hint="Use 'app_label.codename' of an installed model.",
+                     obj=obj, id="mcp_tools.E033")
+        for perm in perms
+        if perm not in known
+    ]

@@ -1,0 +1,502 @@
+"""``ModelToolset``: list, retrieve, create, update and delete tools for a model, declared like a DRF ``ModelViewSet``.
+
+::
+
+    @mcp_tools.register_toolset
+    class OrderTools(mcp_tools.ModelToolset):
+        queryset = Order.objects.select_related("customer")
+        serializer_class = OrderSerializer
+        actions = ["list", "retrieve", "update", "delete"]
+        filterset_fields = ["status", "store"]
+        search_fields = ["number", "customer__name"]
+        ordering_fields = ["created_at", "total"]
+        admin_actions = ["mark_shipped"]
+
+registers ``shop.orders.list``, ``shop.orders.retrieve``, ``shop.orders.update``,
+``shop.orders.delete`` and ``shop.orders.mark_shipped``. A new instance serves
+each call, with ``self.ctx``, ``self.user`` and ``self.action`` set, so
+``get_queryset`` can narrow the rows to what the caller may see.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+from django.core import checks, signing
+from django.core.exceptions import FieldDoesNotExist
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import models, transaction
+from django.db.models import Q
+
+from ..registry.results import ToolError, ToolResult
+from ..registry.schemas import InputSpec, OutputSpec
+from . import base
+
+ACTIONS = ("list", "retrieve", "create", "update", "delete")
+
+#: The Django permission each action needs by default (``app_label.<perm>_<model>``), as DRF's
+#: ``DjangoModelPermissions`` with ``view`` for reads.
+DEFAULT_PERMISSIONS = {"list": "view", "retrieve": "view", "create": "add", "update": "change", "delete": "delete"}
+
+CURSOR_SALT = "mcp_tools.modeltools.cursor"
+
+try:  # django-filter is optional: with it, filterset_fields go through a FilterSet
+    import django_filters
+except ImportError:  # pragma: no cover - depends on the environment
+    django_filters = None
+
+
+class ModelToolset:
+    """Tools for one model, in the style of DRF's ``ModelViewSet``.
+
+    Class attributes:
+        queryset: the rows the tools work on (or override :meth:`get_queryset`).
+        serializer_class: a DRF ``ModelSerializer`` (default: every field).
+        actions: which of ``list``, ``retrieve``, ``create``, ``update`` (partial), ``delete`` to offer.
+        basename: the tool name prefix (default ``<app_label>.<verbose_name_plural>``, e.g. ``shop.orders``).
+        permissions: ``{action: [perm, ...]}`` overriding the Django defaults (view/add/change/delete).
+        object_permissions: ask ``user.has_perm(perm, obj)`` too (default: when a non-model backend is configured).
+        lookup_field / lookup_arg: which field finds one row (default ``pk``, argument ``id``).
+        filterset_fields: a list of fields (exact match) or ``{field: [lookups]}``.
+        search_fields: fields searched (``icontains``) by the ``search`` argument.
+        ordering_fields / ordering: what ``ordering`` may name, and the default order.
+        page_size / max_page_size: rows per page by default, and the ``limit`` cap.
+        confirm_delete: ``True`` or a message (``{obj}`` filled in) to ask before a delete.
+        admin_actions: names of the registered ``ModelAdmin``'s actions to expose as tools.
+    """
+
+    queryset: ClassVar[models.QuerySet[Any] | None] = None
+    serializer_class: ClassVar[type | None] = None
+    actions: ClassVar[Sequence[str]] = ("list", "retrieve")
+    basename: ClassVar[str | None] = None
+    permissions: ClassVar[dict[str, Sequence[str]]] = {}
+    object_permissions: ClassVar[bool | None] = None
+    lookup_field: ClassVar[str] = "pk"
+    lookup_arg: ClassVar[str | None] = None
+    filterset_fields: ClassVar[Sequence[str] | dict[str, Sequence[str]]] = ()
+    search_fields: ClassVar[Sequence[str]] = ()
+    ordering_fields: ClassVar[Sequence[str]] = ()
+    ordering: ClassVar[str | None] = None
+    page_size: ClassVar[int] = 50
+    max_page_size: ClassVar[int] = 200
+    confirm_delete: ClassVar[bool | str] = True
+    admin_actions: ClassVar[Sequence[str]] = ()
+    admin_site: ClassVar[Any] = None
+
+    def __init__(self, ctx: Any, action: str) -> None:
+        self.ctx = ctx
+        self.action = action
+        self.user = ctx.user
+        self.principal = ctx.principal
+
+    # -- hooks, as in a DRF view ------------------------------------------------------------
+    def get_queryset(self) -> models.QuerySet[Any]:
+        """The rows this caller may reach; rows outside answer like rows that do not exist."""
+        assert self.queryset is not None, f"{type(self).__name__} needs a queryset or get_queryset()"
+        return self.queryset.all()
+
+    @classmethod
+    def get_serializer_class(cls) -> type:
+        if cls.serializer_class is not None:
+            return cls.serializer_class
+        from .actions import default_serializer
+
+        return default_serializer(cls.get_model())
+
+    def get_serializer(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("context", {"user": self.user, "toolset": self})
+        return self.get_serializer_class()(*args, **kwargs)
+
+    def get_object(self, lookup: Any) -> Any:
+        obj = base.get_object(self.get_queryset(), self.lookup_field, lookup)
+        base.check_object(self.user, self.action_permissions(self.action), obj,
+                          base.object_permissions_enabled(self.object_permissions), self.action)
+        return obj
+
+    def perform_create(self, serializer: Any) -> None:
+        serializer.save()
+
+    def perform_update(self, serializer: Any) -> None:
+        serializer.save()
+
+    def perform_destroy(self, instance: Any) -> None:
+        instance.delete()
+
+    # -- the actions ------------------------------------------------------------------------
+    def list(self, arguments: dict[str, Any]) -> ToolResult:
+        queryset = self.filter_queryset(self.get_queryset(), arguments)
+        ordering = arguments.get("ordering") or self.default_ordering()
+        field = ordering.lstrip("-")
+        descending = ordering.startswith("-")
+        order = [models.F(field).desc(nulls_last=True) if descending else models.F(field).asc(nulls_last=True)]
+        if field != "pk":
+            order.append(models.F("pk").desc() if descending else models.F("pk").asc())
+        queryset = queryset.order_by(*order)
+        cursor = arguments.get("cursor")
+        if cursor:
+            queryset = queryset.filter(self._after(cursor, ordering))
+        limit = arguments.get("limit") or self.page_size
+        rows = list(queryset[: limit + 1])
+        more = len(rows) > limit
+        rows = rows[:limit]
+        data: dict[str, Any] = {"results": base.jsonable(self.get_serializer(rows, many=True).data)}
+        if more:
+            last = rows[-1]
+            value = getattr(last, field) if field != "pk" else last.pk
+            data["nextCursor"] = signing.dumps({"o": ordering, "v": base.jsonable(value), "pk": base.jsonable(last.pk)}, salt=CURSOR_SALT)
+        return base.structured(data)
+
+    def retrieve(self, arguments: dict[str, Any]) -> ToolResult:
+        obj = self.get_object(arguments[self.get_lookup_arg()])
+        return base.structured(base.jsonable(self.get_serializer(obj).data))
+
+    def create(self, arguments: dict[str, Any]) -> ToolResult:
+        serializer = self.get_serializer(data=arguments)
+        return self._save(serializer, self.perform_create)
+
+    def update(self, arguments: dict[str, Any]) -> ToolResult:
+        obj = self.get_object(arguments.pop(self.get_lookup_arg()))
+        serializer = self.get_serializer(obj, data=arguments, partial=True)
+        return self._save(serializer, self.perform_update)
+
+    def delete(self, arguments: dict[str, Any]) -> ToolResult:
+        obj = self.get_object(arguments[self.get_lookup_arg()])
+        label = f"{base.verbose(type(obj))} {obj}"
+        lookup = {self.get_lookup_arg(): arguments[self.get_lookup_arg()]}
+        if self.confirm_delete:
+            message = base.confirm_message(self.confirm_delete, f"Delete {label}? This cannot be undone.", obj=obj)
+            base.confirm(self.ctx, message, f"Not confirmed: {label} was not deleted.")
+            self.ctx.once("delete", self._destroy, obj)
+        else:
+            self._destroy(obj)
+        return base.structured({"deleted": True, **base.jsonable(lookup)})
+
+    def _destroy(self, obj: Any) -> bool:
+        with transaction.atomic():
+            self.perform_destroy(obj)
+        return True
+
+    def _save(self, serializer: Any, perform: Callable[[Any], None]) -> ToolResult:
+        unknown = sorted(set(serializer.initial_data) - {name for name, f in serializer.fields.items() if not f.read_only})
+        if unknown:
+            return base.validation_error_result({name: ["Unknown or read-only field."] for name in unknown})
+        if not serializer.is_valid():
+            return base.validation_error_result(base.drf_errors(serializer.errors))
+        try:
+            with transaction.atomic():
+                perform(serializer)
+        except DjangoValidationError as exc:
+            return base.validation_error_result(base.django_validation_errors(exc))
+        return base.structured(base.jsonable(serializer.data))
+
+    # -- list helpers -----------------------------------------------------------------------
+    @classmethod
+    def default_ordering(cls) -> str:
+        return cls.ordering or (cls.ordering_fields[0] if cls.ordering_fields else "pk")
+
+    def filter_queryset(self, queryset: models.QuerySet[Any], arguments: dict[str, Any]) -> models.QuerySet[Any]:
+        filters = {name: arguments[name] for name in self.filter_arguments() if arguments.get(name) is not None}
+        if filters:
+            if django_filters is not None:
+                filterset = django_filters.filterset.filterset_factory(queryset.model, fields=self._filterset_spec())(
+                    data={k: base.jsonable(v) for k, v in filters.items()}, queryset=queryset
+                )
+                if not filterset.is_valid():
+                    raise ToolError("Invalid filters. " + " ".join(
+                        f"{field}: {' '.join(messages)}" for field, messages in base.drf_errors(filterset.errors).items()))
+                queryset = filterset.qs
+            else:
+                queryset = queryset.filter(**filters)
+        search = (arguments.get("search") or "").strip()
+        if search and self.search_fields:
+            for term in search.split():
+                term_q = Q()
+                for field in self.search_fields:
+                    term_q |= Q(**{f"{field}__icontains": term})
+                queryset = queryset.filter(term_q)
+            if any("__" in field for field in self.search_fields):
+                queryset = queryset.distinct()
+        return queryset
+
+    def _after(self, cursor: str, ordering: str) -> Q:
+        try:
+            position = signing.loads(cursor, salt=CURSOR_SALT)
+        except signing.BadSignature:
+            raise ToolError("Invalid cursor: pass the nextCursor of a previous page unchanged.") from None
+        if position.get("o") != ordering:
+            raise ToolError("This cursor belongs to another ordering: keep the ordering while paging.")
+        field = ordering.lstrip("-")
+        value, pk = position["v"], position["pk"]
+        after = "lt" if ordering.startswith("-") else "gt"
+        if field == "pk":
+            return Q(**{f"pk__{after}": pk})
+        if value is None:  # in the trailing nulls: only later rows of the same (null) value
+            return Q(**{f"{field}__isnull": True, f"pk__{after}": pk})
+        return (Q(**{f"{field}__{after}": value}) | Q(**{field: value, f"pk__{after}": pk})
+                | Q(**{f"{field}__isnull": True}))
+
+    @classmethod
+    def _filterset_spec(cls) -> dict[str, list[str]]:
+        if isinstance(cls.filterset_fields, dict):
+            return {field: list(lookups) for field, lookups in cls.filterset_fields.items()}
+        return {field: ["exact"] for field in cls.filterset_fields}
+
+    @classmethod
+    def filter_arguments(cls) -> dict[str, tuple[str, str]]:
+        """``{argument name: (field, lookup)}``: ``status`` for exact, ``total__gte`` for others."""
+        return {
+            (field if lookup == "exact" else f"{field}__{lookup}"): (field, lookup)
+            for field, lookups in cls._filterset_spec().items()
+            for lookup in lookups
+        }
+
+    # -- building tools ---------------------------------------------------------------------
+    @classmethod
+    def get_model(cls) -> type[models.Model]:
+        assert cls.queryset is not None, f"{cls.__name__} needs a queryset (the model comes from it)"
+        return cls.queryset.model
+
+    @classmethod
+    def get_basename(cls) -> str:
+        return cls.basename or base.default_prefix(cls.get_model())
+
+    @classmethod
+    def get_lookup_arg(cls) -> str:
+        return cls.lookup_arg or ("id" if cls.lookup_field == "pk" else cls.lookup_field)
+
+    @classmethod
+    def action_permissions(cls, action: str) -> tuple[str, ...]:
+        if action in cls.permissions:
+            return tuple(cls.permissions[action])
+        if action in DEFAULT_PERMISSIONS:
+            return (base.model_perm(cls.get_model(), DEFAULT_PERMISSIONS[action]),)
+        return ()
+
+    @classmethod
+    def build_tools(cls) -> list[base.ModelTool]:
+        model = cls.get_model()
+        prefix = cls.get_basename()
+        tools = []
+        for action in cls.actions:
+            if action not in ACTIONS:
+                raise ValueError(f"{cls.__name__}.actions: unknown action {action!r}; use {', '.join(ACTIONS)}")
+            title, description, annotations = cls._describe(action, model)
+            tools.append(base.build_tool(
+                f"{prefix}.{action}", cls._handler(action), cls._schemas_for(action),
+                title=title, description=description, annotations=annotations, permissions=cls.action_permissions(action),
+            ))
+        from .admin_actions import admin_action_tools
+
+        tools.extend(admin_action_tools(cls, prefix))
+        return tools
+
+    @classmethod
+    def _handler(cls, action: str) -> Callable[..., ToolResult]:
+        toolset = cls
+
+        def handler(ctx: Any, **arguments: Any) -> ToolResult:
+            instance = toolset(ctx, action)
+            return getattr(instance, action)(arguments)
+
+        handler.__module__ = cls.__module__
+        handler.__qualname__ = f"{cls.__qualname__}.{action}"
+        return handler
+
+    @classmethod
+    def _describe(cls, action: str, model: type[models.Model]) -> tuple[str, str, dict[str, Any]]:
+        one, many = base.verbose(model), base.verbose(model, plural=True)
+        title = {"list": f"List {many}", "retrieve": f"Show {one}", "create": f"Create {one}",
+                 "update": f"Update {one}", "delete": f"Delete {one}"}[action]
+        lookup = cls.get_lookup_arg()
+        description = {
+            "list": f"List {many}, a page at a time (pass nextCursor as cursor for the next page).",
+            "retrieve": f"One {one}, by {lookup}.",
+            "create": f"Create {base.with_article(one)}. Invalid fields come back as an error naming each field.",
+            "update": f"Change some fields of {base.with_article(one)}, by {lookup}; fields left out keep their value.",
+            "delete": f"Delete {base.with_article(one)}, by {lookup}." + (" Asks the user to confirm first." if cls.confirm_delete else ""),
+        }[action]
+        annotations: dict[str, Any] = {"title": title, "readOnlyHint": action in ("list", "retrieve")}
+        if action not in ("list", "retrieve"):
+            annotations["destructiveHint"] = action in ("update", "delete")
+            annotations["idempotentHint"] = action in ("update", "delete")
+        return title, description, annotations
+
+    @classmethod
+    def _schemas_for(cls, action: str) -> Callable[[], tuple[InputSpec, OutputSpec]]:
+        def resolve() -> tuple[InputSpec, OutputSpec]:
+            return cls.input_spec(action), cls.output_spec(action)
+
+        return resolve
+
+    @classmethod
+    def _lookup(cls) -> tuple[Any, dict[str, Any]]:
+        model = cls.get_model()
+        lookup_type = base.field_python_type(base.lookup_field(model, cls.lookup_field))
+        name = "id" if cls.lookup_field == "pk" else cls.lookup_field
+        return lookup_type, {**base.type_schema(lookup_type), "description": f"The {name} of the {base.verbose(model)}."}
+
+    @classmethod
+    def input_spec(cls, action: str) -> InputSpec:
+        model = cls.get_model()
+        name = f"{cls.get_basename()}.{action}"
+        lookup_arg = cls.get_lookup_arg()
+        if action == "list":
+            return cls._list_input(name, model)
+        lookup_type, lookup_schema = cls._lookup()
+        if action in ("retrieve", "delete"):
+            schema = {"type": "object", "properties": {lookup_arg: lookup_schema}, "required": [lookup_arg], "additionalProperties": False}
+            return InputSpec(schema, base.typed_validator(name, {lookup_arg: (lookup_type, inspect.Parameter.empty)}))
+        serializer = cls.get_serializer_class()()
+        schema = base.serializer_schema(serializer, writable=True, partial=action == "update")
+        if action == "create":
+            return InputSpec(schema, lambda arguments: dict(arguments))
+        schema["properties"] = {lookup_arg: lookup_schema, **schema["properties"]}
+        schema["required"] = [lookup_arg]
+        return InputSpec(schema, base.typed_validator(name, {lookup_arg: (lookup_type, inspect.Parameter.empty)}))
+
+    @classmethod
+    def _list_input(cls, name: str, model: type[models.Model]) -> InputSpec:
+        properties: dict[str, Any] = {}
+        fields: dict[str, tuple[Any, Any]] = {}
+        for argument, (field_name, lookup) in cls.filter_arguments().items():
+            field = model._meta.get_field(field_name)
+            kind: Any = bool if lookup == "isnull" else base.field_python_type(field)  # type: ignore[arg-type]
+            schema = base.type_schema(kind)
+            choices = getattr(field, "choices", None)
+            if choices and lookup == "exact":
+                schema["enum"] = [value for value, _ in choices]
+            properties[argument] = {**schema, "description": f"Only {base.verbose(model, True)} whose {field_name} {lookup} this value."}
+            fields[argument] = (kind | None, None)
+        if cls.search_fields:
+            properties["search"] = {"type": "string", "description": f"Words to look for in {', '.join(cls.search_fields)}."}
+            fields["search"] = (str | None, None)
+        orderings = [f"{sign}{field}" for field in (cls.ordering_fields or ["pk"]) for sign in ("", "-")]
+        properties["ordering"] = {"type": "string", "enum": orderings, "description": f"Sort order (default {cls.default_ordering()})."}
+        properties["limit"] = {"type": "integer", "minimum": 1, "maximum": cls.max_page_size,
+                               "description": f"Rows per page (default {cls.page_size}, at most {cls.max_page_size})."}
+        properties["cursor"] = {"type": "string", "description": "The nextCursor of the previous page."}
+        from typing import Annotated, Literal
+
+        from pydantic import Field
+
+        fields["ordering"] = (Literal[tuple(orderings)] | None, None)  # type: ignore[misc]
+        fields["limit"] = (Annotated[int, Field(ge=1, le=cls.max_page_size)] | None, None)
+        fields["cursor"] = (str | None, None)
+        typed = base.typed_validator(name, fields)
+        known = set(properties)
+
+        def validate(arguments: dict[str, Any]) -> dict[str, Any]:
+            unknown = sorted(set(arguments) - known)
+            if unknown:
+                from ..protocol.errors import invalid_params
+
+                raise invalid_params(f"Invalid arguments for tool {name!r}", {"errors": [
+                    {"field": field, "message": "Extra inputs are not permitted", "type": "extra_forbidden"} for field in unknown]})
+            return typed(arguments)
+
+        return InputSpec({"type": "object", "properties": properties, "additionalProperties": False}, validate)
+
+    @classmethod
+    def output_spec(cls, action: str) -> OutputSpec:
+        if action == "delete":
+            lookup_arg = cls.get_lookup_arg()
+            _, lookup_schema = cls._lookup()
+            return OutputSpec("object", {"type": "object", "properties": {"deleted": {"type": "boolean"}, lookup_arg: lookup_schema},
+                                         "required": ["deleted", lookup_arg]}, None)
+        row = base.serializer_schema(cls.get_serializer_class()(), writable=False)
+        if action == "list":
+            return OutputSpec("object", {"type": "object", "properties": {
+                "results": {"type": "array", "items": row},
+                "nextCursor": {"type": "string", "description": "Pass as cursor to get the next page."},
+            }, "required": ["results"]}, None)
+        return OutputSpec("object", row, None)
+
+    # -- checks -----------------------------------------------------------------------------
+    @classmethod
+    def check_declaration(cls, known_perms: set[str]) -> list[checks.CheckMessage]:
+        where = f"Toolset {cls.__module__}.{cls.__qualname__}"
+        problems: list[checks.CheckMessage] = []
+        model = cls.get_model()
+
+        def field_error(attribute: str, path: str) -> None:
+            problems.append(checks.Error(f"{where}.{attribute} names {path!r}, which is not a field of {model.__name__}.",
+                                         obj=cls, id="mcp_tools.E030"))
+
+        def resolves(path: str) -> bool:
+            current: Any = model
+            for part in path.split("__"):
+                if part == "pk" and current is not None:
+                    return True
+                try:
+                    field = current._meta.get_field(part)
+                except (FieldDoesNotExist, AttributeError):
+                    return False
+                current = field.related_model if field.is_relation else None
+            return True
+
+        if cls.lookup_field != "pk" and not resolves(cls.lookup_field):
+            field_error("lookup_field", cls.lookup_field)
+        for field in cls._filterset_spec():
+            if not resolves(field):
+                field_error("filterset_fields", field)
+        for field in cls.search_fields:
+            if not resolves(field):
+                field_error("search_fields", field)
+        for field in [*cls.ordering_fields, *([cls.ordering.lstrip("-")] if cls.ordering else [])]:
+            if field != "pk" and not resolves(field):
+                field_error("ordering_fields", field)
+        for action in cls.actions:
+            if action not in ACTIONS:
+                problems.append(checks.Error(f"{where}.actions names unknown action {action!r}.", obj=cls, id="mcp_tools.E031"))
+            else:
+                problems += base.check_permissions(cls.action_permissions(action), known_perms, where, cls)
+        from .admin_actions import check_admin_actions
+
+        problems += check_admin_actions(cls, where)
+        if not problems:
+            for action in cls.actions:
+                try:
+                    cls.input_spec(action)
+                    cls.output_spec(action)
+                except Exception as exc:  # reported, not raised: the serializer may name a missing field
+                    problems.append(checks.Error(f"{where}: the {action} tool's schema cannot be built: {exc}",
+                                                 obj=cls, id="mcp_tools.E034"))
+        return problems
+
+
+class ToolsetDeclaration(base.Declaration):
+    def __init__(self, toolset: type[ModelToolset], names: list[str]) -> None:
+        self.toolset = toolset
+        self.names = names
+
+    def check(self, known_perms: set[str]) -> list[checks.CheckMessage]:
+        return self.toolset.check_declaration(known_perms)
+
+
+def register_toolset(toolset: type[ModelToolset]) -> type[ModelToolset]:
+    """Register a toolset's tools (usable as a class decorator).
+
+    All or nothing: a name that is taken raises ``AlreadyRegistered`` before any tool is added.
+    """
+    if any(isinstance(d, ToolsetDeclaration) and d.toolset is toolset for d in base.declarations):
+        from ..registry import AlreadyRegistered
+
+        raise AlreadyRegistered(f"The toolset {toolset.__qualname__} is registered already")
+    tools = toolset.build_tools()
+    base.register_all(tools)
+    base.declarations.append(ToolsetDeclaration(toolset, [tool.name for tool in tools]))
+    return toolset
+
+
+def unregister_toolset(toolset: type[ModelToolset]) -> None:
+    """Remove a toolset's tools (raises ``NotRegistered`` if it was not registered)."""
+    for declaration in list(base.declarations):
+        if isinstance(declaration, ToolsetDeclaration) and declaration.toolset is toolset:
+            base.unregister_all(declaration.names)
+            base.declarations.remove(declaration)
+            return
+    from ..registry import NotRegistered
+
+    raise NotRegistered(f"The toolset {toolset.__qualname__} is not registered")
