@@ -11,6 +11,8 @@ import os
 
 from celery import Celery
 
+import mcp_tools.interprocess.filebroker  # noqa: F401  (registers the mcpfs:// broker of the embedded default)
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demo_site.settings")
 
 app = Celery("demo_site")

@@ -167,11 +167,12 @@ else:
         }
     }
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-    # A broker that needs no server: kombu's filesystem transport, one file per message in
-    # a folder the server and the worker share (MCP_TOOLS_BROKER_DIR, default var/broker/).
+    # A broker that needs no server: kombu's filesystem transport (with atomic writes, see
+    # mcp_tools/interprocess/filebroker.py), one file per message in a folder the server and
+    # the worker share (MCP_TOOLS_BROKER_DIR, default var/broker/).
     BROKER_DIR = Path(os.environ.get("MCP_TOOLS_BROKER_DIR") or BASE_DIR / "var" / "broker")
     (BROKER_DIR / "control").mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_URL = "filesystem://localhost//"
+    CELERY_BROKER_URL = "mcpfs://localhost//"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(BROKER_DIR),
         "data_folder_out": str(BROKER_DIR),
