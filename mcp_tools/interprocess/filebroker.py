@@ -26,12 +26,12 @@ SCHEME = "mcpfs"
 
 
 class Channel(filesystem.Channel):
-    def _put(self, queue: Any, message: Any, **kwargs: Any) -> None:
+    def _put(self, queue: Any, payload: Any, **kwargs: Any) -> None:  # type: ignore[override]  # as kombu own filesystem.Channel
         name = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"
         final = os.path.join(self.data_folder_out, name)
         partial = final + ".part"  # not "<queue>.msg": consumers skip it until it is complete
         with open(partial, "wb") as handle:
-            handle.write(dumps(message).encode())
+            handle.write(dumps(payload).encode())
         os.replace(partial, final)
 
 
