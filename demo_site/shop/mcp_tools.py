@@ -6,7 +6,7 @@ nothing here.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from rest_framework import serializers
 
@@ -47,6 +47,15 @@ class OrderTools(mcp_tools.ModelToolset):
 # -- tool chaining (seed 001) ---------------------------------------------------------------
 
 
+class TicketOut(TypedDict):
+    """The support ticket a handoff opened."""
+
+    ticket_id: int
+    customer_id: int
+    issue_type: str
+    urgency: str
+
+
 @mcp_tools.tool(permissions=["shop.view_customer"])
 def check_account_issue(customer_id: int) -> ToolResult:
     """Look at a customer's account; when a human must take over, chain to initiate_human_handoff.
@@ -71,7 +80,7 @@ def initiate_human_handoff(
     customer_id: int,
     issue_type: Literal["account_locked", "billing", "other"],
     urgency: Literal["low", "medium", "high"],
-) -> dict[str, Any]:
+) -> TicketOut:
     """Hand the customer over to a human agent: opens a support ticket.
 
     Args:
@@ -83,4 +92,4 @@ def initiate_human_handoff(
     if customer is None:
         raise ToolError(f"No customer with id {customer_id}.")
     ticket = Ticket.objects.create(customer=customer, issue_type=issue_type, urgency=urgency)
-    return {"ticket_id": ticket.pk, "customer_id": customer.pk, "issue_type": issue_type, "urgency": urgency}
+    return TicketOut(ticket_id=ticket.pk, customer_id=customer.pk, issue_type=issue_type, urgency=urgency)

@@ -285,7 +285,7 @@ def validation_error_result(errors: dict[str, list[str]]) -> ToolResult:
 
 def django_validation_errors(exc: DjangoValidationError) -> dict[str, list[str]]:
     if hasattr(exc, "error_dict"):
-        return {field: [str(m) for m in err.messages] for field, err in exc.error_dict.items()}  # type: ignore[attr-defined]
+        return {field: [str(m) for m in messages] for field, messages in exc.message_dict.items()}
     return {"non_field_errors": [str(m) for m in exc.messages]}
 
 
