@@ -8,6 +8,8 @@ can call them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -41,6 +43,9 @@ from .engine.errors import ElicitationCancelled, ElicitationDeclined, NonDetermi
 from .registry.registry import AlreadyRegistered, NotRegistered, prompt, resource, tool
 from .registry.results import Page, Pending, ToolError, ToolResult
 
+
+if TYPE_CHECKING:
+    from .modeltools import ModelToolset, model_action, register_model_action, register_toolset, unregister_toolset
 
 #: Model tools reach the ORM and DRF: imported on first use (``@mcp_tools.model_action`` in a models module).
 _MODEL_TOOLS = ("ModelToolset", "model_action", "register_model_action", "register_toolset", "unregister_toolset")

@@ -62,12 +62,12 @@ class RefundReceipt(BaseModel):
     refunded_total: Decimal = Field(description="Everything refunded on this order so far")
 
 
-class OrderQuerySet(models.QuerySet):  # type: ignore[type-arg]
+class OrderQuerySet(models.QuerySet["Order"]):
     def visible_to(self, user: object) -> OrderQuerySet:
         """Everyone sees their own store's orders; ``shop.view_all_stores`` sees every store's."""
         if getattr(user, "is_authenticated", False) and user.has_perm("shop.view_all_stores"):  # type: ignore[attr-defined]
             return self.all()
-        staff = StaffMember.objects.filter(user_id=getattr(user, "pk", None)).first()
+        staff = StaffMember.objects.filter(user_id=getattr(user, "pk", 0) or 0).first()
         return self.filter(store=staff.store) if staff else self.none()
 
 

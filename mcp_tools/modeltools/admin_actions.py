@@ -131,7 +131,7 @@ def check_admin_actions(toolset: type[ModelToolset], where: str) -> list[checks.
     if model_admin is None:
         return [checks.Error(f"{where}.admin_actions: {toolset.get_model().__name__} is not registered in the admin site.",
                              obj=toolset, id="mcp_tools.E031")]
-    problems = []
+    problems: list[checks.CheckMessage] = []
     for name in toolset.admin_actions:
         if name in PAGE_ONLY_ACTIONS:
             problems.append(checks.Error(f"{where}.admin_actions: {name!r} works only through its confirmation page.",

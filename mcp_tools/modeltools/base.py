@@ -50,7 +50,7 @@ class ModelTool(Tool):
             resolve, self.resolve = self.resolve, None
             self._input, self._output = resolve()
 
-    @property  # type: ignore[override]
+    @property
     def input(self) -> InputSpec:
         self._resolved()
         assert self._input is not None
@@ -60,7 +60,7 @@ class ModelTool(Tool):
     def input(self, value: InputSpec) -> None:
         self._input = value
 
-    @property  # type: ignore[override]
+    @property
     def output(self) -> OutputSpec:
         self._resolved()
         assert self._output is not None
@@ -155,7 +155,7 @@ _LOOKUP_TYPES: dict[str, Any] = {
 
 def field_python_type(field: models.Field[Any, Any]) -> Any:
     """The Python type an argument that names this field's value validates as (``str`` by default)."""
-    target = field.target_field if field.is_relation and field.many_to_one else field  # type: ignore[union-attr]
+    target = getattr(field, "target_field", field) if field.is_relation and field.many_to_one else field
     return _LOOKUP_TYPES.get(target.get_internal_type(), str)
 
 

@@ -20,6 +20,7 @@ each call, with ``self.ctx``, ``self.user`` and ``self.action`` set, so
 
 from __future__ import annotations
 
+import builtins
 import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -238,7 +239,7 @@ class ModelToolset:
                 | Q(**{f"{field}__isnull": True}))
 
     @classmethod
-    def _filterset_spec(cls) -> dict[str, list[str]]:
+    def _filterset_spec(cls) -> dict[str, builtins.list[str]]:
         if isinstance(cls.filterset_fields, dict):
             return {field: list(lookups) for field, lookups in cls.filterset_fields.items()}
         return {field: ["exact"] for field in cls.filterset_fields}
@@ -275,7 +276,7 @@ class ModelToolset:
         return ()
 
     @classmethod
-    def build_tools(cls) -> list[base.ModelTool]:
+    def build_tools(cls) -> builtins.list[base.ModelTool]:
         model = cls.get_model()
         prefix = cls.get_basename()
         tools = []
@@ -346,8 +347,9 @@ class ModelToolset:
             return cls._list_input(name, model)
         lookup_type, lookup_schema = cls._lookup()
         if action in ("retrieve", "delete"):
-            schema = {"type": "object", "properties": {lookup_arg: lookup_schema}, "required": [lookup_arg], "additionalProperties": False}
-            return InputSpec(schema, base.typed_validator(name, {lookup_arg: (lookup_type, inspect.Parameter.empty)}))
+            one_row: dict[str, Any] = {"type": "object", "properties": {lookup_arg: lookup_schema}, "required": [lookup_arg],
+                                       "additionalProperties": False}
+            return InputSpec(one_row, base.typed_validator(name, {lookup_arg: (lookup_type, inspect.Parameter.empty)}))
         serializer = cls.get_serializer_class()()
         schema = base.serializer_schema(serializer, writable=True, partial=action == "update")
         if action == "create":
@@ -381,7 +383,7 @@ class ModelToolset:
 
         from pydantic import Field
 
-        fields["ordering"] = (Literal[tuple(orderings)] | None, None)  # type: ignore[misc]
+        fields["ordering"] = (Literal[tuple(orderings)] | None, None)
         fields["limit"] = (Annotated[int, Field(ge=1, le=cls.max_page_size)] | None, None)
         fields["cursor"] = (str | None, None)
         typed = base.typed_validator(name, fields)
@@ -415,9 +417,9 @@ class ModelToolset:
 
     # -- checks -----------------------------------------------------------------------------
     @classmethod
-    def check_declaration(cls, known_perms: set[str]) -> list[checks.CheckMessage]:
+    def check_declaration(cls, known_perms: set[str]) -> builtins.list[checks.CheckMessage]:
         where = f"Toolset {cls.__module__}.{cls.__qualname__}"
-        problems: list[checks.CheckMessage] = []
+        problems: builtins.list[checks.CheckMessage] = []
         model = cls.get_model()
 
         def field_error(attribute: str, path: str) -> None:
