@@ -32,6 +32,13 @@ def sweep() -> dict[str, int]:
     return run_sweep()
 
 
+def retry_call(call_id: str) -> str | None:
+    """Run a failed background call again as a new call (what the admin's "Retry" does); its id, or None."""
+    from .server.background import retry_failed
+
+    return retry_failed(call_id)
+
+
 @worker_ready.connect
 def _sweep_when_a_worker_starts(**kwargs: Any) -> None:
     """A worker that starts (often: one that replaces a lost worker) looks for calls to take over."""

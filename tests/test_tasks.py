@@ -22,6 +22,12 @@ pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
 TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 
 
+def _reports() -> list[dict[str, Any]]:
+    from demo_site.operations.models import ReportRun
+
+    return list(ReportRun.objects.values("call_id", "total"))
+
+
 def _rows() -> list[dict[str, Any]]:
     return list(ToolCall.objects.values("id", "status", "background", "flavor"))
 
@@ -65,9 +71,12 @@ async def test_legacy_task_lifecycle_with_the_official_client(
         )
         assert cancelled.status == "cancelled"
 
+    await asyncio.sleep(3)  # longer than the whole report would take
     rows = {str(r["id"]): r for r in await sync_to_async(_rows)()}
     assert rows[task_id]["status"] == "completed" and rows[task_id]["flavor"] == "task"
     assert rows[running_id]["status"] == "cancelled"
+    reports = {r["call_id"]: r for r in await sync_to_async(_reports)()}
+    assert reports.get(running_id, {}).get("total") is None, "the cancelled handler must not have run to its end"
 
 
 async def test_legacy_task_bad_input_changes_nothing(start_server: type[LiveServer]) -> None:
@@ -124,3 +133,48 @@ async def test_a_task_is_private_to_its_caller(start_server: type[LiveServer], s
                 break
             await asyncio.sleep(0.1)
     assert detailed["result"]["structuredContent"]["rows"] == 50
+
+
+async def test_a_server_killed_while_a_client_waits_on_tasks_result_another_serves_it(
+    start_server: type[LiveServer], start_worker: type[CeleryWorker],
+) -> None:
+    server_a = start_server().start()
+    server_b = start_server(server="uvicorn").start()
+    start_worker().start()
+    async with http_client() as http:
+        session = await LegacySession.open(http, server_a.url)
+        created = await session.request("tools/call", {"name": "generate_report", "arguments": {"rows": 2000}, "task": {}})
+        task_id = created["task"]["taskId"]
+        waiting = asyncio.ensure_future(session.post("tasks/result", {"taskId": task_id}))
+        await asyncio.sleep(0.5)
+        server_a.kill()
+        with pytest.raises(Exception):  # noqa: B017 - the connection to A breaks, however httpx words it
+            await asyncio.wait_for(waiting, 10)
+        result = await session.request("tasks/result", {"taskId": task_id}, url=server_b.url)
+    assert result["structuredContent"]["total"] == sum(range(2000))
+    assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task_id}
+
+
+async def test_a_failed_background_call_can_be_retried_as_a_new_call(
+    start_server: type[LiveServer], start_worker: type[CeleryWorker],
+) -> None:
+    from mcp_tools.tasks import retry_call
+
+    server = start_server().start()
+    start_worker().start()
+    async with http_client() as http:
+        session = await LegacySession.open(http, server.url)
+        created = await session.request("tools/call", {"name": "failing_job", "arguments": {}, "task": {}})
+        first = created["task"]["taskId"]
+        result = await session.request("tasks/result", {"taskId": first})
+    assert result["isError"] is True
+    assert await sync_to_async(retry_call)("00000000-0000-0000-0000-000000000000") is None
+    retried = await sync_to_async(retry_call)(first)
+    assert retried and retried != first
+    for _ in range(100):
+        rows = {str(r["id"]): r for r in await sync_to_async(_rows)()}
+        if rows[retried]["status"] == "failed":
+            break
+        await asyncio.sleep(0.1)
+    assert rows[first]["status"] == "failed" and rows[retried]["status"] == "failed"
+    assert await sync_to_async(retry_call)(retried) not in (None, first, retried)

@@ -207,3 +207,18 @@ def sweep() -> dict[str, int]:
         logger.warning("Queued %d background call(s) again after their worker was lost", len(orphans))
     return {"expired": expired, "requeued": len(orphans)}
 
+
+
+def retry_failed(call_id: str) -> str | None:
+    """Run a failed background call again, as a new call with the same arguments and caller (sync).
+
+    A call that ended stays as it ended (terminal states do not change); the new
+    call's status message names the one it retries. Returns the new call id, or
+    None when ``call_id`` is not a failed background call.
+    """
+    copy = store.sync_calls.copy_failed_background_call(call_id, str(uuid.uuid4()))
+    if copy is None:
+        return None
+    new_id, tool_name, task_id = copy
+    _queue_after_commit(new_id, registry.get_tool(tool_name), task_id)
+    return new_id

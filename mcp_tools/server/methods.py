@@ -79,8 +79,12 @@ def capabilities(modern: bool) -> dict[str, Any]:
     }
     if not modern:
         caps["logging"] = {}
+    # Seed extensions: tool chaining (results may carry _meta.nextTool, checked against the
+    # caller) and resume tokens (seed 002) always; sagas (seed 000) when enabled.
+    experimental: dict[str, Any] = {"nextTool": {}, "resumeTokens": {}}
     if mcp_settings.ENABLE_SAGAS:
-        caps["experimental"] = {"sagas": {"methods": ["tools/callSaga", "tools/resumeSaga"]}}
+        experimental["sagas"] = {"methods": ["tools/callSaga", "tools/resumeSaga"]}
+    caps["experimental"] = experimental
     if modern:
         caps["extensions"] = {tasks.EXTENSION: {}}
     else:

@@ -247,3 +247,29 @@ def call_task_id(call_id: Any) -> str:
     from ..models import ToolCall
 
     return ToolCall.objects.filter(id=call_id).values_list("celery_task_id", flat=True).first() or ""
+
+
+def copy_failed_background_call(call_id: Any, task_id: str) -> tuple[str, str, str] | None:
+    """A new working row for a failed background call, keeping its journal's ``once`` steps out.
+
+    Returns ``(new call id, tool name, task id)``, or None if ``call_id`` is not a failed
+    background call.
+    """
+    from ..models import ToolCall
+
+    try:
+        old = ToolCall.objects.filter(id=call_id, background=True, status="failed").first()
+    except (ValueError, TypeError):
+        return None
+    if old is None:
+        return None
+    fields = {
+        name: getattr(old, name)
+        for name in ("method", "tool_name", "arguments", "user_id", "principal", "protocol_version", "flavor",
+                     "params_digest", "client_capabilities", "session_id", "poll_interval_ms")
+    }
+    new = ToolCall.objects.create(
+        **fields, background=True, status="working", celery_task_id=task_id, status_message=f"Retry of {old.id}",
+        expires_at=timezone.now() + timedelta(seconds=mcp_settings.CALL_TTL),
+    )
+    return str(new.id), old.tool_name, task_id
