@@ -29,5 +29,7 @@ application = ProtocolTypeRouter(
                 re_path(r"", django_asgi_app),
             ]
         ),
+        # The admin's live dashboard of calls (staff only, the admin session's cookie).
+        "websocket": mcp_tools.routing.console_websocket_app(),
     }
 )

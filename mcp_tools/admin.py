@@ -1,43 +1,134 @@
-"""A read-only monitoring admin for calls in flight, with cancel and expire actions."""
+"""The operator's console for tool calls, built on Django's admin.
+
+- The changelist shows calls in flight by default, with status badges, progress,
+  step counts and worker state, in a fixed number of queries per page.
+- The detail page is a read-only report (arguments, step timeline, result or
+  error, worker and token state, linked calls), with cancel and expire buttons.
+- ``dashboard/`` (linked from the app index and the changelist) shows counts,
+  the oldest and quietest calls in flight, the slowest calls and failing tools,
+  and updates itself over a WebSocket (``mcp_tools.routing.console_websocket_app``),
+  or by polling when the socket is not available.
+
+Acting (cancel, expire, retry) needs the ``change_toolcall`` permission; looking
+needs ``view_toolcall``. Every action is recorded in the admin's ``LogEntry``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.urls import path
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.timesince import timesince
+from django.utils.translation import gettext_lazy as _
 
-from .models import TERMINAL_STATUSES, CallStatus, CallStep, McpSession, ToolCall
+from . import signals  # noqa: F401  (connects the console's "call changed" publisher)
+from .console import queries
+from .console.display import progress_bar, status_badge, worker_state
+from .console.retry import is_retryable, retry_api
+from .interprocess import events
+from .models import TERMINAL_STATUSES, CallStatus, McpSession, ToolCall
+from .states import LIVE_STATUSES
 
+class StatusFilter(admin.SimpleListFilter):
+    """Status, with "In flight" (working or waiting for input) as the default view."""
 
-class CallStepInline(admin.TabularInline):
-    model = CallStep
-    extra = 0
-    can_delete = False
-    fields = ("seq", "kind", "key", "status", "request", "response", "error", "created_at", "answered_at")
-    readonly_fields = fields
-    ordering = ("seq",)
+    title = _("status")
+    parameter_name = "state"
+    LIVE = "live"
+    ALL = "all"
 
-    def has_add_permission(self, request: Any, obj: Any = None) -> bool:
-        return False
+    def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, Any]]:
+        return [(self.LIVE, _("In flight")), *CallStatus.choices, (self.ALL, _("All"))]
+
+    def queryset(self, request: Any, queryset: QuerySet[ToolCall]) -> QuerySet[ToolCall]:
+        value = self.value() or self.LIVE
+        if value == self.ALL:
+            return queryset
+        if value == self.LIVE:
+            return queryset.filter(status__in=LIVE_STATUSES)
+        if value in CallStatus.values:
+            return queryset.filter(status=value)
+        raise IncorrectLookupParameters(f"unknown status {value!r}")
+
+    def choices(self, changelist: Any) -> Any:
+        # No blank "All" entry: an unfiltered page is the explicit "all" value, so the default can be "In flight".
+        current = self.value() or self.LIVE
+        for value, label in self.lookup_choices:
+            yield {
+                "selected": current == str(value),
+                "query_string": changelist.get_query_string({self.parameter_name: value}),
+                "display": label,
+            }
 
 
 @admin.register(ToolCall)
 class ToolCallAdmin(admin.ModelAdmin):
-    list_display = ("tool_name", "status", "flavor", "principal", "round", "progress_display", "created_at", "updated_at")
-    list_filter = ("status", "flavor", "method")
-    search_fields = ("tool_name", "principal", "=id", "session_id")
+    list_display = ("status_badge", "tool_name", "who", "served", "age", "last_activity", "progress_bar", "steps", "worker_state")
+    list_display_links = ("tool_name",)
+    list_filter = (
+        StatusFilter, "tool_name", "flavor", "background", ("user", admin.RelatedOnlyFieldListFilter), "created_at",
+    )
+    search_fields = ("tool_name", "=id", "principal", "=celery_task_id", "=session_id")
     list_select_related = ("user",)
+    list_per_page = 50
     date_hierarchy = "created_at"
     show_full_result_count = False  # COUNT(*) on a huge table is slow
-    inlines = [CallStepInline]
-    actions = ["cancel_calls", "expire_calls"]
+    actions = ["cancel_calls", "expire_calls", "retry_calls"]
     readonly_fields = [f.name for f in ToolCall._meta.fields]
+    change_list_template = "admin/mcp_tools/toolcall/change_list.html"
 
-    @admin.display(description="progress")
-    def progress_display(self, obj: ToolCall) -> str:
-        if obj.progress is None:
-            return "—"
-        return f"{obj.progress:g}/{obj.progress_total:g}" if obj.progress_total else f"{obj.progress:g}"
+    class Media:
+        css = {"all": ["mcp_tools/console.css"]}
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:
+        return queries.with_step_counts(super().get_queryset(request).select_related("user"))
+
+    # -- columns ---------------------------------------------------------------------
+
+    @admin.display(description=_("status"), ordering="status")
+    def status_badge(self, obj: ToolCall) -> str:
+        return status_badge(obj.status, obj.get_status_display())
+
+    @admin.display(description=_("principal"), ordering="principal")
+    def who(self, obj: ToolCall) -> str:
+        # The user is joined (list_select_related): no query per row.
+        return queries.principal_label(obj.user.get_username() if obj.user else None, obj.principal)
+
+    @admin.display(description=_("served as"), ordering="flavor")
+    def served(self, obj: ToolCall) -> str:
+        label = str(obj.get_flavor_display())
+        return f"{label} · background" if getattr(obj, "background", False) else label
+
+    @admin.display(description=_("age"), ordering="created_at")
+    def age(self, obj: ToolCall) -> str:
+        return format_html('<span title="{}">{}</span>', obj.created_at.isoformat(), timesince(obj.created_at))
+
+    @admin.display(description=_("last activity"), ordering="updated_at")
+    def last_activity(self, obj: ToolCall) -> str:
+        return format_html('<span title="{}">{} ago</span>', obj.updated_at.isoformat(), timesince(obj.updated_at))
+
+    @admin.display(description=_("progress"))
+    def progress_bar(self, obj: ToolCall) -> str:
+        return progress_bar(obj.progress, obj.progress_total)
+
+    @admin.display(description=_("steps"), ordering="step_count")
+    def steps(self, obj: ToolCall) -> int:
+        return getattr(obj, "step_count", None) or 0
+
+    @admin.display(description=_("worker"))
+    def worker_state(self, obj: ToolCall) -> str:
+        return worker_state(obj)
+
+    # -- permissions: a read-only report; acting needs change --------------------------
 
     def has_add_permission(self, request: Any) -> bool:
         return False
@@ -45,31 +136,95 @@ class ToolCallAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
         return False
 
-    def _end(self, request: Any, queryset: Any, status: str) -> None:
+    def has_retry_permission(self, request: Any) -> bool:
+        """The retry action exists only when ``mcp_tools.tasks.retry_call`` does."""
+        return retry_api() is not None and self.has_change_permission(request)
+
+    # -- actions ---------------------------------------------------------------------
+
+    def end_calls(self, request: Any, queryset: QuerySet[ToolCall], status: str) -> int:
         """Cancel or expire the selected calls that are still live, and stop their handlers.
 
-        Each change is a compare-and-set in the manager: a call that finished
-        meanwhile keeps its outcome and is reported as already ended.
+        Each change is a compare-and-set in the manager (``end_call_sync``): a call
+        that finished meanwhile keeps its outcome and is reported as already ended.
         """
         from .server.core import end_call_sync
 
         ended = 0
-        for call in queryset.exclude(status__in=list(TERMINAL_STATUSES)).select_related(None).only("id", "tool_name"):
+        selected = 0
+        for call in queryset.select_related(None).only("id", "tool_name", "status"):
+            selected += 1
+            if call.status in TERMINAL_STATUSES:
+                continue
             if end_call_sync(str(call.pk), status, f"{status} by {request.user.get_username()}"):
                 ended += 1
                 self.log_change(request, call, f"Marked {status} from the admin.")
-        skipped = queryset.count() - ended
+                events.publish_changed_sync(call.pk, status)
         self.message_user(request, f"{ended} call(s) marked {status}.", messages.SUCCESS)
-        if skipped:
-            self.message_user(request, f"{skipped} selected call(s) had already ended and were left as they are.", messages.WARNING)
+        if selected - ended:
+            self.message_user(request, f"{selected - ended} selected call(s) had already ended and were left as they are.", messages.WARNING)
+        return ended
 
-    @admin.action(description="Cancel selected calls", permissions=["change"])
-    def cancel_calls(self, request: Any, queryset: Any) -> None:
-        self._end(request, queryset, CallStatus.CANCELLED)
+    @admin.action(description=_("Cancel selected calls"), permissions=["change"])
+    def cancel_calls(self, request: Any, queryset: QuerySet[ToolCall]) -> None:
+        self.end_calls(request, queryset, CallStatus.CANCELLED)
 
-    @admin.action(description="Expire selected calls", permissions=["change"])
-    def expire_calls(self, request: Any, queryset: Any) -> None:
-        self._end(request, queryset, CallStatus.EXPIRED)
+    @admin.action(description=_("Expire selected calls"), permissions=["change"])
+    def expire_calls(self, request: Any, queryset: QuerySet[ToolCall]) -> None:
+        self.end_calls(request, queryset, CallStatus.EXPIRED)
+
+    @admin.action(description=_("Retry selected failed background calls"), permissions=["retry"])
+    def retry_calls(self, request: Any, queryset: QuerySet[ToolCall]) -> None:
+        retry = retry_api()
+        if retry is None:  # the action is hidden then; a forged POST gets this
+            self.message_user(request, "Retrying is not available in this version of mcp_tools.", messages.ERROR)
+            return
+        retried = 0
+        selected = 0
+        for call in queryset.select_related(None).only("id", "tool_name", "status", "background"):
+            selected += 1
+            if not is_retryable(call):
+                continue
+            new_id = retry(str(call.pk))
+            if new_id is None:  # it changed meanwhile: not a failed background call any more
+                continue
+            retried += 1
+            self.log_change(request, call, f"Retried from the admin as call {new_id}.")
+            events.publish_changed_sync(new_id, CallStatus.WORKING)
+        self.message_user(request, f"{retried} call(s) started again as new calls.", messages.SUCCESS)
+        if selected - retried:
+            self.message_user(request, f"{selected - retried} selected call(s) are not failed background calls and were left as they are.", messages.WARNING)
+
+    # -- pages -----------------------------------------------------------------------
+
+    def get_urls(self) -> list[Any]:
+        from .console import views
+
+        def wrap(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+            def inner(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+                return view(self, request, *args, **kwargs)
+
+            return self.admin_site.admin_view(inner)
+
+        info = self.opts.app_label, self.opts.model_name
+        # Before the default patterns: "<path:object_id>/" would take these paths.
+        return [
+            path("dashboard/", wrap(views.dashboard), name="%s_%s_dashboard" % info),
+            path("dashboard/data/", wrap(views.dashboard_data), name="%s_%s_dashboard_data" % info),
+            path("<path:object_id>/act/<str:action>/", wrap(views.act), name="%s_%s_act" % info),
+            *super().get_urls(),
+        ]
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None) -> HttpResponse:
+        """The read-only report of one call (no form: nothing here is edited)."""
+        from .console import views
+
+        call = self.get_object(request, unquote(object_id))
+        if call is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+        if not self.has_view_or_change_permission(request, call):
+            raise PermissionDenied
+        return views.detail(self, request, call)
 
 
 @admin.register(McpSession)

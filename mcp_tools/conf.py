@@ -20,8 +20,14 @@ DEFAULTS: dict[str, Any] = {
     "INSTRUCTIONS": None,
     # DRF authentication classes (import strings). None: REST_FRAMEWORK's defaults.
     "AUTHENTICATION_CLASSES": None,
-    # Serve callers that present no credentials (as AnonymousUser).
+    # Serve callers that present no credentials (as AnonymousUser). Each anonymous caller is
+    # its own principal: its 2025-11-25 session, or the per-client secret it sends in the
+    # ANONYMOUS_SECRET_HEADER (2026-07-28); anonymous callers without either share one.
     "ALLOW_ANONYMOUS": False,
+    "ANONYMOUS_SECRET_HEADER": "X-MCP-Client-Secret",
+    # MCP authorization (OAuth 2.1 resource server): None, or a dict with AUTHORIZATION_SERVERS,
+    # TOKEN_VERIFIER, RESOURCE, SCOPES_SUPPORTED, REQUIRED_SCOPES... (docs/oauth.md).
+    "OAUTH": None,
     # Origins allowed to call the endpoint from a browser. None: derived from ALLOWED_HOSTS.
     # Requests without an Origin header (non-browser clients) are always allowed.
     "ALLOWED_ORIGINS": None,
@@ -36,6 +42,9 @@ DEFAULTS: dict[str, Any] = {
     # Lifetime of a requestState / saga token, and of a call waiting for input.
     "TOKEN_TTL": 3600,
     "CALL_TTL": 24 * 3600,
+    # Finished calls (and their steps) older than this many seconds are deleted by mcp_cleanup
+    # and the periodic cleanup task. None keeps them forever.
+    "RETAIN_FINISHED_SECONDS": 30 * 24 * 3600,
     # Record every call in the ToolCall table (default: only calls that suspend,
     # defer or run longer than SLOW_CALL_SECONDS).
     "RECORD_ALL_CALLS": False,

@@ -75,6 +75,10 @@ class ToolCall(models.Model):
             models.Index(fields=["expires_at"], name="mcp_call_expires"),
             models.Index(fields=["principal", "-created_at"], name="mcp_call_principal_created"),
             models.Index(fields=["background", "status", "lease_expires_at"], name="mcp_call_worker_lease"),
+            # The admin console: calls in flight newest first, a tool's calls, last activity overall.
+            models.Index(fields=["status", "-created_at"], name="mcp_call_status_created"),
+            models.Index(fields=["tool_name", "-created_at"], name="mcp_call_tool_created"),
+            models.Index(fields=["-updated_at"], name="mcp_call_updated"),
         ]
 
     def __str__(self) -> str:

@@ -1,9 +1,10 @@
 """Mounting the endpoint in a Channels ``ProtocolTypeRouter``.
 
-One line in ``asgi.py``::
+One line in ``asgi.py``, and one more for the admin's live dashboard::
 
     application = ProtocolTypeRouter({
         "http": URLRouter([*mcp_tools.routing.http_urlpatterns(), re_path(r"", django_asgi_app)]),
+        "websocket": mcp_tools.routing.console_websocket_app(),
     })
 """
 
@@ -34,3 +35,23 @@ def mcp_asgi_app(django_asgi_app: Any) -> Any:
     from django.urls import re_path
 
     return URLRouter([*http_urlpatterns(), re_path(r"", django_asgi_app)])
+
+
+def websocket_urlpatterns() -> list[Any]:
+    """WebSocket routes of the admin's live dashboard (bare: add session auth and an Origin check yourself)."""
+    from .console.consumers import ConsoleConsumer, websocket_path
+
+    return [path(websocket_path(), ConsoleConsumer.as_asgi(), name="mcp_tools_console")]  # type: ignore[arg-type]
+
+
+def console_websocket_app() -> Any:
+    """The dashboard's WebSocket app, authenticated by the admin session, Origin checked against ALLOWED_HOSTS.
+
+    The Origin check matters: a browser sends the admin's session cookie with a
+    WebSocket opened by any page, so without it another site could watch the console.
+    """
+    from channels.auth import AuthMiddlewareStack
+    from channels.routing import URLRouter
+    from channels.security.websocket import AllowedHostsOriginValidator
+
+    return AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns())))

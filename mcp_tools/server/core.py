@@ -30,7 +30,7 @@ from .. import engine, store
 from ..conf import mcp_settings
 from ..engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed
 from ..engine.journal import Journal, Step, digest
-from ..interprocess import cancellation, wakeups
+from ..interprocess import cancellation, events, wakeups
 from ..protocol import jsonrpc
 from ..protocol.answers import InvalidAnswer, check_answer
 from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError, invalid_params
@@ -313,6 +313,14 @@ async def _create_row(inv: engine.Invocation, status: str) -> None:
             **inv.state.get("row_fields", {}),
         )
         _watch(inv)
+        await announce(inv, events.tool_call_started, status)
+
+
+async def announce(inv: engine.Invocation, signal: Any, status: str) -> None:
+    """Send a lifecycle signal (:mod:`mcp_tools.signals`) for a call whose row was just written."""
+    rc: RequestContext = inv.state["rc"]
+    await events.emit(signal, inv.call_id, tool_name=inv.state["target"].name, status=status,
+                      principal=rc.principal.id, flavor=rc.flavor)
 
 
 def _watch(inv: engine.Invocation) -> None:
@@ -503,6 +511,8 @@ async def finish(inv: engine.Invocation, target: Target, outcome: Any, rc: Reque
             # A cancel or expiry committed first: the row keeps it, and the client is told so.
             return ended_answer(target, await status_of(inv.call_id))
         await wakeups.notify(inv.call_id)
+        failed = bool(result.get("isError"))
+        await announce(inv, events.tool_call_failed if failed else events.tool_call_finished, "failed" if failed else "completed")
     return result
 
 
@@ -577,10 +587,13 @@ async def status_of(call_id: str) -> str:
 async def suspend(inv: engine.Invocation, rc: RequestContext, round_number: int, **fields: Any) -> str:
     """Persist a call that waits for input (with ``fields`` of the call row); returns its id."""
     if inv.call_id is None:
-        return await ensure_row(inv, status="input_required")
-    if not await save_outcome(inv, round_number, status="input_required", **fields):
+        await ensure_row(inv, status="input_required")
+    elif not await save_outcome(inv, round_number, status="input_required", **fields):
         raise call_ended_error(await status_of(inv.call_id))
-    await wakeups.notify(inv.call_id)
+    else:
+        await wakeups.notify(inv.call_id)
+    await announce(inv, events.tool_call_suspended, "input_required")
+    assert inv.call_id is not None
     return inv.call_id
 
 

@@ -1,0 +1,119 @@
+"""The dashboard's WebSocket: pushes the dashboard to staff when calls change.
+
+Authenticated by the admin's session cookie (``channels.auth.AuthMiddlewareStack``,
+see :func:`mcp_tools.routing.console_websocket_app`); only active staff with the
+``view_toolcall`` (or ``change_toolcall``) permission are accepted, others are
+closed with code 4403.
+
+Two ways a change reaches an open console:
+
+- a "call changed" message on :data:`~mcp_tools.interprocess.events.CONSOLE_GROUP`
+  (sent by the lifecycle signals and the admin's actions) pushes at once;
+- a tick every :data:`TICK_SECONDS` reads one indexed ``MAX(updated_at)`` and
+  pushes if it moved. That catches what sends no message: progress reports,
+  changes made by other processes when the channel layer is in-memory, and
+  Celery workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from ..interprocess.events import CONSOLE_GROUP
+
+#: How often an open console looks at the table for changes nobody announced.
+TICK_SECONDS = 1.0
+#: Pushes at least this often anyway (ages and hourly windows move with time).
+REFRESH_SECONDS = 30.0
+#: At most one push per this interval, however many calls change.
+MIN_GAP_SECONDS = 0.25
+FORBIDDEN = 4403
+
+
+def websocket_path() -> str:
+    """The URL path of the dashboard's WebSocket (no leading slash)."""
+    return "mcp-tools/console/ws/"
+
+
+def can_watch(user: Any) -> bool:
+    """Active staff with the view (or change) permission on calls (sync: may query permissions)."""
+    return bool(
+        user is not None and getattr(user, "is_authenticated", False) and user.is_active and user.is_staff
+        and (user.has_perm("mcp_tools.view_toolcall") or user.has_perm("mcp_tools.change_toolcall"))
+    )
+
+
+def _snapshot() -> tuple[str, str]:
+    from . import queries
+    from .display import render_panel
+
+    data = queries.dashboard()
+    return data.fingerprint, render_panel(data)
+
+
+def _fingerprint() -> str:
+    from . import queries
+
+    return queries.fingerprint()
+
+
+class ConsoleConsumer(AsyncJsonWebsocketConsumer):
+    """One open dashboard. Sends ``{"type": "dashboard", "fingerprint", "html", "changed": [call ids]}``."""
+
+    async def connect(self) -> None:
+        if not await database_sync_to_async(can_watch)(self.scope.get("user")):
+            await self.close(code=FORBIDDEN)
+            return
+        self.fingerprint = ""
+        self.changed: set[str] = set()
+        self.wake = asyncio.Event()
+        await self.accept()
+        if self.channel_layer is not None:
+            await self.channel_layer.group_add(CONSOLE_GROUP, self.channel_name)
+        await self.push()
+        self.ticker = asyncio.ensure_future(self.watch())
+
+    async def disconnect(self, code: int) -> None:
+        ticker = getattr(self, "ticker", None)
+        if ticker is not None:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+        if self.channel_layer is not None and hasattr(self, "wake"):
+            await self.channel_layer.group_discard(CONSOLE_GROUP, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """The page may ask for a fresh copy (``{"type": "refresh"}``); anything else is ignored."""
+        if isinstance(content, dict) and content.get("type") == "refresh":
+            self.wake.set()
+
+    async def call_changed(self, event: dict[str, Any]) -> None:
+        """A "call changed" message from the group: push soon."""
+        self.changed.add(str(event.get("call", "")))
+        self.wake.set()
+
+    async def watch(self) -> None:
+        loop = asyncio.get_running_loop()
+        last_push = loop.time()
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), TICK_SECONDS)
+            if self.wake.is_set():
+                self.wake.clear()
+                await self.push()
+                last_push = loop.time()
+                await asyncio.sleep(MIN_GAP_SECONDS)
+                continue
+            if loop.time() - last_push >= REFRESH_SECONDS or await database_sync_to_async(_fingerprint)() != self.fingerprint:
+                await self.push()
+                last_push = loop.time()
+
+    async def push(self) -> None:
+        self.fingerprint, html = await database_sync_to_async(_snapshot)()
+        changed, self.changed = sorted(self.changed - {""}), set()
+        await self.send_json({"type": "dashboard", "fingerprint": self.fingerprint, "html": html, "changed": changed})

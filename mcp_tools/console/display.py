@@ -1,0 +1,134 @@
+"""How the console shows a call: status badges, progress bars, table rows (safe HTML)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html
+
+from ..states import TERMINAL_STATUSES, CallStatus
+
+if TYPE_CHECKING:
+    from ..models import ToolCall
+    from .queries import Dashboard
+
+PANEL_TEMPLATE = "admin/mcp_tools/toolcall/dashboard_panel.html"
+
+#: How each status is shown (a CSS class of ``mcp_tools/console.css``).
+BADGE = {
+    CallStatus.WORKING: "working",
+    CallStatus.INPUT_REQUIRED: "waiting",
+    CallStatus.COMPLETED: "ok",
+    CallStatus.FAILED: "bad",
+    CallStatus.CANCELLED: "muted",
+    CallStatus.EXPIRED: "muted",
+}
+
+
+def status_badge(status: str, label: str | None = None) -> str:
+    """A coloured badge for a call status (safe HTML)."""
+    return format_html('<span class="mcp-badge mcp-{}">{}</span>', BADGE.get(status, "muted"), label or CallStatus(status).label)
+
+
+def progress_bar(progress: float | None, total: float | None) -> str:
+    """A progress bar when the total is known, the bare count otherwise, a dash when nothing was reported."""
+    if progress is None:
+        return "—"
+    if not total:
+        return format_html('<span class="mcp-count">{}</span>', f"{progress:g}")
+    percent = max(0.0, min(100.0, 100.0 * progress / total))
+    return format_html(
+        '<span class="mcp-progress" title="{} of {}"><span style="width:{}%"></span></span> {}%',
+        f"{progress:g}", f"{total:g}", f"{percent:.0f}", f"{percent:.0f}",
+    )
+
+
+def decorate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Add ``badge``, ``bar`` and ``url`` to rows of :func:`mcp_tools.console.queries` (for dashboard_rows.html)."""
+    for row in rows:
+        row["badge"] = status_badge(row["status"])
+        row["bar"] = progress_bar(row["progress"], row["progress_total"])
+        row["url"] = reverse("admin:mcp_tools_toolcall_change", args=[row["id"]])
+    return rows
+
+
+def badge_class(status: str) -> str:
+    return BADGE.get(status, "muted")
+
+
+def worker_state(call: ToolCall) -> str:
+    """Where a background call runs (safe HTML): queued, running on a worker, lease lost, or finished."""
+    if not getattr(call, "background", False):
+        return "—"
+    task_id = getattr(call, "celery_task_id", "") or ""
+    worker = getattr(call, "worker", "") or ""
+    lease = getattr(call, "lease_expires_at", None)
+    if call.status == CallStatus.INPUT_REQUIRED:
+        state = "waiting for input"
+    elif call.status in TERMINAL_STATUSES:
+        state = "done"
+    elif worker and lease is not None and lease >= timezone.now():
+        state = f"running on {worker}"
+    elif worker:
+        state = f"lease lost ({worker})"
+    else:
+        state = "queued"
+    if task_id:
+        return format_html('{} <code class="mcp-task" title="Celery task {}">{}</code>', state, task_id, task_id[:8])
+    return state
+
+
+def render_panel(data: Dashboard) -> str:
+    """The part of the dashboard that updates (server-rendered; the WebSocket and the poll send it as is)."""
+    return render_to_string(PANEL_TEMPLATE, {
+        "data": data,
+        "windows": [
+            (window, [(label, badge_class(value), window.by_status.get(value, 0)) for value, label in CallStatus.choices])
+            for window in data.windows
+        ],
+        "in_flight": [(CallStatus(s).label, n, badge_class(s)) for s, n in data.in_flight.items()],
+        "oldest": decorate(data.oldest),
+        "quietest": decorate(data.quietest),
+        "slowest": decorate(data.slowest),
+        "chart": chart_svg(data.buckets),
+    })
+
+
+def chart_svg(buckets: list[tuple[Any, int, int]], width: int = 720, height: int = 150) -> str:
+    """Calls per hour as an SVG bar chart (failed calls in red), rendered on the server: no script, no CDN."""
+    from django.utils.html import format_html, format_html_join
+    from django.utils.safestring import mark_safe
+
+    top = max([n for _, n, _ in buckets] + [1])
+    pad, label_h = 4, 18
+    slot = (width - 2 * pad) / max(len(buckets), 1)
+    plot_h = height - label_h - pad
+
+    def bar(index: int, hour: Any, n: int, failed: int) -> tuple[Any, ...]:
+        x = pad + index * slot + 1
+        h = plot_h * n / top
+        fh = plot_h * failed / top
+        y = pad + plot_h - h
+        label = timezone.localtime(hour).strftime("%H:00")
+        return (f"{x:.1f}", f"{y:.1f}", f"{slot - 2:.1f}", f"{h:.1f}", f"{pad + plot_h - fh:.1f}", f"{fh:.1f}",
+                f"{label}: {n} call(s), {failed} failed")
+
+    bars = format_html_join(
+        "", '<g><title>{}</title><rect class="mcp-bar" x="{}" y="{}" width="{}" height="{}"/>'
+        '<rect class="mcp-bar-failed" x="{}" y="{}" width="{}" height="{}"/></g>',
+        ((t, x, y, w, h, x, fy, w, fh) for x, y, w, h, fy, fh, t in (bar(i, *b) for i, b in enumerate(buckets))),
+    )
+    labels = format_html_join(
+        "", '<text x="{}" y="{}" class="mcp-axis">{}</text>',
+        ((f"{pad + i * slot:.1f}", height - 4, timezone.localtime(hour).strftime("%H:00"))
+         for i, (hour, _, _) in enumerate(buckets) if i % 3 == 0),
+    )
+    return format_html(
+        '<svg class="mcp-chart" role="img" aria-label="Calls per hour over the last 24 hours" viewBox="0 0 {} {}" '
+        'width="100%" preserveAspectRatio="none" xmlns="http://www.w3.org/2000/svg">'
+        '<text x="{}" y="12" class="mcp-axis">max {} / hour</text>{}{}</svg>',
+        width, height, width - 110, top, bars, labels,
+    ) if buckets else mark_safe("")

@@ -1,0 +1,233 @@
+"""The reads behind the console: bounded query counts, and indexes to serve them on large tables.
+
+Every function here runs a fixed number of queries, whatever the number of calls
+or steps (the tests assert it). The indexes they rely on are declared in
+``ToolCall.Meta``: ``(status, -updated_at)``, ``(status, -created_at)``,
+``(tool_name, -created_at)``, ``-updated_at`` and ``created_at``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Count, ExpressionWrapper, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery, DurationField
+from django.db.models.functions import TruncHour
+from django.utils import timezone
+
+from ..models import CallStep, ToolCall
+from ..states import LIVE_STATUSES, CallStatus
+
+#: How many rows each dashboard table shows.
+TOP = 10
+#: Columns the dashboard's call tables read (one query each, the user joined).
+ROW_FIELDS = ("id", "tool_name", "status", "principal", "user__username", "flavor", "created_at", "updated_at",
+              "finished_at", "progress", "progress_total")
+
+
+def principal_label(username: str | None, principal: str) -> str:
+    """A principal as an operator reads it: the username, "anonymous", or the raw id of a deleted user."""
+    if username:
+        return username
+    if principal.startswith("user:"):
+        return f"{principal} (deleted user)"
+    return principal or "anonymous"
+
+
+def with_step_counts(queryset: QuerySet[ToolCall]) -> QuerySet[ToolCall]:
+    """Annotate ``step_count`` as a correlated subquery.
+
+    Not ``Count("steps")``: a join and GROUP BY would aggregate every matching
+    call before the page is cut; the subquery runs for the rows shown only, on
+    the ``(call, seq)`` unique index.
+    """
+    counts = (
+        CallStep.objects.filter(call=OuterRef("pk")).order_by().values("call").annotate(n=Count("*")).values("n")
+    )
+    return queryset.annotate(step_count=Subquery(counts, output_field=IntegerField()))
+
+
+def pretty_json(value: Any) -> str:
+    """JSON for reading: indented, non-ASCII kept, anything odd shown as text."""
+    if value is None:
+        return ""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+
+
+# -- the dashboard ------------------------------------------------------------------------
+
+
+@dataclass
+class Window:
+    """Counts of calls started in a time window."""
+
+    label: str
+    total: int = 0
+    by_status: dict[str, int] = field(default_factory=dict)
+    by_tool: list[tuple[str, int, int]] = field(default_factory=list)  # (tool, calls, failed), busiest first
+    failing: list[tuple[str, int, int]] = field(default_factory=list)  # (tool, failed, calls), most failures first
+
+
+@dataclass
+class Dashboard:
+    now: datetime
+    windows: list[Window]
+    in_flight: dict[str, int]
+    oldest: list[dict[str, Any]]
+    quietest: list[dict[str, Any]]
+    slowest: list[dict[str, Any]]
+    failing: list[tuple[str, int, int]]  # (tool, failed, calls) over the last day
+    buckets: list[tuple[datetime, int, int]]  # (hour, calls, failed) over the last day
+    fingerprint: str
+
+
+def _window(label: str, since: datetime) -> Window:
+    """One query: calls started since ``since`` grouped by tool and status (served by the created_at index)."""
+    window = Window(label)
+    tools: dict[str, list[int]] = {}
+    rows = (
+        ToolCall.objects.filter(created_at__gte=since).order_by().values_list("tool_name", "status").annotate(n=Count("*"))
+    )
+    for tool, status, n in rows:
+        window.total += n
+        window.by_status[status] = window.by_status.get(status, 0) + n
+        counts = tools.setdefault(tool, [0, 0])
+        counts[0] += n
+        if status == CallStatus.FAILED:
+            counts[1] += n
+    window.by_tool = sorted(((t, c[0], c[1]) for t, c in tools.items()), key=lambda item: (-item[1], item[0]))[:TOP]
+    window.failing = sorted(((t, c[1], c[0]) for t, c in tools.items() if c[1]), key=lambda item: (-item[1], item[0]))[:TOP]
+    return window
+
+
+def _rows(queryset: QuerySet[ToolCall]) -> list[dict[str, Any]]:
+    rows = list(queryset.values(*ROW_FIELDS)[:TOP])
+    for row in rows:
+        row["who"] = principal_label(row["user__username"], row["principal"])
+    return rows
+
+
+def fingerprint() -> str:
+    """Changes whenever any call changes (one query on the ``-updated_at`` index)."""
+    last = ToolCall.objects.order_by().aggregate(last=Max("updated_at"))["last"]
+    return last.isoformat() if last else ""
+
+
+def dashboard(now: datetime | None = None) -> Dashboard:
+    """Everything the dashboard shows, in eight queries."""
+    now = now or timezone.now()
+    day_ago = now - timedelta(days=1)
+    hour = _window("Last hour", now - timedelta(hours=1))
+    day = _window("Last 24 hours", day_ago)
+    live = ToolCall.objects.filter(status__in=LIVE_STATUSES)
+    in_flight = dict(live.order_by().values_list("status").annotate(n=Count("*")))
+    duration = ExpressionWrapper(F("finished_at") - F("created_at"), output_field=DurationField())
+    slowest = _rows(
+        ToolCall.objects.filter(created_at__gte=day_ago, finished_at__isnull=False, status=CallStatus.COMPLETED)
+        .annotate(duration=duration).order_by("-duration")
+    )
+    for row in slowest:
+        row["took"] = f"{(row['finished_at'] - row['created_at']).total_seconds():.1f} s"
+    return Dashboard(
+        now=now,
+        windows=[hour, day],
+        in_flight={status: in_flight.get(status, 0) for status in LIVE_STATUSES},
+        oldest=_rows(live.order_by("created_at")),
+        quietest=_rows(live.order_by("updated_at")),
+        slowest=slowest,
+        failing=day.failing,  # from the day's (tool, status) groups: no query of its own
+        buckets=_buckets(now),
+        fingerprint=fingerprint(),
+    )
+
+
+def _buckets(now: datetime, hours: int = 24) -> list[tuple[datetime, int, int]]:
+    """Calls started per hour over the last ``hours`` (one query), oldest first, empty hours included."""
+    top = timezone.localtime(now).replace(minute=0, second=0, microsecond=0)
+    starts = [top - timedelta(hours=i) for i in range(hours - 1, -1, -1)]
+    rows = (
+        ToolCall.objects.filter(created_at__gte=starts[0]).annotate(hour=TruncHour("created_at")).order_by()
+        .values_list("hour").annotate(n=Count("*"), failed=Count("id", filter=Q(status=CallStatus.FAILED)))
+    )
+    found = {hour.timestamp(): (n, failed) for hour, n, failed in rows}
+    return [(start, *found.get(start.timestamp(), (0, 0))) for start in starts]
+
+
+# -- the detail page ------------------------------------------------------------------------
+
+
+def timeline(call: ToolCall) -> list[dict[str, Any]]:
+    """The call's journal, in the order the handler asked, pretty-printed for reading (one query)."""
+    steps = []
+    for step in CallStep.objects.filter(call=call).order_by("seq"):
+        request = step.request or {}
+        params = request.get("params", {}) if isinstance(request, dict) else {}
+        steps.append({
+            "step": step,
+            "summary": _summary(step.kind, params),
+            "request": pretty_json(step.request),
+            "response": pretty_json(step.response),
+            "error": pretty_json(step.error),
+            "waited": (step.answered_at - step.created_at) if step.answered_at else None,
+        })
+    return steps
+
+
+def _summary(kind: str, params: Any) -> str:
+    """One line saying what a step asked."""
+    if not isinstance(params, dict):
+        return ""
+    if kind == "elicit":
+        return str(params.get("message", ""))
+    if kind == "sample":
+        messages = params.get("messages") or []
+        return f"{len(messages)} message(s), up to {params.get('maxTokens', '?')} tokens"
+    return ""
+
+
+@dataclass
+class Linked:
+    """Calls related to one call, each list a single bounded query."""
+
+    next_hint: dict[str, Any] | None
+    followed_by: list[dict[str, Any]]
+    came_from: list[dict[str, Any]]
+    same_session: list[dict[str, Any]]
+
+
+def linked_calls(call: ToolCall) -> Linked:
+    """Calls linked to ``call`` (best effort, same caller only):
+
+    - ``followed_by``: calls of the tool its result suggested with ``_meta.nextTool``,
+      by the same principal, started after it (within ``CALL_TTL``);
+    - ``came_from``: earlier calls of the same principal (within a day) whose result
+      suggested this call's tool;
+    - ``same_session``: other calls of the same 2025-11-25 session.
+
+    A saga or a 2026-07-28 multi-round call is one row across its rounds: its
+    rounds are this page's step timeline, not linked calls.
+    """
+    from ..conf import mcp_settings
+
+    meta = call.result.get("_meta") if isinstance(call.result, dict) else None
+    hint = meta.get("nextTool") if isinstance(meta, dict) else None
+    hint = hint if isinstance(hint, dict) and isinstance(hint.get("tool"), str) else None
+    mine = ToolCall.objects.filter(principal=call.principal).exclude(pk=call.pk).select_related("user")
+    followed_by: list[dict[str, Any]] = []
+    if hint is not None:
+        until = call.created_at + timedelta(seconds=int(mcp_settings.CALL_TTL))
+        followed_by = _rows(
+            mine.filter(tool_name=hint["tool"], created_at__gte=call.created_at, created_at__lte=until).order_by("created_at")
+        )
+    came_from = _rows(
+        mine.filter(created_at__lt=call.created_at, created_at__gte=call.created_at - timedelta(days=1),
+                    result___meta__nextTool__tool=call.tool_name).order_by("-created_at")
+    )
+    same_session: list[dict[str, Any]] = []
+    if call.session_id:
+        same_session = _rows(
+            ToolCall.objects.filter(session_id=call.session_id).exclude(pk=call.pk).order_by("created_at")
+        )
+    return Linked(hint, followed_by, came_from, same_session)

@@ -1,0 +1,114 @@
+"""Admin pages of the console: the call report, the dashboard and its polling endpoint, the action buttons.
+
+Each view takes the ``ToolCallAdmin`` first; ``ToolCallAdmin.get_urls`` mounts
+them behind ``admin_site.admin_view`` (active staff, logged in), and each checks
+the model permission it needs: ``view`` to look, ``change`` to act.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import messages
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+
+from ..models import TERMINAL_STATUSES, CallStatus, ToolCall
+from . import queries
+from .display import decorate, progress_bar, render_panel, status_badge, worker_state
+from .retry import is_retryable, retry_api
+from .consumers import websocket_path
+
+if TYPE_CHECKING:
+    from ..admin import ToolCallAdmin
+
+#: How often the page polls when the WebSocket is not available (milliseconds).
+POLL_MS = 5000
+
+
+def _context(model_admin: ToolCallAdmin, request: HttpRequest, title: str, **extra: Any) -> dict[str, Any]:
+    return {
+        **model_admin.admin_site.each_context(request),
+        "opts": model_admin.opts,
+        "app_label": model_admin.opts.app_label,
+        "title": title,
+        "has_change_permission": model_admin.has_change_permission(request),
+        "media": model_admin.media,
+        **extra,
+    }
+
+
+def dashboard(model_admin: ToolCallAdmin, request: HttpRequest) -> HttpResponse:
+    if not model_admin.has_view_or_change_permission(request):
+        raise PermissionDenied
+    data = queries.dashboard()
+    return TemplateResponse(request, "admin/mcp_tools/toolcall/dashboard.html", _context(
+        model_admin, request, "Tool calls: dashboard",
+        panel=render_panel(data),
+        fingerprint=data.fingerprint,
+        websocket_path="/" + websocket_path(),
+        data_url=reverse("admin:mcp_tools_toolcall_dashboard_data"),
+        poll_ms=POLL_MS,
+    ))
+
+
+def dashboard_data(model_admin: ToolCallAdmin, request: HttpRequest) -> JsonResponse:
+    """The polling fallback: ``{"fingerprint", "html"}``, or ``{"fingerprint", "unchanged": true}`` (one query)."""
+    if not model_admin.has_view_or_change_permission(request):
+        raise PermissionDenied
+    since = request.GET.get("since")
+    if since is not None and since == queries.fingerprint():
+        return JsonResponse({"fingerprint": since, "unchanged": True})
+    data = queries.dashboard()
+    return JsonResponse({"fingerprint": data.fingerprint, "html": render_panel(data)})
+
+
+def detail(model_admin: ToolCallAdmin, request: HttpRequest, call: ToolCall) -> HttpResponse:
+    """The report of one call, laid out for reading."""
+    linked = queries.linked_calls(call)
+    for rows in (linked.followed_by, linked.came_from, linked.same_session):
+        decorate(rows)
+    can_act = model_admin.has_change_permission(request, call)
+    live = call.status not in TERMINAL_STATUSES
+    return TemplateResponse(request, "admin/mcp_tools/toolcall/detail.html", _context(
+        model_admin, request, f"{call.tool_name} ({call.get_status_display()})",
+        call=call,
+        original=call,
+        badge=status_badge(call.status, call.get_status_display()),
+        bar=progress_bar(call.progress, call.progress_total),
+        who=queries.principal_label(call.user.get_username() if call.user else None, call.principal),
+        worker=worker_state(call),
+        arguments=queries.pretty_json(call.arguments),
+        result=queries.pretty_json(call.result),
+        error=queries.pretty_json(call.error),
+        steps=queries.timeline(call),
+        linked=linked,
+        can_cancel=can_act and live,
+        can_retry=can_act and is_retryable(call) and retry_api() is not None,
+        token_expired=bool(call.expires_at and call.expires_at < timezone.now()),
+        now=timezone.now(),
+    ))
+
+
+ACTIONS = {"cancel": "cancel_calls", "expire": "expire_calls", "retry": "retry_calls"}
+
+
+def act(model_admin: ToolCallAdmin, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
+    """A detail page button: runs the same admin action on this one call, then shows the call again."""
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    name = ACTIONS.get(action)
+    call = model_admin.get_object(request, unquote(object_id))
+    if call is None:
+        return model_admin._get_obj_does_not_exist_redirect(request, model_admin.opts, object_id)
+    available = model_admin.get_actions(request)  # filtered by the user's permissions
+    if name is None or name not in available:
+        raise PermissionDenied
+    func = available[name][0]
+    func(model_admin, request, ToolCall.objects.filter(pk=call.pk))
+    return redirect(reverse("admin:mcp_tools_toolcall_change", args=[call.pk]))

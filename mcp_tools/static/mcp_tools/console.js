@@ -1,0 +1,63 @@
+/* Live dashboard of the mcp_tools admin: a WebSocket pushes the server-rendered panel when calls
+   change; when the socket cannot open (or closes), the page polls a JSON endpoint instead, and
+   tries the socket again now and then. No framework, no build step. */
+(function () {
+  "use strict";
+  var root = document.getElementById("mcp-dashboard");
+  if (!root) { return; }
+  var stateEl = document.getElementById("mcp-live-state");
+  var updatedEl = document.getElementById("mcp-updated");
+  var fingerprint = root.dataset.fingerprint || "";
+  var pollMs = parseInt(root.dataset.pollMs, 10) || 5000;
+  var pollTimer = null;
+  var socket = null;
+  var retryMs = 30000;
+
+  function setState(state, text) {
+    stateEl.dataset.state = state;
+    stateEl.textContent = text;
+  }
+
+  function show(html, fp) {
+    if (typeof html === "string") { root.innerHTML = html; }
+    if (fp !== undefined) { fingerprint = fp; root.dataset.fingerprint = fp; }
+    updatedEl.textContent = new Date().toLocaleTimeString();
+    root.dispatchEvent(new CustomEvent("mcp:updated"));
+  }
+
+  function poll() {
+    var url = root.dataset.pollUrl + "?since=" + encodeURIComponent(fingerprint);
+    fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
+      .then(function (r) { if (!r.ok) { throw new Error(r.status); } return r.json(); })
+      .then(function (data) { if (!data.unchanged) { show(data.html, data.fingerprint); } })
+      .catch(function () { setState("offline", "offline (retrying)"); });
+  }
+
+  function startPolling() {
+    setTimeout(connect, retryMs);  // try the socket again later
+    if (pollTimer) { return; }
+    setState("polling", "live (polling every " + Math.round(pollMs / 1000) + " s)");
+    poll();
+    pollTimer = setInterval(poll, pollMs);
+  }
+
+  function stopPolling() {
+    if (pollTimer) { clearInterval(pollTimer); pollTimer = null; }
+  }
+
+  function connect() {
+    if (!("WebSocket" in window)) { startPolling(); return; }
+    var scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    try {
+      socket = new WebSocket(scheme + location.host + root.dataset.wsPath);
+    } catch (e) { startPolling(); return; }
+    socket.onopen = function () { stopPolling(); setState("websocket", "live"); };
+    socket.onmessage = function (event) {
+      var data = JSON.parse(event.data);
+      if (data.type === "dashboard") { show(data.html, data.fingerprint); }
+    };
+    socket.onclose = function () { socket = null; startPolling(); };
+  }
+
+  connect();
+})();

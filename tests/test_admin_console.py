@@ -1,0 +1,543 @@
+"""The operator's console in the admin: pages, filters, actions, permissions, bounded queries, signals, live pushes."""
+
+from __future__ import annotations
+
+import uuid
+from html import unescape
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.db import connection
+from django.test import Client, override_settings
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from mcp_tools.models import CallStep, ToolCall
+from mcp_tools.registry import make_tool, registry
+from tests.asgi_client import call_modern
+
+User = get_user_model()
+CHANGELIST = "admin:mcp_tools_toolcall_changelist"
+DASHBOARD = "admin:mcp_tools_toolcall_dashboard"
+DATA = "admin:mcp_tools_toolcall_dashboard_data"
+
+
+def detail_url(call: ToolCall) -> str:
+    return reverse("admin:mcp_tools_toolcall_change", args=[call.pk])
+
+
+def act_url(call: ToolCall, action: str) -> str:
+    return reverse("admin:mcp_tools_toolcall_act", args=[call.pk, action])
+
+
+def make_user(username: str, *, staff: bool = True, perms: tuple[str, ...] = ()) -> Any:
+    user = User.objects.create_user(username, f"{username}@example.com", "pw", is_staff=staff)
+    for codename in perms:
+        user.user_permissions.add(Permission.objects.get(content_type__app_label="mcp_tools", codename=codename))
+    return user
+
+
+def client_for(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def operator() -> Client:
+    """Staff who may look and act."""
+    return client_for(make_user("operator", perms=("view_toolcall", "change_toolcall")))
+
+
+@pytest.fixture
+def viewer() -> Client:
+    """Staff who may look only."""
+    return client_for(make_user("viewer", perms=("view_toolcall",)))
+
+
+def make_call(tool: str = "deploy", status: str = "input_required", *, user: Any = None, steps: int = 1, **fields: Any) -> ToolCall:
+    principal = f"user:{user.pk}" if user is not None else fields.pop("principal", "anonymous")
+    call = ToolCall.objects.create(
+        tool_name=tool, principal=principal, user=user, flavor=fields.pop("flavor", "mrtr"), params_digest="0" * 64,
+        status=status, arguments=fields.pop("arguments", {"service": "api"}), **fields,
+    )
+    for seq in range(steps):
+        CallStep.objects.create(
+            call=call, seq=seq, kind="elicit", key=f"target{seq}", digest="0" * 64,
+            request={"method": "elicitation/create", "params": {"message": f"Target {seq}?"}},
+            response={"action": "accept", "content": {"env": "staging"}} if seq < steps - 1 else None,
+            status="done" if seq < steps - 1 else "pending",
+        )
+    return call
+
+
+def shown(response: Any) -> list[ToolCall]:
+    return list(response.context["cl"].result_list)
+
+
+# -- the changelist ----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_calls_in_flight_are_the_default_view(operator: Client) -> None:
+    working = make_call("slow_count", "working")
+    waiting = make_call("deploy", "input_required")
+    done = make_call("echo", "completed")
+    response = operator.get(reverse(CHANGELIST))
+    assert response.status_code == 200
+    assert {c.pk for c in shown(response)} == {working.pk, waiting.pk}
+    everything = operator.get(reverse(CHANGELIST), {"state": "all"})
+    assert {c.pk for c in shown(everything)} == {working.pk, waiting.pk, done.pk}
+    completed = operator.get(reverse(CHANGELIST), {"state": "completed"})
+    assert [c.pk for c in shown(completed)] == [done.pk]
+    # A status nobody knows is refused the admin's way (a redirect with ?e=1), not a 500.
+    bogus = operator.get(reverse(CHANGELIST), {"state": "nonsense"})
+    assert bogus.status_code == 302 and "e=1" in bogus["Location"]
+
+
+@pytest.mark.django_db
+def test_columns_show_badge_username_progress_steps_and_worker(operator: Client) -> None:
+    alice = make_user("alice", staff=False)
+    call = make_call("deploy", "working", user=alice, steps=3, progress=3, progress_total=4, background=True,
+                     celery_task_id="1234abcd-task", worker="host:42", lease_expires_at=timezone.now() + timedelta(seconds=30))
+    gone = make_call("echo", "working", principal="user:999")
+    html = operator.get(reverse(CHANGELIST)).content.decode()
+    assert 'class="mcp-badge mcp-working"' in html
+    assert "alice" in html and f"user:{alice.pk}<" not in html  # the username, not the principal id
+    assert "user:999 (deleted user)" in html
+    assert 'class="mcp-progress"' in html and "75%" in html
+    assert "running on host:42" in html and "1234abcd" in html
+    assert "background" in html
+    row = next(c for c in shown(operator.get(reverse(CHANGELIST))) if c.pk == call.pk)
+    assert row.step_count == 3
+    assert gone.pk in {c.pk for c in shown(operator.get(reverse(CHANGELIST)))}
+
+
+@pytest.mark.django_db
+def test_filters_by_tool_flavor_background_user_and_date(operator: Client) -> None:
+    alice = make_user("alice", staff=False)
+    deploy = make_call("deploy", user=alice)
+    count = make_call("slow_count", "working", flavor="session", background=True)
+    old = make_call("deploy")
+    ToolCall.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=40))
+    url = reverse(CHANGELIST)
+    assert [c.pk for c in shown(operator.get(url, {"tool_name": "slow_count"}))] == [count.pk]
+    assert [c.pk for c in shown(operator.get(url, {"flavor": "session"}))] == [count.pk]
+    assert [c.pk for c in shown(operator.get(url, {"background__exact": "1"}))] == [count.pk]
+    assert [c.pk for c in shown(operator.get(url, {"user__id__exact": alice.pk}))] == [deploy.pk]
+    week_ago = (timezone.now() - timedelta(days=7)).isoformat()  # what the "Past 7 days" link sends
+    recent = operator.get(url, {"created_at__gte": week_ago})
+    assert {c.pk for c in shown(recent)} == {deploy.pk, count.pk}
+
+
+@pytest.mark.django_db
+def test_search_by_tool_call_id_principal_and_task_id(operator: Client) -> None:
+    deploy = make_call("deploy", principal="user:77")
+    task = make_call("crunch", "working", celery_task_id="celery-task-1", background=True)
+    url = reverse(CHANGELIST)
+    assert [c.pk for c in shown(operator.get(url, {"q": "crunch"}))] == [task.pk]
+    assert [c.pk for c in shown(operator.get(url, {"q": str(deploy.pk)}))] == [deploy.pk]
+    assert [c.pk for c in shown(operator.get(url, {"q": "user:77"}))] == [deploy.pk]
+    assert [c.pk for c in shown(operator.get(url, {"q": "celery-task-1"}))] == [task.pk]
+    # Text that is not a call id searches the other fields and finds nothing: no error.
+    response = operator.get(url, {"q": "no-such-thing"})
+    assert response.status_code == 200 and shown(response) == []
+
+
+@pytest.mark.django_db
+def test_sorting_by_age_and_last_activity(operator: Client) -> None:
+    first = make_call("a", "working")
+    second = make_call("b", "working")
+    now = timezone.now()
+    ToolCall.objects.filter(pk=first.pk).update(created_at=now - timedelta(hours=2), updated_at=now)
+    ToolCall.objects.filter(pk=second.pk).update(created_at=now - timedelta(hours=1), updated_at=now - timedelta(hours=1))
+    # list_display: 1 status, 2 tool, 3 principal, 4 served, 5 age, 6 last activity.
+    oldest_first = shown(operator.get(reverse(CHANGELIST), {"o": "5"}))
+    assert [c.pk for c in oldest_first] == [first.pk, second.pk]
+    quietest_first = shown(operator.get(reverse(CHANGELIST), {"o": "6"}))
+    assert [c.pk for c in quietest_first] == [second.pk, first.pk]
+
+
+def _count_queries(client: Client, url: str, params: dict[str, Any] | None = None) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url, params or {})
+    assert response.status_code == 200, response.status_code
+    return len(queries)
+
+
+def _populate(n: int, steps: int = 3) -> list[ToolCall]:
+    calls = []
+    for i in range(n):
+        user = make_user(f"caller{i}-{uuid.uuid4().hex[:6]}", staff=False)
+        calls.append(make_call(f"tool{i % 4}", ["working", "input_required", "failed", "completed"][i % 4], user=user,
+                               steps=steps, progress=i, progress_total=n, background=bool(i % 2),
+                               celery_task_id=f"task-{i}", session_id=f"s{i % 3}", finished_at=timezone.now()))
+    return calls
+
+
+@pytest.mark.django_db
+def test_page_query_counts_do_not_grow_with_rows(operator: Client) -> None:
+    """The changelist, a detail page and the dashboard: same number of queries for 4 calls and for 40."""
+    small = _populate(4)
+
+    def page_counts() -> dict[str, int]:
+        return {
+            "changelist": _count_queries(operator, reverse(CHANGELIST)),
+            "all": _count_queries(operator, reverse(CHANGELIST), {"state": "all"}),
+            "detail": _count_queries(operator, detail_url(small[0])),
+            "dashboard": _count_queries(operator, reverse(DASHBOARD)),
+            "data": _count_queries(operator, reverse(DATA)),
+        }
+
+    counts_small = page_counts()
+    _populate(36, steps=6)
+    counts_large = page_counts()
+    assert counts_large == counts_small
+    assert counts_small["changelist"] <= 12, counts_small
+    assert counts_small["detail"] <= 10, counts_small
+    assert counts_small["dashboard"] <= 12, counts_small
+
+
+# -- the detail page ----------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_detail_page_reads_like_a_report(operator: Client) -> None:
+    alice = make_user("alice", staff=False)
+    call = make_call("deploy", "completed", user=alice, steps=2, arguments={"service": "api", "notes": "ünïcode"},
+                     result={"content": [{"type": "text", "text": "deployed"}],
+                             "_meta": {"nextTool": {"tool": "verify", "arguments": {"service": "api"}}}},
+                     celery_task_id="task-xyz", background=True, session_id="sess-1",
+                     expires_at=timezone.now() + timedelta(hours=1))
+    CallStep.objects.create(call=call, seq=2, kind="once", key="audit", digest="0" * 64, response=41, status="done",
+                            answered_at=timezone.now())
+    follow = make_call("verify", "working", user=alice)
+    sibling = make_call("echo", "completed", session_id="sess-1")
+    response = operator.get(detail_url(call))
+    assert response.status_code == 200
+    html = unescape(response.content.decode())
+    assert '"service": "api"' in html and "ünïcode" in html  # pretty-printed, not escaped to \u
+    assert "Target 0?" in html and "Target 1?" in html  # the elicitations asked
+    assert "staging" in html  # the answer to the first one
+    assert "Side effect (once)" in html and "Recorded value" in html
+    assert "deployed" in html and 'id="mcp-result"' in html
+    assert "task-xyz" in html
+    assert "Token expiry" in html and "(in " in html
+    assert "alice" in html
+    assert str(follow.pk) in html, "the call its nextTool suggested is linked"
+    assert str(sibling.pk) in html, "a call of the same session is linked"
+    assert 'id="mcp-cancel"' not in html, "a finished call offers no cancel"
+
+
+@pytest.mark.django_db
+def test_detail_page_of_a_failed_call_shows_the_error_and_came_from(operator: Client) -> None:
+    before = make_call("plan", "completed", principal="user:5",
+                       result={"content": [], "_meta": {"nextTool": {"tool": "deploy", "arguments": {}}}})
+    ToolCall.objects.filter(pk=before.pk).update(created_at=timezone.now() - timedelta(minutes=5))
+    call = make_call("deploy", "failed", principal="user:5", error={"code": -32603, "message": "boom"})
+    html = operator.get(detail_url(call)).content.decode()
+    assert "boom" in html and 'id="mcp-error"' in html
+    assert str(before.pk) in html, "the call whose nextTool suggested this one is linked"
+
+
+@pytest.mark.django_db
+def test_unknown_call_redirects_to_the_changelist(operator: Client) -> None:
+    response = operator.get(reverse("admin:mcp_tools_toolcall_change", args=[uuid.uuid4()]))
+    assert response.status_code == 302
+
+
+# -- the dashboard ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_dashboard_counts_charts_and_lists(operator: Client) -> None:
+    make_call("deploy", "input_required")
+    make_call("slow_count", "working")
+    for _ in range(2):
+        make_call("flaky", "failed")
+    done = make_call("echo", "completed", finished_at=timezone.now() + timedelta(seconds=7))
+    old = make_call("deploy", "completed")
+    ToolCall.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=3))
+    response = operator.get(reverse(DASHBOARD))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "Last hour: 5 call(s)" in html and "Last 24 hours: 5 call(s)" in html  # the 3-day-old one is out
+    assert "<svg" in html and "mcp-bar" in html and "5 call(s), 2 failed" in html
+    assert "flaky" in html.split('id="mcp-failing"')[1]
+    assert str(done.pk) in html.split('id="mcp-slowest"')[1]
+    oldest = html.split('id="mcp-oldest"')[1].split("</section>")[0]
+    assert "deploy" in oldest and "slow_count" in oldest and "echo" not in oldest
+    assert 'data-ws-path="/mcp-tools/console/ws/"' in html
+    assert "mcp_tools/console.js" in html
+
+
+@pytest.mark.django_db
+def test_dashboard_polling_endpoint_answers_unchanged_until_a_call_changes(operator: Client) -> None:
+    call = make_call("deploy", "input_required")
+    first = operator.get(reverse(DATA)).json()
+    assert "deploy" in first["html"]
+    same = operator.get(reverse(DATA), {"since": first["fingerprint"]}).json()
+    assert same == {"fingerprint": first["fingerprint"], "unchanged": True}
+    ToolCall.objects.end(call.pk, "cancelled")
+    moved = operator.get(reverse(DATA), {"since": first["fingerprint"]}).json()
+    assert moved["fingerprint"] != first["fingerprint"] and "html" in moved
+
+
+@pytest.mark.django_db
+def test_the_app_index_and_changelist_link_to_the_dashboard(operator: Client) -> None:
+    dashboard = reverse(DASHBOARD)
+    assert dashboard in operator.get(reverse("admin:app_list", args=["mcp_tools"])).content.decode()
+    assert dashboard in operator.get(reverse(CHANGELIST)).content.decode()
+
+
+# -- actions ------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_cancel_from_the_detail_page_ends_the_call_and_is_logged(operator: Client) -> None:
+    call = make_call("deploy", "input_required")
+    assert 'id="mcp-cancel"' in operator.get(detail_url(call)).content.decode()
+    response = operator.post(act_url(call, "cancel"))
+    assert response.status_code == 302 and response["Location"] == detail_url(call)
+    call.refresh_from_db()
+    assert call.status == "cancelled" and call.status_message == "cancelled by operator"
+    entry = LogEntry.objects.get(object_id=str(call.pk))
+    assert entry.action_flag == CHANGE and entry.user.username == "operator"
+    assert "cancelled" in entry.get_change_message()
+
+
+@pytest.mark.django_db
+def test_expire_action_from_the_changelist_is_logged(operator: Client) -> None:
+    live = make_call("deploy", "working")
+    done = make_call("echo", "completed")
+    response = operator.post(reverse(CHANGELIST), {"action": "expire_calls", "_selected_action": [str(live.pk), str(done.pk)]})
+    assert response.status_code == 302
+    assert ToolCall.objects.get(pk=live.pk).status == "expired"
+    assert ToolCall.objects.get(pk=done.pk).status == "completed"
+    assert list(LogEntry.objects.values_list("object_id", flat=True)) == [str(live.pk)]
+
+
+@pytest.mark.django_db
+def test_a_finished_call_cannot_be_cancelled_from_its_page(operator: Client) -> None:
+    done = make_call("echo", "completed")
+    operator.post(act_url(done, "cancel"))
+    done.refresh_from_db()
+    assert done.status == "completed" and not LogEntry.objects.exists()
+
+
+@pytest.mark.django_db
+def test_action_buttons_need_post_and_a_known_action(operator: Client) -> None:
+    call = make_call()
+    assert operator.get(act_url(call, "cancel")).status_code == 405
+    assert operator.post(act_url(call, "explode")).status_code == 403
+    call.refresh_from_db()
+    assert call.status == "input_required"
+
+
+@pytest.mark.django_db
+def test_retry_starts_a_failed_background_call_again_as_a_new_call(operator: Client) -> None:
+    failed_bg = make_call("slow_count", "failed", background=True, arguments={"n": 3})
+    failed_fg = make_call("deploy", "failed")
+    assert 'id="mcp-retry"' in operator.get(detail_url(failed_bg)).content.decode()
+    assert 'id="mcp-retry"' not in operator.get(detail_url(failed_fg)).content.decode()
+    operator.post(reverse(CHANGELIST) + "?state=all",
+                  {"action": "retry_calls", "_selected_action": [str(failed_bg.pk), str(failed_fg.pk)]})
+    retried = ToolCall.objects.exclude(pk__in=[failed_bg.pk, failed_fg.pk]).get()
+    assert (retried.tool_name, retried.arguments, retried.status, retried.background) == ("slow_count", {"n": 3}, "working", True)
+    assert ToolCall.objects.get(pk=failed_bg.pk).status == "failed", "the failed call stays as it ended"
+    entry = LogEntry.objects.get()
+    assert entry.object_id == str(failed_bg.pk) and str(retried.pk) in entry.get_change_message()
+
+
+@pytest.mark.django_db
+def test_retry_is_hidden_without_a_retry_api(operator: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mcp_tools.tasks
+
+    monkeypatch.delattr(mcp_tools.tasks, "retry_call")
+    failed_bg = make_call("crunch", "failed", background=True)
+    assert "retry_calls" not in operator.get(reverse(CHANGELIST), {"state": "all"}).content.decode()
+    assert 'id="mcp-retry"' not in operator.get(detail_url(failed_bg)).content.decode()
+    assert operator.post(act_url(failed_bg, "retry")).status_code == 403
+    assert ToolCall.objects.count() == 1
+
+
+# -- permissions --------------------------------------------------------------------------------
+
+
+def _pages(call: ToolCall) -> list[str]:
+    return [reverse(CHANGELIST), detail_url(call), reverse(DASHBOARD), reverse(DATA)]
+
+
+@pytest.mark.django_db
+def test_non_staff_are_sent_to_the_login_page(client: Client) -> None:
+    call = make_call()
+    client.force_login(make_user("customer", staff=False, perms=("view_toolcall", "change_toolcall")))
+    for url in _pages(call):
+        response = client.get(url)
+        assert response.status_code == 302 and "/admin/login/" in response["Location"], url
+    assert client.post(act_url(call, "cancel")).status_code == 302
+    call.refresh_from_db()
+    assert call.status == "input_required"
+
+
+@pytest.mark.django_db
+def test_staff_without_the_permission_see_nothing() -> None:
+    call = make_call()
+    client = client_for(make_user("intern"))
+    for url in _pages(call):
+        assert client.get(url).status_code == 403, url
+    assert client.post(act_url(call, "cancel")).status_code == 403
+    call.refresh_from_db()
+    assert call.status == "input_required"
+
+
+@pytest.mark.django_db
+def test_view_only_staff_can_look_but_not_act(viewer: Client) -> None:
+    call = make_call()
+    for url in _pages(call):
+        assert viewer.get(url).status_code == 200, url
+    changelist = viewer.get(reverse(CHANGELIST)).content.decode()
+    assert "cancel_calls" not in changelist and "expire_calls" not in changelist
+    assert 'id="mcp-cancel"' not in viewer.get(detail_url(call)).content.decode()
+    assert viewer.post(act_url(call, "cancel")).status_code == 403
+    viewer.post(reverse(CHANGELIST), {"action": "cancel_calls", "_selected_action": [str(call.pk)]})
+    call.refresh_from_db()
+    assert call.status == "input_required" and not LogEntry.objects.exists()
+
+
+# -- signals ------------------------------------------------------------------------------------
+
+
+async def explode() -> str:
+    """Always fails."""
+    raise RuntimeError("kaput")
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_signals_tell_a_project_about_calls_that_have_rows(settings: Any) -> None:
+    from demo_site.asgi import application
+    from mcp_tools import signals
+
+    heard: list[tuple[str, str, str]] = []
+
+    def listener(name: str) -> Any:
+        def receive(sender: Any, *, call_id: str, tool_name: str, status: str, principal: str, flavor: str, **kwargs: Any) -> None:
+            assert sender is ToolCall and principal == "anonymous" and flavor == "mrtr"
+            heard.append((name, tool_name, status))
+        return receive
+
+    receivers = {name: listener(name) for name in ("started", "suspended", "finished", "failed")}
+    for name, receiver in receivers.items():
+        getattr(signals, f"tool_call_{name}").connect(receiver)
+    try:
+        await call_modern(application, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+        assert heard == [], "a fast call without a row sends nothing"
+        with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "RECORD_ALL_CALLS": True}):
+            await call_modern(application, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+            with registry.registered_temporarily(make_tool(explode)):
+                await call_modern(application, "tools/call", {"name": "explode", "arguments": {}})
+        await call_modern(application, "tools/call", {"name": "deploy", "arguments": {"service": "api"}})
+    finally:
+        for name, receiver in receivers.items():
+            getattr(signals, f"tool_call_{name}").disconnect(receiver)
+    assert heard == [
+        ("started", "echo", "working"), ("finished", "echo", "completed"),
+        ("started", "explode", "working"), ("failed", "explode", "failed"),
+        ("started", "deploy", "input_required"), ("suspended", "deploy", "input_required"),
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_failing_receiver_does_not_fail_the_call(settings: Any) -> None:
+    from demo_site.asgi import application
+    from mcp_tools.signals import tool_call_finished
+
+    def broken(sender: Any, **kwargs: Any) -> None:
+        raise ValueError("metrics are down")
+
+    tool_call_finished.connect(broken)
+    try:
+        with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "RECORD_ALL_CALLS": True}):
+            response = await call_modern(application, "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    finally:
+        tool_call_finished.disconnect(broken)
+    assert response.json()["result"]["content"] == [{"type": "text", "text": "hi"}]
+    assert await sync_to_async(lambda: list(ToolCall.objects.values_list("status", flat=True)))() == ["completed"]
+
+
+# -- the live WebSocket -------------------------------------------------------------------------
+
+
+def _session_cookie(user: Any) -> bytes:
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+async def _communicator(cookie: bytes | None, origin: bytes = b"http://testserver") -> Any:
+    from channels.testing import WebsocketCommunicator
+
+    from mcp_tools.routing import console_websocket_app
+
+    headers = [(b"origin", origin), (b"host", b"testserver")]
+    if cookie is not None:
+        headers.append((b"cookie", cookie))
+    return WebsocketCommunicator(console_websocket_app(), "/mcp-tools/console/ws/", headers=headers)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_websocket_refuses_anonymous_non_staff_and_foreign_origins() -> None:
+    anonymous = await _communicator(None)
+    connected, code = await anonymous.connect()
+    assert not connected and code == 4403
+    customer = await sync_to_async(make_user)("customer", staff=False, perms=("view_toolcall",))
+    outsider = await _communicator(await sync_to_async(_session_cookie)(customer))
+    connected, code = await outsider.connect()
+    assert not connected and code == 4403
+    viewer = await sync_to_async(make_user)("viewer", perms=("view_toolcall",))
+    foreign = await _communicator(await sync_to_async(_session_cookie)(viewer), origin=b"http://evil.example")
+    connected, _ = await foreign.connect()
+    assert not connected, "a page of another site may not open the console with the admin's cookie"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_websocket_pushes_the_dashboard_when_the_admin_cancels_a_call() -> None:
+    viewer = await sync_to_async(make_user)("viewer", perms=("view_toolcall",))
+    call = await sync_to_async(make_call)("deploy", "input_required")
+    socket = await _communicator(await sync_to_async(_session_cookie)(viewer))
+    connected, _ = await socket.connect()
+    assert connected
+    first = await socket.receive_json_from(timeout=5)
+    assert first["type"] == "dashboard" and "deploy" in first["html"] and "Input required" in first["html"]
+
+    def cancel_from_the_admin() -> int:
+        operator = client_for(make_user("operator", perms=("view_toolcall", "change_toolcall")))
+        return operator.post(act_url(call, "cancel")).status_code
+
+    assert await sync_to_async(cancel_from_the_admin)() == 302
+    pushed = await socket.receive_json_from(timeout=5)
+    assert pushed["fingerprint"] != first["fingerprint"]
+    oldest = pushed["html"].split('id="mcp-oldest"')[1].split("</section>")[0]
+    assert "deploy" not in oldest, "the cancelled call left the calls in flight"
+    await socket.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_websocket_notices_changes_nobody_announced() -> None:
+    """Progress reports and other processes' changes send no message; the console's tick finds them."""
+    viewer = await sync_to_async(make_user)("viewer", perms=("view_toolcall",))
+    call = await sync_to_async(make_call)("slow_count", "working")
+    socket = await _communicator(await sync_to_async(_session_cookie)(viewer))
+    assert (await socket.connect())[0]
+    await socket.receive_json_from(timeout=5)
+    await sync_to_async(ToolCall.objects.record_progress)(call.pk, 7, 10, "step 7")
+    pushed = await socket.receive_json_from(timeout=5)
+    assert "70%" in pushed["html"]
+    await socket.disconnect()
+
