@@ -96,3 +96,43 @@ async def test_a_client_without_resume_tokens_waits_for_converged_state(start_se
         result = await client.call_tool("wait_for_rollout", {"deployment": f"web-{mode}"})
     assert result.is_error is False, result
     assert result.structured_content["ready"] is True
+
+
+# -- tokens are untrusted input (in process) -----------------------------------------------------
+
+
+def _page_token(response: Any) -> str:
+    return response.json()["result"]["nextResumeToken"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_expired_and_cross_user_resume_tokens_are_refused_and_change_nothing() -> None:
+    import time
+    import types as pytypes
+    from unittest import mock
+
+    from django.conf import settings
+    from django.core import signing
+    from django.test import override_settings
+
+    from mcp_tools.transports.http import McpEndpoint
+    from tests.asgi_client import call_modern
+    from tests.test_mrtr_security import create_user_token
+
+    app = McpEndpoint.as_asgi()
+    await sync_to_async(_create_events)(12)
+    alice = await sync_to_async(create_user_token)("alice")
+    bob = await sync_to_async(create_user_token)("bob")
+    params = {"name": "list_events", "arguments": {"page_size": 5}}
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "TOKEN_TTL": 60}):
+        token = _page_token(await call_modern(app, "tools/call", params, token=alice))
+        real = time.time
+        with mock.patch.object(signing, "time", pytypes.SimpleNamespace(time=lambda: real() + 61)):
+            expired = (await call_modern(app, "tools/call", {**params, "resumeToken": token}, token=alice)).json()
+        other_user = (await call_modern(app, "tools/call", {**params, "resumeToken": token}, token=bob)).json()
+        tampered = (await call_modern(app, "tools/call", {**params, "resumeToken": token[:-3] + "xyz"}, token=alice)).json()
+        fresh = (await call_modern(app, "tools/call", {**params, "resumeToken": token}, token=alice)).json()
+    for refused in (expired, other_user, tampered):
+        assert refused["error"]["code"] == -32602 and refused["error"]["message"] == "Invalid or expired resumeToken", refused
+    assert [e["message"] for e in fresh["result"]["structuredContent"]["result"]] == [f"event {i}" for i in range(5, 10)]
+    assert await sync_to_async(ToolCall.objects.count)() == 0
