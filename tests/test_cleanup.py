@@ -41,3 +41,75 @@ def test_cleanup_deletes_old_finished_calls_and_events_when_asked() -> None:
     call_command("mcp_cleanup", "--days", "7", stdout=StringIO())
     assert list(ToolCall.objects.values_list("id", flat=True)) == [recent.id]
     assert not StreamEvent.objects.exists()
+
+
+# -- retention: RETAIN_FINISHED_SECONDS ---------------------------------------------------------
+
+
+def _aged(status: str, days: float, steps: int = 2) -> ToolCall:
+    from mcp_tools.models import CallStep
+
+    call = make_call(status, timedelta(hours=1))
+    for seq in range(steps):
+        CallStep.objects.create(call=call, seq=seq, kind="once", key=f"k{seq}", digest="0" * 64, status="done")
+    ToolCall.objects.filter(id=call.id).update(updated_at=timezone.now() - timedelta(days=days))
+    return call
+
+
+@pytest.mark.django_db
+def test_finished_calls_past_retention_are_deleted_with_their_steps(settings) -> None:  # type: ignore[no-untyped-def]
+    from mcp_tools.models import CallStep
+
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "RETAIN_FINISHED_SECONDS": 3 * 86400}
+    old_done = _aged(CallStatus.COMPLETED, 5)
+    old_failed = _aged(CallStatus.FAILED, 5)
+    old_but_live = _aged(CallStatus.INPUT_REQUIRED, 5)  # a live call is never deleted, however old
+    recent = _aged(CallStatus.CANCELLED, 1)
+    out = StringIO()
+    call_command("mcp_cleanup", stdout=out)
+    assert "Deleted 2 finished call(s) and 4 step(s)" in out.getvalue()
+    assert set(ToolCall.objects.values_list("id", flat=True)) == {old_but_live.id, recent.id}
+    assert not CallStep.objects.filter(call_id__in=[old_done.id, old_failed.id]).exists()
+
+
+@pytest.mark.django_db
+def test_dry_run_reports_and_changes_nothing(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "RETAIN_FINISHED_SECONDS": 86400}
+    _aged(CallStatus.COMPLETED, 5, steps=3)
+    overdue = make_call(CallStatus.INPUT_REQUIRED, timedelta(seconds=-1))
+    before = list(ToolCall.objects.order_by("id").values_list("id", "status"))
+    out = StringIO()
+    call_command("mcp_cleanup", "--dry-run", stdout=out)
+    assert "would expire 1 call(s)" in out.getvalue()
+    assert "would delete 1 finished call(s) and 3 step(s)" in out.getvalue()
+    assert list(ToolCall.objects.order_by("id").values_list("id", "status")) == before
+    assert ToolCall.objects.get(id=overdue.id).status == "input_required"
+
+
+@pytest.mark.django_db
+def test_retention_none_keeps_finished_calls(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "RETAIN_FINISHED_SECONDS": None}
+    kept = _aged(CallStatus.COMPLETED, 400)
+    out = StringIO()
+    call_command("mcp_cleanup", stdout=out)
+    assert "kept" in out.getvalue()
+    assert ToolCall.objects.filter(id=kept.id).exists()
+
+
+@pytest.mark.django_db
+def test_purging_a_backlog_works_in_batches() -> None:
+    from mcp_tools.console.retention import purge_finished_calls
+
+    for _ in range(7):
+        _aged(CallStatus.COMPLETED, 10, steps=1)
+    purged = purge_finished_calls(86400, batch=3)
+    assert (purged.calls, purged.steps) == (7, 7)
+    assert not ToolCall.objects.exists()
+
+
+@pytest.mark.django_db
+def test_negative_days_are_refused() -> None:
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError):
+        call_command("mcp_cleanup", "--days", "-1", stdout=StringIO())
