@@ -71,24 +71,29 @@ class ToolCallManager(models.Manager["ToolCall"]):
         cancelled or expired meanwhile, or moved on by another process, is left
         as it is and nothing is written. Returns whether this run's outcome won.
         """
-        CallStep = self._steps_model()
-
         with transaction.atomic(using=self.db):
             moved = self.filter(id=call_id, round=round_number, status__in=LIVE_STATUSES).update(
                 updated_at=timezone.now(), **fields
             )
             if not moved:
                 return False
-            CallStep.objects.bulk_create(
-                [
-                    CallStep(call_id=call_id, seq=s.seq, kind=s.kind, key=s.key, digest=s.digest, request=s.request,
-                             response=s.response, error=s.error, status=s.status)
-                    for s in new_steps
-                ]
-            )
-        for step in new_steps:
-            step.persisted = True
+            self._insert_steps(call_id, new_steps)
         return True
+
+    def _insert_steps(self, call_id: Any, steps: list[Step]) -> None:
+        """Journal ``steps`` of a call (inside the caller's transaction) and mark them persisted."""
+        if not steps:
+            return
+        CallStep = self._steps_model()
+        CallStep.objects.bulk_create(
+            [
+                CallStep(call_id=call_id, seq=s.seq, kind=s.kind, key=s.key, digest=s.digest, request=s.request,
+                         response=s.response, error=s.error, status=s.status)
+                for s in steps
+            ]
+        )
+        for step in steps:
+            step.persisted = True
 
     def commit_round(
         self, call_id: Any, expected_round: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str,
@@ -116,16 +121,7 @@ class ToolCallManager(models.Manager["ToolCall"]):
                 CallStep.objects.filter(call_id=call_id, seq=seq, status=StepStatus.PENDING).update(
                     status=status, response=response, error=error, answered_at=now
                 )
-            if new_steps:
-                CallStep.objects.bulk_create(
-                    [
-                        CallStep(call_id=call_id, seq=s.seq, kind=s.kind, key=s.key, digest=s.digest, request=s.request,
-                                 response=s.response, error=s.error, status=s.status)
-                        for s in new_steps
-                    ]
-                )
-        for step in new_steps:
-            step.persisted = True
+            self._insert_steps(call_id, new_steps)
         return True
 
     def answer_step(self, call_id: Any, seq: int, status: str, response: Any, error: Any) -> bool:
