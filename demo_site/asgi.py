@@ -15,6 +15,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demo_site.settings")
 django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
 import mcp_tools.routing  # noqa: E402
@@ -25,8 +26,10 @@ application = ProtocolTypeRouter(
             [
                 # MCP_TOOLS["PATH"] (default /mcp): every MCP transport lives here.
                 *mcp_tools.routing.http_urlpatterns(),
-                # Everything else: the ordinary Django site (admin, index page).
-                re_path(r"", django_asgi_app),
+                # Everything else: the ordinary Django site (admin, index page). The demo serves
+                # its static files (admin CSS, the console's script) under any ASGI server, as
+                # runserver does; a production site serves them with its web server or WhiteNoise.
+                re_path(r"", ASGIStaticFilesHandler(django_asgi_app)),
             ]
         ),
         # The admin's live dashboard of calls (staff only, the admin session's cookie).
