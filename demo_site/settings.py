@@ -234,6 +234,33 @@ MCP_TOOLS = {
 }
 
 # --------------------------------------------------------------------------
+# OAuth (MCP authorization): django-oauth-toolkit as the authorization server, when
+# installed (pip install 'django-mcp-tools[oauth]'); see docs/oauth.md
+# --------------------------------------------------------------------------
+try:
+    import oauth2_provider  # noqa: F401
+
+    OAUTH_INSTALLED = True
+except ImportError:
+    OAUTH_INSTALLED = False
+
+if OAUTH_INSTALLED:
+    INSTALLED_APPS.append("oauth2_provider")
+    OAUTH2_PROVIDER = {
+        "SCOPES": {"mcp": "Use the shop's MCP tools", "inventory:write": "Change the inventory through MCP"},
+        "DEFAULT_SCOPES": ["mcp"],
+        "ACCESS_TOKEN_EXPIRE_SECONDS": 3600,
+    }
+    MCP_TOOLS["OAUTH"] = {
+        # DOT is mounted at /o/ (demo_site/urls.py); its metadata is at the root well-known URI.
+        "AUTHORIZATION_SERVERS": ["/o"],
+        "TOKEN_VERIFIER": "mcp_tools.contrib.oauth_toolkit.OAuthToolkitVerifier",
+        "SCOPES_SUPPORTED": ["mcp", "inventory:write"],
+        "REQUIRED_SCOPES": ["mcp"],
+        "RESOURCE_NAME": "mcp_tools demo shop",
+    }
+
+# --------------------------------------------------------------------------
 # Internationalization, static files
 # --------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
@@ -258,6 +285,9 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": "WARNING"},
     "loggers": {
+        # Django's own "django" handler would print each runserver access line
+        # (django.channels.server) a second time, bare, beside the root's line.
+        "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
         "mcp_tools": {"handlers": ["console"], "level": os.environ.get("MCP_TOOLS_LOG_LEVEL", "INFO"), "propagate": False},
         "demo_site": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
