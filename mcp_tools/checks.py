@@ -96,3 +96,52 @@ def check_model_tools(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     from .modeltools import check_model_tools as problems
 
     return problems()
+
+
+@register(Tags.security)
+def check_oauth(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """``MCP_TOOLS["OAUTH"]`` (ids E040-E043, W040): MCP authorization as a resource server."""
+    user = getattr(settings, "MCP_TOOLS", {}) or {}
+    config = user.get("OAUTH") if isinstance(user, dict) else None
+    if config is None:
+        return []
+    from .server.oauth import OAUTH_DEFAULTS
+
+    if not isinstance(config, dict):
+        return [Error("MCP_TOOLS['OAUTH'] must be a dict or None.", id="mcp_tools.E040")]
+    problems: list[Any] = []
+    unknown = sorted(set(config) - set(OAUTH_DEFAULTS))
+    if unknown:
+        problems.append(Error(f"Unknown MCP_TOOLS['OAUTH'] keys: {', '.join(unknown)}.",
+                              hint=f"Valid keys: {', '.join(sorted(OAUTH_DEFAULTS))}.", id="mcp_tools.E040"))
+    servers = config.get("AUTHORIZATION_SERVERS")
+    if not isinstance(servers, (list, tuple)) or not servers or not all(
+        isinstance(s, str) and (s.startswith("/") or s.startswith(("https://", "http://"))) for s in servers
+    ):
+        problems.append(Error("MCP_TOOLS['OAUTH']['AUTHORIZATION_SERVERS'] must list at least one issuer URL "
+                              "(or a path of this site starting with '/').", id="mcp_tools.E041"))
+    verifier = config.get("TOKEN_VERIFIER")
+    from .server.oauth import TokenVerifier
+
+    try:
+        cls = import_string(verifier) if isinstance(verifier, str) else verifier
+    except ImportError as exc:
+        problems.append(Error(f"MCP_TOOLS['OAUTH']['TOKEN_VERIFIER'] cannot import {verifier!r}: {exc}.",
+                              hint="For django-oauth-toolkit: pip install 'django-mcp-tools[oauth]'.", id="mcp_tools.E042"))
+    else:
+        if not (isinstance(cls, type) and issubclass(cls, TokenVerifier)):
+            problems.append(Error("MCP_TOOLS['OAUTH']['TOKEN_VERIFIER'] must name a subclass of mcp_tools.server.oauth.TokenVerifier.",
+                                  id="mcp_tools.E042"))
+    for key in ("SCOPES_SUPPORTED", "REQUIRED_SCOPES"):
+        value = config.get(key, [])
+        if not isinstance(value, (list, tuple)) or not all(isinstance(s, str) and s and " " not in s for s in value):
+            problems.append(Error(f"MCP_TOOLS['OAUTH'][{key!r}] must be a list of scope names (no spaces).", id="mcp_tools.E043"))
+    resource = config.get("RESOURCE")
+    if resource is not None and (not isinstance(resource, str) or "#" in resource or not resource.startswith(("https://", "http://"))):
+        problems.append(Error("MCP_TOOLS['OAUTH']['RESOURCE'] must be an absolute URI without a fragment (RFC 8707).",
+                              id="mcp_tools.E043"))
+    elif resource is None and not settings.DEBUG:
+        problems.append(Warning("MCP_TOOLS['OAUTH']['RESOURCE'] is not set: the resource identifier (the token audience) is "
+                                "built from each request's scheme and Host.",
+                                hint="Set it to the public URL of the MCP endpoint, e.g. 'https://example.com/mcp'.", id="mcp_tools.W040"))
+    return problems

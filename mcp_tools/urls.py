@@ -1,8 +1,20 @@
-"""``path("mcp", include("mcp_tools.urls"))``: the endpoint behind Django's URLconf (see :mod:`mcp_tools.transports.view`)."""
+"""``path("mcp", include("mcp_tools.urls"))``: the endpoint behind Django's URLconf (see :mod:`mcp_tools.transports.view`).
+
+The OAuth protected resource metadata must live at the site root, so it is a separate
+list: ``urlpatterns += mcp_tools.urls.well_known_urlpatterns`` in the root URLconf.
+"""
 
 from django.urls import path
 
+from .routing import mcp_path
+from .transports.oauth import protected_resource_metadata
 from .transports.view import mcp_view
 
 app_name = "mcp_tools"
 urlpatterns = [path("", mcp_view, name="endpoint")]
+
+#: RFC 9728 metadata at the root and at the path-suffixed form for MCP_TOOLS["PATH"].
+well_known_urlpatterns = [
+    path(".well-known/oauth-protected-resource", protected_resource_metadata, name="mcp_tools_resource_metadata"),
+    path(f".well-known/oauth-protected-resource/{mcp_path()}", protected_resource_metadata),
+]

@@ -61,6 +61,10 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
         raise TypeError(f"Cannot resolve the type hints of {fn.__qualname__}: {exc}") from exc
 
 
+#: How a tool's OAuth scope appears among its permissions (checked by ``Principal.has_perms``).
+SCOPE_PERMISSION_PREFIX = "oauth-scope:"
+
+
 @dataclasses.dataclass(eq=False)
 class Tool:
     """A registered tool: its wire description and how to run it."""
@@ -76,6 +80,10 @@ class Tool:
     context_param: str | None
     is_async: bool
     background: bool = False
+    #: OAuth scopes a bearer token must carry to see and call the tool (docs/oauth.md). They
+    #: are also in ``permissions`` as ``oauth-scope:<scope>`` entries, so every permission
+    #: gate (tools/list, tools/call, nextTool, sampling) enforces them.
+    scopes: tuple[str, ...] = ()
     task_support: str = "forbidden"
     #: Background work: the Celery queue, a time limit in seconds, and a retry policy
     #: (exceptions that retry the call, how often, and the first delay, doubled each time).
@@ -380,6 +388,7 @@ def make_tool(
     meta: dict[str, Any] | None = None,
     icons: list[dict[str, Any]] | None = None,
     thread_sensitive: bool = True,
+    scopes: typing.Iterable[str] = (),
 ) -> Tool:
     """Build a :class:`Tool` from a function without registering it."""
     tool_name = name if name is not None else fn.__name__
@@ -405,7 +414,8 @@ def make_tool(
         input=input_spec,
         output=output_spec,
         annotations=annotations,
-        permissions=tuple(permissions),
+        permissions=tuple(permissions) + tuple(SCOPE_PERMISSION_PREFIX + scope for scope in scopes),
+        scopes=tuple(scopes),
         context_param=context_param,
         is_async=inspect.iscoroutinefunction(fn),
         background=background,
@@ -447,6 +457,7 @@ def tool(
     meta: dict[str, Any] | None = ...,
     icons: list[dict[str, Any]] | None = ...,
     thread_sensitive: bool = ...,
+    scopes: typing.Iterable[str] = ...,
 ) -> Callable[[F], F]: ...
 def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Register a function as an MCP tool: ``@tool`` or ``@tool(name=..., permissions=[...])``.
@@ -461,7 +472,8 @@ def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     ``time_limit``, ``retry_on``/``max_retries``/``retry_backoff`` tune it);
     ``task_support`` ("optional" or "required") says whether clients may or
     must call it as an MCP task. ``paginate=True`` makes a generator tool
-    answer page by page with resume tokens.
+    answer page by page with resume tokens. ``scopes`` lists the OAuth scopes a
+    bearer token needs to see and call the tool (docs/oauth.md).
     """
 
     def decorate(func: F) -> F:

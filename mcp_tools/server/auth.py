@@ -17,6 +17,7 @@ from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
 from ..conf import RELOAD_ON, mcp_settings
+from ..registry.registry import SCOPE_PERMISSION_PREFIX
 
 logger = logging.getLogger("mcp_tools.auth")
 
@@ -78,6 +79,9 @@ class Principal:
     user: Any
     id: str
     auth: Any = None
+    #: The scopes of an OAuth bearer token; None when the credentials are not scope-limited
+    #: (DRF authentication, sessions): then only Django permissions apply.
+    scopes: frozenset[str] | None = None
     _perms: set[str] | None = field(default=None, repr=False)
 
     @property
@@ -85,11 +89,23 @@ class Principal:
         return not getattr(self.user, "is_authenticated", False)
 
     def has_perms(self, perms: tuple[str, ...] | list[str]) -> bool:
-        """Sync (may query the database once per principal)."""
+        """Sync (may query the database once per principal).
+
+        ``oauth-scope:<scope>`` entries (a tool's ``scopes``) need that scope in the token;
+        superusers are no exception, a token limits what its holder may do.
+        """
         if not perms:
             return True
         if self.is_anonymous:
             return False
+        if any(perm.startswith(SCOPE_PERMISSION_PREFIX) for perm in perms):
+            if self.scopes is not None and not all(
+                perm[len(SCOPE_PERMISSION_PREFIX):] in self.scopes for perm in perms if perm.startswith(SCOPE_PERMISSION_PREFIX)
+            ):
+                return False
+            perms = [perm for perm in perms if not perm.startswith(SCOPE_PERMISSION_PREFIX)]
+            if not perms:
+                return True
         if getattr(self.user, "is_superuser", False) and getattr(self.user, "is_active", False):
             return True
         if self._perms is None:
@@ -98,6 +114,29 @@ class Principal:
 
 
 ANONYMOUS = Principal(user=AnonymousUser(), id="anonymous")
+
+
+def anonymous_principal(binding: str) -> Principal:
+    """An anonymous caller of its own, bound to ``binding`` (a session id, a client secret's digest).
+
+    Tokens and calls are bound to ``Principal.id``, so one anonymous caller's
+    ``requestState``, saga token or task is refused to another.
+    """
+    return Principal(user=ANONYMOUS.user, id=f"anonymous:{binding}")
+
+
+def anonymous_from_secret(headers: dict[str, str]) -> Principal:
+    """A 2026-07-28 anonymous caller: bound to the secret it sends, or the shared anonymous principal."""
+    import hashlib
+
+    name = str(mcp_settings.ANONYMOUS_SECRET_HEADER or "").lower()
+    secret = headers.get(name, "").strip() if name else ""
+    if not secret:
+        # No secret: one principal with every other such caller (docs/oauth.md).
+        return ANONYMOUS
+    if len(secret) < 16:
+        raise ValueError(f"{mcp_settings.ANONYMOUS_SECRET_HEADER} must be at least 16 characters")
+    return anonymous_principal("client:" + hashlib.sha256(secret.encode()).hexdigest()[:40])
 
 
 def principal_for_user(user: Any) -> Principal:

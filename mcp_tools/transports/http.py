@@ -38,8 +38,19 @@ from ..protocol.errors import (
     McpError,
 )
 from ..registry import registry
+from ..registry.registry import SCOPE_PERMISSION_PREFIX
 from ..server import RequestContext, dispatch, initialize_result, sessions
-from ..server.auth import ANONYMOUS, AuthenticationFailed, Principal, authenticate_scope, authentication_classes, credential_headers
+from ..server import oauth
+from ..server.auth import (
+    ANONYMOUS,
+    AuthenticationFailed,
+    Principal,
+    anonymous_from_secret,
+    anonymous_principal,
+    authenticate_scope,
+    authentication_classes,
+    credential_headers,
+)
 from ..server.flavors import session as session_flavor
 
 logger = logging.getLogger("mcp_tools.http")
@@ -103,8 +114,33 @@ def _accepts(headers: dict[str, str], *types: str) -> bool:
     return all(t in accept for t in types)
 
 
+def _unauthorized(scope: dict[str, Any], headers: dict[str, str], message: str, drf_header: str | None) -> HttpError:
+    """A 401; with OAuth on, its challenge points at the protected resource metadata (RFC 9728 5.1)."""
+    header = oauth.challenge(oauth.origin_of(scope, headers)) if oauth.enabled() else drf_header
+    extra = [(b"www-authenticate", header.encode())] if header else []
+    return HttpError(401, McpError(INVALID_REQUEST, f"Unauthorized: {message}"), extra_headers=extra)
+
+
+async def authenticate_bearer(scope: dict[str, Any], headers: dict[str, str], token: str) -> Principal:
+    """An OAuth bearer token, checked by the configured verifier (401 invalid_token / 403 insufficient_scope)."""
+    origin = oauth.origin_of(scope, headers)
+    try:
+        principal: Principal = await sync_to_async(oauth.authenticate_bearer, thread_sensitive=True)(token, oauth.resource_identifier(origin))
+    except oauth.TokenRefused as exc:
+        logger.info("Refused a bearer token: %s", exc)
+        header = oauth.challenge(origin, error=exc.error, description=str(exc), scope=exc.scope)
+        label = "Forbidden" if exc.status == 403 else "Unauthorized"
+        raise HttpError(exc.status, McpError(INVALID_REQUEST, f"{label}: {exc}"), extra_headers=[(b"www-authenticate", header.encode())]) from None
+    return principal
+
+
 async def authenticate(scope: dict[str, Any], headers: dict[str, str]) -> Principal:
+    token = oauth.bearer_token(headers)
+    if token is not None:
+        return await authenticate_bearer(scope, headers, token)
     carriers = credential_headers()
+    if oauth.enabled() and carriers is not None:
+        carriers = (*carriers, "authorization")
     if carriers is not None and not any(name in headers for name in carriers):
         # No credentials where the configured authenticators look for them.
         if mcp_settings.ALLOW_ANONYMOUS:
@@ -114,8 +150,7 @@ async def authenticate(scope: dict[str, Any], headers: dict[str, str]) -> Princi
             header = cls().authenticate_header(None)
             if header:
                 break
-        extra = [(b"www-authenticate", header.encode())] if header else []
-        raise HttpError(401, McpError(INVALID_REQUEST, "Unauthorized: Authentication credentials were not provided."), extra_headers=extra)
+        raise _unauthorized(scope, headers, "Authentication credentials were not provided.", header)
     try:
         try:
             # Without credentials most authenticators answer without I/O: try inline first,
@@ -126,8 +161,43 @@ async def authenticate(scope: dict[str, Any], headers: dict[str, str]) -> Princi
         except SynchronousOnlyOperation:
             return await sync_to_async(authenticate_scope, thread_sensitive=True)(scope)
     except AuthenticationFailed as exc:
-        extra = [(b"www-authenticate", exc.www_authenticate.encode())] if exc.www_authenticate else []
-        raise HttpError(401, McpError(INVALID_REQUEST, f"Unauthorized: {exc}"), extra_headers=extra) from None
+        raise _unauthorized(scope, headers, str(exc), exc.www_authenticate) from None
+
+
+def bind_anonymous(principal: Principal, headers: dict[str, str], request_id: Any = None) -> Principal:
+    """A 2026-07-28 anonymous caller becomes the principal of the client secret it sends (if any)."""
+    if principal is not ANONYMOUS:
+        return principal
+    try:
+        return anonymous_from_secret(headers)
+    except ValueError as exc:
+        raise HttpError(400, McpError(INVALID_REQUEST, str(exc)), request_id) from None
+
+
+async def check_tool_scopes(scope: dict[str, Any], headers: dict[str, str], method: str, params: dict[str, Any],
+                            principal: Principal, request_id: Any) -> None:
+    """403 ``insufficient_scope`` for a tool the caller may use but whose scope the token lacks.
+
+    A tool the caller could not use even with the scope stays unknown (answered by the
+    method table like any hidden tool); tools/list hides both (docs/oauth.md).
+    """
+    if principal.scopes is None or method not in ("tools/call", "tools/callSaga"):
+        return
+    name = params.get("name")
+    tool = registry.get_tool(name) if isinstance(name, str) else None
+    if tool is None:
+        return
+    missing = oauth.missing_scopes(principal, tool.permissions)
+    if not missing or principal.is_anonymous:
+        return
+    django_perms = tuple(p for p in tool.permissions if not p.startswith(SCOPE_PERMISSION_PREFIX))
+    if django_perms and not await sync_to_async(principal.has_perms, thread_sensitive=False)(django_perms):
+        return
+    # Granted scopes plus the missing ones, so a step-up keeps what the client had (MCP authorization, Scope Challenge Handling).
+    wanted = " ".join(sorted(set(principal.scopes) | set(missing)))
+    description = f"Tool {name} needs scope {' '.join(missing)}"
+    header = oauth.challenge(oauth.origin_of(scope, headers), error="insufficient_scope", description=description, scope=wanted)
+    raise HttpError(403, McpError(INVALID_REQUEST, f"Forbidden: {description}"), request_id, extra_headers=[(b"www-authenticate", header.encode())])
 
 
 class Response:
@@ -299,7 +369,8 @@ class McpEndpoint:
                 raise HttpError(400, McpError(HEADER_MISMATCH, f"Mcp-Name header is missing or does not match params.{name_key}"), request_id)
         if method == "tools/call":
             check_param_headers(headers, params, request_id)
-        principal = await authenticate(scope, headers)
+        principal = bind_anonymous(await authenticate(scope, headers), headers, request_id)
+        await check_tool_scopes(scope, headers, method, params, principal, request_id)
         if method == "subscriptions/listen":
             await self.listen(receive, response, request_id, params)
             return
@@ -351,6 +422,7 @@ class McpEndpoint:
             await session_flavor.accept_client_response(message.raw, rc)
             await response.json(202, None)
             return
+        await check_tool_scopes(scope, headers, message.method, message.params, principal, message.id)
         await self.run_request(receive, response, message.method, message.params, rc, session_id)
 
     async def session_for(self, scope: dict[str, Any], headers: dict[str, str], request_id: Any = None) -> tuple[Principal, Any]:
@@ -362,6 +434,9 @@ class McpEndpoint:
         session = await sessions.get(session_id)
         if session is None or session.principal != principal.id:
             raise HttpError(404, McpError(INVALID_REQUEST, "Session not found"), request_id)
+        if principal.is_anonymous and principal.scopes is None:
+            # Anonymous callers are told apart by their session: its id is their secret.
+            principal = anonymous_principal(f"session:{session.id}")
         return principal, session
 
     async def initialize(self, scope: dict[str, Any], headers: dict[str, str], message: jsonrpc.Message, response: Response) -> None:

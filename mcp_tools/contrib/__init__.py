@@ -1,0 +1,1 @@
+"""Integrations with third-party packages, each imported only by the project that configures it."""

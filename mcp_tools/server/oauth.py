@@ -1,0 +1,257 @@
+"""MCP authorization as an OAuth 2.1 resource server (docs/oauth.md).
+
+Enabled by ``MCP_TOOLS["OAUTH"]``. A request with ``Authorization: Bearer <token>``
+is checked by the configured :class:`TokenVerifier` (expiry, audience per RFC 8707,
+required scopes); every 401 carries ``WWW-Authenticate: Bearer resource_metadata=...``
+pointing at the RFC 9728 document served by :mod:`mcp_tools.transports.oauth`.
+
+Tokens are looked up by a verifier, never trusted on their face: the base class here
+does the checks every verifier needs, subclasses only find the token.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from django.contrib.auth.models import AnonymousUser
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.utils.module_loading import import_string
+
+from ..conf import RELOAD_ON, mcp_settings
+from ..registry.registry import SCOPE_PERMISSION_PREFIX
+
+logger = logging.getLogger("mcp_tools.oauth")
+
+WELL_KNOWN = "/.well-known/oauth-protected-resource"
+
+#: Keys of ``MCP_TOOLS["OAUTH"]`` and their defaults.
+OAUTH_DEFAULTS: dict[str, Any] = {
+    # Issuer URLs of the authorization servers (RFC 9728 ``authorization_servers``). An entry
+    # starting with "/" is an authorization server hosted by this site, at that path.
+    "AUTHORIZATION_SERVERS": [],
+    # Import string (or class) of the TokenVerifier that looks bearer tokens up.
+    "TOKEN_VERIFIER": None,
+    # The canonical URI of the MCP endpoint (RFC 8707 resource). None: built from the
+    # request (scheme, Host, MCP_TOOLS["PATH"]); set it in production behind a proxy.
+    "RESOURCE": None,
+    # Published in the metadata; the challenge's ``scope`` when REQUIRED_SCOPES is empty.
+    "SCOPES_SUPPORTED": [],
+    # Scopes every request needs (403 insufficient_scope otherwise).
+    "REQUIRED_SCOPES": [],
+    # Refuse tokens that name no audience at all (RFC 8707: a token must be issued for us).
+    "REQUIRE_AUDIENCE": True,
+    "RESOURCE_NAME": None,
+    "RESOURCE_DOCUMENTATION": None,
+}
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """What a verifier found out about a valid-looking access token."""
+
+    #: The resource owner (a Django user), or None for a token acting for no user.
+    user: Any
+    scopes: frozenset[str] = frozenset()
+    #: Aware datetime; None means the token does not expire.
+    expires_at: datetime | None = None
+    #: RFC 8707 resource indicators the token was issued for; empty: not restricted.
+    audience: tuple[str, ...] = ()
+    client_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class TokenRefused(Exception):
+    """A bearer token that must not be served: 401 invalid_token or 403 insufficient_scope."""
+
+    def __init__(self, description: str, *, status: int = 401, error: str = "invalid_token", scope: str | None = None) -> None:
+        super().__init__(description)
+        self.status = status
+        self.error = error
+        self.scope = scope
+
+
+class TokenVerifier:
+    """Finds what an access token stands for. Subclass and implement :meth:`verify`.
+
+    ``verify`` runs in a worker thread (it may use the ORM or call an introspection
+    endpoint) and returns None for an unknown or revoked token. Expiry, audience and
+    required scopes are checked by :meth:`check` for every verifier.
+    """
+
+    def verify(self, token: str) -> TokenInfo | None:
+        raise NotImplementedError
+
+    def check(self, info: TokenInfo, resource: str) -> None:
+        """Raise :class:`TokenRefused` unless ``info`` may be served at ``resource``."""
+        if info.expires_at is not None and info.expires_at <= datetime.now(timezone.utc):
+            raise TokenRefused("The access token expired")
+        if info.audience:
+            if not any(audience_matches(audience, resource) for audience in info.audience):
+                raise TokenRefused("The access token was not issued for this resource")
+        elif oauth_setting("REQUIRE_AUDIENCE"):
+            raise TokenRefused("The access token names no resource (RFC 8707 resource indicator)")
+        required = set(oauth_setting("REQUIRED_SCOPES") or ())
+        if not required <= info.scopes:
+            raise TokenRefused("The access token lacks a required scope", status=403, error="insufficient_scope",
+                               scope=" ".join(sorted(required | info.scopes)))
+
+
+_verifier: TokenVerifier | None = None
+
+
+@receiver(setting_changed)
+def _reset_on_setting_change(*, setting: str, **kwargs: Any) -> None:
+    global _verifier
+    if setting in RELOAD_ON:
+        _verifier = None
+
+
+def enabled() -> bool:
+    return bool(mcp_settings.OAUTH)
+
+
+def oauth_setting(name: str) -> Any:
+    configured = mcp_settings.OAUTH or {}
+    return configured.get(name, OAUTH_DEFAULTS[name])
+
+
+def verifier() -> TokenVerifier:
+    global _verifier
+    if _verifier is None:
+        path = oauth_setting("TOKEN_VERIFIER")
+        cls = import_string(path) if isinstance(path, str) else path
+        _verifier = cls()
+    return _verifier
+
+
+def bearer_token(headers: dict[str, str]) -> str | None:
+    """The bearer token of the request when OAuth is on (None: no ``Authorization: Bearer``)."""
+    if not enabled():
+        return None
+    value = headers.get("authorization", "")
+    scheme, _, token = value.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip()
+
+
+def _canonical(uri: str) -> str:
+    parts = urlsplit(uri)
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/"), parts.query, ""))
+
+
+def audience_matches(audience: str, resource: str) -> bool:
+    """Whether a token issued for ``audience`` may be used at ``resource``.
+
+    Equal canonical URIs match (case of scheme and host and a trailing slash ignored), and
+    so does an audience that is a parent path of the resource at a segment boundary
+    (``https://h/api`` covers ``https://h/api/mcp``, never ``https://h/apis``).
+    """
+    if not isinstance(audience, str) or not audience:
+        return False
+    mine, theirs = _canonical(resource), _canonical(audience)
+    if mine == theirs:
+        return True
+    a, r = urlsplit(theirs), urlsplit(mine)
+    return (a.scheme, a.netloc) == (r.scheme, r.netloc) and not a.query and r.path.startswith(a.path + "/")
+
+
+def origin_of(scope: dict[str, Any], headers: dict[str, str]) -> str:
+    scheme = scope.get("scheme") or "http"
+    host = headers.get("host")
+    if not host:
+        server = scope.get("server") or ("localhost", None)
+        host = f"{server[0]}:{server[1]}" if server[1] else str(server[0])
+    return f"{scheme}://{host}"
+
+
+def resource_identifier(origin: str) -> str:
+    configured = oauth_setting("RESOURCE")
+    if configured:
+        return str(configured).rstrip("/")
+    return f"{origin}/{str(mcp_settings.PATH).strip('/')}".rstrip("/")
+
+
+def metadata_url(origin: str) -> str:
+    """Where the metadata of the resource lives: the path-suffixed well-known URI (RFC 9728 3.1)."""
+    parts = urlsplit(resource_identifier(origin))
+    return urlunsplit((parts.scheme, parts.netloc, WELL_KNOWN + parts.path.rstrip("/"), "", ""))
+
+
+def metadata_document(origin: str) -> dict[str, Any]:
+    """The RFC 9728 protected resource metadata."""
+    servers = [origin + entry if entry.startswith("/") else entry for entry in oauth_setting("AUTHORIZATION_SERVERS")]
+    document: dict[str, Any] = {
+        "resource": resource_identifier(origin),
+        "authorization_servers": servers,
+        "bearer_methods_supported": ["header"],
+    }
+    if oauth_setting("SCOPES_SUPPORTED"):
+        document["scopes_supported"] = list(oauth_setting("SCOPES_SUPPORTED"))
+    if oauth_setting("RESOURCE_NAME"):
+        document["resource_name"] = oauth_setting("RESOURCE_NAME")
+    if oauth_setting("RESOURCE_DOCUMENTATION"):
+        document["resource_documentation"] = oauth_setting("RESOURCE_DOCUMENTATION")
+    return document
+
+
+def _quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def challenge(origin: str, *, error: str | None = None, description: str | None = None, scope: str | None = None) -> str:
+    """A ``WWW-Authenticate`` value: ``Bearer resource_metadata="..."`` plus the error, if any (RFC 6750 3)."""
+    params: list[tuple[str, str]] = []
+    if error:
+        params.append(("error", error))
+    if description:
+        params.append(("error_description", description))
+    if scope is None and error is None:
+        # What a client should ask for first (MCP "Scope Selection Strategy" takes this over
+        # scopes_supported). Every supported scope: a tool whose scope a token lacks is not
+        # listed, so a client holding a narrower token would never learn it could step up.
+        scope = " ".join(oauth_setting("SCOPES_SUPPORTED") or oauth_setting("REQUIRED_SCOPES") or ()) or None
+    if scope:
+        params.append(("scope", scope))
+    params.append(("resource_metadata", metadata_url(origin)))
+    return "Bearer " + ", ".join(f"{name}={_quote(value)}" for name, value in params)
+
+
+def authenticate_bearer(token: str, resource: str) -> Any:
+    """The principal a bearer token stands for (sync: the verifier may use the database).
+
+    Raises :class:`TokenRefused` for an unknown, expired, foreign or under-scoped token.
+    """
+    from .auth import Principal
+
+    if not token:
+        raise TokenRefused("Empty bearer token")
+    active = verifier()
+    info = active.verify(token)
+    if info is None:
+        raise TokenRefused("The access token is invalid")
+    active.check(info, resource)
+    user = info.user
+    if user is not None and not getattr(user, "is_active", True):
+        raise TokenRefused("The access token's user is inactive")
+    if user is not None and getattr(user, "is_authenticated", False):
+        # The same id as the user's other credentials: a refreshed token keeps its calls and sessions.
+        principal_id = f"user:{user.pk}"
+    else:
+        # A token acting for no user (client credentials without an owner): the client is the caller.
+        user = AnonymousUser()
+        principal_id = f"oauth-client:{info.client_id or 'unknown'}"
+    return Principal(user=user, id=principal_id, auth=info, scopes=frozenset(info.scopes))
+
+
+def missing_scopes(principal: Any, permissions: tuple[str, ...]) -> list[str]:
+    """Scopes among ``permissions`` that the principal's token lacks ([] when not scope-limited)."""
+    if principal.scopes is None:
+        return []
+    return [p[len(SCOPE_PERMISSION_PREFIX):] for p in permissions
+            if p.startswith(SCOPE_PERMISSION_PREFIX) and p[len(SCOPE_PERMISSION_PREFIX):] not in principal.scopes]
