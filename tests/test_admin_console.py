@@ -210,7 +210,8 @@ def test_page_query_counts_do_not_grow_with_rows(operator: Client) -> None:
 @pytest.mark.django_db
 def test_detail_page_reads_like_a_report(operator: Client) -> None:
     alice = make_user("alice", staff=False)
-    call = make_call("deploy", "completed", user=alice, steps=2, arguments={"service": "api", "notes": "ünïcode"},
+    call = make_call("deploy", "completed", user=alice, steps=2,
+                     arguments={"name": "deploy", "arguments": {"service": "api", "notes": "ünïcode"}},
                      result={"content": [{"type": "text", "text": "deployed"}],
                              "_meta": {"nextTool": {"tool": "verify", "arguments": {"service": "api"}}}},
                      celery_task_id="task-xyz", background=True, session_id="sess-1",
@@ -222,7 +223,9 @@ def test_detail_page_reads_like_a_report(operator: Client) -> None:
     response = operator.get(detail_url(call))
     assert response.status_code == 200
     html = unescape(response.content.decode())
-    assert '"service": "api"' in html and "ünïcode" in html  # pretty-printed, not escaped to \u
+    arguments = html.split("<h2>Arguments</h2>")[1].split("</section>")[0]
+    assert '"service": "api"' in arguments and "ünïcode" in arguments  # pretty-printed, not escaped to \u
+    assert '"name"' not in arguments, "the tool's arguments, not the request's params"
     assert "Target 0?" in html and "Target 1?" in html  # the elicitations asked
     assert "staging" in html  # the answer to the first one
     assert "Side effect (once)" in html and "Recorded value" in html

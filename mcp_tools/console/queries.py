@@ -158,6 +158,14 @@ def _buckets(now: datetime, hours: int = 24) -> list[tuple[datetime, int, int]]:
 # -- the detail page ------------------------------------------------------------------------
 
 
+def call_arguments(call: ToolCall) -> Any:
+    """What the caller passed: a tool's ``arguments`` (the row keeps the request's bound params, name included)."""
+    params = call.arguments
+    if call.method == "tools/call" and isinstance(params, dict) and set(params) <= {"name", "arguments"} and "name" in params:
+        return params.get("arguments") or {}
+    return params
+
+
 def timeline(call: ToolCall) -> list[dict[str, Any]]:
     """The call's journal, in the order the handler asked, pretty-printed for reading (one query)."""
     steps = []

@@ -83,7 +83,7 @@ def detail(model_admin: ToolCallAdmin, request: HttpRequest, call: ToolCall) -> 
         bar=progress_bar(call.progress, call.progress_total),
         who=queries.principal_label(call.user.get_username() if call.user else None, call.principal),
         worker=worker_state(call),
-        arguments=queries.pretty_json(call.arguments),
+        arguments=queries.pretty_json(queries.call_arguments(call)),
         result=queries.pretty_json(call.result),
         error=queries.pretty_json(call.error),
         steps=queries.timeline(call),
