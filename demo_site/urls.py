@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
@@ -47,3 +48,20 @@ urlpatterns = [
     # ASGI mount in asgi.py; slower, but an include() is all it takes).
     path("mcp-via-django", include("mcp_tools.urls")),
 ]
+
+# The protected resource metadata (RFC 9728) for the URLconf mount; the ASGI mount in
+# asgi.py serves it first for /mcp (mcp_tools.routing.http_urlpatterns).
+from mcp_tools.urls import well_known_urlpatterns  # noqa: E402
+
+urlpatterns += well_known_urlpatterns
+
+if getattr(settings, "OAUTH_INSTALLED", False):
+    # django-oauth-toolkit, the demo's authorization server: its endpoints under /o/, and its
+    # RFC 8414 metadata at the root well-known URI for the issuer <origin>/o.
+    from oauth2_provider import urls as oauth2_urls  # noqa: E402
+    from oauth2_provider.views import OAuthServerMetadataView  # noqa: E402
+
+    urlpatterns += [
+        path("o/", include(oauth2_urls)),
+        path(".well-known/oauth-authorization-server/o", OAuthServerMetadataView.as_view()),
+    ]

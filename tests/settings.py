@@ -34,6 +34,11 @@ MCP_TOOLS = {**MCP_TOOLS, "ALLOW_ANONYMOUS": True, "WORKER_LEASE_SECONDS": 3.0}
 DEBUG = False
 ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]", "testserver"]
 
+# OAuth (on in demo_site/settings.py when django-oauth-toolkit is installed) only where a test
+# asks for it: live servers of tests/test_oauth.py start with MCP_TESTS_OAUTH=1.
+if not os.environ.get("MCP_TESTS_OAUTH"):
+    MCP_TOOLS.pop("OAUTH", None)
+
 # Live auth tests start a server process with MCP_TESTS_NO_ANON=1: credentials are required there.
 if os.environ.get("MCP_TESTS_NO_ANON"):
     MCP_TOOLS["ALLOW_ANONYMOUS"] = False

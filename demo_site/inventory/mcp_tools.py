@@ -93,7 +93,8 @@ def search_products(
     return [ProductOut.from_model(product) for product in products.order_by("sku")[:limit]]
 
 
-@mcp_tools.tool(permissions=["inventory.change_product"])
+# An OAuth bearer token also needs the inventory:write scope (DRF tokens are not scope-limited).
+@mcp_tools.tool(permissions=["inventory.change_product"], scopes=["inventory:write"])
 def restock(sku: str, quantity: Annotated[int, Field(ge=1, le=100_000)]) -> ProductOut:
     """Add units to a product's stock.
 

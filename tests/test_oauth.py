@@ -1,0 +1,349 @@
+"""MCP authorization: the endpoint as an OAuth resource server with django-oauth-toolkit as the authorization server.
+
+Live: a daphne process serving the demo with ``MCP_TOOLS["OAUTH"]`` on and anonymous
+callers refused; tokens come from DOT's real token endpoint (through the official
+``mcp`` client's client-credentials provider) or are rows made in the shared test database.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import httpx2
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import override_settings
+
+from mcp_tools.server.oauth import audience_matches
+from tests.clients import JSON_ACCEPT, LEGACY, MODERN, LegacySession, ModernClient, final_message, modern_headers, modern_meta
+from tests.conftest import LiveServer
+
+pytest.importorskip("oauth2_provider")
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+MODES = ["legacy", MODERN]
+RESOURCE_METADATA = re.compile(r'resource_metadata="([^"]+)"')
+
+
+@pytest.fixture(scope="module")
+def oauth_server(django_db_setup: None) -> Iterator[LiveServer]:
+    """The demo with OAuth on and no anonymous access (tests/settings.py reads both variables)."""
+    server = LiveServer("daphne", env={"MCP_TESTS_OAUTH": "1", "MCP_TESTS_NO_ANON": "1"}).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def origin(server: LiveServer) -> str:
+    return f"http://127.0.0.1:{server.port}"
+
+
+# -- the database: a service account, a DOT application, tokens ---------------------------------
+
+
+def _client_app(perms: tuple[str, ...] = ("inventory.change_product",)) -> tuple[str, str, Any]:
+    """A confidential client-credentials application owned by a user with ``perms`` (its id, secret and owner)."""
+    from django.contrib.auth.models import Permission, User
+    from oauth2_provider.models import Application
+
+    user = User.objects.create_user(username=f"svc-{secrets.token_hex(4)}", password="x")
+    for perm in perms:
+        app_label, codename = perm.split(".")
+        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    secret = secrets.token_urlsafe(24)
+    app = Application.objects.create(
+        name="tests", user=user, client_type=Application.CLIENT_CONFIDENTIAL,
+        authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS, client_secret=secret,
+    )
+    return app.client_id, secret, user
+
+
+def _token(resource: list[str] | None, scope: str = "mcp inventory:write", expires_in: int = 600) -> str:
+    """An access token row of a fresh application (``resource``: the RFC 8707 audience it was issued for)."""
+    from django.utils import timezone
+    from oauth2_provider.models import AccessToken, Application
+
+    client_id, _, user = _client_app()
+    value = secrets.token_urlsafe(30)
+    AccessToken.objects.create(user=user, application=Application.objects.get(client_id=client_id), token=value,
+                               expires=timezone.now() + timedelta(seconds=expires_in), scope=scope, resource=resource or [])
+    return value
+
+
+def _create_product() -> None:
+    from demo_site.inventory.models import Product
+
+    Product.objects.update_or_create(sku="OA-1", defaults={"name": "OAuth widget", "price": "1.00", "stock": 1})
+
+
+def _stock() -> int:
+    from demo_site.inventory.models import Product
+
+    return Product.objects.get(sku="OA-1").stock
+
+
+class MemoryStorage:
+    """Token storage of the official client's OAuth provider (in memory)."""
+
+    def __init__(self) -> None:
+        self.tokens: Any = None
+        self.client_info: Any = None
+
+    async def get_tokens(self) -> Any:
+        return self.tokens
+
+    async def set_tokens(self, tokens: Any) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> Any:
+        return self.client_info
+
+    async def set_client_info(self, client_info: Any) -> None:
+        self.client_info = client_info
+
+
+def bearer(token: str) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+
+async def modern_call(http: httpx2.AsyncClient, url: str, method: str, params: dict[str, Any]) -> httpx2.Response:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": modern_meta()}}
+    return await http.post(url, json=body, headers=modern_headers(method, params))
+
+
+async def legacy_initialize(http: httpx2.AsyncClient, url: str) -> httpx2.Response:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "tests", "version": "1"}}}
+    return await http.post(url, json=body, headers={"Accept": JSON_ACCEPT, "Content-Type": "application/json"})
+
+
+def challenge_of(response: httpx2.Response) -> dict[str, str]:
+    header = response.headers.get("www-authenticate", "")
+    assert header.startswith("Bearer "), (response.status_code, header)
+    return dict(re.findall(r'(\w+)="([^"]*)"', header))
+
+
+# -- discovery -------------------------------------------------------------------------------
+
+
+async def test_metadata_is_discovered_from_the_401(oauth_server: LiveServer) -> None:
+    async with httpx2.AsyncClient(timeout=30) as http:
+        for response in (await legacy_initialize(http, oauth_server.url), await modern_call(http, oauth_server.url, "tools/list", {})):
+            assert response.status_code == 401
+            params = challenge_of(response)
+            assert params["resource_metadata"] == f"{origin(oauth_server)}/.well-known/oauth-protected-resource/mcp"
+            assert params["scope"] == "mcp inventory:write"  # what to ask for first: every supported scope
+            assert "error" not in params  # no token was presented (RFC 6750 3.1)
+        metadata = (await http.get(params["resource_metadata"])).json()
+        assert metadata["resource"] == oauth_server.url
+        assert metadata["authorization_servers"] == [f"{origin(oauth_server)}/o"]
+        assert metadata["scopes_supported"] == ["mcp", "inventory:write"]
+        assert metadata["bearer_methods_supported"] == ["header"]
+        # The root form serves the same document; the authorization server publishes RFC 8414 metadata.
+        assert (await http.get(f"{origin(oauth_server)}/.well-known/oauth-protected-resource")).json() == metadata
+        server_metadata = (await http.get(f"{origin(oauth_server)}/.well-known/oauth-authorization-server/o")).json()
+        assert server_metadata["issuer"] == f"{origin(oauth_server)}/o"
+        assert server_metadata["token_endpoint"] == f"{origin(oauth_server)}/o/token/"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_official_client_gets_a_token_from_dot_and_calls_a_scoped_tool(oauth_server: LiveServer, mode: str) -> None:
+    """401 -> resource metadata -> DOT metadata -> client-credentials token (with resource) -> the call."""
+    from mcp import Client
+    from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+    from mcp.client.streamable_http import streamable_http_client
+
+    client_id, secret, _ = await sync_to_async(_client_app)()
+    await sync_to_async(_create_product)()
+    storage = MemoryStorage()
+    provider = ClientCredentialsOAuthProvider(server_url=oauth_server.url, storage=storage, client_id=client_id, client_secret=secret,
+                                              scope="mcp inventory:write", issuer=f"{origin(oauth_server)}/o")
+    async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
+        async with Client(streamable_http_client(oauth_server.url, http_client=http), mode=mode, read_timeout_seconds=30) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert "restock" in names
+            result = await client.call_tool("restock", {"sku": "OA-1", "quantity": 4})
+            assert not result.is_error, result
+    assert await sync_to_async(_stock)() == 5
+    # DOT recorded the resource the client asked for: the token is bound to this endpoint.
+    from oauth2_provider.models import AccessToken
+
+    row = await sync_to_async(AccessToken.objects.get)(token_checksum__isnull=False, application__client_id=client_id)
+    assert row.resource == [oauth_server.url]
+    assert storage.tokens is not None
+
+
+# -- refusals ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("case", "description"), [
+    ("expired", "expired"),
+    ("wrong_audience", "not issued for this resource"),
+    ("no_audience", "names no resource"),
+    ("unknown", "invalid"),
+])
+async def test_bad_tokens_get_401_invalid_token_in_both_eras(oauth_server: LiveServer, case: str, description: str) -> None:
+    if case == "unknown":
+        token = secrets.token_urlsafe(30)
+    else:
+        resource = {"expired": [oauth_server.url], "wrong_audience": ["http://127.0.0.1:1/mcp"], "no_audience": None}[case]
+        token = await sync_to_async(_token)(resource, expires_in=-5 if case == "expired" else 600)
+    async with bearer(token) as http:
+        for response in (await legacy_initialize(http, oauth_server.url), await modern_call(http, oauth_server.url, "tools/list", {})):
+            assert response.status_code == 401, response.text
+            params = challenge_of(response)
+            assert params["error"] == "invalid_token"
+            assert description in params["error_description"]
+            assert params["resource_metadata"].endswith("/.well-known/oauth-protected-resource/mcp")
+            assert response.json()["error"]["message"].startswith("Unauthorized")
+
+
+async def test_audience_of_a_parent_path_is_accepted_and_a_sibling_refused() -> None:
+    assert audience_matches("https://Shop.example/", "https://shop.example/mcp")
+    assert audience_matches("https://shop.example/api", "https://shop.example/api/mcp")
+    assert not audience_matches("https://shop.example/ap", "https://shop.example/api/mcp")
+    assert not audience_matches("https://shop.example.evil/mcp", "https://shop.example/mcp")
+    assert not audience_matches("http://shop.example/mcp", "https://shop.example/mcp")
+
+
+async def test_token_without_a_required_scope_gets_403(oauth_server: LiveServer) -> None:
+    token = await sync_to_async(_token)([oauth_server.url], scope="inventory:write")
+    async with bearer(token) as http:
+        response = await modern_call(http, oauth_server.url, "tools/list", {})
+    assert response.status_code == 403
+    params = challenge_of(response)
+    assert params["error"] == "insufficient_scope"
+    assert params["scope"].split() == ["inventory:write", "mcp"]
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_tool_scope_hides_the_tool_and_a_call_gets_insufficient_scope(oauth_server: LiveServer, era: str) -> None:
+    """Without inventory:write, restock is not listed and calling it asks for a step-up (403), changing nothing."""
+    await sync_to_async(_create_product)()
+    token = await sync_to_async(_token)([oauth_server.url], scope="mcp")
+    call = {"name": "restock", "arguments": {"sku": "OA-1", "quantity": 2}}
+    async with bearer(token) as http:
+        if era == "modern":
+            client = ModernClient(http, oauth_server.url)
+            listed = await client.request("tools/list", {})
+            response = await modern_call(http, oauth_server.url, "tools/call", call)
+        else:
+            response = await legacy_initialize(http, oauth_server.url)
+            session = LegacySession(http, oauth_server.url, response.headers["mcp-session-id"])
+            await session.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            listed = await session.request("tools/list", {})
+            response = await session.send({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": call})
+    names = {tool["name"] for tool in listed["tools"]}
+    assert "search_products" in names and "restock" not in names
+    assert response.status_code == 403, response.text
+    params = challenge_of(response)
+    assert params["error"] == "insufficient_scope"
+    assert params["scope"].split() == ["inventory:write", "mcp"]  # granted + needed: a step-up keeps what it had
+    assert await sync_to_async(_stock)() == 1
+
+
+async def test_user_without_the_permission_sees_an_unknown_tool_whatever_the_scope(oauth_server: LiveServer) -> None:
+    """Scopes narrow what a user may do; they never widen it, and a tool the user may not use stays unknown."""
+    from django.utils import timezone
+    from oauth2_provider.models import AccessToken, Application
+
+    def make() -> str:
+        client_id, _, user = _client_app(perms=())
+        value = secrets.token_urlsafe(30)
+        AccessToken.objects.create(user=user, application=Application.objects.get(client_id=client_id), token=value,
+                                   expires=timezone.now() + timedelta(minutes=5), scope="mcp", resource=[oauth_server.url])
+        return value
+
+    token = await sync_to_async(make)()
+    async with bearer(token) as http:
+        response = await modern_call(http, oauth_server.url, "tools/call", {"name": "restock", "arguments": {"sku": "OA-1", "quantity": 2}})
+    message = final_message(response, 1)
+    assert message["error"]["code"] == -32602 and message["error"]["message"] == "Unknown tool: restock"
+
+
+async def test_drf_token_still_works_with_oauth_on(oauth_server: LiveServer) -> None:
+    from tests.clients import create_user_with_token, http_client
+
+    key = await sync_to_async(create_user_with_token)(f"drf-{secrets.token_hex(3)}", ("inventory.change_product",))
+    await sync_to_async(_create_product)()
+    async with http_client(key) as http:
+        result = await ModernClient(http, oauth_server.url).request("tools/call", {"name": "restock", "arguments": {"sku": "OA-1", "quantity": 1}})
+    assert result.get("isError") is not True, result
+    assert await sync_to_async(_stock)() == 2
+
+
+# -- checks ------------------------------------------------------------------------------------
+
+
+def test_checks_refuse_a_config_without_servers_or_verifier() -> None:
+    from mcp_tools.checks import check_oauth
+
+    with override_settings(MCP_TOOLS={"OAUTH": {"AUTHORIZATION_SERVERS": [], "TOKEN_VERIFIER": "nowhere.Verifier"}}):
+        ids = {problem.id for problem in check_oauth()}
+    assert {"mcp_tools.E041", "mcp_tools.E042"} <= ids
+    good = {"AUTHORIZATION_SERVERS": ["/o"], "TOKEN_VERIFIER": "mcp_tools.contrib.oauth_toolkit.OAuthToolkitVerifier",
+            "RESOURCE": "https://shop.example/mcp"}
+    with override_settings(MCP_TOOLS={"OAUTH": good}):
+        assert check_oauth() == []
+
+
+# -- anonymous callers are not one principal --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def anonymous_server(django_db_setup: None) -> Iterator[LiveServer]:
+    """The demo as the test settings have it: anonymous callers allowed, OAuth off."""
+    server = LiveServer("daphne").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def anonymous(secret: str | None = None) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(headers={"X-MCP-Client-Secret": secret} if secret else {}, timeout=30)
+
+
+DEPLOY = {"name": "deploy", "arguments": {"service": "anon-api"}}
+TARGET = {"action": "accept", "content": {"env": "staging", "confirm": True}}
+REFUSED_STATE = "Invalid or expired requestState"
+
+
+async def test_anonymous_request_state_is_refused_to_another_anonymous_client(anonymous_server: LiveServer) -> None:
+    """2026-07-28: the requestState of the client sending secret A is refused to B and to a client with no secret."""
+    alice, bob = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    async with anonymous(alice) as a_http, anonymous(bob) as b_http, anonymous() as n_http:
+        first = await ModernClient(a_http, anonymous_server.url).request("tools/call", DEPLOY)
+        assert first["resultType"] == "input_required"
+        answer = {**DEPLOY, "requestState": first["requestState"], "inputResponses": {"target": TARGET}}
+        for other in (b_http, n_http):
+            _, message = await ModernClient(other, anonymous_server.url).post("tools/call", answer)
+            assert message["error"]["code"] == -32602 and message["error"]["message"] == REFUSED_STATE, message
+        second = await ModernClient(a_http, anonymous_server.url).request("tools/call", answer)
+    assert second["resultType"] == "input_required" and list(second["inputRequests"]) == ["verdict"]
+
+
+async def test_anonymous_saga_token_is_refused_to_another_session(anonymous_server: LiveServer) -> None:
+    """2025-11-25: anonymous callers are told apart by their session; another session cannot resume the saga."""
+    async with anonymous() as http:
+        mine = await LegacySession.open(http, anonymous_server.url)
+        theirs = await LegacySession.open(http, anonymous_server.url)
+        first = await mine.request("tools/callSaga", {"name": "deploy", "arguments": {"service": "anon-saga"}})
+        completed = [{"stepId": "target", "result": TARGET}]
+        _, message = await theirs.post("tools/resumeSaga", {"sagaToken": first["sagaToken"], "completedSteps": completed})
+        assert message["error"]["code"] == -32602, message
+        second = await mine.request("tools/resumeSaga", {"sagaToken": first["sagaToken"], "completedSteps": completed})
+    assert second["state"] == "suspended" and [s["stepId"] for s in second["steps"]] == ["verdict"]
+
+
+async def test_a_short_client_secret_is_refused(anonymous_server: LiveServer) -> None:
+    async with anonymous("short") as http:
+        response, message = await ModernClient(http, anonymous_server.url).post("tools/list", {})
+    assert response.status_code == 400
+    assert "at least 16 characters" in message["error"]["message"]
