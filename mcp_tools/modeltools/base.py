@@ -29,7 +29,7 @@ from ..engine.errors import ElicitationCancelled, ElicitationDeclined
 from ..protocol.errors import invalid_params
 from ..registry import Tool, registry
 from ..registry.results import ToolError, ToolResult
-from ..registry.schemas import InputSpec, OutputSpec, format_validation_errors
+from ..registry.schemas import InputSpec, OutputSpec, format_validation_errors, openapi_to_json_schema
 
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
@@ -290,26 +290,6 @@ def django_validation_errors(exc: DjangoValidationError) -> dict[str, list[str]]
 
 
 # -- schemas --------------------------------------------------------------------------------
-
-def openapi_to_json_schema(schema: Any) -> Any:
-    """DRF's OpenAPI 3.0 schema objects as JSON Schema 2020-12 (``nullable`` becomes a ``null`` type)."""
-    if isinstance(schema, list):
-        return [openapi_to_json_schema(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    converted = {key: openapi_to_json_schema(value) for key, value in schema.items() if key != "nullable"}
-    if converted.get("format") == "decimal" and converted.get("type") == "string":
-        # DRF reads decimals from numbers or strings and writes strings; multipleOf on floats misleads.
-        converted["type"] = ["string", "number"]
-        converted.pop("multipleOf", None)
-    if schema.get("nullable"):
-        kind = converted.get("type")
-        if isinstance(kind, str):
-            converted["type"] = [kind, "null"]
-        if "enum" in converted and None not in converted["enum"]:
-            converted["enum"] = [*converted["enum"], None]
-    return converted
-
 
 def serializer_schema(serializer: Any, *, writable: bool, partial: bool = False) -> dict[str, Any]:
     """The JSON Schema of a serializer's input (``writable``) or output fields."""

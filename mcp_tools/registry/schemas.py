@@ -7,6 +7,9 @@ arguments (so the errors name the failing fields) and yields the schema.
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
+import enum
 import inspect
 import re
 import sys
@@ -82,6 +85,126 @@ def _strip_titles(schema: Any) -> Any:
     return schema
 
 
+# -- every keyword with its JSON type ------------------------------------------------------------
+
+#: Keywords whose value is a JSON number.
+_NUMBER_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
+#: Keywords whose value is a non-negative JSON integer.
+_COUNT_KEYWORDS = frozenset({"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
+                             "minContains", "maxContains"})
+#: Keywords whose value is a JSON instance (or, for enum/examples, a list of them), not a schema.
+_INSTANCE_KEYWORDS = frozenset({"default", "const", "enum", "examples"})
+#: Keywords whose value is a list of strings.
+_STRING_LIST_KEYWORDS = frozenset({"required"})
+#: Keywords whose value is a single string.
+_STRING_KEYWORDS = frozenset({"pattern", "format", "title", "description", "$ref", "$id", "$schema", "$anchor",
+                              "$comment", "contentMediaType", "contentEncoding"})
+
+
+def _number(value: Any) -> int | float:
+    """A JSON number from whatever a validator holds (``Decimal('0')``, a string, a callable limit)."""
+    if callable(value):  # Django accepts callables as validator limits
+        value = value()
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return float(value)
+
+
+def _instance(value: Any, as_string: bool) -> Any:
+    """A JSON value for ``default``/``enum``/``const``/``examples``; ``as_string``: the schema's type is string-only."""
+    if isinstance(value, dict):
+        return {str(key): _instance(item, False) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_instance(item, as_string) for item in value]
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, enum.Enum):
+        return _instance(value.value, as_string)
+    if isinstance(value, decimal.Decimal):
+        # DRF writes decimals as strings unless told otherwise; the schema's type says which.
+        return str(value) if as_string else _number(value)
+    if isinstance(value, (int, float)):
+        return str(value) if as_string and not isinstance(value, bool) else value
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)  # UUIDs, lazy translations, paths...
+
+
+def _string_only(schema: dict[str, Any]) -> bool:
+    kind = schema.get("type")
+    return kind == "string" or (isinstance(kind, list) and "string" in kind and not {"number", "integer"} & set(kind))
+
+
+def jsonable_schema(schema: Any) -> Any:
+    """``schema`` with every keyword's value of its JSON type (idempotent, returns a new object).
+
+    DRF's OpenAPI mapping copies validator limits as they are: a model's
+    ``MinValueValidator(Decimal("0"))`` becomes ``minimum: Decimal('0')``, which
+    the JSON encoder writes as the string ``"0"`` and a client's validator then
+    refuses. Numbers become numbers, counts integers, callable limits are
+    called, and instances (``default``, ``enum``...) take the JSON form the
+    schema's own ``type`` expects.
+    """
+    if isinstance(schema, list):
+        return [jsonable_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema if schema is None or isinstance(schema, (bool, int, float, str)) else _instance(schema, False)
+    as_string = _string_only(schema)
+    converted: dict[str, Any] = {}
+    for key, value in schema.items():
+        key = str(key)
+        if key in _NUMBER_KEYWORDS and not isinstance(value, bool):
+            converted[key] = _number(value)
+        elif key in _COUNT_KEYWORDS:
+            converted[key] = int(_number(value))
+        elif key in _INSTANCE_KEYWORDS:
+            converted[key] = _instance(value, as_string)
+        elif key in _STRING_LIST_KEYWORDS and isinstance(value, (list, tuple, set, frozenset)):
+            converted[key] = [str(item) for item in value]
+        elif key in _STRING_KEYWORDS and value is not None and not isinstance(value, str):
+            converted[key] = str(value)
+        else:  # a schema, a map or list of schemas, or an annotation
+            converted[key] = jsonable_schema(value)
+    # OpenAPI 3.0 spells an exclusive bound as a boolean beside minimum/maximum; 2020-12 as the number itself.
+    for exclusive, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        flag = converted.get(exclusive)
+        if isinstance(flag, bool):
+            del converted[exclusive]
+            if flag and bound in converted:
+                converted[exclusive] = converted.pop(bound)
+    return converted
+
+
+def openapi_to_json_schema(schema: Any) -> Any:
+    """DRF's OpenAPI 3.0 schema objects as JSON Schema 2020-12 (``nullable`` becomes a ``null`` type)."""
+    if isinstance(schema, list):
+        return [openapi_to_json_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    converted = {key: openapi_to_json_schema(value) for key, value in schema.items() if key != "nullable"}
+    if converted.get("format") == "decimal" and converted.get("type") == "string":
+        # DRF reads decimals from numbers or strings and writes strings; multipleOf on floats misleads.
+        converted["type"] = ["string", "number"]
+        converted.pop("multipleOf", None)
+    if schema.get("nullable"):
+        kind = converted.get("type")
+        if isinstance(kind, str):
+            converted["type"] = [kind, "null"]
+        elif isinstance(kind, list) and "null" not in kind:
+            converted["type"] = [*kind, "null"]
+        if "enum" in converted and None not in converted["enum"]:
+            converted["enum"] = [*converted["enum"], None]
+    return jsonable_schema(converted)
+
+
 class ArgumentsModel(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
@@ -92,6 +215,10 @@ class InputSpec:
 
     schema: dict[str, Any]
     validate: Callable[[dict[str, Any]], dict[str, Any]]
+
+    def __post_init__(self) -> None:
+        # Every way of building a tool (hints, serializers, model toolsets) ends here.
+        self.schema = jsonable_schema(self.schema)
 
 
 def format_validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
@@ -135,8 +262,15 @@ def input_from_serializer(name: str, serializer_class: type) -> InputSpec:
     """Describe and validate arguments with a DRF ``Serializer`` class."""
     from rest_framework.schemas.openapi import AutoSchema
 
-    schema = AutoSchema().map_serializer(serializer_class())
-    schema = {"type": "object", "properties": schema.get("properties", {}), **({"required": schema["required"]} if schema.get("required") else {})}
+    mapped = AutoSchema().map_serializer(serializer_class())
+    # Read-only fields are ignored on input: offering them would only mislead the model.
+    properties = {
+        name: {key: value for key, value in openapi_to_json_schema(prop).items() if key not in ("readOnly", "writeOnly")}
+        for name, prop in mapped.get("properties", {}).items()
+        if not prop.get("readOnly")
+    }
+    required = [name for name in mapped.get("required", []) if name in properties]
+    schema = {"type": "object", "properties": properties, **({"required": required} if required else {})}
 
     def validate(arguments: dict[str, Any]) -> dict[str, Any]:
         serializer = serializer_class(data=arguments)
@@ -164,6 +298,10 @@ class OutputSpec:
     mode: str
     schema: dict[str, Any] | None
     adapter: TypeAdapter[Any] | None
+
+    def __post_init__(self) -> None:
+        if self.schema is not None:
+            self.schema = jsonable_schema(self.schema)
 
     def dump(self, value: Any) -> Any:
         assert self.adapter is not None
