@@ -52,14 +52,14 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=max(0, verbosity - 1))
 
         created = self._create_products()
-        if verbosity:
+        if verbosity > 1:
             self.stdout.write(f"Products: {created} created, {len(DEMO_PRODUCTS) - created} already present.")
 
         from demo_site.shop.seed import seed_shop
 
         shop = seed_shop()
-        if verbosity:
-            self.stdout.write(f"Shop: {shop['orders']} orders created; staff users 'clerk' and 'viewer' (password: the username).")
+        if verbosity > 1:
+            self.stdout.write(f"Shop: {shop['orders']} orders created.")
 
         password = self._admin_password(interactive)
         user, _ = self._create_admin(password)
@@ -70,11 +70,6 @@ class Command(BaseCommand):
         from mcp_tools.conf import mcp_settings
 
         mcp_url = host.rstrip("/") + "/" + mcp_settings.PATH.lstrip("/")
-        self.stdout.write("")
-        self.stdout.write(self.style.SUCCESS("The demo is ready. Start the server with: python manage.py runserver"))
-        self.stdout.write(f"  MCP endpoint:  {mcp_url}")
-        self.stdout.write(f"  API token:     {token.key}")
-        self.stdout.write(f"  HTTP header:   Authorization: Token {token.key}")
         if password is None:
             password_note = "password unchanged"
         elif os.environ.get("DEMO_ADMIN_PASSWORD"):
@@ -83,7 +78,22 @@ class Command(BaseCommand):
             password_note = "password 'admin'"
         else:
             password_note = "the password you typed"
-        self.stdout.write(f"  Admin login:   {host.rstrip('/')}/admin/  user {ADMIN_USERNAME!r}, {password_note}")
+        # Only what to do next: the server itself is started by scripts/demo.
+        lines = [
+            "",
+            self.style.SUCCESS("The demo is ready."),
+            f"  MCP endpoint:  {mcp_url}",
+            f"  API token:     {token.key}   (send it as 'Authorization: Token {token.key}')",
+            f"  Admin:         {host.rstrip('/')}/admin/  user {ADMIN_USERNAME!r}, {password_note}",
+            "                 (staff users 'clerk' and 'viewer' too, password: the username)",
+            "Connect a client:",
+            "  Python:     .venv/bin/pip install -e '.[client]', then the README's \"Call it with a real client\"",
+            f"  Inspector:  npx @modelcontextprotocol/inspector --cli {mcp_url} --transport http \\",
+            f"                --header 'Authorization: Token {token.key}' --method tools/list",
+            f"  Terminal:   .venv/bin/python manage.py mcp_call echo --arg text=hello --user {ADMIN_USERNAME}",
+            "Stop the demo with Ctrl-C.",
+        ]
+        self.stdout.write("\n".join(lines))
 
     # -- steps -----------------------------------------------------------
     def _create_products(self) -> int:
