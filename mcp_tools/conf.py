@@ -73,6 +73,9 @@ DEFAULTS: dict[str, Any] = {
     "ENABLE_SAGAS": True,
     # Username the stdio transport runs as (None: anonymous if ALLOW_ANONYMOUS).
     "STDIO_USER": None,
+    # After stdin closes, mcp_stdio finishes the requests it accepted and writes their replies
+    # for at most this many seconds; then the rest are cancelled and answered with an error.
+    "STDIO_SHUTDOWN_GRACE_SECONDS": 10.0,
     # Autodiscover each installed app's mcp_tools.py module.
     "AUTODISCOVER": True,
 }

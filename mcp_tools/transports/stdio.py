@@ -3,6 +3,15 @@
 Serves the same registry and call service as HTTP, in the handshake era.
 Requests run concurrently; server-to-client requests (elicitation, sampling)
 go out on stdout and the client's answers come back on stdin.
+
+When stdin closes, the server stops reading but finishes the requests it has
+already accepted and writes their replies, for at most
+``MCP_TOOLS["STDIO_SHUTDOWN_GRACE_SECONDS"]`` (a client commonly closes stdin
+right after its last request and reads stdout to the end). A request still
+running after the grace period is cancelled and answered with an error, so
+every accepted request gets exactly one reply. A request waiting for the
+client's answer (elicitation, sampling) cannot get one after stdin closed: it
+waits out the grace period too.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ import logging
 import sys
 from typing import Any, TextIO
 
+from ..conf import mcp_settings
 from ..protocol import jsonrpc, versions
 from ..protocol.errors import INTERNAL_ERROR, McpError
 from ..server import RequestContext, dispatch, initialize_result
@@ -24,10 +34,21 @@ logger = logging.getLogger("mcp_tools.stdio")
 
 
 class StdioServer:
-    def __init__(self, principal: Principal, reader: TextIO = sys.stdin, writer: TextIO = sys.stdout) -> None:
+    """One client on a pair of text streams (stdin/stdout by default).
+
+    ``grace``: seconds to finish accepted requests after the input closes
+    (``None``: the ``STDIO_SHUTDOWN_GRACE_SECONDS`` setting).
+    """
+
+    def __init__(self, principal: Principal, reader: TextIO = sys.stdin, writer: TextIO = sys.stdout,
+                 grace: float | None = None) -> None:
         self.principal = principal
         self.reader = reader
         self.writer = writer
+        self.grace = grace
+        #: Set when the input closed: requests still running are finishing, then cancelled.
+        self.closing = False
+        self._output_closed = False
         self.version = versions.LATEST_HANDSHAKE
         self.capabilities: dict[str, Any] = {}
         self.log_level = "info"
@@ -36,8 +57,13 @@ class StdioServer:
 
     async def write(self, message: dict[str, Any]) -> None:
         async with self._write_lock:
-            self.writer.write(jsonrpc.dumps(message).decode() + "\n")
-            self.writer.flush()
+            if self._output_closed:
+                return
+            try:
+                self.writer.write(jsonrpc.dumps(message).decode() + "\n")
+                self.writer.flush()
+            except (BrokenPipeError, ValueError):  # the client closed stdout (ValueError: a closed file)
+                self._output_closed = True
 
     async def serve(self) -> None:
         loop = asyncio.get_running_loop()
@@ -56,8 +82,21 @@ class StdioServer:
                 await self.write(jsonrpc.error_message(None, exc))
                 continue
             await self.handle(message)
-        for task in list(self.running.values()):
+        await self.finish_accepted()
+
+    async def finish_accepted(self) -> None:
+        """The input closed: let accepted requests finish and reply, for at most the grace period."""
+        self.closing = True
+        pending = list(self.running.values())
+        if not pending:
+            return
+        grace = float(mcp_settings.STDIO_SHUTDOWN_GRACE_SECONDS if self.grace is None else self.grace)
+        _, late = await asyncio.wait(pending, timeout=max(grace, 0.0))
+        for task in late:
             task.cancel()
+        if late:
+            # Each cancelled request writes its error reply on the way out (see run()).
+            await asyncio.wait(late, timeout=5)
 
     async def handle(self, message: jsonrpc.Message) -> None:
         if message.kind == "response":
@@ -96,7 +135,11 @@ class StdioServer:
         except McpError as exc:
             await self.write(jsonrpc.error_message(message.id, exc))
         except asyncio.CancelledError:
-            pass
+            # Cancelled by the client (notifications/cancelled): no reply, as the spec says.
+            # Cancelled at shutdown: the client is still reading stdout and waits for one.
+            if self.closing:
+                await self.write(jsonrpc.error_message(message.id, McpError(
+                    INTERNAL_ERROR, "Server shutting down: the request did not finish within the grace period after stdin closed")))
         except Exception:
             logger.exception("Unhandled error in %s", message.method)
             await self.write(jsonrpc.error_message(message.id, McpError(INTERNAL_ERROR, "Internal error")))

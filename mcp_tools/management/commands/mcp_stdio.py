@@ -16,6 +16,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--user", help="Username to run as (default: MCP_TOOLS['STDIO_USER'], else anonymous if allowed).")
+        parser.add_argument(
+            "--grace", type=float, default=None,
+            help="Seconds to finish accepted requests after stdin closes (default: MCP_TOOLS['STDIO_SHUTDOWN_GRACE_SECONDS']).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         from mcp_tools.server.auth import ANONYMOUS, principal_for_user
@@ -35,4 +39,4 @@ class Command(BaseCommand):
             principal = ANONYMOUS
         else:
             raise CommandError("Pass --user (or set MCP_TOOLS['STDIO_USER']), or enable ALLOW_ANONYMOUS")
-        asyncio.run(StdioServer(principal).serve())
+        asyncio.run(StdioServer(principal, grace=options.get("grace")).serve())
