@@ -84,9 +84,9 @@ class Operator:
         return WebDriverWait(self.driver, WAIT, poll_frequency=0.1).until(condition, message)
 
     def text_of(self, css: str) -> str:
-        from selenium.webdriver.common.by import By
-
-        return str(self.driver.find_element(By.CSS_SELECTOR, css).text)
+        """The text of an element, read in one step (the dashboard replaces its elements when it updates)."""
+        text = self.driver.execute_script("const e = document.querySelector(arguments[0]); return e ? e.innerText : '';", css)
+        return str(text)
 
     def log_in(self, username: str, password: str, next_path: str) -> None:
         from selenium.webdriver.common.by import By
