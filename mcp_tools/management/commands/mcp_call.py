@@ -1,0 +1,458 @@
+"""``python manage.py mcp_call TOOL --arg k=v``: call a tool in process, from the terminal.
+
+The call goes through the same method table as the HTTP endpoint (``tools/list``,
+``tools/call`` of the 2026-07-28 era), as a given user, with no server and no client.
+When the tool asks something, the operator answers on the terminal: each field of an
+elicitation form is prompted with its type, choices and default, and a sampling
+request shows the conversation and takes the "model's" reply as typed text. Useful
+for trying and debugging tools::
+
+    python manage.py mcp_call echo --arg text=hello --user admin
+    python manage.py mcp_call deploy --arg service=api --user admin
+    python manage.py mcp_call --list --user viewer
+
+``python manage.py mcp_tools list|call`` is the same with subcommands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
+
+#: What the terminal "client" can answer: forms and URLs, the operator as the model
+#: (tool use included), and the working directory as its root.
+CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {"tools": {}}, "roots": {}}
+ACTIONS = {"a": "accept", "accept": "accept", "d": "decline", "decline": "decline", "c": "cancel", "cancel": "cancel"}
+YES = {"y", "yes", "true", "1", "on"}
+NO = {"n", "no", "false", "0", "off"}
+_request_ids = itertools.count(1)
+
+
+# -- the operator on the terminal ---------------------------------------------------------
+
+
+class TerminalAnswerer:
+    """Answers a tool's input requests (elicitation, sampling, roots) by asking the operator."""
+
+    def __init__(self, stdin: TextIO, out: OutputWrapper, *, interactive: bool = True) -> None:
+        self.stdin = stdin
+        self.out = out
+        self.interactive = interactive
+        self._tool_use_ids = itertools.count(1)
+
+    def answer(self, key: str, request: dict[str, Any]) -> Any:
+        """The client's result for one input request ``{"method", "params"}``."""
+        method = request.get("method")
+        params = request.get("params") or {}
+        if method == "roots/list":
+            # No question to ask: the operator's working directory is the terminal's root.
+            cwd = Path.cwd()
+            return {"roots": [{"uri": cwd.as_uri(), "name": cwd.name or str(cwd)}]}
+        if not self.interactive:
+            raise CommandError(f"The tool asked for input ({method}) and --no-input was given")
+        if method == "elicitation/create":
+            if params.get("mode") == "url":
+                return self.url_elicitation(params)
+            return self.form_elicitation(params)
+        if method == "sampling/createMessage":
+            return self.sampling(params)
+        raise CommandError(f"The tool sent a request this command cannot answer: {method}")
+
+    # -- prompting --
+    def ask(self, prompt: str) -> str:
+        """One line typed by the operator (without its newline); a closed stdin is an error."""
+        self.out.write(prompt, ending="")
+        self.out.flush()
+        line = self.stdin.readline()
+        if not line:
+            self.out.write("\n", ending="")
+            raise CommandError("The tool asked for input but stdin is closed (not a terminal?); "
+                           "run the command interactively, or pass --no-input to fail at once")
+        return line.rstrip("\r\n")
+
+    def choose_action(self) -> str:
+        while True:
+            typed = self.ask("Accept, decline or cancel? [accept]: ").strip().lower() or "accept"
+            if typed in ACTIONS:
+                return ACTIONS[typed]
+            self.out.write("  Type accept, decline or cancel (a/d/c).\n", ending="")
+
+    def form_elicitation(self, params: dict[str, Any]) -> dict[str, Any]:
+        schema = params.get("requestedSchema") or {}
+        properties: dict[str, Any] = schema.get("properties") or {}
+        required = set(schema.get("required") or [])
+        self.out.write(f"\nThe tool asks: {params.get('message', '')}\n", ending="")
+        action = self.choose_action()
+        if action != "accept":
+            return {"action": action}
+        content: dict[str, Any] = {}
+        for name, prop in properties.items():
+            value = self.ask_field(name, prop if isinstance(prop, dict) else {}, name in required)
+            if value is not _SKIP:
+                content[name] = value
+        return {"action": "accept", "content": content}
+
+    def ask_field(self, name: str, prop: dict[str, Any], required: bool) -> Any:
+        """Prompt one form field until the typed text fits its schema (empty: default or skip)."""
+        choices = field_choices(prop)
+        kind = prop.get("type", "string")
+        label = prop.get("title") or name
+        hints: list[str] = []
+        if prop.get("description"):
+            hints.append(str(prop["description"]))
+        if choices:
+            listed = ", ".join(value if title == value else f"{value} ({title})" for value, title in choices)
+            hints.append(("several of, comma-separated: " if kind == "array" else "one of: ") + listed)
+        elif kind == "boolean":
+            hints.append("yes/no")
+        elif kind in ("integer", "number"):
+            bounds = [f"{word} {prop[key]}" for key, word in (("minimum", "min"), ("maximum", "max")) if key in prop]
+            hints.append(kind + (f", {', '.join(bounds)}" if bounds else ""))
+        elif prop.get("format"):
+            hints.append(str(prop["format"]))
+        has_default = "default" in prop
+        if has_default:
+            default = prop["default"]
+            shown = ("yes" if default else "no") if kind == "boolean" else ",".join(default) if isinstance(default, list) else default
+            hints.append(f"default: {shown}")
+        elif required:
+            hints.append("required")
+        prompt = f"  {label}" + (f" ({'; '.join(hints)})" if hints else "") + ": "
+        while True:
+            typed = self.ask(prompt).strip()
+            if not typed:
+                if has_default:
+                    return prop["default"]
+                if not required:
+                    return _SKIP
+                self.out.write("  This field is required.\n", ending="")
+                continue
+            try:
+                return parse_field(typed, prop, choices)
+            except ValueError as exc:
+                self.out.write(f"  {exc}\n", ending="")
+
+    def url_elicitation(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.out.write(f"\nThe tool asks: {params.get('message', '')}\n  Open: {params.get('url', '')}\n", ending="")
+        return {"action": self.choose_action()}
+
+    def sampling(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.out.write("\nThe tool asks the model (you answer as the model):\n", ending="")
+        if params.get("systemPrompt"):
+            self.out.write(f"  [system] {params['systemPrompt']}\n", ending="")
+        for message in params.get("messages") or []:
+            self.out.write(f"  [{message.get('role', '?')}] {describe_content(message.get('content'))}\n", ending="")
+        tools = params.get("tools") or []
+        if tools:
+            self.out.write("  Tools the model may call (reply '/tool NAME {json arguments}' to call one):\n", ending="")
+            for tool in tools:
+                self.out.write(f"    {tool.get('name')}: {first_line(tool.get('description'))}\n", ending="")
+        while True:
+            reply = self.ask("Model reply: ")
+            if tools and reply.startswith("/tool"):
+                try:
+                    return self.tool_use(reply[len("/tool"):].strip(), {tool.get("name") for tool in tools})
+                except ValueError as exc:
+                    self.out.write(f"  {exc}\n", ending="")
+                    continue
+            if reply.strip():
+                return {"role": "assistant", "content": {"type": "text", "text": reply}, "model": "operator", "stopReason": "endTurn"}
+            self.out.write("  Type the model's reply.\n", ending="")
+
+    def tool_use(self, typed: str, names: set[Any]) -> dict[str, Any]:
+        name, _, raw = typed.partition(" ")
+        if name not in names:
+            raise ValueError(f"Not one of the offered tools: {name!r}")
+        try:
+            arguments = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"The arguments are not JSON: {exc.msg}") from None
+        if not isinstance(arguments, dict):
+            raise ValueError("The arguments must be a JSON object")
+        use = {"type": "tool_use", "id": f"operator-{next(self._tool_use_ids)}", "name": name, "input": arguments}
+        return {"role": "assistant", "content": [use], "model": "operator", "stopReason": "toolUse"}
+
+
+class _Skip:
+    """An optional form field left empty (not sent)."""
+
+
+_SKIP = _Skip()
+
+
+def field_choices(prop: dict[str, Any]) -> list[tuple[Any, str]]:
+    """``(value, title)`` pairs of an enum field (plain, titled ``oneOf``/``anyOf``, or an array's items)."""
+    items = prop.get("items")
+    source: dict[str, Any] = items if prop.get("type") == "array" and isinstance(items, dict) else prop
+    if "enum" in source:
+        names = source.get("enumNames") or []
+        return [(value, str(names[i]) if i < len(names) else str(value)) for i, value in enumerate(source["enum"])]
+    for key in ("oneOf", "anyOf"):
+        if isinstance(source.get(key), list):
+            return [(item["const"], str(item.get("title", item["const"]))) for item in source[key] if isinstance(item, dict) and "const" in item]
+    return []
+
+
+def parse_field(typed: str, prop: dict[str, Any], choices: list[tuple[Any, str]]) -> Any:
+    """The value of one typed form field; ``ValueError`` says why it does not fit."""
+    kind = prop.get("type", "string")
+
+    def pick(text: str) -> Any:
+        for value, title in choices:
+            if text in (str(value), title):
+                return value
+        if text.isdigit() and 1 <= int(text) <= len(choices):
+            return choices[int(text) - 1][0]
+        raise ValueError(f"Not one of: {', '.join(str(value) for value, _ in choices)}")
+
+    if kind == "array":
+        return [pick(part.strip()) for part in typed.split(",") if part.strip()]
+    if choices:
+        return pick(typed)
+    if kind == "boolean":
+        if typed.lower() in YES:
+            return True
+        if typed.lower() in NO:
+            return False
+        raise ValueError("Type yes or no")
+    if kind in ("integer", "number"):
+        try:
+            number: float | int = int(typed) if kind == "integer" else float(typed)
+        except ValueError:
+            raise ValueError(f"Not {'an integer' if kind == 'integer' else 'a number'}: {typed!r}") from None
+        if "minimum" in prop and number < prop["minimum"]:
+            raise ValueError(f"At least {prop['minimum']}")
+        if "maximum" in prop and number > prop["maximum"]:
+            raise ValueError(f"At most {prop['maximum']}")
+        return number
+    return typed
+
+
+def describe_content(content: Any) -> str:
+    blocks = content if isinstance(content, list) else [content]
+    parts = []
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif isinstance(block, dict) and block.get("type") == "tool_result":
+            parts.append(f"(tool result {block.get('toolUseId', '')}: {describe_content(block.get('content'))})")
+        else:
+            parts.append(json.dumps(block, default=str))
+    return " ".join(parts)
+
+
+def first_line(text: Any) -> str:
+    return str(text or "").strip().splitlines()[0] if str(text or "").strip() else ""
+
+
+# -- the call, in process -----------------------------------------------------------------
+
+
+def principal_for(username: str | None) -> Any:
+    """The caller: ``username``, else ``MCP_TOOLS['STDIO_USER']``, else anonymous when allowed."""
+    from mcp_tools.conf import mcp_settings
+    from mcp_tools.server.auth import ANONYMOUS, principal_for_user
+
+    name = username or mcp_settings.STDIO_USER
+    if name:
+        User = get_user_model()
+        try:
+            user = User._default_manager.get_by_natural_key(name)
+        except User.DoesNotExist:
+            raise CommandError(f"No user named {name!r}") from None
+        if not user.is_active:
+            raise CommandError(f"User {name!r} is inactive")
+        return principal_for_user(user)
+    if mcp_settings.ALLOW_ANONYMOUS:
+        return ANONYMOUS
+    raise CommandError("Pass --user USERNAME (or set MCP_TOOLS['STDIO_USER']), or enable ALLOW_ANONYMOUS")
+
+
+class InProcessCaller:
+    """``tools/list`` and ``tools/call`` through the server's method table, as one principal."""
+
+    def __init__(self, principal: Any, answerer: TerminalAnswerer, notices: OutputWrapper, max_rounds: int = 50) -> None:
+        self.principal = principal
+        self.answerer = answerer
+        self.notices = notices
+        self.max_rounds = max_rounds
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        from mcp_tools.protocol import versions
+        from mcp_tools.protocol.errors import McpError
+        from mcp_tools.server import RequestContext, dispatch
+
+        request_id = next(_request_ids)
+        rc = RequestContext(
+            principal=self.principal, protocol_version=versions.LATEST_MODERN, modern=True,
+            client_capabilities=CAPABILITIES, request_id=request_id, log_level="info",
+            progress_token=f"mcp_call-{request_id}", emit=self.notice,
+        )
+        try:
+            return await dispatch(method, params, rc)
+        except McpError as exc:
+            raise CommandError(f"{exc.message} ({exc.code}){format_error_data(exc.data)}") from None
+
+    async def notice(self, message: dict[str, Any]) -> None:
+        """Progress and log notifications of the running tool, on stderr."""
+        params = message.get("params") or {}
+        plain = str  # not the stderr wrapper's error style: these are no errors
+        if message.get("method") == "notifications/progress":
+            total = f"/{params['total']}" if params.get("total") is not None else ""
+            text = f" {params['message']}" if params.get("message") else ""
+            self.notices.write(f"[progress {params.get('progress')}{total}]{text}\n", plain, ending="")
+        elif message.get("method") == "notifications/message":
+            self.notices.write(f"[{params.get('level', 'info')}] {params.get('data')}\n", plain, ending="")
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        tools: list[dict[str, Any]] = []
+        params: dict[str, Any] = {}
+        while True:
+            page = await self.request("tools/list", params)
+            tools.extend(page.get("tools", []))
+            if not page.get("nextCursor"):
+                return tools
+            params = {"cursor": page["nextCursor"]}
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        for _ in range(self.max_rounds):
+            result = await self.request("tools/call", params)
+            if result.get("resultType") != "input_required":
+                return result
+            responses = {key: self.answerer.answer(key, request) for key, request in result["inputRequests"].items()}
+            params = {"name": name, "arguments": arguments, "inputResponses": responses, "requestState": result.get("requestState")}
+        raise CommandError(f"{name} still asked for input after {self.max_rounds} rounds")
+
+
+def format_error_data(data: Any) -> str:
+    """The useful part of an error's ``data`` (argument errors field by field)."""
+    if isinstance(data, dict) and isinstance(data.get("errors"), list):
+        return "".join(f"\n  {e.get('field') or '(arguments)'}: {e.get('message')}" for e in data["errors"] if isinstance(e, dict))
+    if data is None:
+        return ""
+    return f"\n  {json.dumps(data, default=str)}"
+
+
+def parse_arguments(pairs: list[str], json_args: str | None, schema: dict[str, Any] | None) -> dict[str, Any]:
+    """Tool arguments from ``--json-args`` then ``--arg k=v`` (a value is JSON unless the field is a string)."""
+    arguments: dict[str, Any] = {}
+    if json_args:
+        try:
+            loaded = json.loads(json_args)
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"--json-args is not valid JSON: {exc.msg} (at character {exc.pos})") from None
+        if not isinstance(loaded, dict):
+            raise CommandError("--json-args must be a JSON object")
+        arguments.update(loaded)
+    properties = (schema or {}).get("properties") or {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise CommandError(f"--arg takes KEY=VALUE, got {pair!r}")
+        prop = properties.get(key)
+        if not isinstance(prop, dict) or prop.get("type") == "string" or prop.get("enum") and all(isinstance(v, str) for v in prop["enum"]):
+            # A string field (or a name the schema does not know): the text as typed.
+            arguments[key] = raw
+            continue
+        try:
+            arguments[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            arguments[key] = raw  # the server says what is wrong with it
+    return arguments
+
+
+def format_result(result: dict[str, Any]) -> str:
+    """What a tool returned: its structured content as JSON, else its text blocks."""
+    if result.get("structuredContent") is not None:
+        return json.dumps(result["structuredContent"], indent=2, ensure_ascii=False, default=str)
+    return describe_content(result.get("content") or [])
+
+
+def tool_table(tools: list[dict[str, Any]]) -> str:
+    if not tools:
+        return "No tools visible to this user."
+    width = max(len(tool["name"]) for tool in tools)
+    rows = []
+    for tool in tools:
+        title = tool.get("title") or (tool.get("annotations") or {}).get("title") or ""
+        description = first_line(tool.get("description"))
+        rows.append(f"{tool['name']:<{width}}  {title + ': ' if title else ''}{description}".rstrip())
+    return "\n".join(rows)
+
+
+# -- the command --------------------------------------------------------------------------
+
+
+class Command(BaseCommand):
+    help = "Call an MCP tool in process as a user, answering its questions on the terminal (or --list the tools)."
+    #: ``call_command(..., stdin=...)`` supplies the operator's typing in tests.
+    stealth_options = ("stdin",)
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("tool", nargs="?", help="The tool to call.")
+        parser.add_argument("--list", action="store_true", help="List the tools the user can see instead.")
+        add_call_arguments(parser)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["list"]:
+            run_list(self, options)
+        elif not options.get("tool"):
+            raise CommandError("Name a tool to call, or pass --list")
+        else:
+            run_call(self, options)
+
+
+def add_call_arguments(parser: CommandParser, *, call: bool = True) -> None:
+    """The options of ``mcp_call`` and of ``mcp_tools list|call``."""
+    parser.add_argument("--user", help="Username to call as (default: MCP_TOOLS['STDIO_USER'], else anonymous if allowed).")
+    if not call:
+        return
+    parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="A tool argument (repeatable). VALUE is parsed as JSON unless the field is a string.")
+    parser.add_argument("--json-args", metavar="JSON", help="All arguments as one JSON object (--arg values override it).")
+    parser.add_argument("--json", action="store_true", dest="raw_json", help="Print the whole tools/call result as JSON.")
+    parser.add_argument("--no-input", "--noinput", action="store_false", dest="interactive",
+                        help="Fail instead of prompting when the tool asks for input.")
+
+
+def _caller(command: BaseCommand, options: dict[str, Any]) -> InProcessCaller:
+    stdin = options.get("stdin") or sys.stdin
+    answerer = TerminalAnswerer(stdin, command.stdout, interactive=options.get("interactive", True))
+    return InProcessCaller(principal_for(options.get("user")), answerer, command.stderr)
+
+
+def _run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def run_list(command: BaseCommand, options: dict[str, Any]) -> None:
+    """``--list``: the tools the user can see, one a line."""
+    caller = _caller(command, options)
+    command.stdout.write(tool_table(_run(caller.list_tools())))
+
+
+def run_call(command: BaseCommand, options: dict[str, Any]) -> None:
+    """Call ``options['tool']`` and print its result; a tool error is a CommandError (exit status 1)."""
+    caller = _caller(command, options)
+    name = options["tool"]
+
+    async def call() -> dict[str, Any]:
+        schema = next((tool.get("inputSchema") for tool in await caller.list_tools() if tool.get("name") == name), None)
+        arguments = parse_arguments(options.get("arg") or [], options.get("json_args"), schema)
+        return await caller.call_tool(name, arguments)
+
+    result = _run(call())
+    if options.get("raw_json"):
+        command.stdout.write(json.dumps(result, indent=2, ensure_ascii=False, default=str))
+    if result.get("isError"):
+        raise CommandError(f"{name} failed: {describe_content(result.get('content') or [])}")
+    if not options.get("raw_json"):
+        command.stdout.write(format_result(result))
