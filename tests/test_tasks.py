@@ -38,14 +38,18 @@ async def test_legacy_task_lifecycle_with_the_official_client(
     server = start_server().start()
     start_worker().start()
     # mcp 2.3.0 checks every tools/call result as a CallToolResult, so it cannot take the
-    # CreateTaskResult of a task-augmented call: that one request is sent raw.
-    async with http_client() as http:
+    # CreateTaskResult of a task-augmented call: that one request is sent raw, as the same
+    # user (an anonymous caller is bound to its session, and tasks are private to their caller).
+    from tests.clients import create_user_with_token
+
+    token = await sync_to_async(create_user_with_token)("tasker")
+    async with http_client(token) as http:
         raw = await LegacySession.open(http, server.url)
         created_raw = await raw.request("tools/call", {"name": "generate_report", "arguments": {"rows": 300}, "task": {"ttl": 60_000}})
     created = types.CreateTaskResult.model_validate(created_raw)  # the official types accept it
     task_id = created.task.task_id
     assert created.task.status == "working" and created.task.ttl == 60_000 and created.task.poll_interval
-    async with sdk_client(server.url, "legacy") as client:
+    async with sdk_client(server.url, "legacy", token=token) as client:
         session = client.session
         assert session.server_capabilities.tasks is not None
         status = await session.send_request(types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id)), types.GetTaskResult)
@@ -62,7 +66,7 @@ async def test_legacy_task_lifecycle_with_the_official_client(
             await session.send_request(types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id)), types.CancelTaskResult)
         assert finished.value.error.code == -32602
 
-        async with http_client() as http:
+        async with http_client(token) as http:
             raw = await LegacySession.open(http, server.url)
             running = await raw.request("tools/call", {"name": "generate_report", "arguments": {"rows": 100_000}, "task": {}})
         running_id = running["task"]["taskId"]
