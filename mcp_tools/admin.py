@@ -25,7 +25,6 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 from django.utils.translation import gettext_lazy as _
@@ -221,7 +220,7 @@ class ToolCallAdmin(admin.ModelAdmin):
 
         call = self.get_object(request, unquote(object_id))
         if call is None:
-            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]
         if not self.has_view_or_change_permission(request, call):
             raise PermissionDenied
         return views.detail(self, request, call)

@@ -48,7 +48,7 @@ def websocket_urlpatterns() -> list[Any]:
     """WebSocket routes of the admin's live dashboard (bare: add session auth and an Origin check yourself)."""
     from .console.consumers import ConsoleConsumer, websocket_path
 
-    return [path(websocket_path(), ConsoleConsumer.as_asgi(), name="mcp_tools_console")]  # type: ignore[arg-type]
+    return [path(websocket_path(), ConsoleConsumer.as_asgi(), name="mcp_tools_console")]
 
 
 def console_websocket_app() -> Any:

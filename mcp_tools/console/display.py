@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 PANEL_TEMPLATE = "admin/mcp_tools/toolcall/dashboard_panel.html"
 
 #: How each status is shown (a CSS class of ``mcp_tools/console.css``).
-BADGE = {
+BADGE: dict[str, str] = {
     CallStatus.WORKING: "working",
     CallStatus.INPUT_REQUIRED: "waiting",
     CallStatus.COMPLETED: "ok",

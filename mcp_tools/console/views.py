@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from django.contrib import messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
@@ -18,7 +17,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 
-from ..models import TERMINAL_STATUSES, CallStatus, ToolCall
+from ..models import TERMINAL_STATUSES, ToolCall
 from . import queries
 from .display import decorate, progress_bar, render_panel, status_badge, worker_state
 from .retry import is_retryable, retry_api
@@ -105,10 +104,11 @@ def act(model_admin: ToolCallAdmin, request: HttpRequest, object_id: str, action
     name = ACTIONS.get(action)
     call = model_admin.get_object(request, unquote(object_id))
     if call is None:
-        return model_admin._get_obj_does_not_exist_redirect(request, model_admin.opts, object_id)
+        return redirect(reverse("admin:mcp_tools_toolcall_changelist"))
     available = model_admin.get_actions(request)  # filtered by the user's permissions
-    if name is None or name not in available:
+    action_entry = available.get(name) if name is not None else None
+    if action_entry is None:
         raise PermissionDenied
-    func = available[name][0]
+    func = action_entry[0]
     func(model_admin, request, ToolCall.objects.filter(pk=call.pk))
     return redirect(reverse("admin:mcp_tools_toolcall_change", args=[call.pk]))
