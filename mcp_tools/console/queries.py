@@ -112,7 +112,7 @@ def _rows(queryset: QuerySet[ToolCall]) -> list[dict[str, Any]]:
 def fingerprint() -> str:
     """Changes whenever any call changes (one query on the ``-updated_at`` index)."""
     last = ToolCall.objects.order_by().aggregate(last=Max("updated_at"))["last"]
-    return last.isoformat() if last else ""
+    return f"{last.timestamp():.6f}" if last else ""  # URL-safe: the poll sends it back as ?since=
 
 
 def dashboard(now: datetime | None = None) -> Dashboard:
