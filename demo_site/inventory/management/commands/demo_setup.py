@@ -89,7 +89,7 @@ class Command(BaseCommand):
             "Connect a client:",
             "  Python:     .venv/bin/pip install -e '.[client]', then the README's \"Call it with a real client\"",
             f"  Inspector:  npx @modelcontextprotocol/inspector --cli {mcp_url} --transport http \\",
-            f"                --header 'Authorization: Token {token.key}' --method tools/list",
+            f"                --header 'Authorization: Token {token.key}' --protocol-era modern --method tools/list",
             f"  Terminal:   .venv/bin/python manage.py mcp_call echo --arg text=hello --user {ADMIN_USERNAME}",
             "Stop the demo with Ctrl-C.",
         ]
