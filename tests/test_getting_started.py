@@ -1,0 +1,160 @@
+"""docs/getting-started.md, run as written: a new Django project, a tool, a real client.
+
+The page marks what a reader does with fenced blocks whose info string says so:
+``bash step`` (commands, run in order in one shell directory that ``cd`` moves),
+``python file=PATH`` (a new file) and ``python append=PATH`` (added to a file), both
+relative to the folder the steps are in; ``bash server`` (the server, started in the
+background) and ``bash client`` (the client run against it). This test runs them in a
+temporary directory with this test run's virtualenv (whose interpreter and scripts come
+first on ``PATH``), so the page cannot drift from what works.
+
+Two substitutions keep it fast and parallel-safe: the ``pip install`` step is checked
+against the virtualenv (the package and its extra are already installed there, from this
+checkout) rather than run, and the server's port 8000 becomes a free port.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from tests.conftest import free_port
+
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "getting-started.md"
+BLOCK = re.compile(r"^```(\w+) ([^\n]+)\n(.*?)^```$", re.M | re.S)
+
+pytestmark = pytest.mark.live
+
+
+@dataclass
+class Block:
+    language: str
+    marker: str
+    text: str
+
+
+def page_blocks() -> list[Block]:
+    return [Block(language, marker.strip(), text) for language, marker, text in BLOCK.findall(PAGE.read_text())]
+
+
+def clean_env(venv_bin: Path) -> dict[str, str]:
+    """The environment of a reader's shell: this virtualenv first on PATH, none of the test run's Django settings."""
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("DJANGO_", "MCP_", "PYTEST", "COV_")) and key not in ("DATABASE_URL", "REDIS_URL", "PYTHONPATH", "CI")}
+    env["PATH"] = f"{venv_bin}{os.pathsep}{env.get('PATH', '')}"
+    env["VIRTUAL_ENV"] = str(venv_bin.parent)
+    return env
+
+
+def check_installed(command: str) -> None:
+    """A ``pip install 'dist[extra]'`` step: the distribution and the extra's requirements are in this venv."""
+    words = shlex.split(command)
+    assert words[:2] == ["pip", "install"] and len(words) == 3, f"unexpected install step: {command!r}"
+    wanted = Requirement(words[2])
+    dist = metadata.distribution(wanted.name)
+    for spec in dist.requires or []:
+        requirement = Requirement(spec)
+        # The base requirements, and those of the extras the step names.
+        if requirement.marker is not None and not any(requirement.marker.evaluate({"extra": extra}) for extra in wanted.extras or {""}):
+            continue
+        installed = metadata.version(requirement.name)
+        assert requirement.specifier.contains(installed, prereleases=True), f"{requirement} but {installed} is installed"
+
+
+def run_shell(script: str, cwd: Path, env: dict[str, str], timeout: float = 180) -> tuple[str, Path]:
+    """Run a step in bash from ``cwd``; returns its output and the directory it ended in."""
+    marker = "__CWD__="
+    completed = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", f"{script}\necho {marker}\"$PWD\""],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+    )
+    assert completed.returncode == 0, f"step failed ({completed.returncode}):\n{script}\n{completed.stdout}\n{completed.stderr}"
+    output, _, where = completed.stdout.rpartition(marker)
+    return output, Path(where.strip())
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"the server exited: {log.read_text()[-3000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError(f"the server did not listen in 60 s: {log.read_text()[-3000:]}")
+
+
+def test_the_page_marks_every_kind_of_step() -> None:
+    markers = [block.marker.split("=")[0] for block in page_blocks()]
+    assert {"step", "file", "append", "server", "client"} <= set(markers)
+    # Every fenced block of the page is a step this test runs: no unmarked commands or files.
+    assert PAGE.read_text().count("```") == 2 * len(markers)
+
+
+def test_getting_started_runs_as_written(tmp_path: Path) -> None:
+    env = clean_env(Path(sys.executable).parent)
+    port = free_port()
+    cwd = tmp_path
+    outputs: list[str] = []
+    server: subprocess.Popen[bytes] | None = None
+    log = tmp_path / "server.log"
+    try:
+        for block in page_blocks():
+            kind, _, path = block.marker.partition("=")
+            if kind == "step":
+                lines = block.text.splitlines()
+                if lines and lines[0].startswith("pip install"):
+                    check_installed(lines[0])
+                    lines = lines[1:]
+                if lines:
+                    output, cwd = run_shell("\n".join(lines), cwd, env)
+                    outputs.append(output)
+            elif kind == "file":
+                target = cwd / path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(block.text.replace("127.0.0.1:8000", f"127.0.0.1:{port}"))
+            elif kind == "append":
+                target = cwd / path
+                target.write_text(target.read_text() + "\n" + block.text)
+            elif kind == "server":
+                command = block.text.strip().replace(" 8000", f" {port}")
+                # "Ctrl-C stops it": the test sends SIGINT to the server's process group at the end.
+                server = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=cwd, env=env, stdout=log.open("wb"),
+                                          stderr=subprocess.STDOUT, start_new_session=True)
+                wait_for_port(port, server, log)
+            elif kind == "client":
+                token = re.search(r"Generated token (\w+) for user me", "\n".join(outputs))
+                assert token, f"no token in the steps' output: {outputs}"
+                output, _ = run_shell(block.text.replace("YOUR_TOKEN", token.group(1)), cwd, env, timeout=60)
+                outputs.append(output)
+            else:
+                raise AssertionError(f"unknown step marker {block.marker!r}")
+    finally:
+        if server is not None and server.poll() is None:
+            os.killpg(server.pid, signal.SIGINT)
+            try:
+                server.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait(5)
+    assert server is not None, "the page never started the server"
+    printed = "\n".join(outputs)
+    # What the page promises each step prints.
+    assert "Hello, Ada!" in outputs[-2], "mcp_call did not print the tool's answer"
+    assert "tools: ['greet']" in outputs[-1] and "Hello, Ada!" in outputs[-1], printed
+    # The server logged the client's requests to /mcp.
+    assert "POST /mcp" in log.read_text()
