@@ -31,6 +31,19 @@ STEP_ID_PREFIX = "mcp_tools"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 
 
+class CallEnded(McpError):
+    """The call was cancelled or expired while this stream waited on it.
+
+    Still a ``-32602`` for callers that only know :class:`McpError`; a stream
+    that carries a ``tools/call`` answers it with the cancellation result
+    instead, as it does when a cancel stops a running handler.
+    """
+
+    def __init__(self, status: str) -> None:
+        super().__init__(INVALID_PARAMS, f"The call was {status}")
+        self.status = status
+
+
 def step_request_id(call_id: str, seq: int) -> str:
     """The JSON-RPC id of the request we send for step ``seq`` of a call."""
     return f"{STEP_ID_PREFIX}:{call_id}:{seq}"
@@ -62,7 +75,10 @@ async def call(method: str, params: dict[str, Any], rc: RequestContext) -> dict[
             raise McpError(INVALID_PARAMS, "This call needs input from the client, which this transport cannot ask for")
         call_id = await core.suspend(inv, rc, round_number)
         await _ask_on_stream(call_id, outcome.pending, rc)
-        journal = await _wait_for_answers(call_id, round_number, rc)
+        try:
+            journal = await _wait_for_answers(call_id, round_number, rc)
+        except CallEnded as ended:
+            return core.ended_answer(target, ended.status)
         round_number += 1
         inv = core.new_invocation(target, rc, journal, call_id)
 
@@ -101,7 +117,7 @@ async def _wait(call_id: str, round_number: int) -> Journal:
                 raise McpError(INTERNAL_ERROR, "The call disappeared while waiting for input")
             row, journal = loaded
             if row.status in ("cancelled", "expired"):
-                raise McpError(INVALID_PARAMS, f"The call was {row.status}")
+                raise CallEnded(row.status)
             if not journal.pending and row.round == round_number:
                 if await store.claim_round(call_id, round_number):
                     return journal
@@ -195,7 +211,10 @@ async def _run_rounds(row: Any, journal: Journal, rc: RequestContext, already_se
         await core.suspend(inv, rc, round_number)
         await _ask_on_stream(call_id, outcome.pending, rc)
         already_sent.update(step_request_id(call_id, s.seq) for s in outcome.pending)
-        journal = await _wait_for_answers(call_id, round_number, rc)
+        try:
+            journal = await _wait_for_answers(call_id, round_number, rc)
+        except CallEnded as ended:
+            return core.ended_answer(target, ended.status)
         round_number += 1
         inv = core.new_invocation(target, rc, journal, call_id)
 
