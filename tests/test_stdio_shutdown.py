@@ -70,3 +70,15 @@ def test_past_the_grace_period_each_accepted_request_gets_an_error_reply(django_
     # Exactly one reply per request id.
     ids = [m["id"] for m in written if "id" in m and ("result" in m or "error" in m)]
     assert sorted(map(str, ids)) == sorted(map(str, ["init", 7, 8]))
+
+
+def test_a_line_nested_deeper_than_the_stack_is_a_parse_error_and_the_server_goes_on(django_db_setup: None) -> None:
+    """Found by the fuzzer (the same decoder as HTTP): the RecursionError used to end the stdio server."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.server_settings", "PYTHONPATH": str(ROOT)}
+    messages = handshake() + [{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "after"}}}]
+    lines = [json.dumps(messages[0]), json.dumps(messages[1]), "[" * 100_000, json.dumps(messages[2])]
+    done = subprocess.run([sys.executable, "manage.py", "mcp_stdio"], cwd=ROOT, env=env, input="\n".join(lines) + "\n",
+                          capture_output=True, text=True, timeout=60)
+    written = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    assert any(m.get("error", {}).get("code") == -32700 and m.get("id") is None for m in written), written
+    assert [m["result"]["content"] for m in written if m.get("id") == 3] == [[{"type": "text", "text": "after"}]]

@@ -51,6 +51,8 @@ def parse_body(body: bytes) -> Message:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise McpError(PARSE_ERROR, f"Parse error: {exc}", http_status=400) from None
+    except RecursionError:  # "[[[[..." deeper than the interpreter's stack: the decoder recurses per level
+        raise McpError(PARSE_ERROR, "Parse error: the JSON nests too deeply", http_status=400) from None
     return classify(payload)
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import sys
 from typing import Any, TextIO
@@ -74,10 +73,7 @@ class StdioServer:
             if not line.strip():
                 continue
             try:
-                message = jsonrpc.classify(json.loads(line))
-            except ValueError as exc:
-                await self.write(jsonrpc.error_message(None, McpError(-32700, f"Parse error: {exc}")))
-                continue
+                message = jsonrpc.parse_body(line.encode("utf-8", "surrogatepass"))
             except McpError as exc:
                 await self.write(jsonrpc.error_message(None, exc))
                 continue
