@@ -400,6 +400,12 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         app = setup_django(Path(tmp) / "fuzz.sqlite3")
+        from django.conf import settings
+
+        settings.ALLOWED_HOSTS.append("testserver")  # the in-process client's Host (before the first request reads it)
+        from tests.clients import _create_products
+
+        _create_products()
         logging.disable(logging.WARNING)  # refused requests log at INFO/WARNING; the figures are the point
         from mcp_tools.transports.http import McpEndpoint
 
