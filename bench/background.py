@@ -498,7 +498,8 @@ def report(results: list[ConfigResult], meta: dict[str, Any]) -> str:
     ok = [r for r in results if r.latency_ms]
     lines = [
         f"Background calls, {meta['calls']} sequential calls per kind, {meta['throughput']} queued for throughput; "
-        f"{meta['cpus']} CPUs, {meta['machine']}, Python {meta['python']}; {meta['stamp']}.",
+        f"{meta['cpus']} CPUs, {meta['machine']}, Python {meta['python']}; {meta['stamp']}."
+        + (f" What-if: embedded broker polling every {meta['broker_poll']} s." if meta.get("broker_poll") else ""),
         "",
         "| config | broker | database | tools/call -> handler p50 (ms) | p99 (ms) | goal p50 <= 20 ms |",
         "|---|---|---|---:|---:|---|",
@@ -553,6 +554,8 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", help="configurations to run: embedded, redis, redis+postgres")
     parser.add_argument("--redis-url", default=DEFAULT_REDIS, help=f"Redis for the redis configurations ({DEFAULT_REDIS})")
     parser.add_argument("--postgres", metavar="URL", help="also run redis+postgres on this database (created if missing)")
+    parser.add_argument("--broker-poll", type=float, metavar="SECONDS",
+                        help="what-if: the embedded broker's polling interval (the demo's is 0.05)")
     parser.add_argument("--calls", type=int, help="sequential calls per kind (default 300, --quick 60)")
     parser.add_argument("--throughput", type=int, help="queued calls (default 1000, --quick 200)")
     args = parser.parse_args()
@@ -571,6 +574,8 @@ def main() -> int:
     base_env.update({"PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "bench.background_settings",
                      "MCP_ALLOW_ANONYMOUS": "1", "PYTHONDONTWRITEBYTECODE": "1", "BENCH_UDP": probes.address,
                      "MCP_TOOLS_LOG_LEVEL": "WARNING"})
+    if args.broker_poll:
+        base_env["BENCH_BROKER_POLL"] = str(args.broker_poll)
     configs = [
         ("embedded", "mcpfs (files)", "SQLite", {"BENCH_DB": str(tmp / "embedded.sqlite3"),
                                                   "MCP_TOOLS_BROKER_DIR": str(tmp / "broker")}),
@@ -584,7 +589,7 @@ def main() -> int:
         configs = [c for c in configs if c[0] in args.only]
     meta = {"stamp": stamp, "calls": args.calls, "throughput": args.throughput, "quick": args.quick,
             "python": sys.version.split()[0], "machine": platform.platform(), "cpus": os.cpu_count(),
-            "configs": [c[:3] for c in configs]}
+            "configs": [c[:3] for c in configs], "broker_poll": args.broker_poll}
     started = time.monotonic()
     results = []
     try:

@@ -9,7 +9,7 @@ embedded broker's folder (both read by ``demo_site/settings.py``).
 import os
 
 from bench.bench_settings import *  # noqa: F401,F403
-from bench.bench_settings import DATABASES, INSTALLED_APPS
+from bench.bench_settings import CELERY_BROKER_TRANSPORT_OPTIONS, DATABASES, INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "bench.bgapp.apps.BenchBackgroundConfig"]
 ROOT_URLCONF = "demo_site.urls"
@@ -18,3 +18,8 @@ if os.environ.get("DATABASE_URL"):
     import dj_database_url
 
     DATABASES["default"] = dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60, conn_health_checks=True)
+
+# What-if for the embedded broker: BENCH_BROKER_POLL=0.01 polls the folder every 10 ms instead of
+# the demo's 50 ms (bench/background.py --broker-poll).
+if os.environ.get("BENCH_BROKER_POLL") and "polling_interval" in CELERY_BROKER_TRANSPORT_OPTIONS:
+    CELERY_BROKER_TRANSPORT_OPTIONS = {**CELERY_BROKER_TRANSPORT_OPTIONS, "polling_interval": float(os.environ["BENCH_BROKER_POLL"])}
