@@ -16,10 +16,12 @@ calls again, and their journaled ``ctx.once`` effects do not repeat.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import os
 import socket
+import threading
 import uuid
 from typing import Any
 
@@ -108,13 +110,32 @@ class RetryCall(Exception):
         self.countdown = countdown
 
 
-def run_call_sync(call_id: str, worker: str, attempt: int = 0) -> str:
-    """The body of the ``mcp_tools.run_call`` Celery task."""
-    from asgiref.sync import async_to_sync
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_lock = threading.Lock()
 
+
+def worker_loop() -> asyncio.AbstractEventLoop:
+    """This worker process's event loop, in a thread of its own, started on first use.
+
+    Every call this process runs shares it, so what lives as long as the process (the
+    shared channel layer's connections, the cancellation listener) lives on one loop.
+    A loop per task (``async_to_sync``) had to wind those down at the end of each
+    task: with channels-redis that waited out a blocked read, 5 s per task.
+    """
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop.is_closed():
+            _loop = asyncio.new_event_loop()
+            threading.Thread(target=_loop.run_forever, name="mcp-tools-worker-loop", daemon=True).start()
+        return _loop
+
+
+def run_call_sync(call_id: str, worker: str, attempt: int = 0) -> str:
+    """The body of the ``mcp_tools.run_call`` Celery task: one round, on this process's loop."""
+    future = asyncio.run_coroutine_threadsafe(run_in_worker(call_id, worker, attempt), worker_loop())
     try:
-        return async_to_sync(run_in_worker)(call_id, worker, attempt)
-    except asyncio.CancelledError:
+        return future.result()
+    except (asyncio.CancelledError, concurrent.futures.CancelledError):
         # The call ended (cancelled, expired, taken over) while this worker ran it; the row says so.
         return "stopped"
 

@@ -636,6 +636,9 @@ async def advance_and_run(
     concurrent retries of a round are settled by :func:`repeat_outcome`.
     """
     answers_digest = digest(responses)
+    if call.status == "cancelled":
+        # The caller's own token for a call that was cancelled: say so, not "invalid token".
+        return ended_answer(target, call.status)
     if call.round != round_number:
         return await repeat_outcome(call.id, round_number, answers_digest, purpose)
     if call.status != "input_required":
