@@ -200,3 +200,49 @@ def test_concurrent_completion_and_cancel_end_in_exactly_one_terminal_state() ->
     from django.db import connections
 
     connections.close_all()
+
+
+# -- a round whose process died is run again by the client's retry --------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_round_advanced_by_a_process_that_died_is_run_again_by_the_retry() -> None:
+    """The owner advanced round 1 with the answers, then died before any outcome: the row is
+    'working' and untouched. The client's identical retry takes the round over (instead of
+    'still being processed' until CALL_TTL) and gets the round's real answer."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from mcp_tools.engine.journal import digest
+    from tests.test_mrtr_security import TARGET, call, result_of, start
+
+    state0 = await start()
+
+    def die_after_advancing() -> None:
+        row = ToolCall.objects.get()
+        row.steps.filter(key="target").update(status="done", response=TARGET)
+        ToolCall.objects.filter(pk=row.pk).update(
+            round=1, status="working", last_answers_digest=digest({"target": TARGET}), last_outcome=None,
+        )
+        ToolCall.objects.filter(pk=row.pk).update(updated_at=timezone.now() - timedelta(seconds=60))
+
+    await sync_to_async(die_after_advancing)()
+    retried = result_of(await call(arguments={"service": "x"}, state=state0, responses={"target": TARGET}))
+    assert retried["resultType"] == "input_required" and list(retried["inputRequests"]) == ["verdict"]
+    row = await sync_to_async(ToolCall.objects.values("status", "round").get)()
+    assert row == {"status": "input_required", "round": 1}
+    # The same retry again gets the very same answer (now recorded with the round).
+    again = result_of(await call(arguments={"service": "x"}, state=state0, responses={"target": TARGET}))
+    assert again["inputRequests"] == retried["inputRequests"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_round_whose_owner_is_alive_is_not_taken_over() -> None:
+    from mcp_tools.store import sync_calls
+
+    row = await sync_to_async(_live_call)(status="working", round_number=1)
+    await sync_to_async(ToolCall.objects.filter(pk=row.pk).update)(last_answers_digest="d" * 64)
+    # Freshly touched (as the owner's CallWatch does every CANCEL_POLL_SECONDS): no takeover.
+    assert await sync_to_async(sync_calls.touch_live)(row.pk) is True
+    assert await sync_to_async(sync_calls.take_over_round)(row.pk, 1, "d" * 64, 3.0) is False

@@ -25,7 +25,6 @@ from typing import Any
 
 from .. import store
 from ..conf import mcp_settings
-from ..states import TERMINAL_STATUSES
 from . import broadcast
 
 logger = logging.getLogger("mcp_tools.cancellation")
@@ -134,14 +133,17 @@ class CallWatch:
         self._check = asyncio.ensure_future(self._check_row())
 
     async def _check_row(self) -> None:
+        # One write does both jobs: it tells whether the call has ended, and it shows that
+        # the call's owner is alive (a round whose owner died is taken over once the row
+        # has gone untouched for a few intervals, see store.take_over_round).
         try:
-            row = await store.call_status(self.call_id)
+            live = await store.touch_live(self.call_id)
         except Exception:
-            logger.warning("Could not read the status of call %s", self.call_id, exc_info=True)
-            row = ("working",)
+            logger.warning("Could not check the status of call %s", self.call_id, exc_info=True)
+            live = True
         if self.task.done() or _calls.get(self.call_id) is not self.task:
             return
-        if row is None or row[0] in TERMINAL_STATUSES:
+        if not live:
             _stop(self.task)
         else:
             self._schedule()

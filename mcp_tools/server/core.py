@@ -640,7 +640,10 @@ async def advance_and_run(
         # The caller's own token for a call that was cancelled: say so, not "invalid token".
         return ended_answer(target, call.status)
     if call.round != round_number:
-        return await repeat_outcome(call.id, round_number, answers_digest, purpose)
+        async def take_over() -> dict[str, Any]:
+            return await rerun_round(call.id, round_number + 1, target, rc, ask=ask, on_defer=on_defer)
+
+        return await repeat_outcome(call.id, round_number, answers_digest, purpose, take_over)
     if call.status != "input_required":
         raise invalid_token(purpose)
     pending = {step.key: step for step in journal.pending}
@@ -705,9 +708,39 @@ async def run_next_round(
         return await repeat_outcome(call.id, round_number, answers_digest, purpose)
 
 
-async def repeat_outcome(call_id: Any, round_number: int, answers_digest: str, purpose: str) -> dict[str, Any]:
-    """A retry of a round that already advanced: identical answers get the identical outcome."""
+async def rerun_round(
+    call_id: Any, round_number: int, target: Target, rc: RequestContext, *, ask: AskForInput, on_defer: OnDefer | None,
+) -> dict[str, Any]:
+    """Run a call's current round again from its journal (its answers are recorded already)."""
+    loaded = await store.load_call(call_id)
+    if loaded is None:
+        return ended_answer(target, "cancelled")
+    _, journal = loaded
+    inv = new_invocation(target, rc, journal, str(call_id))
+    outcome = await execute(target, inv)
+    if isinstance(outcome, engine.NeedsInput):
+        answer = ask(str(call_id), round_number, outcome.pending)
+        await suspend(inv, rc, round_number, last_outcome={"round": round_number, "answer": answer})
+        return answer
+    if isinstance(outcome, engine.Deferred):
+        if on_defer is None:
+            return error_result("This tool continues on a background worker, which this kind of call cannot follow.")
+        return await on_defer(inv, round_number)
+    return await finish(inv, target, outcome, rc, round_number)
+
+
+async def repeat_outcome(
+    call_id: Any, round_number: int, answers_digest: str, purpose: str,
+    take_over: Callable[[], Awaitable[dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
+    """A retry of a round that already advanced: identical answers get the identical outcome.
+
+    If the process that advanced the round died before its outcome (the row stays
+    untouched), ``take_over`` runs the round again here from the journal, where the
+    answers are recorded: the call stays resumable instead of stuck ``working``.
+    """
     deadline = time.monotonic() + 30
+    poll = float(mcp_settings.CANCEL_POLL_SECONDS)
     while True:
         row = await store.call_status(call_id)
         if row is None:
@@ -717,6 +750,10 @@ async def repeat_outcome(call_id: Any, round_number: int, answers_digest: str, p
             break
         if last_outcome and last_outcome.get("round") == round_number + 1:
             return last_outcome["answer"]
+        if take_over is not None and poll > 0 and status == "working" and \
+                await store.take_over_round(call_id, round_number + 1, answers_digest, 3 * poll):
+            logger.warning("Call %s: the process running round %s is gone; this request runs it again", call_id, round_number + 1)
+            return await take_over()
         if time.monotonic() > deadline:
             raise McpError(INTERNAL_ERROR, "The round is still being processed; retry later")
         await asyncio.sleep(0.02)

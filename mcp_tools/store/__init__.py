@@ -17,7 +17,7 @@ from ..managers import CallNotLive
 from . import calls as sync_calls, sessions as sync_sessions
 
 __all__ = [
-    "CallNotLive", "advance", "call_task_id", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "answer_step", "append_event", "call_for_stream", "call_request_id", "call_status", "claim_round",
+    "CallNotLive", "advance", "call_task_id", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "answer_step", "append_event", "call_for_stream", "call_request_id", "call_status", "claim_round",
     "create_call", "create_session", "db", "delete_session", "events_after", "get_session", "load_call",
     "record_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
     "subscribers", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "record_progress", "set_stream",
@@ -43,6 +43,8 @@ claim_for_worker = db(sync_calls.claim_for_worker)
 renew_lease = db(sync_calls.renew_lease)
 tasks_of = db(sync_calls.tasks_of)
 call_task_id = db(sync_calls.call_task_id)
+touch_live = db(sync_calls.touch_live)
+take_over_round = db(sync_calls.take_over_round)
 
 # -- 2025-11-25 sessions, subscriptions, SSE event log ---------------------------
 create_session = db(sync_sessions.create_session)

@@ -273,3 +273,29 @@ def copy_failed_background_call(call_id: Any, task_id: str) -> tuple[str, str, s
         expires_at=timezone.now() + timedelta(seconds=mcp_settings.CALL_TTL),
     )
     return str(new.id), old.tool_name, task_id
+
+
+def touch_live(call_id: Any) -> bool:
+    """Mark a live call as still being run by its (living) owner; False when it has ended."""
+    from ..models import ToolCall
+
+    return bool(ToolCall.objects.filter(id=call_id, status__in=("working", "input_required")).update(updated_at=timezone.now()))
+
+
+def take_over_round(call_id: Any, round_number: int, answers_digest: str, stale_seconds: float) -> bool:
+    """Claim a round whose owner died after advancing it (compare-and-set; one claimant wins).
+
+    The round was advanced with these answers, has no outcome, and nobody touched
+    the row for ``stale_seconds``: a living owner touches it every
+    ``CANCEL_POLL_SECONDS`` (see :class:`~mcp_tools.interprocess.cancellation.CallWatch`).
+    Background calls are taken over by the lease sweep instead.
+    """
+    from ..models import ToolCall
+
+    now = timezone.now()
+    return bool(
+        ToolCall.objects.filter(
+            id=call_id, status="working", round=round_number, last_answers_digest=answers_digest,
+            last_outcome__isnull=True, background=False, updated_at__lt=now - timedelta(seconds=stale_seconds),
+        ).update(updated_at=now)
+    )
