@@ -36,10 +36,11 @@ from ..protocol.answers import InvalidAnswer, check_answer
 from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError, invalid_params
 from ..protocol.levels import at_least
 from ..registry import Prompt, Resource, Tool, registry
-from ..registry.results import Page, Pending, ToolError
+from ..registry.results import Pending, ToolError
 from . import tokens
 from .auth import Principal
 from .context import RequestContext
+from .resumable import client_resumes, shape_value
 
 logger = logging.getLogger("mcp_tools.calls")  # the name operators configured; kept across the move
 
@@ -514,56 +515,6 @@ async def finish(inv: engine.Invocation, target: Target, outcome: Any, rc: Reque
         failed = bool(result.get("isError"))
         await announce(inv, events.tool_call_failed if failed else events.tool_call_finished, "failed" if failed else "completed")
     return result
-
-
-# -- resume tokens (seed 002): shared by background calls, pages and converging state --------
-
-RESUME_PURPOSE = "resume"
-NEXT_RESUME_TOKEN = "nextResumeToken"
-
-
-def client_resumes(rc: RequestContext) -> bool:
-    """Whether the client said it resumes calls: ``capabilities.experimental.resumeTokens``.
-
-    Only such clients get an interim answer ("still working", "not yet") with
-    ``nextResumeToken``: a client that does not know the extension would take it
-    for the result (and one that checks results against the tool's output
-    schema would refuse it). Pages carry a token for every client.
-    """
-    experimental = rc.client_capabilities.get("experimental")
-    return isinstance(experimental, dict) and "resumeTokens" in experimental
-
-
-def seal_resume(rc: RequestContext, target: Target, **payload: Any) -> str:
-    """A resume token for this caller, tool and arguments: ``c`` (a running call) or ``k`` (a cursor)."""
-    return tokens.seal(RESUME_PURPOSE, {"p": rc.principal.id, "t": target.name, "d": target.params_digest, **payload})
-
-
-def with_next_token(result: dict[str, Any], token: str) -> dict[str, Any]:
-    """``result`` carrying ``nextResumeToken`` in the result and in ``_meta``."""
-    meta = dict(result.get("_meta") or {})
-    meta[NEXT_RESUME_TOKEN] = token
-    return {**result, NEXT_RESUME_TOKEN: token, "_meta": meta}
-
-
-def status_result(text: str, status: dict[str, Any]) -> dict[str, Any]:
-    """An interim ``CallToolResult``: a line for the model, the state under ``_meta``."""
-    return {"content": [{"type": "text", "text": text}], "_meta": {"io.modelcontextprotocol/status": status}}
-
-
-def shape_value(target: Target, value: Any, rc: RequestContext) -> dict[str, Any]:
-    """The wire result of a handler's return value, pages and converging state included."""
-    if isinstance(value, Page):
-        result = target.shape(value.items)
-        if value.next_cursor is not None:
-            result = with_next_token(result, seal_resume(rc, target, k=value.next_cursor))
-        return result
-    if isinstance(value, Pending):
-        status: dict[str, Any] = {"status": "pending", "message": value.message}
-        if value.progress is not None:
-            status.update(progress=value.progress, total=value.total)
-        return with_next_token(status_result(value.message, status), seal_resume(rc, target))
-    return target.shape(value)
 
 
 async def _converge(target: Target, rc: RequestContext, outcome: engine.Completed) -> Any:

@@ -16,7 +16,7 @@ from ...interprocess import wakeups
 from ...protocol import jsonrpc
 from ...engine.journal import Step
 from ...protocol.errors import INTERNAL_ERROR, McpError, invalid_params
-from .. import background, core
+from .. import background, core, resumable
 from . import resume, tasks
 from ..context import RequestContext
 
@@ -92,14 +92,14 @@ async def _back_to_worker(call_id: str, rc: RequestContext, target: core.Target)
 async def _while_on_worker(call_id: str, rc: RequestContext, target: core.Target) -> dict[str, Any]:
     """What a 2026 client without tasks gets while a worker runs its call.
 
-    A client that resumes calls (see :func:`core.client_resumes`) gets a resume
+    A client that resumes calls (see :func:`resumable.client_resumes`) gets a resume
     token at once. Any other holds this request: it receives the worker's progress
     on the response stream, then the result, or an ``InputRequiredResult`` when
     the handler asks something. Closing the stream cancels the call.
     """
     if tasks.wants_task(target, rc):
         return await tasks.created(call_id)
-    if core.client_resumes(rc):
+    if resumable.client_resumes(rc):
         return resume.running_answer(call_id, rc, target)
     try:
         return await _hold(call_id, rc, target)

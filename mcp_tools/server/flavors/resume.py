@@ -20,7 +20,7 @@ from typing import Any
 
 from ... import engine, store
 from ...protocol.errors import McpError, invalid_params
-from .. import core, tokens
+from .. import core, resumable, tokens
 from ..context import RequestContext
 
 logger = logging.getLogger("mcp_tools.calls")
@@ -38,7 +38,7 @@ def running_answer(call_id: str, rc: RequestContext, target: core.Target, row: A
         total = f"/{row.progress_total:g}" if row.progress_total else ""
         text = f"Working: {row.progress:g}{total}" + (f" ({row.status_message})" if row.status_message else "")
         status.update(progress=row.progress, total=row.progress_total, message=row.status_message or None)
-    return core.with_next_token(core.status_result(text, status), core.seal_resume(rc, target, c=call_id))
+    return resumable.with_next_token(resumable.status_result(text, status), resumable.seal_resume(rc, target, c=call_id))
 
 
 def token_of(params: dict[str, Any]) -> Any:
@@ -60,7 +60,7 @@ async def resume(
     """
     target = await core.resolve_target("tools/call", params, rc.principal)
     try:
-        payload = tokens.unseal(core.RESUME_PURPOSE, token)
+        payload = tokens.unseal(resumable.RESUME_PURPOSE, token)
     except tokens.InvalidToken:
         raise invalid() from None
     if payload.get("p") != rc.principal.id or payload.get("t") != target.name or payload.get("d") != target.params_digest:
