@@ -17,9 +17,10 @@ round-robin over them, so a burst of foreign load on the machine hits
 different servers in different rounds instead of one server's whole run.
 
 Servers: mcp_tools (demo project) under uvicorn and daphne, the official SDK
-(``mcp`` 2.3.0) and fastmcp under uvicorn, and two references without MCP work:
-a bare Channels ``AsyncHttpConsumer`` under daphne and a plain Django async
-view under uvicorn. Results: a markdown table on stdout and
+(``mcp`` 2.3.0) and fastmcp under uvicorn, and three references without MCP work:
+a raw ASGI app answering the same bytes as mcp_tools's echo under uvicorn (the
+ceiling), a bare Channels ``AsyncHttpConsumer`` under daphne and a plain Django
+async view under uvicorn. Results: a markdown table on stdout and
 ``bench/results/<stamp>/`` (``results.{json,md}``, every wrk run, server logs). A run with a wrong body, a socket error
 or a non-2xx answer is INVALID (exit status 1).
 """
@@ -82,6 +83,8 @@ SERVERS = [
            note="mcp 2.3.0 MCPServer.streamable_http_app(json_response=True), stateful"),
     Server("fastmcp/uvicorn", uvicorn("bench.fastmcp_app:app"), [ERA_2025, ERA_2026],
            note="fastmcp http_app(json_response=True), stateful"),
+    Server("raw-asgi/uvicorn", uvicorn("bench.raw_app:app"), [REF],
+           note="raw ASGI app, the same bytes as mcp_tools's 2026 echo answer (the ceiling)"),
     Server("channels-consumer/daphne", daphne("bench.ref_apps:consumer_app"), [REF],
            note="bare AsyncHttpConsumer, fixed JSON body"),
     Server("django-view/uvicorn", uvicorn("bench.ref_apps:django_app"), [REF],
@@ -112,6 +115,15 @@ class Result:
     @property
     def rps_all(self) -> list[float]:
         return [self._rps(run) for run in self.rounds]
+
+    @property
+    def rps_median(self) -> float:
+        """Median req/s over the throughput rounds (what the target ratios use)."""
+        values = sorted(self.rps_all)
+        if not values:
+            return 0.0
+        mid = len(values) // 2
+        return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
     @property
     def cpu_us(self) -> float:
@@ -370,24 +382,40 @@ def report(results: list[Result], meta: dict) -> str:
         return getattr(a, attr) / getattr(b, attr)
 
     lines = [
-        f"Run {meta['stamp']} ({'quick' if meta['quick'] else 'full'}): servers pinned to CPU {SERVER_CPU}, wrk on CPU {LOAD_CPU}. "
+        f"Run {meta['stamp']} ({'quick' if meta['quick'] else 'full'}, database: {meta.get('database', 'SQLite')}): servers pinned to CPU {SERVER_CPU}, wrk on CPU {LOAD_CPU}. "
         f"req/s: best of {meta['rounds']} × {meta['seconds']:.0f} s at 32 connections; CPU µs/req: the server's CPU time "
         f"per request (median of the rounds; lower is better); p50/p99: best of {meta['latency_rounds']} × "
         f"{meta['latency_seconds']:.0f} s at 1 connection. \"vs SDK\": ratio to the official SDK under uvicorn, same era.",
         "",
-        "| server | era | req/s | req/s vs SDK | CPU µs/req | CPU vs SDK | p50 ms | p50 vs SDK | p99 ms | valid |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| server | era | req/s | req/s median | req/s vs SDK | CPU µs/req | CPU vs SDK | p50 ms | p50 vs SDK | p99 ms | valid |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
         sdk = by.get(("sdk/uvicorn", r.era))
         era = "—" if r.era == REF else r.era
         lines.append(
-            f"| {r.server} | {era} | {r.rps:,.0f} | {fmt_ratio(ratio(r, sdk, 'rps'))} | {r.cpu_us:,.0f} | "
+            f"| {r.server} | {era} | {r.rps:,.0f} | {r.rps_median:,.0f} | {fmt_ratio(ratio(r, sdk, 'rps'))} | {r.cpu_us:,.0f} | "
             f"{fmt_ratio(ratio(r, sdk, 'cpu_us'))} | {r.p50_ms:.2f} | {fmt_ratio(ratio(r, sdk, 'p50_ms'))} | "
             f"{r.p99_ms:.2f} | {'yes' if not r.problems else 'NO'} |"
         )
     consumer = by.get(("channels-consumer/daphne", REF))
-    lines += ["", "| target | req/s ratio | CPU/req ratio | met |", "|---|---:|---:|---|"]
+    raw = by.get(("raw-asgi/uvicorn", REF))
+    lines += ["", f"Targets: req/s ratios of the medians over the {meta['rounds']} rounds (measured side by side, "
+                  "round-robin); CPU/req ratios of the median CPU µs per request.", "",
+              "| target | req/s ratio (medians) | CPU/req ratio | met |", "|---|---:|---:|---|"]
+    for era in (ERA_2025, ERA_2026):
+        mine, sdk = by.get(("mcp_tools/uvicorn", era)), by.get(("sdk/uvicorn", era))
+        value = ratio(mine, sdk, "rps_median")
+        if mine is not None and sdk is not None:
+            lines.append(f"| mcp_tools/uvicorn ≥ 2.5 × SDK/uvicorn, {era} | {fmt_ratio(value)} | "
+                         f"{fmt_ratio(ratio(mine, sdk, 'cpu_us'))} | {'—' if value is None else 'yes' if value >= 2.5 else 'NO'} |")
+        fast = by.get(("fastmcp/uvicorn", era))
+        if mine is not None and fast is not None:
+            lines.append(f"| mcp_tools/uvicorn vs fastmcp/uvicorn, {era} (no target) | {fmt_ratio(ratio(mine, fast, 'rps_median'))} | "
+                         f"{fmt_ratio(ratio(mine, fast, 'cpu_us'))} | — |")
+        if mine is not None and raw is not None:
+            lines.append(f"| mcp_tools/uvicorn CPU/req as a multiple of the raw ASGI ceiling, {era} | "
+                         f"{fmt_ratio(ratio(mine, raw, 'rps_median'))} | {fmt_ratio(ratio(mine, raw, 'cpu_us'))} | — |")
     for name in ("mcp_tools", "mcp_tools+what-if"):
         for era in (ERA_2025, ERA_2026):
             mine, sdk = by.get((f"{name}/uvicorn", era)), by.get(("sdk/uvicorn", era))
@@ -444,6 +472,10 @@ def main() -> int:
                              "commit before a refactor), named mcp_tools@baseline/..., measured round-robin with "
                              "the others in the same run")
     parser.add_argument("--rounds", type=int, dest="rounds_override", help="throughput rounds (default 3, --quick 1)")
+    parser.add_argument("--database-url", metavar="URL",
+                        help="serve the Django rows from this database (e.g. postgres://postgres@127.0.0.1:5432/mcp_bench; "
+                             "migrated, not emptied) instead of a fresh SQLite file; DATABASE_URL of the "
+                             "environment is ignored either way")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.seconds, args.latency_rounds, args.latency_seconds, args.warmup = 1, 3, 1, 2, 1
@@ -483,9 +515,12 @@ def main() -> int:
            "PYTHONDONTWRITEBYTECODE": "1", "BENCH_WHAT_IF": args.what_if or ""}
     for name in ("DATABASE_URL", "REDIS_URL", "DJANGO_DEBUG"):
         env.pop(name, None)
+    if args.database_url:
+        env["DATABASE_URL"] = args.database_url
     meta: dict = {"stamp": stamp, "quick": args.quick, "rounds": args.rounds, "seconds": args.seconds,
                   "latency_rounds": args.latency_rounds, "latency_seconds": args.latency_seconds,
                   "python": sys.version.split()[0], "machine": platform.platform(), "cpus": os.cpu_count(),
+                  "database": args.database_url or "SQLite (temp file)",
                   "servers": {s.name: {"cmd": s.cmd, "note": s.note} for s in servers}}
     started = time.monotonic()
     try:
@@ -505,7 +540,7 @@ def main() -> int:
     meta["elapsed_s"] = round(time.monotonic() - started, 1)
     markdown = report(results, meta)
     payload = {"meta": meta, "results": [{**r.__dict__, "summary": {
-        "rps_best": r.rps, "rps_rounds": r.rps_all, "cpu_us_per_request": r.cpu_us, "p50_ms": r.p50_ms,
+        "rps_best": r.rps, "rps_median": r.rps_median, "rps_rounds": r.rps_all, "cpu_us_per_request": r.cpu_us, "p50_ms": r.p50_ms,
         "p99_ms": r.p99_ms, "foreign_cpu0_max": r.foreign}} for r in results]}
     (raw_dir / "results.json").write_text(json.dumps(payload, indent=2))
     (raw_dir / "results.md").write_text(markdown + "\n")
