@@ -34,9 +34,11 @@ TOOLS = ["deploy", "slow_count", "restock", "search_products", "shop.orders.refu
          "report.build", "calculator"]
 
 
-def child(db: str, calls: int, steps: int, runs: int) -> None:
+def child(db: str, calls: int, steps: int, runs: int, reuse: str | None = None) -> None:
     """Runs in a fresh process per database (Django is set up once per process)."""
-    if db == "sqlite":
+    if reuse:
+        os.environ["DATABASE_URL"] = reuse  # a database an earlier run filled: time the pages only
+    elif db == "sqlite":
         os.environ["DATABASE_URL"] = f"sqlite:///{tempfile.mkdtemp(prefix='admin-scale-')}/bench.sqlite3"
     else:
         subprocess.run(["psql", "-h", "127.0.0.1", "-U", "postgres", "-qc", "DROP DATABASE IF EXISTS mcp_admin_bench"], check=True)
@@ -54,10 +56,15 @@ def child(db: str, calls: int, steps: int, runs: int) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    started = time.perf_counter()
-    sample = populate(calls, steps)
-    print(f"[{db}] generated {calls:,} calls and {calls * steps:,} steps in {time.perf_counter() - started:.0f} s", flush=True)
-    if db == "postgres":
+    if reuse:
+        from mcp_tools.models import ToolCall
+
+        sample = str(ToolCall.objects.filter(status__in=["working", "input_required"]).values_list("id", flat=True)[0])
+    else:
+        started = time.perf_counter()
+        sample = populate(calls, steps)
+        print(f"[{db}] generated {calls:,} calls and {calls * steps:,} steps in {time.perf_counter() - started:.0f} s", flush=True)
+    if db == "postgres" and not reuse:
         from django.db import connection
 
         with connection.cursor() as cursor:
@@ -129,6 +136,7 @@ def time_pages(db: str, sample: str, runs: int) -> None:
         "changelist (all 200k, newest first)": changelist + "?state=all",
         "changelist (one tool, all)": changelist + "?state=all&tool_name=deploy",
         "changelist (sorted by last activity)": changelist + "?state=all&o=-6",
+        "changelist (search a call id)": changelist + "?state=all&q=" + sample,
         "call detail page": reverse("admin:mcp_tools_toolcall_change", args=[sample]),
         "dashboard": reverse("admin:mcp_tools_toolcall_dashboard"),
         "dashboard poll (unchanged)": None,
@@ -157,14 +165,15 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200_000)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--reuse", metavar="DATABASE_URL", help="time the pages on a database an earlier run filled (one --db)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.calls, args.steps, args.runs)
+        child(args.child, args.calls, args.steps, args.runs, args.reuse)
         return
     for db in (["sqlite", "postgres"] if args.db == "both" else [args.db]):
         subprocess.run([sys.executable, __file__, "--child", db, "--calls", str(args.calls), "--steps", str(args.steps),
-                        "--runs", str(args.runs)], check=True, cwd=ROOT)
+                        "--runs", str(args.runs), *(["--reuse", args.reuse] if args.reuse else [])], check=True, cwd=ROOT)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ needs ``view_toolcall``. Every action is recorded in the admin's ``LogEntry``.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -79,7 +80,8 @@ class ToolCallAdmin(admin.ModelAdmin):
     search_fields = ("tool_name", "=id", "principal", "=celery_task_id", "=session_id")
     list_select_related = ("user",)
     list_per_page = 50
-    date_hierarchy = "created_at"
+    # No date_hierarchy: its MIN/MAX and per-day queries scan the table (0.3 s on PostgreSQL,
+    # over 1 s on SQLite at 200,000 calls); the created_at list filter needs no query.
     show_full_result_count = False  # COUNT(*) on a huge table is slow
     actions = ["cancel_calls", "expire_calls", "retry_calls"]
     readonly_fields = [f.name for f in ToolCall._meta.fields]
@@ -87,6 +89,17 @@ class ToolCallAdmin(admin.ModelAdmin):
 
     class Media:
         css = {"all": ["mcp_tools/console.css"]}
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[ToolCall], search_term: str) -> tuple[QuerySet[ToolCall], bool]:
+        """A UUID is a call id or a Celery task id: look it up exactly instead of scanning every text column."""
+        term = search_term.strip()
+        try:
+            as_uuid = uuid.UUID(term)
+        except ValueError:
+            return super().get_search_results(request, queryset, search_term)
+        # Two lookups, not one OR: the OR would defeat the primary key index.
+        by_id = queryset.filter(pk=as_uuid)
+        return (by_id if by_id.exists() else queryset.filter(celery_task_id=term)), False
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:
         return queries.with_step_counts(super().get_queryset(request).select_related("user"))

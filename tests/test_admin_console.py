@@ -145,6 +145,8 @@ def test_search_by_tool_call_id_principal_and_task_id(operator: Client) -> None:
     assert [c.pk for c in shown(operator.get(url, {"q": str(deploy.pk)}))] == [deploy.pk]
     assert [c.pk for c in shown(operator.get(url, {"q": "user:77"}))] == [deploy.pk]
     assert [c.pk for c in shown(operator.get(url, {"q": "celery-task-1"}))] == [task.pk]
+    uuid_task = make_call("crunch", "working", celery_task_id=str(uuid.uuid4()), background=True)
+    assert [c.pk for c in shown(operator.get(url, {"q": f" {uuid_task.celery_task_id} "}))] == [uuid_task.pk]
     # Text that is not a call id searches the other fields and finds nothing: no error.
     response = operator.get(url, {"q": "no-such-thing"})
     assert response.status_code == 200 and shown(response) == []
@@ -201,7 +203,7 @@ def test_page_query_counts_do_not_grow_with_rows(operator: Client) -> None:
     assert counts_large == counts_small
     assert counts_small["changelist"] <= 12, counts_small
     assert counts_small["detail"] <= 10, counts_small
-    assert counts_small["dashboard"] <= 12, counts_small
+    assert counts_small["dashboard"] <= 14, counts_small
 
 
 # -- the detail page ----------------------------------------------------------------------------

@@ -109,6 +109,19 @@ def _rows(queryset: QuerySet[ToolCall]) -> list[dict[str, Any]]:
     return rows
 
 
+def _live_first(field_name: str) -> list[dict[str, Any]]:
+    """The :data:`TOP` live calls with the smallest ``field_name``: one query per live status, merged.
+
+    ``status IN (...) ORDER BY created_at`` cannot be read in order from the
+    ``(status, created_at)`` index, and PostgreSQL then walks the whole
+    ``created_at`` index looking for live rows (0.3 s at 200,000 calls); each
+    status on its own is a short index range.
+    """
+    rows = [row for status in LIVE_STATUSES
+            for row in _rows(ToolCall.objects.filter(status=status).order_by(field_name))]
+    return sorted(rows, key=lambda row: row[field_name])[:TOP]
+
+
 def fingerprint() -> str:
     """Changes whenever any call changes (one query on the ``-updated_at`` index)."""
     last = ToolCall.objects.order_by().aggregate(last=Max("updated_at"))["last"]
@@ -116,7 +129,7 @@ def fingerprint() -> str:
 
 
 def dashboard(now: datetime | None = None) -> Dashboard:
-    """Everything the dashboard shows, in eight queries."""
+    """Everything the dashboard shows, in ten queries."""
     now = now or timezone.now()
     day_ago = now - timedelta(days=1)
     hour = _window("Last hour", now - timedelta(hours=1))
@@ -134,8 +147,8 @@ def dashboard(now: datetime | None = None) -> Dashboard:
         now=now,
         windows=[hour, day],
         in_flight={status: in_flight.get(status, 0) for status in LIVE_STATUSES},
-        oldest=_rows(live.order_by("created_at")),
-        quietest=_rows(live.order_by("updated_at")),
+        oldest=_live_first("created_at"),
+        quietest=_live_first("updated_at"),
         slowest=slowest,
         failing=day.failing,  # from the day's (tool, status) groups: no query of its own
         buckets=_buckets(now),
