@@ -1,6 +1,8 @@
 """Settings of the benchmark servers: the demo project on a throw-away SQLite file, quiet, DEBUG off.
 
-``BENCH_DB`` is the SQLite path (``bench/run.py`` makes one in a temp dir and migrates it).
+``BENCH_DB`` is the SQLite path (``bench/run.py`` makes one in a temp dir and migrates it). With
+``DATABASE_URL`` pointing at another database (PostgreSQL), the demo settings have already parsed
+it (``CONN_MAX_AGE = 60``, health checks on) and it is used as is: ``BENCH_DB`` only names SQLite files.
 """
 
 import os
@@ -8,7 +10,8 @@ import os
 from demo_site.settings import *  # noqa: F401,F403
 from demo_site.settings import DATABASES, MCP_TOOLS
 
-DATABASES["default"]["NAME"] = os.environ.get("BENCH_DB", "/tmp/mcp-tools-bench.sqlite3")
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    DATABASES["default"]["NAME"] = os.environ.get("BENCH_DB", "/tmp/mcp-tools-bench.sqlite3")
 DEBUG = False
 ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
 MCP_TOOLS = {**MCP_TOOLS, "ALLOW_ANONYMOUS": True}

@@ -34,10 +34,12 @@ Run::
     python bench/engine.py            # full: about 80 s
     python bench/engine.py --quick    # smoke check: under 30 s
     python bench/engine.py --json /tmp/engine.json   # + raw results
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/mcp_bench python bench/engine.py   # PostgreSQL
 
 Markdown tables go to stdout, progress to stderr. Settings: ``bench.bench_settings``
 (demo project, DEBUG off, quiet logging, anonymous MCP allowed) on a throw-away SQLite
-file in a temp dir, migrated at start. Method and interpretation:
+file in a temp dir, migrated at start; with ``DATABASE_URL`` set, that database instead
+(migrated and emptied with ``flush``: its name must contain ``bench``). Method and interpretation:
 ``docs/performance-durable.md``.
 """
 
@@ -71,7 +73,6 @@ ANSWER = {"action": "accept", "content": {"ok": True}}
 ECHO_TEXT = "hello from the durable engine benchmark"
 CONFIRM_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean", "title": "Ok", "description": "Go ahead", "default": True}}}
 SIZES = [1, 10, 100]
-REUSE_MAX_AGE = 600
 
 
 def log(message: str) -> None:
@@ -80,32 +81,92 @@ def log(message: str) -> None:
 
 # -- setup ----------------------------------------------------------------------------------
 
-#: Database work seen by the server: connections opened and SQL statements run (any thread).
-DB_COUNTS = {"opens": 0, "queries": 0}
+#: Database work seen by the server (any thread): connections opened, SQL statements run
+#: through the cursor, and round trips to the database server. A round trip is a statement,
+#: plus what the driver sends unseen by ``execute_wrapper``: PostgreSQL's implicit ``BEGIN``
+#: (psycopg sends it before the first statement of a transaction), every ``COMMIT`` or
+#: ``ROLLBACK`` of an open transaction, and the ``SELECT 1`` of a connection health check.
+#: SQLite's ``BEGIN IMMEDIATE`` goes through the cursor, so it is already a statement there.
+DB_COUNTS = {"opens": 0, "queries": 0, "trips": 0}
+
+
+def _in_transaction(connection: Any) -> bool:
+    """Whether the driver connection has a transaction open on the server."""
+    raw = connection.connection
+    if raw is None:
+        return False
+    if connection.vendor == "postgresql":
+        from psycopg import pq
+
+        return raw.info.transaction_status != pq.TransactionStatus.IDLE
+    return bool(getattr(raw, "in_transaction", False))
 
 
 def _count_query(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+    connection = context["connection"]
     DB_COUNTS["queries"] += 1
+    DB_COUNTS["trips"] += 1
+    if connection.vendor == "postgresql" and not connection.get_autocommit() and not _in_transaction(connection):
+        DB_COUNTS["trips"] += 1  # psycopg sends BEGIN first, in its own round trip
     return execute(sql, params, many, context)
+
+
+def _counting(connection: Any, name: str, only_in_transaction: bool) -> None:
+    """Wrap ``connection.<name>`` (an instance attribute) to count one round trip per call."""
+    inner = getattr(connection, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not only_in_transaction or _in_transaction(connection):
+            DB_COUNTS["trips"] += 1
+        return inner(*args, **kwargs)
+
+    setattr(connection, name, wrapper)
 
 
 def _on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
     DB_COUNTS["opens"] += 1
     if _count_query not in connection.execute_wrappers:
         connection.execute_wrappers.append(_count_query)
+    if not getattr(connection, "_bench_counting", False):  # the same wrapper object reconnects
+        connection._bench_counting = True
+        _counting(connection, "_commit", only_in_transaction=True)
+        _counting(connection, "_rollback", only_in_transaction=True)
+        _counting(connection, "is_usable", only_in_transaction=False)
+
+
+def database_label() -> str:
+    """The database the benchmark runs on, for the report."""
+    from django.db import connection
+
+    if connection.vendor == "sqlite":
+        return f"SQLite {__import__('sqlite3').sqlite_version} (WAL, synchronous=NORMAL) in {tempfile.gettempdir()}"
+    host = connection.settings_dict.get("HOST") or "local socket"
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        version = cursor.fetchone()[0]
+    return f"{connection.vendor} {version} at {host}, database {connection.settings_dict['NAME']}"
 
 
 def setup_django(db_path: Path) -> Any:
-    """Point the bench settings at ``db_path``, set Django up, migrate; returns the ASGI app."""
+    """Point the bench settings at ``db_path`` (SQLite) or ``DATABASE_URL``, set Django up, migrate;
+    returns the ASGI app. A non-SQLite database is emptied first (``flush``), so it must be a
+    throw-away one: its name must contain ``bench``."""
     os.environ["DJANGO_SETTINGS_MODULE"] = "bench.bench_settings"
     os.environ["BENCH_DB"] = str(db_path)
     import django
 
     django.setup()
     from django.core.management import call_command
+    from django.db import connection
     from django.db.backends.signals import connection_created
 
     call_command("migrate", verbosity=0, interactive=False)
+    if connection.vendor != "sqlite":
+        if "bench" not in str(connection.settings_dict["NAME"]):
+            raise SystemExit(f"refusing to empty database {connection.settings_dict['NAME']!r}: "
+                             "point DATABASE_URL at a throw-away database whose name contains 'bench'")
+        call_command("flush", verbosity=0, interactive=False)
+    connection.close()  # the main thread's connection; requests use the DB worker thread's
     connection_created.connect(_on_connection_created, weak=False)
     from demo_site.asgi import application
 
@@ -157,12 +218,19 @@ def bench_tools() -> list[Any]:
     return [make_tool(f) for f in (bench_echo_confirm, bench_elicit_n, bench_elicit_n_dict, bench_once_n)]
 
 
+#: ``CONN_MAX_AGE`` of the settings (the demo's: 60 s), read before any switch.
+CONFIGURED_MAX_AGE: list[Any] = []
+
+
 async def set_connection_reuse(on: bool) -> None:
-    """What-if switch: keep the worker thread's DB connection open (CONN_MAX_AGE) or not (the default, 0)."""
+    """Switch between the configured ``CONN_MAX_AGE`` (the demo's 60 s: the worker thread's
+    connection stays open) and 0 (a new connection per database hop)."""
     from asgiref.sync import sync_to_async
     from django.db import connections
 
-    connections.settings["default"]["CONN_MAX_AGE"] = REUSE_MAX_AGE if on else 0
+    if not CONFIGURED_MAX_AGE:
+        CONFIGURED_MAX_AGE.append(connections.settings["default"].get("CONN_MAX_AGE", 0))
+    connections.settings["default"]["CONN_MAX_AGE"] = CONFIGURED_MAX_AGE[0] if on else 0
     # The thread-sensitive worker thread is the one every store coroutine runs in:
     # close its connection so the next one is opened with the new setting.
     await sync_to_async(lambda: connections["default"].close(), thread_sensitive=True)()
@@ -187,6 +255,7 @@ class Sample(NamedTuple):
     cpu: int  # ns of process CPU time (event loop + DB worker thread)
     opens: int  # DB connections opened
     queries: int  # SQL statements (BEGIN/COMMIT included when Django issues them)
+    trips: int  # round trips to the database (statements + implicit BEGIN, COMMIT, health checks)
 
 
 class Client:
@@ -239,7 +308,7 @@ class Client:
                 if not message.get("more_body"):
                     finished.set()
 
-        opens, queries = DB_COUNTS["opens"], DB_COUNTS["queries"]
+        opens, queries, trips = DB_COUNTS["opens"], DB_COUNTS["queries"], DB_COUNTS["trips"]
         cpu = time.process_time_ns()
         wall = time.perf_counter_ns()
         try:
@@ -247,7 +316,7 @@ class Client:
         finally:
             finished.set()
         sample = Sample(time.perf_counter_ns() - wall, time.process_time_ns() - cpu,
-                        DB_COUNTS["opens"] - opens, DB_COUNTS["queries"] - queries)
+                        DB_COUNTS["opens"] - opens, DB_COUNTS["queries"] - queries, DB_COUNTS["trips"] - trips)
         return status, b"".join(chunks), sample
 
     async def call(self, name: str, arguments: dict[str, Any], state: str | None = None,
@@ -338,6 +407,8 @@ def summary(samples: list[Sample]) -> dict[str, float]:
         "cpu_mean_ms": ms(statistics.fmean(s.cpu for s in samples)),
         "opens": statistics.median(s.opens for s in samples),
         "queries": statistics.median(s.queries for s in samples),
+        "trips": statistics.median(s.trips for s in samples),
+        "trips_max": max(s.trips for s in samples),
     }
 
 
@@ -349,11 +420,12 @@ def combine(a: Sample, b: Sample) -> Sample:
 
 
 async def measure_overhead(client: Client, calls: int, warmup: int, block: int) -> dict[str, Any]:
-    """Plain echo and eliciting echo interleaved call by call; default vs reused DB connection
-    in alternating blocks of ``block`` calls, so both modes see the same machine conditions."""
-    modes = ("default", "reuse")
+    """Plain echo and eliciting echo interleaved call by call; the configured ``CONN_MAX_AGE``
+    (``demo``: the connection stays open) vs 0 (``new_conn``) in alternating blocks of ``block``
+    calls, so both modes see the same machine conditions."""
+    modes = ("demo", "new_conn")
     for mode in modes:
-        await set_connection_reuse(mode == "reuse")
+        await set_connection_reuse(mode == "demo")
         for _ in range(warmup):
             await plain_call(client)
             await elicit_call(client)
@@ -363,14 +435,14 @@ async def measure_overhead(client: Client, calls: int, warmup: int, block: int) 
     while done < calls:
         size = min(block, calls - done)
         for mode in modes:
-            await set_connection_reuse(mode == "reuse")
+            await set_connection_reuse(mode == "demo")
             for _ in range(size):
                 data[mode]["plain"].append(await plain_call(client))
                 first, second = await elicit_call(client)
                 data[mode]["round1"].append(first)
                 data[mode]["round2"].append(second)
         done += size
-    await set_connection_reuse(False)
+    await set_connection_reuse(True)
     out: dict[str, Any] = {}
     for mode in modes:
         d = data[mode]
@@ -539,6 +611,17 @@ def db_counts() -> dict[str, Any]:
             "McpSession": McpSession.objects.count(), "StreamEvent": StreamEvent.objects.count()}
 
 
+def database_bytes(tmp: Path) -> int:
+    """Size of the benchmark database: the SQLite files in ``tmp``, or PostgreSQL's database size."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_database_size(current_database())")
+            return int(cursor.fetchone()[0])
+    return sum(p.stat().st_size for p in tmp.iterdir())
+
+
 def memory_child(count: int, warmup: int, checkpoints: int) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="mcp-engine-mem-"))
     app = setup_django(tmp / "memory.sqlite3")
@@ -572,7 +655,7 @@ def memory_child(count: int, warmup: int, checkpoints: int) -> dict[str, Any]:
         after = await memory_probe()
         trace.append({"suspended": count, **after})
         rows_after = await sync_to_async(db_counts)()
-        db_bytes = sum(p.stat().st_size for p in tmp.iterdir())
+        db_bytes = await sync_to_async(database_bytes)(tmp)
         return {"count": count, "warmup": warmup, "before": before, "after": after, "trace": trace,
                 "rows_before": rows_before, "rows_after": rows_after, "db_bytes": db_bytes,
                 "seconds": seconds, "per_call_ms": seconds * 1000 / count}
@@ -607,13 +690,18 @@ def _count(value: float) -> str:
 
 
 def report_overhead(o: dict[str, Any]) -> list[str]:
-    d, r = o["default"], o["reuse"]
+    d, r = o["demo"], o["new_conn"]
     plain = d["plain"]
+    age = CONFIGURED_MAX_AGE[0] if CONFIGURED_MAX_AGE else "?"
     lines = [
         f"### 1. One elicitation round vs a plain `tools/call` ({plain['n']} calls each, interleaved)",
         "",
-        "| request | wall median ms | wall mean ms | wall p90 ms | CPU median ms | DB conns opened | SQL stmts | × plain (wall median) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        f"Headline: the demo's setting, `CONN_MAX_AGE = {age}` (the DB worker thread's connection stays open); "
+        "the `CONN_MAX_AGE = 0` rows (a new connection per hop) ran in alternating blocks of the same run. "
+        "Round trips: statements + implicit BEGIN + COMMIT + health checks (median; max in brackets).",
+        "",
+        "| request | wall median ms | wall mean ms | wall p90 ms | CPU median ms | DB conns opened | SQL stmts | DB round trips | × plain (wall median) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     rows = (("plain", "plain `echo` call (1 request)"),
             ("round1", "eliciting echo, round 1 → `input_required`"),
@@ -622,12 +710,13 @@ def report_overhead(o: dict[str, Any]) -> list[str]:
     for key, label in rows:
         s = d[key]
         lines.append(f"| {label} | {s['median_ms']:.3f} | {s['mean_ms']:.3f} | {s['p90_ms']:.3f} | {s['cpu_median_ms']:.3f} | "
-                     f"{_count(s['opens'])} | {_count(s['queries'])} | {s['median_ms'] / plain['median_ms']:.1f}× |")
-    for key, label in rows[1:]:
+                     f"{_count(s['opens'])} | {_count(s['queries'])} | {_count(s['trips'])} ({s['trips_max']}) | "
+                     f"{s['median_ms'] / plain['median_ms']:.1f}× |")
+    for key, label in rows:
         s = r[key]
-        lines.append(f"| what-if `CONN_MAX_AGE={REUSE_MAX_AGE}`: {label.strip('*')} | {s['median_ms']:.3f} | {s['mean_ms']:.3f} | "
+        lines.append(f"| `CONN_MAX_AGE=0`: {label.strip('*')} | {s['median_ms']:.3f} | {s['mean_ms']:.3f} | "
                      f"{s['p90_ms']:.3f} | {s['cpu_median_ms']:.3f} | {_count(s['opens'])} | {_count(s['queries'])} | "
-                     f"{s['median_ms'] / r['plain']['median_ms']:.1f}× |")
+                     f"{_count(s['trips'])} ({s['trips_max']}) | {s['median_ms'] / r['plain']['median_ms']:.1f}× |")
     total = d["elicit_total"]
     lines += [
         "",
@@ -635,7 +724,7 @@ def report_overhead(o: dict[str, Any]) -> list[str]:
         f"{total['mean_ms'] / plain['mean_ms']:.1f}× wall (mean), {total['cpu_median_ms'] / plain['cpu_median_ms']:.1f}× CPU (median)**; "
         f"the elicitation adds {total['median_ms'] - plain['median_ms']:.2f} ms wall, "
         f"{total['cpu_median_ms'] - plain['cpu_median_ms']:.2f} ms CPU per call. "
-        f"With the DB connection kept open: {r['elicit_total']['median_ms'] / r['plain']['median_ms']:.1f}× "
+        f"With `CONN_MAX_AGE = 0`: {r['elicit_total']['median_ms'] / r['plain']['median_ms']:.1f}× "
         f"({r['elicit_total']['median_ms']:.2f} ms vs {total['median_ms']:.2f} ms for both rounds).",
     ]
     return lines
@@ -695,9 +784,18 @@ def report_replay(r: dict[str, Any]) -> list[str]:
         + f". Whole call ({int(big) + 1} requests): {r[big]['model']['call_total_ms']:.0f} ms with `schema=Model`, "
         f"{r[big]['dict']['call_total_ms']:.0f} ms with `schema=dict`.",
         "`ctx.once` round 1 (runs and journals N side effects), median wall ms: "
-        + ", ".join(f"N={n}: {r[str(n)]['once']['round1']['median_ms']:.1f}" for n in SIZES) + ".",
+        + ", ".join(f"N={n}: {r[str(n)]['once']['round1']['median_ms']:.1f}" for n in SIZES) + "; "
+        f"**marginal cost of a `ctx.once` step: {marginal_once_ms(r):.3f} ms** (wall, (N={big} − N={first}) / {int(big) - first}; "
+        f"CPU {marginal_once_ms(r, 'cpu_median_ms'):.3f} ms); round trips of that round at N={big}: "
+        f"{_count(r[big]['once']['round1']['trips'])}.",
     ]
     return lines
+
+
+def marginal_once_ms(r: dict[str, Any], key: str = "median_ms") -> float:
+    """(round 1 at the largest N − round 1 at N = 1) / (N − 1): what one more ``ctx.once`` step costs."""
+    first, big = SIZES[0], SIZES[-1]
+    return (r[str(big)]["once"]["round1"][key] - r[str(first)]["once"]["round1"][key]) / (big - first)
 
 
 def report_decomposition(dec: dict[str, Any]) -> list[str]:
@@ -777,14 +875,14 @@ def report_memory(m: dict[str, Any]) -> list[str]:
         "Where the RSS delta is: " + ", ".join(f"{k} {(m['after'][k] - m['before'][k]) / 2**20:+.2f} MiB" for k in parts) + "."
         if parts else "",
         "",
-        f"`ToolCall` by status after: {m['rows_after']['ToolCall_by_status']}. SQLite files (db + WAL): "
+        f"`ToolCall` by status after: {m['rows_after']['ToolCall_by_status']}. Database size (SQLite db + WAL, or PostgreSQL's): "
         f"{mib(m['db_bytes'])}, about {m['db_bytes'] / calls / 1024:.1f} KiB per call row. "
         f"A suspending request took {m['per_call_ms']:.2f} ms wall on average.",
     ]
     return lines
 
 
-def environment() -> str:
+def environment(database: str) -> str:
     import django
 
     try:
@@ -792,8 +890,7 @@ def environment() -> str:
     except OSError:
         load = "load average n/a"
     return (f"Python {platform.python_version()}, Django {django.get_version()}, {platform.system()} {platform.machine()}, "
-            f"{os.cpu_count()} CPUs ({load} at the end), SQLite {__import__('sqlite3').sqlite_version} "
-            f"(WAL, synchronous=NORMAL) in {tempfile.gettempdir()}, DEBUG off.")
+            f"{os.cpu_count()} CPUs ({load} at the end), {database}, DEBUG off.")
 
 
 def main() -> int:
@@ -801,6 +898,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions and 1,000 suspended calls (< 30 s)")
     parser.add_argument("--json", metavar="PATH", help="also write the raw results as JSON")
     parser.add_argument("--suspended", type=int, default=None, help="suspended calls for part 3 (default 10,000; --quick 1,000)")
+    parser.add_argument("--no-health-checks", action="store_true",
+                        help="what-if: CONN_HEALTH_CHECKS off (the demo turns them on with DATABASE_URL; on PostgreSQL "
+                             "each database hop then starts with a SELECT 1 round trip)")
     parser.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--memory-warmup", type=int, default=200, help=argparse.SUPPRESS)
     parser.add_argument("--memory-checkpoints", type=int, default=5, help=argparse.SUPPRESS)
@@ -824,12 +924,19 @@ def main() -> int:
         app = setup_django(tmp / "engine.sqlite3")
         from mcp_tools.registry import registry
 
+        results["database"] = database_label()
+        if args.no_health_checks:
+            from django.db import connections
+
+            connections.settings["default"]["CONN_HEALTH_CHECKS"] = False  # read at the next connect
+            results["database"] += ", what-if CONN_HEALTH_CHECKS off"
+
         client = Client(app)
 
         async def parts_1_2() -> None:
-            log(f"1. plain vs eliciting call: {calls} calls each, default and reused DB connection")
+            log(f"1. plain vs eliciting call: {calls} calls each, demo CONN_MAX_AGE and 0, on {results['database']}")
             results["overhead"] = await measure_overhead(client, calls, warmup, block)
-            log(f"2. replay cost, N = {SIZES}, {cycles} cycles of {per_cycle} calls")
+            log(f"2. replay cost, N = {SIZES}, {cycles} cycles of {per_cycle} calls (demo CONN_MAX_AGE)")
             results["replay"] = await measure_replay(client, per_cycle, cycles)
             log("2b. decomposition: journal load and in-memory replay, timed alone")
             results["decomposition"] = await measure_decomposition(0.1 if args.quick else 0.3)
@@ -843,7 +950,7 @@ def main() -> int:
             p.unlink()
         tmp.rmdir()
     results["seconds"] = time.perf_counter() - started
-    results["environment"] = environment()
+    results["environment"] = environment(results["database"])
 
     out = [f"## Durable engine benchmark{' (--quick)' if args.quick else ''}", "",
            f"{results['environment']} Total run: {results['seconds']:.0f} s.", ""]
