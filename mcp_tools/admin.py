@@ -227,6 +227,10 @@ class ToolCallAdmin(admin.ModelAdmin):
             *super().get_urls(),
         ]
 
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        # Nothing here is changed through a form: not "Select tool call to change".
+        return super().changelist_view(request, {"title": _("Tool calls"), **(extra_context or {})})
+
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None) -> HttpResponse:
         """The read-only report of one call (no form: nothing here is edited)."""
         from .console import views
