@@ -456,17 +456,24 @@ class McpEndpoint:
         task = asyncio.ensure_future(dispatch(method, params, rc))
         if session_id:
             cancellation.register(session_id, rc.request_id, task)
-        watcher = asyncio.ensure_future(receive())
+        watcher: asyncio.Future[Any] | None = None
         try:
-            done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-            if task not in done:
-                # http.disconnect: the client is gone. In 2026-07-28 that cancels the call; a
-                # 2025-11-25 session call stays resumable with Last-Event-ID.
-                rc.stream_closed = not rc.modern
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-                return
+            # Let the handler take its first step (it was scheduled first, so it runs before
+            # this task resumes). A call that never waits, most fast calls, is done by then:
+            # it needs no disconnect watcher (a second task reading receive()) and no
+            # asyncio.wait, which together cost more than the call itself.
+            await asyncio.sleep(0)
+            if not task.done():
+                watcher = asyncio.ensure_future(receive())
+                done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+                if task not in done:
+                    # http.disconnect: the client is gone. In 2026-07-28 that cancels the call; a
+                    # 2025-11-25 session call stays resumable with Last-Event-ID.
+                    rc.stream_closed = not rc.modern
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+                    return
             try:
                 result = task.result()
             except asyncio.CancelledError:
@@ -488,7 +495,8 @@ class McpEndpoint:
                 return
             await response.finish(jsonrpc.result_message(rc.request_id, result))
         finally:
-            watcher.cancel()
+            if watcher is not None:
+                watcher.cancel()
             if session_id:
                 cancellation.unregister(session_id, rc.request_id)
 
