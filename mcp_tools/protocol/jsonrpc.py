@@ -48,7 +48,12 @@ def parse_body(body: bytes) -> Message:
     2025-06-18 and later revisions removed them).
     """
     try:
-        payload = json.loads(body)
+        if body[:1] == b"{" and body[1:2] != b"\x00":
+            # What json.loads(bytes) detects for such a body (UTF-8, surrogatepass), without
+            # the detection: the same text, decoder and errors.
+            payload = json.loads(body.decode("utf-8", "surrogatepass"))
+        else:
+            payload = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise McpError(PARSE_ERROR, f"Parse error: {exc}", http_status=400) from None
     except RecursionError:  # "[[[[..." deeper than the interpreter's stack: the decoder recurses per level
@@ -102,8 +107,16 @@ def request_message(request_id: RequestId, method: str, params: dict[str, Any]) 
 
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
 
 
 def dumps(message: dict[str, Any]) -> bytes:
-    """Serialise a message compactly (the hot path: no indentation, UTF-8)."""
-    return _encoder.encode(message).encode()
+    """Serialise a message compactly (the hot path: no indentation, UTF-8).
+
+    What ``_encoder.encode`` does for a dict, minus its Python layers: the C encoder
+    with the same options and a fresh circular-reference guard per call.
+    """
+    if _c_make_encoder is None:
+        return _encoder.encode(message).encode()
+    chunks = _c_make_encoder({}, str, json.encoder.encode_basestring, None, ":", ",", False, False, True)(message, 0)
+    return "".join(chunks).encode()

@@ -22,11 +22,17 @@ from ..registry.registry import SCOPE_PERMISSION_PREFIX
 logger = logging.getLogger("mcp_tools.auth")
 
 _auth_classes: list[Any] | None = None
+#: What :func:`credential_headers` found for the configured classes (``False``: not computed yet).
+_carriers: tuple[str, ...] | None | bool = False
+#: The lower-cased name of ``ANONYMOUS_SECRET_HEADER`` ("": none), computed once.
+_secret_header: str | None = None
 
 
 def reset() -> None:
-    global _auth_classes
+    global _auth_classes, _carriers, _secret_header
     _auth_classes = None
+    _carriers = False
+    _secret_header = None
 
 
 @receiver(setting_changed)
@@ -47,8 +53,16 @@ def credential_headers() -> tuple[str, ...] | None:
     """Headers that can carry credentials for the configured authenticators, or None if unknown.
 
     Lets the transport answer a request without credentials at once instead of
-    building a DRF request and hopping to a thread.
+    building a DRF request and hopping to a thread. Computed once per configuration
+    (every request asks).
     """
+    global _carriers
+    if _carriers is False:
+        _carriers = _credential_headers()
+    return _carriers  # type: ignore[return-value]
+
+
+def _credential_headers() -> tuple[str, ...] | None:
     headers: list[str] = []
     for cls in authentication_classes():
         path = f"{cls.__module__}.{cls.__qualname__}"
@@ -127,15 +141,18 @@ def anonymous_principal(binding: str) -> Principal:
 
 def anonymous_from_secret(headers: dict[str, str]) -> Principal:
     """A 2026-07-28 anonymous caller: bound to the secret it sends, or the shared anonymous principal."""
-    import hashlib
-
-    name = str(mcp_settings.ANONYMOUS_SECRET_HEADER or "").lower()
+    global _secret_header
+    name = _secret_header
+    if name is None:
+        name = _secret_header = str(mcp_settings.ANONYMOUS_SECRET_HEADER or "").lower()
     secret = headers.get(name, "").strip() if name else ""
     if not secret:
         # No secret: one principal with every other such caller (docs/oauth.md).
         return ANONYMOUS
     if len(secret) < 16:
         raise ValueError(f"{mcp_settings.ANONYMOUS_SECRET_HEADER} must be at least 16 characters")
+    import hashlib
+
     return anonymous_principal("client:" + hashlib.sha256(secret.encode()).hexdigest()[:40])
 
 

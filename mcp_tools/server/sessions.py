@@ -37,6 +37,8 @@ class SessionInfo:
 
 
 _cache: dict[str, tuple[SessionInfo, float]] = {}
+#: ``SESSION_CACHE_SECONDS`` as a float, read once per configuration (None: not read yet).
+_ttl: float | None = None
 
 
 def _on_changed(message: dict[str, Any]) -> None:
@@ -45,11 +47,14 @@ def _on_changed(message: dict[str, Any]) -> None:
 
 async def get(session_id: str) -> SessionInfo | None:
     """The session, from this process's cache or the database (unknown ids are never cached)."""
-    ttl = float(mcp_settings.SESSION_CACHE_SECONDS)
+    global _ttl
     now = time.monotonic()
     hit = _cache.get(session_id)
     if hit is not None and hit[1] > now:
         return hit[0]
+    ttl = _ttl
+    if ttl is None:
+        ttl = _ttl = float(mcp_settings.SESSION_CACHE_SECONDS)
     row = await store.get_session(session_id)
     if row is None:
         _cache.pop(session_id, None)
@@ -81,7 +86,9 @@ async def set_log_level(session_id: str, level: str) -> None:
 
 def clear() -> None:
     """Empty this process's cache (tests, settings changes)."""
+    global _ttl
     _cache.clear()
+    _ttl = None
 
 
 @receiver(setting_changed)

@@ -23,10 +23,12 @@ from urllib.parse import urlsplit
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import SynchronousOnlyOperation
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.http.request import split_domain_port, validate_host
 
 from .. import store
-from ..conf import mcp_settings
+from ..conf import RELOAD_ON, mcp_settings
 from ..interprocess import broadcast, cancellation, notifications
 from ..protocol import jsonrpc, versions
 from ..protocol.errors import (
@@ -79,6 +81,50 @@ def _headers(scope: dict[str, Any]) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
 
+class _Hot:
+    """What every request reads from the settings, derived once per configuration.
+
+    Reading ``mcp_settings`` costs a method call per name, and the carriers of
+    credentials walk the authentication classes: each request would pay for that
+    again. Dropped on ``setting_changed`` (``override_settings``), like the
+    caches of :mod:`mcp_tools.conf`.
+    """
+
+    __slots__ = ("max_body", "allow_anonymous", "oauth", "carriers", "hosts")
+
+    def __init__(self) -> None:
+        self.max_body = int(mcp_settings.MAX_BODY_BYTES)
+        self.allow_anonymous = bool(mcp_settings.ALLOW_ANONYMOUS)
+        self.oauth = oauth.enabled()
+        carriers = credential_headers()
+        if self.oauth and carriers is not None:
+            carriers = (*carriers, "authorization")
+        #: Headers that can carry credentials for the configured authenticators (None: unknown).
+        self.carriers = carriers
+        #: Host header values already checked against ALLOWED_HOSTS, and the verdict.
+        self.hosts: dict[str, bool] = {}
+
+
+_hot_settings: _Hot | None = None
+#: Distinct Host values remembered (a client can send any; past this the memo starts over).
+MAX_REMEMBERED_HOSTS = 256
+
+
+def _hot() -> _Hot:
+    global _hot_settings
+    hot = _hot_settings
+    if hot is None:
+        hot = _hot_settings = _Hot()
+    return hot
+
+
+@receiver(setting_changed)
+def _reset_hot(*, setting: str, **kwargs: Any) -> None:
+    global _hot_settings
+    if setting in RELOAD_ON or setting == "DEBUG":
+        _hot_settings = None
+
+
 def _allowed_hosts() -> list[str]:
     hosts = list(settings.ALLOWED_HOSTS)
     if settings.DEBUG and not hosts:
@@ -86,12 +132,23 @@ def _allowed_hosts() -> list[str]:
     return hosts
 
 
+def _host_allowed(host: str) -> bool:
+    domain, _ = split_domain_port(host)
+    return bool(domain) and validate_host(domain, _allowed_hosts())
+
+
 def check_origin(headers: dict[str, str]) -> None:
     """DNS-rebinding protection: the Host and any Origin must be ours (403 otherwise)."""
     host = headers.get("host")
     if host is not None:
-        domain, _ = split_domain_port(host)
-        if not domain or not validate_host(domain, _allowed_hosts()):
+        known = _hot().hosts
+        allowed = known.get(host)
+        if allowed is None:
+            allowed = _host_allowed(host)
+            if len(known) >= MAX_REMEMBERED_HOSTS:
+                known.clear()
+            known[host] = allowed
+        if not allowed:
             raise HttpError(403, McpError(INVALID_REQUEST, "Forbidden: invalid Host header"))
     origin = headers.get("origin")
     if origin is None:
@@ -135,15 +192,15 @@ async def authenticate_bearer(scope: dict[str, Any], headers: dict[str, str], to
 
 
 async def authenticate(scope: dict[str, Any], headers: dict[str, str]) -> Principal:
-    token = oauth.bearer_token(headers)
-    if token is not None:
-        return await authenticate_bearer(scope, headers, token)
-    carriers = credential_headers()
-    if oauth.enabled() and carriers is not None:
-        carriers = (*carriers, "authorization")
+    hot = _hot()
+    if hot.oauth and "authorization" in headers:
+        token = oauth.bearer_token(headers)
+        if token is not None:
+            return await authenticate_bearer(scope, headers, token)
+    carriers = hot.carriers
     if carriers is not None and not any(name in headers for name in carriers):
         # No credentials where the configured authenticators look for them.
-        if mcp_settings.ALLOW_ANONYMOUS:
+        if hot.allow_anonymous:
             return ANONYMOUS
         header = None
         for cls in authentication_classes():
@@ -210,10 +267,17 @@ class Response:
         self.streaming = False
         self.stream_id: str | None = None
         self.closed = False
-        self._lock = asyncio.Lock()
+        self._lock: asyncio.Lock | None = None  # made when the response first streams (most never do)
 
     def _base_headers(self) -> list[tuple[bytes, bytes]]:
         return [(b"mcp-session-id", self.session_id.encode())] if self.session_id else []
+
+    def ensure_stream_id(self) -> str:
+        """The id of this response's SSE stream, made on first use (a call that asks for input
+        in its first round records it; most calls never stream)."""
+        if self.stream_id is None:
+            self.stream_id = uuid.uuid4().hex
+        return self.stream_id
 
     async def json(self, status: int, message: dict[str, Any] | None, extra: list[tuple[bytes, bytes]] | None = None) -> None:
         body = jsonrpc.dumps(message) if message is not None else b""
@@ -228,12 +292,14 @@ class Response:
         self.streaming = True
         await self._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + self._base_headers()})
         if self.event_ids and self.session_id:
-            self.stream_id = self.stream_id or uuid.uuid4().hex
+            self.ensure_stream_id()
             # Priming event: gives the client an id to resume from before anything else happens.
             event_id = await store.append_event(self.session_id, self.stream_id, "")
             await self._send({"type": "http.response.body", "body": f"id: {event_id}\ndata: \n\n".encode(), "more_body": True})
 
     async def event(self, message: dict[str, Any]) -> None:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
         async with self._lock:
             await self.start_stream()
             payload = jsonrpc.dumps(message).decode()
@@ -297,7 +363,7 @@ class McpEndpoint:
 
     # -- POST ---------------------------------------------------------------------------
     async def read_body(self, receive: Any, headers: dict[str, str]) -> bytes:
-        limit = int(mcp_settings.MAX_BODY_BYTES)
+        limit = _hot().max_body
         declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise HttpError(413, McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes"))
@@ -398,9 +464,9 @@ class McpEndpoint:
         session_id = session.id
         response.session_id = session_id
         response.event_ids = True
-        # The stream id exists before anything is sent, so a call that asks for input in
-        # its first round can record it and be resumed with Last-Event-ID.
-        response.stream_id = uuid.uuid4().hex
+        # The stream id is made on first use (rc.stream_id), before anything is sent, so a
+        # call that asks for input in its first round can record it and be resumed with
+        # Last-Event-ID; a call that never streams does not pay for it.
         rc = RequestContext(
             principal=principal,
             protocol_version=session.protocol_version,
@@ -411,7 +477,7 @@ class McpEndpoint:
             log_level=session.log_level,
             progress_token=message.params.get("_meta", {}).get("progressToken") if isinstance(message.params.get("_meta"), dict) else None,
             emit=response.event,
-            stream_id=lambda: response.stream_id,
+            stream_id=response.ensure_stream_id,
         )
         if message.kind == "notification":
             if message.method == "notifications/cancelled":
