@@ -30,7 +30,6 @@ from django.utils.html import format_html
 from django.utils.timesince import timesince
 from django.utils.translation import gettext_lazy as _
 
-from . import signals  # noqa: F401  (connects the console's "call changed" publisher)
 from .console import queries
 from .console.display import progress_bar, status_badge, worker_state
 from .console.retry import is_retryable, retry_api

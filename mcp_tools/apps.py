@@ -13,7 +13,6 @@ class SimpleMcpToolsConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the system checks)
-        from . import signals  # noqa: F401  (connects the console's publisher of call changes)
 
 
 class McpToolsConfig(SimpleMcpToolsConfig):

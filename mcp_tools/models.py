@@ -26,7 +26,7 @@ class ToolCall(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     method = models.CharField(_("method"), max_length=64, default="tools/call", help_text=_("tools/call, prompts/get or resources/read."))
-    tool_name = models.CharField(_("tool"), max_length=256, db_index=True, help_text=_("Tool or prompt name, or resource URI."))
+    tool_name = models.CharField(_("tool"), max_length=256, help_text=_("Tool or prompt name, or resource URI."))
     arguments = models.JSONField(_("arguments"), default=dict, help_text=_("Arguments as sent by the client."))
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, verbose_name=_("user"), null=True, blank=True, on_delete=models.SET_NULL,
@@ -73,11 +73,13 @@ class ToolCall(models.Model):
         indexes = [
             models.Index(fields=["status", "-updated_at"], name="mcp_call_status_updated"),
             models.Index(fields=["expires_at"], name="mcp_call_expires"),
-            models.Index(fields=["principal", "-created_at"], name="mcp_call_principal_created"),
-            models.Index(fields=["background", "status", "lease_expires_at"], name="mcp_call_worker_lease"),
+            # Only background calls are listed as tasks or swept for dead workers: the other calls,
+            # most of them, pay no entry in these two (every index costs each round's commit).
+            models.Index(fields=["principal", "-created_at"], name="mcp_call_bg_principal", condition=models.Q(background=True)),
+            models.Index(fields=["status", "lease_expires_at"], name="mcp_call_bg_lease", condition=models.Q(background=True)),
             # The admin console: calls in flight newest first, a tool's calls, last activity overall.
             models.Index(fields=["status", "-created_at"], name="mcp_call_status_created"),
-            models.Index(fields=["tool_name", "-created_at"], name="mcp_call_tool_created"),
+            models.Index(fields=["tool_name", "-created_at"], name="mcp_call_tool_created"),  # also serves tool_name alone
             models.Index(fields=["-updated_at"], name="mcp_call_updated"),
         ]
 
@@ -92,7 +94,8 @@ class ToolCall(models.Model):
 class CallStep(models.Model):
     """One journal entry of a call: a request to the client or a side effect, and its outcome."""
 
-    call = models.ForeignKey(ToolCall, verbose_name=_("call"), on_delete=models.CASCADE, related_name="steps")
+    # No index of its own: the unique (call, seq) index serves every lookup by call.
+    call = models.ForeignKey(ToolCall, verbose_name=_("call"), on_delete=models.CASCADE, related_name="steps", db_index=False)
     seq = models.PositiveIntegerField(_("sequence"), help_text=_("Order in which the handler asked for the step."))
     kind = models.CharField(_("kind"), max_length=16, choices=StepKind.choices)
     key = models.CharField(_("key"), max_length=128, help_text=_("Name of the step; the inputRequests key / saga stepId."))

@@ -17,6 +17,9 @@ has been committed::
 - ``tool_call_finished``: the call completed with a result.
 - ``tool_call_failed``: the call ended with an error result.
 
+Open admin dashboards hear of every change whether or not a signal has receivers
+(:func:`mcp_tools.interprocess.events.call_changed`); a signal without receivers costs nothing.
+
 Cancellation and expiry are operator or deadline decisions; the admin records
 them in its ``LogEntry`` history.
 
@@ -27,23 +30,6 @@ the ORM). A receiver that raises is logged and does not fail the call.
 
 from __future__ import annotations
 
-from typing import Any
-
-from .interprocess.events import (
-    publish_changed_soon,
-    tool_call_failed,
-    tool_call_finished,
-    tool_call_started,
-    tool_call_suspended,
-)
+from .interprocess.events import tool_call_failed, tool_call_finished, tool_call_started, tool_call_suspended
 
 __all__ = ["tool_call_failed", "tool_call_finished", "tool_call_started", "tool_call_suspended"]
-
-
-async def _tell_the_console(sender: Any, *, call_id: str, status: str, **kwargs: Any) -> None:
-    """Push the change to open admin dashboards (async: no thread hop, nothing awaited on the call's path)."""
-    publish_changed_soon(call_id, status)
-
-
-for _signal in (tool_call_started, tool_call_suspended, tool_call_finished, tool_call_failed):
-    _signal.connect(_tell_the_console, dispatch_uid="mcp_tools.console")

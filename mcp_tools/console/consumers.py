@@ -94,7 +94,11 @@ class ConsoleConsumer(AsyncJsonWebsocketConsumer):
 
     async def call_changed(self, event: dict[str, Any]) -> None:
         """A "call changed" message from the group: push soon."""
-        self.changed.add(str(event.get("call", "")))
+        calls = event.get("calls")
+        if isinstance(calls, list):  # a batch of changes
+            self.changed.update(str(call) for call in calls)
+        else:
+            self.changed.add(str(event.get("call", "")))
         self.wake.set()
 
     async def watch(self) -> None:

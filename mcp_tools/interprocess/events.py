@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from typing import Any
 
 from django.dispatch import Signal
@@ -36,6 +37,10 @@ CONSOLE_GROUP = "mcp_tools.console"
 CHANGED = "call.changed"
 
 _pending: set[asyncio.Task[None]] = set()
+#: Calls changed since the last "call changed" message, per event loop: ``call id -> status``.
+_batches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, str]] = weakref.WeakKeyDictionary()
+#: Changes within this window go to the consoles as one message (a shared layer is a network hop).
+BATCH_SECONDS = 0.05
 
 
 def _sender() -> Any:
@@ -49,8 +54,10 @@ async def emit(signal: Signal, call_id: Any, **info: Any) -> None:
     """Send a lifecycle signal; a receiver that raises is logged, never fails the call.
 
     The row is committed before this runs, so the call's outcome stands whatever
-    a project's audit or metrics receiver does.
+    a project's audit or metrics receiver does. Open consoles hear of the change
+    in the next batch (:func:`call_changed`), without a task per signal.
     """
+    call_changed(call_id, info.get("status", ""))
     if not signal.has_listeners():
         return
     for receiver, response in await signal.asend_robust(sender=_sender(), call_id=str(call_id), **info):
@@ -58,28 +65,54 @@ async def emit(signal: Signal, call_id: Any, **info: Any) -> None:
             logger.error("Receiver %r of a tool call signal failed", receiver, exc_info=response)
 
 
-def _message(call_id: Any, status: str) -> dict[str, Any]:
-    return {"type": CHANGED, "call": str(call_id), "status": status}
+def _message(call_id: Any, status: str, calls: list[str] | None = None) -> dict[str, Any]:
+    return {"type": CHANGED, "call": str(call_id), "status": status, "calls": calls or [str(call_id)]}
 
 
-async def publish_changed(call_id: Any, status: str) -> None:
-    """Tell open consoles that a call changed (best effort: logged, never raised)."""
+def call_changed(call_id: Any, status: str) -> None:
+    """Tell open consoles that a call changed, batched: one message per :data:`BATCH_SECONDS` (best effort)."""
+    loop = asyncio.get_running_loop()
+    batch = _batches.get(loop)
+    if batch is None:
+        batch = _batches[loop] = {}
+    if not batch:
+        loop.call_later(BATCH_SECONDS, _flush, loop)
+    batch[str(call_id)] = status
+
+
+def _flush(loop: asyncio.AbstractEventLoop) -> None:
+    batch = _batches.pop(loop, None)
+    if batch:
+        last = next(reversed(batch))
+        _spawn(_publish(_message(last, batch[last], list(batch))))
+
+
+async def _publish(message: dict[str, Any]) -> None:
     from channels.layers import get_channel_layer
 
     layer = get_channel_layer()
     if layer is None:
         return
     try:
-        await layer.group_send(CONSOLE_GROUP, _message(call_id, status))
+        await layer.group_send(CONSOLE_GROUP, message)
     except Exception:
         logger.warning("Could not publish a call change to the console", exc_info=True)
 
 
-def publish_changed_soon(call_id: Any, status: str) -> None:
-    """:func:`publish_changed` without waiting for it (off the request's path; a shared layer is a network hop)."""
-    task = asyncio.ensure_future(publish_changed(call_id, status))
+def _spawn(coroutine: Any) -> None:
+    task = asyncio.ensure_future(coroutine)
     _pending.add(task)  # keep a reference until it is done
     task.add_done_callback(_pending.discard)
+
+
+async def publish_changed(call_id: Any, status: str) -> None:
+    """Tell open consoles that a call changed now (best effort: logged, never raised)."""
+    await _publish(_message(call_id, status))
+
+
+def publish_changed_soon(call_id: Any, status: str) -> None:
+    """:func:`publish_changed` without waiting for it (off the request's path; a shared layer is a network hop)."""
+    _spawn(publish_changed(call_id, status))
 
 
 def publish_changed_sync(call_id: Any, status: str) -> None:

@@ -34,7 +34,8 @@ def _keys() -> tuple[str, list[str]]:
 
 def seal(purpose: str, payload: dict[str, Any]) -> str:
     key, _ = _keys()
-    return signing.dumps(payload, key=key, salt=f"mcp_tools.{purpose}", compress=True)
+    # Not compressed: a token is ~150 bytes, and zlib cost more than it saved (older compressed tokens still open).
+    return signing.dumps(payload, key=key, salt=f"mcp_tools.{purpose}")
 
 
 def unseal(purpose: str, token: Any, *, max_age: float | None = None) -> dict[str, Any]:

@@ -4,17 +4,16 @@ Only this package (and the model managers it calls) touches the ORM for calls,
 journals, sessions and the SSE event log. :mod:`.calls` and :mod:`.sessions`
 hold the synchronous functions, for code that already runs in a thread (the
 admin, management commands, Celery workers). This module exposes each of them
-once more as a coroutine function, run in Django's database thread with stale
-connections closed around it (``channels.db.database_sync_to_async``), so
-coroutines write ``await store.load_call(call_id)``.
+once more as a coroutine function, run in the store's own database thread with
+Django's connection rules kept (:mod:`.hop`), so coroutines write
+``await store.load_call(call_id)``.
 """
 
 from __future__ import annotations
 
-from channels.db import database_sync_to_async as db
-
 from ..managers import CallNotLive
 from . import calls as sync_calls, sessions as sync_sessions
+from .hop import close_connections, db
 
 __all__ = [
     "CallNotLive", "advance", "call_task_id", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "answer_step", "append_event", "call_for_stream", "call_request_id", "call_status", "claim_round",

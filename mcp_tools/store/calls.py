@@ -21,12 +21,12 @@ def _db() -> str:
 
 
 def load_call(call_id: Any) -> tuple[Any, Journal] | None:
-    """The call row and its journal: two precompiled SELECTs, no model instance per step."""
+    """The call row and its journal: one precompiled SELECT, no model instance per step."""
     from django.core.exceptions import ValidationError
 
     try:
         loaded = sql.load_call(call_id, _db())
-    except (ValidationError, ValueError):
+    except (ValidationError, ValueError, TypeError, AttributeError):
         return None
     if loaded is None:
         return None
@@ -39,7 +39,7 @@ def load_call(call_id: Any) -> tuple[Any, Journal] | None:
 
 
 def create_call(steps: list[Step], **fields: Any) -> str:
-    from django.db import transaction
+    """A new call row with its journal so far (one statement on PostgreSQL, one transaction on SQLite)."""
     from django.db.models.signals import post_save, pre_save
 
     from ..models import ToolCall
@@ -49,10 +49,7 @@ def create_call(steps: list[Step], **fields: Any) -> str:
     if pre_save.has_listeners(ToolCall) or post_save.has_listeners(ToolCall):
         # Someone listens for saves: go through Model.save so they hear this one.
         return str(ToolCall.objects.create_with_steps(steps, **fields).id)
-    using = _db()
-    with transaction.atomic(using=using):
-        call_id = sql.insert_call(using, fields, now)
-        sql.insert_steps(call_id, using, steps, now)
+    call_id = sql.insert_call(_db(), fields, steps, now)
     for step in steps:
         step.persisted = True
     return call_id
@@ -63,13 +60,10 @@ def save_round(call_id: Any, round_number: int, new_steps: list[Step], **fields:
 
     :meth:`ToolCallManager.save_round <mcp_tools.managers.ToolCallManager.save_round>` in precompiled SQL.
     """
-    from django.db import transaction
-
-    using, now = _db(), timezone.now()
-    with transaction.atomic(using=using):
-        if not sql.update_call(call_id, using, {"round": round_number, "status__in": LIVE_STATUSES}, {"updated_at": now, **fields}):
-            return False
-        sql.insert_steps(call_id, using, new_steps, now)
+    now = timezone.now()
+    if not sql.write_round(call_id, _db(), {"round": round_number, "status__in": LIVE_STATUSES},
+                           {"updated_at": now, **fields}, {}, new_steps, now):
+        return False
     for step in new_steps:
         step.persisted = True
     return True
@@ -79,31 +73,35 @@ def commit_round(
     call_id: Any, expected_round: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str,
     new_steps: list[Step], **fields: Any,
 ) -> bool:
-    """Answers, new steps and outcome of a round that ran no effect, in one transaction (CAS on the round).
+    """Answers, new steps and outcome of a round that ran no effect, all or nothing (CAS on the round).
 
-    :meth:`ToolCallManager.commit_round <mcp_tools.managers.ToolCallManager.commit_round>` in precompiled SQL.
+    :meth:`ToolCallManager.commit_round <mcp_tools.managers.ToolCallManager.commit_round>` in precompiled SQL:
+    one statement on PostgreSQL, one transaction on SQLite.
     """
-    from django.db import transaction
-
-    using, now = _db(), timezone.now()
-    with transaction.atomic(using=using):
-        moved = sql.update_call(
-            call_id, using, {"round": expected_round, "status": CallStatus.INPUT_REQUIRED},
-            {"round": expected_round + 1, "last_answers_digest": answers_digest, "updated_at": now, **fields},
-        )
-        if not moved:
-            return False
-        sql.answer_steps(call_id, using, answers, now)
-        sql.insert_steps(call_id, using, new_steps, now)
+    now = timezone.now()
+    if not sql.write_round(
+        call_id, _db(), {"round": expected_round, "status": CallStatus.INPUT_REQUIRED},
+        {"round": expected_round + 1, "last_answers_digest": answers_digest, "updated_at": now, **fields},
+        answers, new_steps, now,
+    ):
+        return False
     for step in new_steps:
         step.persisted = True
     return True
 
 
 def advance(call_id: Any, expected_round: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str) -> bool:
-    from ..models import ToolCall
+    """Record answers for pending steps and move the call to the next round (CAS on the round).
 
-    return ToolCall.objects.advance(call_id, expected_round, answers, answers_digest)
+    :meth:`ToolCallManager.advance <mcp_tools.managers.ToolCallManager.advance>` in precompiled SQL.
+    """
+    now = timezone.now()
+    return sql.write_round(
+        call_id, _db(), {"round": expected_round, "status": CallStatus.INPUT_REQUIRED},
+        {"round": expected_round + 1, "status": CallStatus.WORKING, "last_answers_digest": answers_digest,
+         "last_outcome": None, "updated_at": now},
+        answers, [], now,
+    )
 
 
 def claim_round(call_id: Any, expected_round: int) -> bool:
@@ -122,9 +120,11 @@ def run_once(call_id: Any, step: Step, fn: Any, args: tuple[Any, ...], kwargs: d
     """Run ``fn`` and journal its (JSON) result in one transaction; ``(ran, value)``.
 
     :meth:`CallStepManager.run_once <mcp_tools.managers.CallStepManager.run_once>` in
-    precompiled SQL, checks inside the transaction: a call that ended stops the
-    effect (:class:`CallNotLive`), and when another run journaled the step first,
-    ``fn``'s writes roll back and the recorded value is returned.
+    precompiled SQL: one SELECT checks, inside the transaction and before the
+    effect, that the call is live (else :class:`CallNotLive`) and whether another
+    run journaled the step first (then its recorded value is returned and ``fn``
+    does not run); then ``fn`` runs and its step is inserted. If a concurrent run
+    inserts the step first, ``fn``'s writes roll back with the losing insert.
     """
     from django.db import IntegrityError, transaction
 
@@ -133,26 +133,48 @@ def run_once(call_id: Any, step: Step, fn: Any, args: tuple[Any, ...], kwargs: d
     using = _db()
     try:
         with transaction.atomic(using=using):
-            existing = sql.step_response(call_id, step.seq, using)
-            if existing is not None:
-                return False, existing[0]
-            if sql.call_status(call_id, using) not in LIVE_STATUSES:
+            status, journaled, response = sql.once_check(call_id, step.seq, using)
+            if journaled:
+                return False, response
+            if status not in LIVE_STATUSES:
                 raise CallNotLive(call_id)
-            value = json.loads(json.dumps(fn(*args, **kwargs), default=str))
+            value = _json_value(fn(*args, **kwargs))
             sql.insert_steps(call_id, using, [Step(seq=step.seq, kind=step.kind, key=step.key, digest=step.digest,
                                                    response=value, status="done")], timezone.now())
     except IntegrityError:
-        existing = sql.step_response(call_id, step.seq, using)
-        if existing is None:
+        status, journaled, response = sql.once_check(call_id, step.seq, using)
+        if not journaled:
             raise
-        return False, existing[0]
+        return False, response
     return True, value
 
 
 def record_once(call_id: Any, step: Step, value: Any) -> tuple[bool, Any]:
-    from ..models import CallStep
+    """Journal the value an async ``once`` function returned; ``(recorded, value)``.
 
-    return CallStep.objects.record_done(call_id, step, json.loads(json.dumps(value, default=str)))
+    The function ran on the event loop, outside this transaction (see
+    ``docs/durable-calls.md``): when a concurrent run journaled the step first,
+    its value wins and is returned.
+    """
+    from django.db import IntegrityError, transaction
+
+    using = _db()
+    value = _json_value(value)
+    try:
+        with transaction.atomic(using=using):
+            sql.insert_steps(call_id, using, [Step(seq=step.seq, kind=step.kind, key=step.key, digest=step.digest,
+                                                   response=value, status="done")], timezone.now())
+    except IntegrityError:
+        _, journaled, response = sql.once_check(call_id, step.seq, using)
+        return False, response if journaled else value
+    return True, value
+
+
+def _json_value(value: Any) -> Any:
+    """``value`` as it reads back from a JSON column (what a replay will see)."""
+    if value is None or type(value) in (str, int, bool):
+        return value
+    return json.loads(json.dumps(value, default=str))
 
 
 def end_call(call_id: Any, status: str, message: str = "") -> bool:
@@ -163,9 +185,13 @@ def end_call(call_id: Any, status: str, message: str = "") -> bool:
 
 
 def record_progress(call_id: Any, progress: float, total: float | None, message: str) -> bool:
-    from ..models import ToolCall
-
-    return ToolCall.objects.record_progress(call_id, progress, total, message)
+    """Progress of a live call; False when the call has ended (the handler should stop)."""
+    try:
+        return sql.update_call(call_id, _db(), {"status__in": LIVE_STATUSES},
+                               {"progress": progress, "progress_total": total, "status_message": message,
+                                "updated_at": timezone.now()})
+    except ValueError:
+        return False
 
 
 def set_stream(call_id: Any, stream_id: str) -> bool:
@@ -176,9 +202,10 @@ def set_stream(call_id: Any, stream_id: str) -> bool:
 
 def call_status(call_id: Any) -> tuple[str, int, Any, str] | None:
     """``(status, round, last_outcome, last_answers_digest)`` of a call, or None."""
-    from ..models import ToolCall
-
-    return ToolCall.objects.filter(id=call_id).values_list("status", "round", "last_outcome", "last_answers_digest").first()
+    try:
+        return sql.call_status(call_id, _db())
+    except ValueError:
+        return None
 
 
 def call_request_id(call_id: Any) -> str | None:
@@ -277,9 +304,7 @@ def copy_failed_background_call(call_id: Any, task_id: str) -> tuple[str, str, s
 
 def touch_live(call_id: Any) -> bool:
     """Mark a live call as still being run by its (living) owner; False when it has ended."""
-    from ..models import ToolCall
-
-    return bool(ToolCall.objects.filter(id=call_id, status__in=("working", "input_required")).update(updated_at=timezone.now()))
+    return sql.update_call(call_id, _db(), {"status__in": LIVE_STATUSES}, {"updated_at": timezone.now()})
 
 
 def take_over_round(call_id: Any, round_number: int, answers_digest: str, stale_seconds: float) -> bool:

@@ -3,17 +3,26 @@
 A durable round touches the same two tables the same few ways every time. Built
 through the ORM, each statement cost 200–500 µs of Python (query building and
 compiling) for 20–30 µs of database work (``docs/performance-durable.md``), so
-these statements are written once here, quoted and typed by Django:
+the statements are written here once per database connection (:class:`Statements`)
+and run with values prepared the way the ORM prepares them:
 
-* values go through each field's ``get_db_prep_save`` (UUIDs, JSON, aware
-  datetimes are what the ORM would send), ``None`` is SQL ``NULL`` as in
-  ``QuerySet.update()``;
-* reads are SELECTs compiled by the ORM once per connection and run again with
-  new parameters, their rows converted by the ORM's own converters.
+* values go through the backend's own adapters (``adapt_json_value``,
+  ``adapt_datetimefield_value``, native or hex UUIDs), ``None`` is SQL ``NULL``;
+* rows read back go through the ORM's own converters (``from_db_value`` of each
+  field and the backend's).
+
+Round trips, which is what a database on another host charges for:
+
+* a call and its journal are read with **one** SELECT (a ``UNION ALL`` of the call
+  row and its step rows);
+* on PostgreSQL, each write of a round (new call + journal; compare-and-set of a
+  round + answers + new steps + outcome) is **one** statement: data-modifying CTEs
+  run in autocommit as one atomic statement. SQLite has no data-modifying CTEs;
+  there the same writes are one transaction of a few statements, which are calls
+  into a library in this process, not round trips.
 
 Every write keeps the managers' semantics (:mod:`mcp_tools.managers`): a status
 change only moves a live row at the expected round, and says whether it won.
-Callers hold the transaction (``transaction.atomic``).
 """
 
 from __future__ import annotations
@@ -23,16 +32,19 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from django.db import connections
-from django.db.models import QuerySet
+from django.db import connections, transaction
+
+from ..states import LIVE_STATUSES
 
 if TYPE_CHECKING:
     from ..engine.journal import Step
 
-#: A placeholder id the SELECTs are compiled with (not None, which would compile to IS NULL).
-SENTINEL = uuid.UUID(int=0)
 #: Columns of a journal step as the engine reads them, in :class:`Step` order.
 STEP_FIELDS = ("seq", "kind", "key", "digest", "request", "response", "error", "status")
+#: Columns of a journal step as written.
+STEP_INSERT_FIELDS = ("call", *STEP_FIELDS, "created_at", "answered_at")
+
+Prep = Callable[[Any], Any]
 
 
 def _models() -> tuple[Any, Any]:
@@ -41,151 +53,339 @@ def _models() -> tuple[Any, Any]:
     return ToolCall, CallStep
 
 
-def _compiled(using: str, name: str, build: Callable[[], QuerySet[Any]]) -> tuple[Any, str, dict[int, Any]]:
-    """The SQL and row converters of a SELECT, compiled once per connection (connections are per thread)."""
-    connection = connections[using]
-    cache: dict[str, tuple[Any, str, dict[int, Any]]] = connection.__dict__.setdefault("mcp_tools_compiled", {})
-    entry = cache.get(name)
-    if entry is None:
-        compiler = build().query.get_compiler(using=using)
-        sql, _ = compiler.as_sql()
-        converters = compiler.get_converters([column for column, _, _ in compiler.select])
-        entry = cache[name] = (compiler, sql, converters)
-    return entry
-
-
-def _select(using: str, name: str, build: Callable[[], QuerySet[Any]], params: Sequence[Any]) -> list[Any]:
-    compiler, sql, converters = _compiled(using, name, build)
-    with connections[using].cursor() as cursor:
-        cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    return list(compiler.apply_converters(rows, converters)) if converters else rows
-
-
-def _pk(call_id: Any, using: str) -> Any:
-    """The call id as the database stores it (raises ValidationError for what is not one)."""
-    ToolCall, _ = _models()
-    return ToolCall._meta.pk.get_db_prep_value(call_id, connections[using])
-
-
-def _column(model: Any, name: str, using: str) -> str:
-    return _q(model._meta.get_field(name).column, using)
-
-
-def _prep(model: Any, name: str, value: Any, using: str) -> Any:
-    if value is None:
-        return None
-    return _plain(model._meta.get_field(name).get_db_prep_save(value, connections[using]))
-
-
 def _plain(value: Any) -> Any:
-    """A choices enum member as its plain value (drivers adapt exact types)."""
-    return str(value) if isinstance(value, str) else value
+    """A choices enum member as its plain value (drivers adapt exact types only)."""
+    return str(value) if isinstance(value, str) and type(value) is not str else value
 
 
-def _q(name: str, using: str) -> str:
-    return connections[using].ops.quote_name(name)
+def _preparer(field: Any, connection: Any) -> Prep:
+    """``value -> database value`` for one field, as ``get_db_prep_save`` would give for plain values."""
+    if field.remote_field is not None:  # a foreign key: its target's type
+        field = field.target_field
+    kind = field.get_internal_type()
+    ops = connection.ops
+    if kind == "JSONField":
+        adapt_json, encoder = ops.adapt_json_value, field.encoder
+        return lambda value: None if value is None else adapt_json(value, encoder)
+    if kind == "DateTimeField":
+        adapt_datetime = ops.adapt_datetimefield_value
+        return lambda value: None if value is None else adapt_datetime(value)
+    if kind == "UUIDField":
+        native = connection.features.has_native_uuid_field
+
+        def uuid_value(value: Any) -> Any:
+            if value is None:
+                return None
+            if not isinstance(value, uuid.UUID):
+                value = uuid.UUID(str(value))  # ValueError for what is not a UUID
+            return value if native else value.hex
+
+        return uuid_value
+    return _plain
 
 
-def load_call(call_id: Any, using: str) -> tuple[Any, list[Any]] | None:
+class _Columns:
+    """The concrete fields of a model as this connection reads and writes them."""
+
+    def __init__(self, model: Any, connection: Any, table_alias: str | None = None) -> None:
+        q = connection.ops.quote_name
+        self.table = q(model._meta.db_table)
+        self.fields = list(model._meta.concrete_fields)
+        self.by_name = {f.name: f for f in self.fields} | {f.attname: f for f in self.fields}
+        self.column = {name: q(f.column) for name, f in self.by_name.items()}
+        self.prep = {name: _preparer(f, connection) for name, f in self.by_name.items()}
+        self.attnames = [f.attname for f in self.fields]
+        # A PostgreSQL literal in VALUES has no column to take its type from: cast it.
+        self.cast = {name: f.db_type(connection) if f.remote_field is None else f.target_field.rel_db_type(connection)
+                     for name, f in self.by_name.items()}
+
+    def converters(self, names: Sequence[str], connection: Any) -> list[tuple[int, list[Any], Any]]:
+        """The ORM's converters of the columns ``names``: ``(position, converters, expression)``."""
+        found = []
+        for position, name in enumerate(names):
+            field = self.by_name[name]
+            column = field.get_col(field.model._meta.db_table)
+            chain = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+            if chain:
+                found.append((position, chain, column))
+        return found
+
+
+def _convert(row: Sequence[Any], converters: list[tuple[int, list[Any], Any]], connection: Any) -> list[Any]:
+    values = list(row)
+    for position, chain, expression in converters:
+        value = values[position]
+        for converter in chain:
+            value = converter(value, expression, connection)
+        values[position] = value
+    return values
+
+
+class Statements:
+    """The hot statements of one connection, written once (connections are per thread)."""
+
+    def __init__(self, using: str) -> None:
+        ToolCall, CallStep = _models()
+        connection = connections[using]
+        self.using = using
+        self.connection = connection
+        self.postgres = connection.vendor == "postgresql"
+        q = connection.ops.quote_name
+        self.q = q
+        self.call = call = _Columns(ToolCall, connection)
+        self.step = step = _Columns(CallStep, connection)
+        self.pk = call.prep["id"]
+        self.live = [str(s) for s in LIVE_STATUSES]
+
+        # One SELECT for a call and its journal: the call row (kind 0), then its steps (kind 1) by seq.
+        call_columns = ", ".join(call.column[a] for a in call.attnames)
+        step_columns = ", ".join(step.column[f] for f in STEP_FIELDS)
+        no_call = ", ".join(["NULL"] * len(call.attnames))
+        no_step = ", ".join(["NULL"] * len(STEP_FIELDS))
+        self.load_sql = (
+            f"SELECT 0, {call_columns}, {no_step} FROM {call.table} WHERE {call.column['id']} = %s "
+            f"UNION ALL SELECT 1, {no_call}, {step_columns} FROM {step.table} WHERE {step.column['call']} = %s "
+            f"ORDER BY 1, {2 + len(call.attnames)}"
+        )
+        self.call_width = len(call.attnames)
+        self.call_converters = call.converters(call.attnames, connection)
+        self.step_converters = step.converters(STEP_FIELDS, connection)
+
+        self.status_sql = (
+            f"SELECT {call.column['status']}, {call.column['round']}, {call.column['last_outcome']}, "
+            f"{call.column['last_answers_digest']} FROM {call.table} WHERE {call.column['id']} = %s"
+        )
+        self.status_converters = call.converters(("status", "round", "last_outcome", "last_answers_digest"), connection)
+        # Is the call live, and did some run journal step ``seq`` already? (one statement, before an effect)
+        self.once_check_sql = (
+            f"SELECT c.{call.column['status']}, s.{step.column['seq']}, s.{step.column['response']} "
+            f"FROM {call.table} c LEFT JOIN {step.table} s ON s.{step.column['call']} = c.{call.column['id']} "
+            f"AND s.{step.column['seq']} = %s WHERE c.{call.column['id']} = %s"
+        )
+        self.once_converters = [(2, chain, expr) for _, chain, expr in step.converters(("response",), connection)]
+        self.step_insert_columns = ", ".join(step.column[f] for f in STEP_INSERT_FIELDS)
+        self.step_placeholders = self._placeholders(step, STEP_INSERT_FIELDS)
+        self.call_insert_columns = ", ".join(call.column[a] for a in call.attnames)
+        self.call_placeholders = self._placeholders(call, call.attnames)
+
+    def _placeholders(self, columns: _Columns, names: Sequence[str]) -> str:
+        if not self.postgres:
+            return f"({', '.join(['%s'] * len(names))})"
+        return f"({', '.join(f'CAST(%s AS {columns.cast[n]})' for n in names)})"
+
+    # -- reads -----------------------------------------------------------------
+
+    def load_call(self, call_id: Any) -> tuple[Any, list[list[Any]]] | None:
+        ToolCall, _ = _models()
+        key = self.pk(call_id)
+        with self.connection.cursor() as cursor:
+            cursor.execute(self.load_sql, [key, key])
+            rows = cursor.fetchall()
+        if not rows or rows[0][0] != 0:
+            return None
+        width = self.call_width
+        values = _convert(rows[0][1:1 + width], self.call_converters, self.connection)
+        call = ToolCall.from_db(self.using, self.call.attnames, values)
+        steps = [_convert(row[1 + width:], self.step_converters, self.connection) for row in rows[1:]]
+        return call, steps
+
+    def call_status(self, call_id: Any) -> tuple[str, int, Any, str] | None:
+        with self.connection.cursor() as cursor:
+            cursor.execute(self.status_sql, [self.pk(call_id)])
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        status, round_number, last_outcome, digest = _convert(row, self.status_converters, self.connection)
+        return status, round_number, last_outcome, digest
+
+    def once_check(self, call_id: Any, seq: int) -> tuple[str | None, bool, Any]:
+        """``(call status or None, step journaled?, its response)``."""
+        with self.connection.cursor() as cursor:
+            cursor.execute(self.once_check_sql, [seq, self.pk(call_id)])
+            row = cursor.fetchone()
+        if row is None:
+            return None, False, None
+        status, step_seq, response = _convert(row, self.once_converters, self.connection)
+        return status, step_seq is not None, response
+
+    # -- writes ----------------------------------------------------------------
+
+    def _step_rows(self, key: Any, steps: Sequence[Step], created: Any) -> tuple[str, list[Any]]:
+        prep = self.step.prep
+        request, response, error = prep["request"], prep["response"], prep["error"]
+        params: list[Any] = []
+        for s in steps:
+            params += [key, s.seq, s.kind, s.key, s.digest, request(s.request), response(s.response), error(s.error),
+                       _plain(s.status), created, None if s.status == "pending" else created]
+        return ", ".join([self.step_placeholders] * len(steps)), params
+
+    def insert_steps(self, call_id: Any, steps: Sequence[Step], now: datetime) -> None:
+        if not steps:
+            return
+        values, params = self._step_rows(self.pk(call_id), steps, self.step.prep["created_at"](now))
+        with self.connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO {self.step.table} ({self.step_insert_columns}) VALUES {values}", params)
+
+    def insert_call(self, fields: dict[str, Any], steps: Sequence[Step], now: datetime) -> str:
+        """A call row (the model's defaults for what ``fields`` leaves out) and its first steps; its id."""
+        values: dict[str, Any] = {}
+        for name, value in fields.items():
+            field = self.call.by_name[name]
+            if field.remote_field is not None and name == field.name:  # user=<User or None>
+                value = None if value is None else value.pk
+            values[field.attname] = value
+        params = []
+        prep = self.call.prep
+        for field in self.call.fields:
+            attname = field.attname
+            if attname in values:
+                value = values[attname]
+            elif attname in ("created_at", "updated_at"):
+                value = now
+            else:
+                value = field.get_default()
+                values[attname] = value
+            params.append(prep[attname](value))
+        insert = f"INSERT INTO {self.call.table} ({self.call_insert_columns}) VALUES {self.call_placeholders}"
+        with self.connection.cursor() as cursor:
+            if not steps:
+                cursor.execute(insert, params)
+            elif self.postgres:
+                rows, step_params = self._step_rows(params[0], steps, prep["created_at"](now))
+                cursor.execute(f"WITH c AS ({insert}) INSERT INTO {self.step.table} ({self.step_insert_columns}) "
+                               f"VALUES {rows}", params + step_params)
+            else:
+                with transaction.atomic(using=self.using):
+                    cursor.execute(insert, params)
+                    self.insert_steps(values["id"], steps, now)
+        return str(values["id"])
+
+    def _set(self, values: dict[str, Any]) -> tuple[str, list[Any]]:
+        sets, params = [], []
+        for name, value in values.items():
+            sets.append(f"{self.call.column[name]} = %s")
+            params.append(self.call.prep[name](value))
+        return ", ".join(sets), params
+
+    def _where(self, call_id: Any, where: dict[str, Any]) -> tuple[str, list[Any]]:
+        conditions, params = [f"{self.call.column['id']} = %s"], [self.pk(call_id)]
+        for lookup, value in where.items():
+            name, _, op = lookup.partition("__")
+            column = self.call.column[name]
+            if op == "in":
+                conditions.append(f"{column} IN ({', '.join(['%s'] * len(value))})")
+                params.extend(_plain(v) for v in value)
+            else:
+                conditions.append(f"{column} = %s")
+                params.append(_plain(value))
+        return " AND ".join(conditions), params
+
+    def update_call(self, call_id: Any, where: dict[str, Any], values: dict[str, Any]) -> bool:
+        """``UPDATE`` one call row if it matches ``where`` (``name`` = value, or ``name__in`` = values)."""
+        sets, set_params = self._set(values)
+        conditions, where_params = self._where(call_id, where)
+        with self.connection.cursor() as cursor:
+            cursor.execute(f"UPDATE {self.call.table} SET {sets} WHERE {conditions}", set_params + where_params)
+            return cursor.rowcount == 1
+
+    def write_round(
+        self, call_id: Any, where: dict[str, Any], values: dict[str, Any],
+        answers: dict[int, tuple[str, Any, Any]], new_steps: Sequence[Step], now: datetime,
+    ) -> bool:
+        """Compare-and-set of one call row (``where`` -> ``values``), then its answered and new steps.
+
+        All or nothing: when the row does not match, nothing is written. One
+        statement on PostgreSQL; one transaction on SQLite.
+        """
+        if self.postgres:
+            return self._write_round_postgres(call_id, where, values, answers, new_steps, now)
+        with transaction.atomic(using=self.using):
+            if not self.update_call(call_id, where, values):
+                return False
+            self.answer_steps(call_id, answers, now)
+            self.insert_steps(call_id, new_steps, now)
+        return True
+
+    def answer_steps(self, call_id: Any, answers: dict[int, tuple[str, Any, Any]], now: datetime) -> None:
+        if not answers:
+            return
+        c, prep = self.step.column, self.step.prep
+        sql = (f"UPDATE {self.step.table} SET {c['status']} = %s, {c['response']} = %s, {c['error']} = %s, "
+               f"{c['answered_at']} = %s WHERE {c['call']} = %s AND {c['seq']} = %s AND {c['status']} = %s")
+        key, answered = self.pk(call_id), prep["answered_at"](now)
+        with self.connection.cursor() as cursor:
+            for seq, (status, response, error) in answers.items():
+                cursor.execute(sql, [_plain(status), prep["response"](response), prep["error"](error), answered, key, seq, "pending"])
+
+    def _write_round_postgres(
+        self, call_id: Any, where: dict[str, Any], values: dict[str, Any],
+        answers: dict[int, tuple[str, Any, Any]], new_steps: Sequence[Step], now: datetime,
+    ) -> bool:
+        sets, params = self._set(values)
+        conditions, where_params = self._where(call_id, where)
+        parts = [f"moved AS (UPDATE {self.call.table} SET {sets} WHERE {conditions} RETURNING {self.call.column['id']} AS id)"]
+        params += where_params
+        c, prep, cast = self.step.column, self.step.prep, self.step.cast
+        if answers:
+            rows = ", ".join(["(%s, %s, CAST(%s AS jsonb), CAST(%s AS jsonb))"] * len(answers))
+            parts.append(
+                f"answered AS (UPDATE {self.step.table} AS s SET {c['status']} = a.status, {c['response']} = a.response, "
+                f"{c['error']} = a.error, {c['answered_at']} = CAST(%s AS {cast['answered_at']}) "
+                f"FROM moved, (VALUES {rows}) AS a(seq, status, response, error) "
+                f"WHERE s.{c['call']} = moved.id AND s.{c['seq']} = a.seq AND s.{c['status']} = 'pending')"
+            )
+            params.append(prep["answered_at"](now))
+            for seq, (status, response, error) in answers.items():
+                params += [seq, _plain(status), prep["response"](response), prep["error"](error)]
+        if new_steps:
+            rows, step_params = self._step_rows(self.pk(call_id), new_steps, prep["created_at"](now))
+            parts.append(f"inserted AS (INSERT INTO {self.step.table} ({self.step_insert_columns}) "
+                         f"SELECT * FROM (VALUES {rows}) AS v WHERE EXISTS (SELECT 1 FROM moved))")
+            params += step_params
+        with self.connection.cursor() as cursor:
+            cursor.execute(f"WITH {', '.join(parts)} SELECT count(*) FROM moved", params)
+            return bool(cursor.fetchone()[0])
+
+
+def statements(using: str) -> Statements:
+    """The :class:`Statements` of this thread's connection to ``using``."""
+    connection = connections[using]
+    found: Statements | None = connection.__dict__.get("mcp_tools_statements")
+    if found is None:
+        found = connection.__dict__["mcp_tools_statements"] = Statements(using)
+    return found
+
+
+# -- the functions the store calls (``using`` is the database alias) -----------------------
+
+
+def load_call(call_id: Any, using: str) -> tuple[Any, list[list[Any]]] | None:
     """The call row (a model instance) and its journal rows (:data:`STEP_FIELDS`, by ``seq``)."""
-    ToolCall, CallStep = _models()
-    attnames = [f.attname for f in ToolCall._meta.concrete_fields]
-    key = _pk(call_id, using)
-    rows = _select(using, "call", lambda: ToolCall.objects.filter(pk=SENTINEL).values_list(*attnames).order_by(), [key])
-    if not rows:
-        return None
-    call = ToolCall.from_db(using, attnames, rows[0])
-    steps = _select(using, "steps", lambda: CallStep.objects.filter(call_id=SENTINEL).order_by("seq").values_list(*STEP_FIELDS), [key])
-    return call, steps
+    return statements(using).load_call(call_id)
 
 
 def update_call(call_id: Any, using: str, where: dict[str, Any], values: dict[str, Any]) -> bool:
-    """``UPDATE`` one call row if it matches ``where`` (``name`` = value, or ``name__in`` = values)."""
-    ToolCall, _ = _models()
-    sets, params = [], []
-    for name, value in values.items():
-        sets.append(f"{_column(ToolCall, name, using)} = %s")
-        params.append(_prep(ToolCall, name, value, using))
-    conditions = [f"{_column(ToolCall, 'id', using)} = %s"]
-    params.append(_pk(call_id, using))
-    for lookup, value in where.items():
-        name, _, op = lookup.partition("__")
-        column = _column(ToolCall, name, using)
-        if op == "in":
-            conditions.append(f"{column} IN ({', '.join(['%s'] * len(value))})")
-            params.extend(_plain(v) for v in value)
-        else:
-            conditions.append(f"{column} = %s")
-            params.append(_plain(value))
-    sql = f"UPDATE {_q(ToolCall._meta.db_table, using)} SET {', '.join(sets)} WHERE {' AND '.join(conditions)}"
-    with connections[using].cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.rowcount == 1
+    return statements(using).update_call(call_id, where, values)
 
 
-def answer_steps(call_id: Any, using: str, answers: dict[int, tuple[str, Any, Any]], now: datetime) -> None:
-    """Record answers of pending steps (``seq`` -> ``(status, response, error)``)."""
-    _, CallStep = _models()
-    q = _q
-    sql = (f"UPDATE {q(CallStep._meta.db_table, using)} SET {q('status', using)} = %s, {q('response', using)} = %s, "
-           f"{q('error', using)} = %s, {q('answered_at', using)} = %s "
-           f"WHERE {q('call_id', using)} = %s AND {q('seq', using)} = %s AND {q('status', using)} = %s")
-    key = _pk(call_id, using)
-    answered = _prep(CallStep, "answered_at", now, using)
-    with connections[using].cursor() as cursor:
-        for seq, (status, response, error) in answers.items():
-            cursor.execute(sql, [status, _prep(CallStep, "response", response, using), _prep(CallStep, "error", error, using),
-                                 answered, key, seq, "pending"])
+def write_round(call_id: Any, using: str, where: dict[str, Any], values: dict[str, Any],
+                answers: dict[int, tuple[str, Any, Any]], new_steps: Iterable[Step], now: datetime) -> bool:
+    return statements(using).write_round(call_id, where, values, answers, list(new_steps), now)
 
 
 def insert_steps(call_id: Any, using: str, steps: Iterable[Step], now: datetime) -> None:
     """Insert journal steps (one statement); an answered step gets ``answered_at``."""
-    _, CallStep = _models()
-    steps = list(steps)
-    if not steps:
-        return
-    columns = ("call_id", *STEP_FIELDS, "created_at", "answered_at")
-    key = _pk(call_id, using)
-    created = _prep(CallStep, "created_at", now, using)
-    params: list[Any] = []
-    for s in steps:
-        params += [key, s.seq, s.kind, s.key, s.digest, _prep(CallStep, "request", s.request, using),
-                   _prep(CallStep, "response", s.response, using), _prep(CallStep, "error", s.error, using), s.status,
-                   created, None if s.status == "pending" else created]
-    row = f"({', '.join(['%s'] * len(columns))})"
-    sql = (f"INSERT INTO {_q(CallStep._meta.db_table, using)} ({', '.join(_q(c, using) for c in columns)}) "
-           f"VALUES {', '.join([row] * len(steps))}")
-    with connections[using].cursor() as cursor:
-        cursor.execute(sql, params)
+    statements(using).insert_steps(call_id, list(steps), now)
 
 
-def insert_call(using: str, fields: dict[str, Any], now: datetime) -> str:
-    """Insert a call row with the model's defaults for what ``fields`` leaves out; returns its id."""
-    ToolCall, _ = _models()
-    call = ToolCall(**fields)
-    call.created_at = call.updated_at = now
-    concrete = ToolCall._meta.concrete_fields
-    connection = connections[using]
-    params = [None if (value := getattr(call, f.attname)) is None else f.get_db_prep_save(value, connection) for f in concrete]
-    sql = (f"INSERT INTO {_q(ToolCall._meta.db_table, using)} ({', '.join(_q(f.column, using) for f in concrete)}) "
-           f"VALUES ({', '.join(['%s'] * len(concrete))})")
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-    return str(call.pk)
+def insert_call(using: str, fields: dict[str, Any], steps: Sequence[Step], now: datetime) -> str:
+    return statements(using).insert_call(fields, steps, now)
 
 
-def call_status(call_id: Any, using: str) -> str | None:
-    """The status of a call (None when there is no such row)."""
-    ToolCall, _ = _models()
-    rows = _select(using, "status", lambda: ToolCall.objects.filter(pk=SENTINEL).values_list("status").order_by(), [_pk(call_id, using)])
-    return rows[0][0] if rows else None
+def call_status(call_id: Any, using: str) -> tuple[str, int, Any, str] | None:
+    """``(status, round, last_outcome, last_answers_digest)`` of a call, or None."""
+    return statements(using).call_status(call_id)
 
 
-def step_response(call_id: Any, seq: int, using: str) -> tuple[Any] | None:
-    """``(response,)`` of journal step ``seq`` of a call, or None when it is not journaled."""
-    _, CallStep = _models()
-    rows = _select(using, "step_response",
-                   lambda: CallStep.objects.filter(call_id=SENTINEL, seq=0).values_list("response").order_by(),
-                   [_pk(call_id, using), seq])
-    return (rows[0][0],) if rows else None
+def once_check(call_id: Any, seq: int, using: str) -> tuple[str | None, bool, Any]:
+    return statements(using).once_check(call_id, seq)

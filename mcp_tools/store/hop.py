@@ -1,0 +1,120 @@
+"""The store's own database thread, and the hop from a coroutine to it.
+
+Coroutines cannot use the ORM on the event loop, so every store function runs
+in a thread. Channels' ``database_sync_to_async`` did that at about 100 µs a
+hop on this path: asgiref's thread-sensitive executor machinery, a context
+copy both ways, and ``close_old_connections()`` before *and* after every call,
+which on PostgreSQL with ``CONN_HEALTH_CHECKS`` re-armed a ``SELECT 1`` round
+trip for every hop (two of the eight round trips of an answering round).
+
+Here a single thread, owned by the store, runs the store's functions
+(``loop.run_in_executor``, the caller's ``contextvars`` carried along), and keeps
+Django's connection rules at the cost of one check per hop:
+
+* a connection past its ``CONN_MAX_AGE``, or left in a broken state
+  (``errors_occurred``, autocommit not restored), is closed before the next job,
+  and after a job when its age is 0 (``CONN_MAX_AGE = 0`` keeps meaning "no
+  persistent connection");
+* health checks (``CONN_HEALTH_CHECKS``) run at most once per
+  :data:`HEALTH_CHECK_SECONDS` per connection, as they would once per HTTP request
+  in a Django view, instead of once per hop.
+
+One thread keeps SQLite's writers in this process in line (no lock waits
+between our own statements) and gives each process one connection per database
+for its durable calls. ``ctx.once`` functions run in this thread too, inside
+the transaction that journals them; a ``once`` function that itself waits on
+the store (``async_to_sync`` of a store call) would wait on itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ParamSpec, TypeVar
+
+from django.db import connections
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: How long a connection counts as checked (Django checks once per request; a hop is not a request).
+HEALTH_CHECK_SECONDS = 1.0
+
+_lock = threading.Lock()
+_executor: ThreadPoolExecutor | None = None
+_last_check: dict[str, float] = {}
+
+
+def _store_executor() -> ThreadPoolExecutor:
+    global _executor
+    executor = _executor
+    if executor is None:
+        with _lock:
+            if _executor is None:
+                _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-tools-store")
+            executor = _executor
+    return executor
+
+
+def _forget_executor_after_fork() -> None:
+    # A forked child (a Celery prefork worker) has the executor but not its thread.
+    global _executor
+    _executor = None
+    _last_check.clear()
+
+
+os.register_at_fork(after_in_child=_forget_executor_after_fork)
+
+
+def _before_job() -> None:
+    now = time.monotonic()
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is None:
+            continue
+        if connection.errors_occurred or (connection.close_at is not None and now >= connection.close_at) \
+                or connection.get_autocommit() != connection.settings_dict["AUTOCOMMIT"]:
+            connection.close_if_unusable_or_obsolete()
+        elif connection.settings_dict.get("CONN_HEALTH_CHECKS") and now - _last_check.get(connection.alias, 0.0) >= HEALTH_CHECK_SECONDS:
+            setattr(connection, "health_check_done", False)  # the next cursor checks the connection first
+            _last_check[connection.alias] = now
+
+
+def _after_job() -> None:
+    now = time.monotonic()
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is not None and connection.close_at is not None and now >= connection.close_at \
+                and not connection.in_atomic_block:
+            connection.close()
+
+
+def _job(fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
+    _before_job()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _after_job()
+
+
+def db(fn: Callable[P, R]) -> Callable[P, Any]:
+    """``fn`` (sync, uses the ORM) as a coroutine function that runs it in the store's thread."""
+
+    @functools.wraps(fn)
+    async def in_store_thread(*args: P.args, **kwargs: P.kwargs) -> R:
+        loop = asyncio.get_running_loop()
+        context = contextvars.copy_context()
+        return await loop.run_in_executor(_store_executor(), context.run, _job, fn, args, kwargs)
+
+    return in_store_thread
+
+
+async def close_connections() -> None:
+    """Close the store thread's database connections (tests before dropping their database; shutdown)."""
+    if _executor is None:
+        return
+    await asyncio.get_running_loop().run_in_executor(_executor, connections.close_all)
