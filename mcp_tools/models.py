@@ -31,6 +31,7 @@ class ToolCall(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, verbose_name=_("user"), null=True, blank=True, on_delete=models.SET_NULL,
         related_name="mcp_tool_calls", help_text=_("The authenticated caller (empty for anonymous calls)."),
+        db_index=False,  # a partial index below: anonymous calls pay no entry
     )
     principal = models.CharField(_("principal"), max_length=128, help_text=_("Identity tokens of this call are bound to."))
     protocol_version = models.CharField(_("protocol version"), max_length=32, blank=True)
@@ -39,7 +40,7 @@ class ToolCall(models.Model):
     round = models.PositiveIntegerField(_("round"), default=0, help_text=_("Advances once per answered round (optimistic concurrency)."))
     params_digest = models.CharField(_("parameters digest"), max_length=64, help_text=_("SHA-256 of the original request parameters."))
     client_capabilities = models.JSONField(_("client capabilities"), default=dict, blank=True)
-    session_id = models.CharField(_("session"), max_length=64, blank=True, db_index=True)
+    session_id = models.CharField(_("session"), max_length=64, blank=True)
     request_id = models.CharField(_("request id"), max_length=128, blank=True)
     stream_id = models.CharField(_("SSE stream"), max_length=64, blank=True, help_text=_("The 2025-11-25 response stream that carries this call."))
     progress = models.FloatField(_("progress"), null=True, blank=True)
@@ -81,6 +82,9 @@ class ToolCall(models.Model):
             models.Index(fields=["status", "-created_at"], name="mcp_call_status_created"),
             models.Index(fields=["tool_name", "-created_at"], name="mcp_call_tool_created"),  # also serves tool_name alone
             models.Index(fields=["-updated_at"], name="mcp_call_updated"),
+            # Partial: only the calls that have a user / a 2025-11-25 session get an entry.
+            models.Index(fields=["user"], name="mcp_call_user", condition=models.Q(user__isnull=False)),
+            models.Index(fields=["session_id"], name="mcp_call_session", condition=models.Q(session_id__gt="")),
         ]
 
     def __str__(self) -> str:

@@ -249,6 +249,7 @@ def linked_calls(call: ToolCall) -> Linked:
     same_session: list[dict[str, Any]] = []
     if call.session_id:
         same_session = _rows(
-            ToolCall.objects.filter(session_id=call.session_id).exclude(pk=call.pk).order_by("created_at")
+            # session_id > '' repeats the partial index's condition, so SQLite's planner can use it.
+            ToolCall.objects.filter(session_id=call.session_id, session_id__gt="").exclude(pk=call.pk).order_by("created_at")
         )
     return Linked(hint, followed_by, came_from, same_session)

@@ -27,8 +27,9 @@ change only moves a live row at the expected round, and says whether it won.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -95,6 +96,9 @@ class _Columns:
         self.column = {name: q(f.column) for name, f in self.by_name.items()}
         self.prep = {name: _preparer(f, connection) for name, f in self.by_name.items()}
         self.attnames = [f.attname for f in self.fields]
+        # What a row gets for a field it is not given: a constant, or a callable default called per row.
+        self.defaults = [(f.attname, f.default, None) if f.has_default() and callable(f.default) else (f.attname, None, f.get_default())
+                         for f in self.fields]
         # A PostgreSQL literal in VALUES has no column to take its type from: cast it.
         self.cast = {name: f.db_type(connection) if f.remote_field is None else f.target_field.rel_db_type(connection)
                      for name, f in self.by_name.items()}
@@ -210,6 +214,29 @@ class Statements:
 
     # -- writes ----------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def write_transaction(self) -> Iterator[None]:
+        """A write transaction for statements of ours only (no user code runs inside).
+
+        On SQLite in autocommit, ``BEGIN IMMEDIATE`` / ``COMMIT`` directly: Django's
+        ``atomic()`` toggles the connection's autocommit mode around them, which cost
+        more than the statements. Inside a caller's transaction, or on another
+        database, Django's ``atomic()`` (a savepoint when nested).
+        """
+        connection = self.connection
+        if self.postgres or connection.in_atomic_block or connection.connection is None:
+            with transaction.atomic(using=self.using):
+                yield
+            return
+        with connection.cursor() as cursor:
+            cursor.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                cursor.execute("ROLLBACK")
+                raise
+            cursor.execute("COMMIT")
+
     def _step_rows(self, key: Any, steps: Sequence[Step], created: Any) -> tuple[str, list[Any]]:
         prep = self.step.prep
         request, response, error = prep["request"], prep["response"], prep["error"]
@@ -236,15 +263,13 @@ class Statements:
             values[field.attname] = value
         params = []
         prep = self.call.prep
-        for field in self.call.fields:
-            attname = field.attname
+        for attname, make_default, default in self.call.defaults:
             if attname in values:
                 value = values[attname]
             elif attname in ("created_at", "updated_at"):
                 value = now
             else:
-                value = field.get_default()
-                values[attname] = value
+                value = values[attname] = make_default() if make_default is not None else default
             params.append(prep[attname](value))
         insert = f"INSERT INTO {self.call.table} ({self.call_insert_columns}) VALUES {self.call_placeholders}"
         with self.connection.cursor() as cursor:
@@ -255,7 +280,7 @@ class Statements:
                 cursor.execute(f"WITH c AS ({insert}) INSERT INTO {self.step.table} ({self.step_insert_columns}) "
                                f"VALUES {rows}", params + step_params)
             else:
-                with transaction.atomic(using=self.using):
+                with self.write_transaction():
                     cursor.execute(insert, params)
                     self.insert_steps(values["id"], steps, now)
         return str(values["id"])
@@ -299,7 +324,7 @@ class Statements:
         """
         if self.postgres:
             return self._write_round_postgres(call_id, where, values, answers, new_steps, now)
-        with transaction.atomic(using=self.using):
+        with self.write_transaction():
             if not self.update_call(call_id, where, values):
                 return False
             self.answer_steps(call_id, answers, now)
