@@ -292,9 +292,9 @@ class Response:
         self.streaming = True
         await self._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + self._base_headers()})
         if self.event_ids and self.session_id:
-            self.ensure_stream_id()
+            stream_id = self.ensure_stream_id()
             # Priming event: gives the client an id to resume from before anything else happens.
-            event_id = await store.append_event(self.session_id, self.stream_id, "")
+            event_id = await store.append_event(self.session_id, stream_id, "")
             await self._send({"type": "http.response.body", "body": f"id: {event_id}\ndata: \n\n".encode(), "more_body": True})
 
     async def event(self, message: dict[str, Any]) -> None:
@@ -509,8 +509,8 @@ class McpEndpoint:
         params = message.params
         if not isinstance(params.get("protocolVersion"), str):
             raise HttpError(400, McpError(INVALID_PARAMS, 'initialize needs "protocolVersion"'), message.id)
-        capabilities = params.get("capabilities") if isinstance(params.get("capabilities"), dict) else {}
-        client_info = params.get("clientInfo") if isinstance(params.get("clientInfo"), dict) else {}
+        capabilities: dict[str, Any] = params["capabilities"] if isinstance(params.get("capabilities"), dict) else {}
+        client_info: dict[str, Any] = params["clientInfo"] if isinstance(params.get("clientInfo"), dict) else {}
         principal = await authenticate(scope, headers)
         negotiated = versions.negotiate_handshake(params["protocolVersion"])
         session_id = await store.create_session(negotiated, client_info, capabilities, principal.id)
@@ -518,31 +518,32 @@ class McpEndpoint:
         await response.json(200, jsonrpc.result_message(message.id, initialize_result(negotiated)))
 
     async def run_request(self, receive: Any, response: Response, method: str, params: dict[str, Any], rc: RequestContext, session_id: str | None) -> None:
-        """Run the handler; a client that closes the response stream cancels it."""
-        task = asyncio.ensure_future(dispatch(method, params, rc))
+        """Run the handler in this request's task; a client that closes the response stream cancels it.
+
+        The handler is awaited here, not in a task of its own: a call that never waits
+        (most fast calls) costs no task, no loop round trip and no disconnect watcher.
+        The watcher (a task reading ``receive()``) starts when the handler first waits.
+        Whoever stops the handler (the watcher on ``http.disconnect``, the session's
+        ``notifications/cancelled``) goes through :class:`_Handler`, which cancels this
+        task only while the handler runs and remembers that it did.
+        """
+        handler = _Handler(asyncio.current_task(), receive, rc)
         if session_id:
-            cancellation.register(session_id, rc.request_id, task)
-        watcher: asyncio.Future[Any] | None = None
+            # Only .cancel() is called on what is registered (interprocess.cancellation).
+            cancellation.register(session_id, rc.request_id, handler)  # type: ignore[arg-type]
         try:
-            # Let the handler take its first step (it was scheduled first, so it runs before
-            # this task resumes). A call that never waits, most fast calls, is done by then:
-            # it needs no disconnect watcher (a second task reading receive()) and no
-            # asyncio.wait, which together cost more than the call itself.
-            await asyncio.sleep(0)
-            if not task.done():
-                watcher = asyncio.ensure_future(receive())
-                done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-                if task not in done:
-                    # http.disconnect: the client is gone. In 2026-07-28 that cancels the call; a
-                    # 2025-11-25 session call stays resumable with Last-Event-ID.
-                    rc.stream_closed = not rc.modern
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await task
-                    return
             try:
-                result = task.result()
+                handler.running = True
+                try:
+                    result = await _Awaiting(dispatch(method, params, rc), handler.start_watcher)
+                finally:
+                    handler.running = False
+                    handler.stop_watcher()
             except asyncio.CancelledError:
+                if not handler.handler_cancelled():
+                    raise  # this request's task itself is being cancelled (the server shuts down)
+                if handler.disconnected:
+                    return
                 # notifications/cancelled: the client expects no response for the request.
                 if response.streaming:
                     with contextlib.suppress(OSError):
@@ -551,18 +552,21 @@ class McpEndpoint:
                     await response.json(202, None)
                 return
             except McpError as exc:
+                handler.handler_cancelled()
                 logger.info("%s -> error %s: %s", method, exc.code, exc.message)
                 status = exc.http_status if rc.modern else 200
                 await response.finish(jsonrpc.error_message(rc.request_id, exc), status)
                 return
             except Exception:
+                handler.handler_cancelled()
                 logger.exception("Unhandled error in %s", method)
                 await response.finish(jsonrpc.error_message(rc.request_id, McpError(INTERNAL_ERROR, "Internal error")))
                 return
+            handler.handler_cancelled()
+            if handler.disconnected:
+                return  # the handler finished anyway, but nobody is listening
             await response.finish(jsonrpc.result_message(rc.request_id, result))
         finally:
-            if watcher is not None:
-                watcher.cancel()
             if session_id:
                 cancellation.unregister(session_id, rc.request_id)
 
@@ -715,6 +719,100 @@ class McpEndpoint:
         _, session = await self.session_for(scope, headers)
         await sessions.delete(session.id)
         await response.json(204, None)
+
+
+class _Handler:
+    """The handler of one request, run in the request's task (see :meth:`McpEndpoint.run_request`)."""
+
+    __slots__ = ("task", "receive", "rc", "running", "requested", "disconnected", "watcher")
+
+    def __init__(self, task: asyncio.Task[Any] | None, receive: Any, rc: RequestContext) -> None:
+        self.task = task
+        self.receive = receive
+        self.rc = rc
+        self.running = False
+        #: This object cancelled the task (once at most): the CancelledError is the handler's.
+        self.requested = False
+        self.disconnected = False
+        self.watcher: asyncio.Future[None] | None = None
+
+    def cancel(self, msg: Any = None) -> bool:
+        """Stop the handler (``notifications/cancelled``); nothing once it has returned."""
+        if not self.running or self.requested or self.task is None:
+            return False
+        self.requested = True
+        return self.task.cancel()
+
+    def start_watcher(self) -> None:
+        if self.watcher is None:
+            self.watcher = asyncio.ensure_future(self._watch())
+
+    def stop_watcher(self) -> None:
+        if self.watcher is not None:
+            self.watcher.cancel()
+
+    async def _watch(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.receive()
+        # http.disconnect: the client is gone. In 2026-07-28 that cancels the call; a
+        # 2025-11-25 session call stays resumable with Last-Event-ID.
+        if self.running and not self.requested:
+            self.rc.stream_closed = not self.rc.modern
+            self.disconnected = True
+            self.cancel()
+
+    def handler_cancelled(self) -> bool:
+        """Whether a CancelledError out of the handler stops only the handler, not the request's task.
+
+        Takes back a cancellation this object asked for (``uncancel``). True then, and for a
+        CancelledError the handler raised itself (no cancellation of the task pending); False
+        when the task itself is being cancelled (the ASGI server's), which must go on.
+        """
+        task = self.task
+        if self.requested:
+            self.requested = False
+            if task is not None and task.cancelling():
+                task.uncancel()
+            return task is None or not task.cancelling()
+        return task is not None and not task.cancelling()
+
+
+class _Awaiting:
+    """``await coro`` in the current task, calling ``on_wait()`` the first time it waits.
+
+    Lets a request run its handler inline and start watching for a disconnect only
+    when the handler actually suspends.
+    """
+
+    __slots__ = ("coro", "on_wait")
+
+    def __init__(self, coro: Any, on_wait: Any) -> None:
+        self.coro = coro
+        self.on_wait = on_wait
+
+    def __await__(self) -> Any:
+        coro = self.coro
+        try:
+            waiting = coro.send(None)
+        except StopIteration as stop:
+            return stop.value
+        self.on_wait()
+        while True:
+            try:
+                sent = yield waiting
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                try:
+                    waiting = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    waiting = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
 
 
 def _request_id_of(payload: str) -> str:
