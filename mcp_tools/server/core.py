@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -64,8 +65,9 @@ class Target:
     thread_sensitive: bool = True
     tool: Tool | None = None
 
-    @property
+    @functools.cached_property
     def params_digest(self) -> str:
+        """SHA-256 of the method and the bound parameters (computed once: tokens and the row use it)."""
         return digest([self.method, self.bound_params])
 
 
