@@ -88,6 +88,8 @@ def log(message: str) -> None:
 #: ``ROLLBACK`` of an open transaction, and the ``SELECT 1`` of a connection health check.
 #: SQLite's ``BEGIN IMMEDIATE`` goes through the cursor, so it is already a statement there.
 DB_COUNTS = {"opens": 0, "queries": 0, "trips": 0}
+#: While a list, every statement the store sends is appended to it as ``(sql, params)`` (for the storage floor).
+CAPTURED: list[Any] | None = None
 
 
 def _in_transaction(connection: Any) -> bool:
@@ -104,6 +106,8 @@ def _in_transaction(connection: Any) -> bool:
 
 def _count_query(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
     connection = context["connection"]
+    if CAPTURED is not None:
+        CAPTURED.append((sql, list(params) if params is not None else None))
     DB_COUNTS["queries"] += 1
     DB_COUNTS["trips"] += 1
     if connection.vendor == "postgresql" and not connection.get_autocommit() and not _in_transaction(connection):
@@ -225,15 +229,16 @@ CONFIGURED_MAX_AGE: list[Any] = []
 async def set_connection_reuse(on: bool) -> None:
     """Switch between the configured ``CONN_MAX_AGE`` (the demo's 60 s: the worker thread's
     connection stays open) and 0 (a new connection per database hop)."""
-    from asgiref.sync import sync_to_async
     from django.db import connections
 
     if not CONFIGURED_MAX_AGE:
         CONFIGURED_MAX_AGE.append(connections.settings["default"].get("CONN_MAX_AGE", 0))
     connections.settings["default"]["CONN_MAX_AGE"] = CONFIGURED_MAX_AGE[0] if on else 0
-    # The thread-sensitive worker thread is the one every store coroutine runs in:
+    # The store's thread is the one every store coroutine runs in (mcp_tools/store/hop.py):
     # close its connection so the next one is opened with the new setting.
-    await sync_to_async(lambda: connections["default"].close(), thread_sensitive=True)()
+    from mcp_tools import store
+
+    await store.close_connections()
 
 
 # -- a lean in-process client (the ideas of tests/asgi_client.py) ------------------------------
@@ -450,6 +455,66 @@ async def measure_overhead(client: Client, calls: int, warmup: int, block: int) 
         out[mode] = {"plain": summary(d["plain"]), "round1": summary(d["round1"]), "round2": summary(d["round2"]),
                      "elicit_total": summary(total)}
     return out
+
+
+async def measure_floor(client: Client, calls: int) -> dict[str, Any]:
+    """The database's own share of a round: the statements one round sent, run again through the
+    raw driver (``sqlite3`` / ``psycopg`` connection of the store's thread, no Django, no
+    mcp_tools), ``calls`` times with a fresh call id each, in the store's thread. What is left
+    between this and the measured round is Python: ours, Django's and asyncio's."""
+    global CAPTURED
+    import uuid
+
+    from django.db import connections
+
+    from mcp_tools import store
+
+    CAPTURED = []
+    result, _ = await client.call("bench_echo_confirm", {"text": ECHO_TEXT})
+    state = expect_input_required(result, "confirm")
+    first = len(CAPTURED)
+    result, _ = await client.call("bench_echo_confirm", {"text": ECHO_TEXT}, state, {"confirm": ANSWER})
+    expect_complete(result, ECHO_TEXT)
+    captured, CAPTURED = CAPTURED, None
+    round1, round2 = captured[:first], captured[first:]
+    call_id = uuid.UUID(_call_id_of(round1))
+
+    def replay() -> tuple[list[int], list[int]]:
+        connection = connections["default"]
+        raw = connection.connection
+        sqlite = connection.vendor == "sqlite"
+        old = {call_id.hex, str(call_id), call_id}
+        times1: list[int] = []
+        times2: list[int] = []
+        for _ in range(calls):
+            new_id = uuid.uuid4()
+            new = new_id.hex if sqlite else new_id
+
+            def run(statements: list[Any]) -> int:
+                cursor = raw.cursor()
+                start = time.perf_counter_ns()
+                for sql, params in statements:
+                    values = [new if (isinstance(p, (str, uuid.UUID)) and p in old) else p for p in params or []]
+                    cursor.execute(sql.replace("%s", "?") if sqlite else sql, values)
+                    if cursor.description is not None:
+                        cursor.fetchall()
+                return time.perf_counter_ns() - start
+
+            times1.append(run(round1))
+            times2.append(run(round2))
+        return times1, times2
+
+    times1, times2 = await store.db(replay)()
+    return {"round1_ms": statistics.median(times1) / 1e6, "round2_ms": statistics.median(times2) / 1e6,
+            "round1_statements": len(round1), "round2_statements": len(round2), "calls": calls}
+
+
+def _call_id_of(statements: list[Any]) -> str:
+    """The id of the call a round-1 INSERT wrote (its first parameter)."""
+    for sql, params in statements:
+        if sql.lstrip().upper().startswith(("INSERT", "WITH")) and params:
+            return str(params[0])
+    raise RuntimeError("round 1 wrote no call row")
 
 
 # -- 2. replay cost vs completed steps ---------------------------------------------------------
@@ -730,6 +795,24 @@ def report_overhead(o: dict[str, Any]) -> list[str]:
     return lines
 
 
+def report_floor(f: dict[str, Any], o: dict[str, Any]) -> list[str]:
+    plain = o["demo"]["plain"]["median_ms"]
+    lines = [
+        f"#### Storage floor ({f['calls']} replays)",
+        "",
+        "The statements one round sent (captured), run again through the raw driver in the store's "
+        "thread with a fresh call id each time: the database's own work, with no Django, no mcp_tools, no thread hop.",
+        "",
+        "| round | statements | floor median ms | floor × plain | measured round ms | floor share of the round |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for key, label in (("round1", "round 1 → `input_required`"), ("round2", "round 2 → complete")):
+        measured = o["demo"][key]["median_ms"]
+        lines.append(f"| {label} | {f[key + '_statements']} | {f[key + '_ms']:.3f} | {f[key + '_ms'] / plain:.1f}× | "
+                     f"{measured:.3f} | {f[key + '_ms'] / measured:.0%} |")
+    return lines
+
+
 def report_replay(r: dict[str, Any]) -> list[str]:
     first = SIZES[0]
 
@@ -936,6 +1019,8 @@ def main() -> int:
         async def parts_1_2() -> None:
             log(f"1. plain vs eliciting call: {calls} calls each, demo CONN_MAX_AGE and 0, on {results['database']}")
             results["overhead"] = await measure_overhead(client, calls, warmup, block)
+            log("1b. storage floor: the statements of one round, replayed through the raw driver")
+            results["floor"] = await measure_floor(client, calls)
             log(f"2. replay cost, N = {SIZES}, {cycles} cycles of {per_cycle} calls (demo CONN_MAX_AGE)")
             results["replay"] = await measure_replay(client, per_cycle, cycles)
             log("2b. decomposition: journal load and in-memory replay, timed alone")
@@ -954,7 +1039,7 @@ def main() -> int:
 
     out = [f"## Durable engine benchmark{' (--quick)' if args.quick else ''}", "",
            f"{results['environment']} Total run: {results['seconds']:.0f} s.", ""]
-    out += report_overhead(results["overhead"]) + [""] + report_replay(results["replay"]) + [""] + report_decomposition(results["decomposition"]) + [""] + report_memory(results["memory"])
+    out += report_overhead(results["overhead"]) + [""] + report_floor(results["floor"], results["overhead"]) + [""] + report_replay(results["replay"]) + [""] + report_decomposition(results["decomposition"]) + [""] + report_memory(results["memory"])
     print("\n".join(out))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))

@@ -215,7 +215,7 @@ class Statements:
     # -- writes ----------------------------------------------------------------
 
     @contextlib.contextmanager
-    def write_transaction(self) -> Iterator[None]:
+    def write_transaction(self) -> Iterator[Any]:
         """A write transaction for statements of ours only (no user code runs inside).
 
         On SQLite in autocommit, ``BEGIN IMMEDIATE`` / ``COMMIT`` directly: Django's
@@ -225,17 +225,26 @@ class Statements:
         """
         connection = self.connection
         if self.postgres or connection.in_atomic_block or connection.connection is None:
-            with transaction.atomic(using=self.using):
-                yield
+            with transaction.atomic(using=self.using), connection.cursor() as cursor:
+                yield cursor
             return
         with connection.cursor() as cursor:
             cursor.execute("BEGIN IMMEDIATE")
             try:
-                yield
+                yield cursor
             except BaseException:
                 cursor.execute("ROLLBACK")
                 raise
             cursor.execute("COMMIT")
+
+    def _execute(self, cursor: Any, sql: str, params: Sequence[Any]) -> int:
+        """Run one statement on ``cursor`` (a new cursor when None: Django's costs ~14 µs each); its rowcount."""
+        if cursor is None:
+            with self.connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                return int(cursor.rowcount)
+        cursor.execute(sql, params)
+        return int(cursor.rowcount)
 
     def _step_rows(self, key: Any, steps: Sequence[Step], created: Any) -> tuple[str, list[Any]]:
         prep = self.step.prep
@@ -246,12 +255,11 @@ class Statements:
                        _plain(s.status), created, None if s.status == "pending" else created]
         return ", ".join([self.step_placeholders] * len(steps)), params
 
-    def insert_steps(self, call_id: Any, steps: Sequence[Step], now: datetime) -> None:
+    def insert_steps(self, call_id: Any, steps: Sequence[Step], now: datetime, cursor: Any = None) -> None:
         if not steps:
             return
         values, params = self._step_rows(self.pk(call_id), steps, self.step.prep["created_at"](now))
-        with self.connection.cursor() as cursor:
-            cursor.execute(f"INSERT INTO {self.step.table} ({self.step_insert_columns}) VALUES {values}", params)
+        self._execute(cursor, f"INSERT INTO {self.step.table} ({self.step_insert_columns}) VALUES {values}", params)
 
     def insert_call(self, fields: dict[str, Any], steps: Sequence[Step], now: datetime) -> str:
         """A call row (the model's defaults for what ``fields`` leaves out) and its first steps; its id."""
@@ -272,17 +280,16 @@ class Statements:
                 value = values[attname] = make_default() if make_default is not None else default
             params.append(prep[attname](value))
         insert = f"INSERT INTO {self.call.table} ({self.call_insert_columns}) VALUES {self.call_placeholders}"
-        with self.connection.cursor() as cursor:
-            if not steps:
+        if not steps:
+            self._execute(None, insert, params)
+        elif self.postgres:
+            rows, step_params = self._step_rows(params[0], steps, prep["created_at"](now))
+            self._execute(None, f"WITH c AS ({insert}) INSERT INTO {self.step.table} ({self.step_insert_columns}) "
+                                f"VALUES {rows}", params + step_params)
+        else:
+            with self.write_transaction() as cursor:
                 cursor.execute(insert, params)
-            elif self.postgres:
-                rows, step_params = self._step_rows(params[0], steps, prep["created_at"](now))
-                cursor.execute(f"WITH c AS ({insert}) INSERT INTO {self.step.table} ({self.step_insert_columns}) "
-                               f"VALUES {rows}", params + step_params)
-            else:
-                with self.write_transaction():
-                    cursor.execute(insert, params)
-                    self.insert_steps(values["id"], steps, now)
+                self.insert_steps(values["id"], steps, now, cursor)
         return str(values["id"])
 
     def _set(self, values: dict[str, Any]) -> tuple[str, list[Any]]:
@@ -305,13 +312,11 @@ class Statements:
                 params.append(_plain(value))
         return " AND ".join(conditions), params
 
-    def update_call(self, call_id: Any, where: dict[str, Any], values: dict[str, Any]) -> bool:
+    def update_call(self, call_id: Any, where: dict[str, Any], values: dict[str, Any], cursor: Any = None) -> bool:
         """``UPDATE`` one call row if it matches ``where`` (``name`` = value, or ``name__in`` = values)."""
         sets, set_params = self._set(values)
         conditions, where_params = self._where(call_id, where)
-        with self.connection.cursor() as cursor:
-            cursor.execute(f"UPDATE {self.call.table} SET {sets} WHERE {conditions}", set_params + where_params)
-            return cursor.rowcount == 1
+        return self._execute(cursor, f"UPDATE {self.call.table} SET {sets} WHERE {conditions}", set_params + where_params) == 1
 
     def write_round(
         self, call_id: Any, where: dict[str, Any], values: dict[str, Any],
@@ -324,23 +329,22 @@ class Statements:
         """
         if self.postgres:
             return self._write_round_postgres(call_id, where, values, answers, new_steps, now)
-        with self.write_transaction():
-            if not self.update_call(call_id, where, values):
+        with self.write_transaction() as cursor:
+            if not self.update_call(call_id, where, values, cursor):
                 return False
-            self.answer_steps(call_id, answers, now)
-            self.insert_steps(call_id, new_steps, now)
+            self.answer_steps(call_id, answers, now, cursor)
+            self.insert_steps(call_id, new_steps, now, cursor)
         return True
 
-    def answer_steps(self, call_id: Any, answers: dict[int, tuple[str, Any, Any]], now: datetime) -> None:
+    def answer_steps(self, call_id: Any, answers: dict[int, tuple[str, Any, Any]], now: datetime, cursor: Any = None) -> None:
         if not answers:
             return
         c, prep = self.step.column, self.step.prep
         sql = (f"UPDATE {self.step.table} SET {c['status']} = %s, {c['response']} = %s, {c['error']} = %s, "
                f"{c['answered_at']} = %s WHERE {c['call']} = %s AND {c['seq']} = %s AND {c['status']} = %s")
         key, answered = self.pk(call_id), prep["answered_at"](now)
-        with self.connection.cursor() as cursor:
-            for seq, (status, response, error) in answers.items():
-                cursor.execute(sql, [_plain(status), prep["response"](response), prep["error"](error), answered, key, seq, "pending"])
+        for seq, (status, response, error) in answers.items():
+            self._execute(cursor, sql, [_plain(status), prep["response"](response), prep["error"](error), answered, key, seq, "pending"])
 
     def _write_round_postgres(
         self, call_id: Any, where: dict[str, Any], values: dict[str, Any],
