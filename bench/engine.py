@@ -469,6 +469,7 @@ async def measure_floor(client: Client, calls: int) -> dict[str, Any]:
 
     from mcp_tools import store
 
+    await elicit_call(client)  # the store thread's connection is open (the what-if above closed it)
     CAPTURED = []
     result, _ = await client.call("bench_echo_confirm", {"text": ECHO_TEXT})
     state = expect_input_required(result, "confirm")

@@ -224,7 +224,8 @@ class Statements:
         database, Django's ``atomic()`` (a savepoint when nested).
         """
         connection = self.connection
-        if self.postgres or connection.in_atomic_block or connection.connection is None:
+        connection.ensure_connection()
+        if self.postgres or connection.in_atomic_block:
             with transaction.atomic(using=self.using), connection.cursor() as cursor:
                 yield cursor
             return
