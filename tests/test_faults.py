@@ -401,6 +401,50 @@ async def test_session_calls_survive_their_stream_holder_being_killed(start_serv
     assert not problems, problems
 
 
+async def test_a_session_round_whose_stream_holder_dies_mid_run_is_taken_over(start_server: type[LiveServer]) -> None:
+    """A's stream runs the round after the client's answer and dies in it; the client resumes on B.
+
+    B finds the round claimed but its row untouched (A's handler touched it every
+    CANCEL_POLL_SECONDS while it ran), takes it over after three intervals and runs it
+    from the journal: the client gets the result on its resumed stream, not a call
+    stuck in ``working`` until it expires.
+    """
+    pair = Pair(start_server)
+    async with http_client() as http:
+        session = await LegacySession.open(http, pair.url("A"))
+        last_event = None
+        async with session.stream("tools/call", {"name": "confirm_then_count", "arguments": {"n": 40}, "_meta": {"progressToken": "p"}},
+                                  url=pair.url("A")) as (request_id, response):
+            async with asyncio.timeout(STREAM_TIMEOUT):
+                async for event_id, message in iter_sse_events(response):
+                    if message is None:
+                        continue
+                    last_event = event_id
+                    if message.get("method") == "elicitation/create":
+                        answer = {"action": "accept", "content": {"ok": True}}
+                        assert (await session.send({"jsonrpc": "2.0", "id": message["id"], "result": answer})).status_code == 202
+                    elif message.get("method") == "notifications/progress" and message["params"]["progress"] >= 3:
+                        break  # A runs the answered round now
+        call_id = await row_id_when_written(str(request_id), "confirm_then_count")
+        assert call_id is not None
+        assert await sync_to_async(_status_of)(call_id) == "working"
+        pair.kill("A")
+        final = None
+        async with session.resume(last_event, url=pair.url("B")) as resumed, asyncio.timeout(STREAM_TIMEOUT):
+            async for message in iter_sse(resumed):
+                if message.get("id") == request_id and ("result" in message or "error" in message):
+                    final = message
+                    break
+    assert final is not None and final.get("result", {}).get("content") == [{"type": "text", "text": "counted to 40"}], final
+    assert await sync_to_async(_status_of)(call_id) == "completed"
+
+
+def _status_of(call_id: str) -> str:
+    from mcp_tools.models import ToolCall
+
+    return ToolCall.objects.get(pk=call_id).status
+
+
 # -- 3. cancels from the admin and from the client at random points --------------------------------------
 
 

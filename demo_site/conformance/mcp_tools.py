@@ -605,3 +605,14 @@ async def test_tool_with_task(ctx: ToolContext) -> str:
     answer = await ctx.elicit("What is your name?", schema=NAME_SCHEMA, key="user_name")
     await ctx.defer()
     return f"Hello, {answer.get('name', 'unknown')}! (from a task)"
+
+
+@tool(description="Faults: asks for confirmation, then counts slowly (a long round after the answer)")
+async def confirm_then_count(ctx: ToolContext, n: int = 20) -> str:
+    answer = await ctx.elicit("Start counting?", schema=CONFIRM_SCHEMA, key="confirm")
+    if not answer.get("ok"):
+        return "not counted"
+    for i in range(1, n + 1):
+        await asyncio.sleep(0.05)
+        await ctx.report_progress(i, n, f"step {i}")
+    return f"counted to {n}"

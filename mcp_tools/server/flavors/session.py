@@ -16,7 +16,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from django.utils import timezone
+
 from ... import engine, store
+from ...conf import mcp_settings
 from ...engine.journal import Journal, Step
 from ...interprocess import wakeups
 from ...protocol import jsonrpc
@@ -63,8 +66,11 @@ async def call(method: str, params: dict[str, Any], rc: RequestContext) -> dict[
     """``tools/call``, ``prompts/get`` or ``resources/read`` in a 2025-11-25 session (or stdio)."""
     target = await core.resolve_target(method, params, rc.principal)
     rc.flavor = "session"
-    inv = core.new_invocation(target, rc)
-    round_number = 0
+    return await _rounds(target, core.new_invocation(target, rc), rc, 0, set())
+
+
+async def _rounds(target: core.Target, inv: engine.Invocation, rc: RequestContext, round_number: int, already_sent: set[str]) -> dict[str, Any]:
+    """Run the call's rounds on this stream: ask on it whenever the handler needs input, until the call ends."""
     while True:
         outcome = await core.execute(target, inv)
         if isinstance(outcome, engine.Deferred):
@@ -75,6 +81,7 @@ async def call(method: str, params: dict[str, Any], rc: RequestContext) -> dict[
             raise McpError(INVALID_PARAMS, "This call needs input from the client, which this transport cannot ask for")
         call_id = await core.suspend(inv, rc, round_number)
         await _ask_on_stream(call_id, outcome.pending, rc)
+        already_sent.update(step_request_id(call_id, s.seq) for s in outcome.pending)
         try:
             journal = await _wait_for_answers(call_id, round_number, rc)
         except CallEnded as ended:
@@ -187,7 +194,9 @@ async def follow(
                     if row.background:
                         await background.requeue(call_id)
                     else:
-                        return await _run_rounds(row, journal, rc, already_sent)
+                        return await _run_rounds(row, journal, rc, already_sent, claimed_at=row.round + 1)
+            if row.status == "working" and await _owner_gone(call_id, row):
+                return await _run_rounds(row, journal, rc, already_sent, claimed_at=row.round)
             await wakeups.wait(event)
 
 
@@ -197,26 +206,30 @@ async def _relay_progress(row: Any, rc: RequestContext) -> None:
     await rc.emit(jsonrpc.notification_message("notifications/progress", core.progress_params(rc.progress_token, row)))
 
 
-async def _run_rounds(row: Any, journal: Journal, rc: RequestContext, already_sent: set[str]) -> dict[str, Any]:
+async def _run_rounds(row: Any, journal: Journal, rc: RequestContext, already_sent: set[str], *, claimed_at: int) -> dict[str, Any]:
+    """Run a call from its journal on this stream, at round ``claimed_at`` (this stream claimed it)."""
     call_id = str(row.id)
     target = await core.resolve_target(row.method, row.arguments, rc.principal)
-    round_number = row.round + 1
-    inv = core.new_invocation(target, rc, journal, call_id)
-    while True:
-        outcome = await core.execute(target, inv)
-        if isinstance(outcome, engine.Deferred):
-            return await _run_on_worker(inv, target, rc, round_number)
-        if not isinstance(outcome, engine.NeedsInput):
-            return await core.finish(inv, target, outcome, rc, round_number)
-        await core.suspend(inv, rc, round_number)
-        await _ask_on_stream(call_id, outcome.pending, rc)
-        already_sent.update(step_request_id(call_id, s.seq) for s in outcome.pending)
-        try:
-            journal = await _wait_for_answers(call_id, round_number, rc)
-        except CallEnded as ended:
-            return core.ended_answer(target, ended.status)
-        round_number += 1
-        inv = core.new_invocation(target, rc, journal, call_id)
+    return await _rounds(target, core.new_invocation(target, rc, journal, call_id), rc, claimed_at, already_sent)
+
+
+async def _owner_gone(call_id: str, row: Any) -> bool:
+    """Take over a round whose stream holder died while running it (compare-and-set; one taker wins).
+
+    The holder's handler touches the row every ``CANCEL_POLL_SECONDS`` while it runs
+    (:class:`~mcp_tools.interprocess.cancellation.CallWatch`); a working row left
+    untouched three times as long has nobody running it. Background calls are the
+    lease sweep's to take over, and MRTR rounds the retry's (:func:`core.repeat_outcome`).
+    """
+    poll = float(mcp_settings.CANCEL_POLL_SECONDS)
+    if poll <= 0 or row.background or row.status != "working":
+        return False
+    if (timezone.now() - row.updated_at).total_seconds() < 3 * poll:
+        return False  # touched lately: its holder is alive (no write needed to know)
+    if not await store.take_over_round(call_id, row.round, row.last_answers_digest, 3 * poll):
+        return False
+    logger.warning("Call %s: the stream holder running round %s is gone; this stream runs it again", call_id, row.round)
+    return True
 
 
 async def accept_client_response(message: dict[str, Any], rc: RequestContext) -> None:
