@@ -102,9 +102,12 @@ class McpToolsSettings:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name not in DEFAULTS:
             raise AttributeError(f"Invalid MCP_TOOLS setting: {name!r}")
-        return self._merged()[name]
+        value = self.__dict__[name] = self._merged()[name]  # later reads are plain attribute reads
+        return value
 
     def reload(self) -> None:
+        for name in [key for key in self.__dict__ if key in DEFAULTS]:
+            del self.__dict__[name]
         self._cache = None
 
 

@@ -134,6 +134,7 @@ class Statements:
         self.using = using
         self.connection = connection
         self.postgres = connection.vendor == "postgresql"
+        self.sqlite = connection.vendor == "sqlite"
         q = connection.ops.quote_name
         self.q = q
         self.call = call = _Columns(ToolCall, connection)
@@ -220,12 +221,12 @@ class Statements:
 
         On SQLite in autocommit, ``BEGIN IMMEDIATE`` / ``COMMIT`` directly: Django's
         ``atomic()`` toggles the connection's autocommit mode around them, which cost
-        more than the statements. Inside a caller's transaction, or on another
+        more than the statements. Inside a caller's transaction, or on any other
         database, Django's ``atomic()`` (a savepoint when nested).
         """
         connection = self.connection
         connection.ensure_connection()
-        if self.postgres or connection.in_atomic_block:
+        if not self.sqlite or connection.in_atomic_block:
             with transaction.atomic(using=self.using), connection.cursor() as cursor:
                 yield cursor
             return
