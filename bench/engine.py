@@ -10,7 +10,9 @@ client capabilities, ``Mcp-Method`` / ``Mcp-Name`` headers). It answers:
    async ``echo`` vs an echo that elicits once (round 1 -> ``input_required``, round 2
    retries with ``inputResponses`` + ``requestState`` -> complete). Interleaved call by
    call. What-if: the same with the worker thread's DB connection kept open
-   (``CONN_MAX_AGE = 600``), in alternating blocks.
+   (``CONN_MAX_AGE = 600``), in alternating blocks. Then the storage floor: the statements
+   one round sent, captured and replayed through the raw driver (no Django, no mcp_tools,
+   no thread hop), so the report shows how much of a round is the database's own work.
 2. How does the cost of a round grow with the completed steps it replays? A tool asks
    N elicitations, one per round; its last round loads N journal steps, replays N-1
    answered ones, records the N-th answer and completes. N = 1, 10, 100, with a pydantic
