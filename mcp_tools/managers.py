@@ -1,7 +1,9 @@
 """Domain operations on the call, journal and event tables, each atomic.
 
-These are the only functions that write calls and journals. They are sync;
-coroutines reach them through :mod:`mcp_tools.store` (one boundary).
+The durable round's writes (advance, save, commit of a round, ``ctx.once``,
+progress) live in :mod:`mcp_tools.store.calls` as precompiled SQL; what stays
+here are the other status changes, each a compare-and-set on a live row. They
+are sync; coroutines reach them through :mod:`mcp_tools.store` (one boundary).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, models, transaction
+from django.db import models, transaction
 from django.utils import timezone
 
 from .states import LIVE_STATUSES, CallStatus, StepStatus
@@ -42,44 +44,6 @@ class ToolCallManager(models.Manager["ToolCall"]):
             step.persisted = True
         return call
 
-    def advance(self, call_id: Any, expected_round: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str) -> bool:
-        """Record answers for pending steps and move the call to the next round.
-
-        Compare-and-set on ``round``: of several concurrent retries of one
-        round exactly one returns True; the others change nothing.
-        """
-        CallStep = self._steps_model()
-
-        now = timezone.now()
-        with transaction.atomic(using=self.db):
-            moved = self.filter(id=call_id, round=expected_round, status=CallStatus.INPUT_REQUIRED).update(
-                round=expected_round + 1, status=CallStatus.WORKING, last_answers_digest=answers_digest,
-                last_outcome=None, updated_at=now,
-            )
-            if not moved:
-                return False
-            for seq, (status, response, error) in answers.items():
-                CallStep.objects.filter(call_id=call_id, seq=seq, status=StepStatus.PENDING).update(
-                    status=status, response=response, error=error, answered_at=now
-                )
-        return True
-
-    def save_round(self, call_id: Any, round_number: int, new_steps: list[Step], fields: dict[str, Any]) -> bool:
-        """Persist what a run produced: new journal steps and the call's new state.
-
-        Compare-and-set on ``round`` and on a live status: a call that was
-        cancelled or expired meanwhile, or moved on by another process, is left
-        as it is and nothing is written. Returns whether this run's outcome won.
-        """
-        with transaction.atomic(using=self.db):
-            moved = self.filter(id=call_id, round=round_number, status__in=LIVE_STATUSES).update(
-                updated_at=timezone.now(), **fields
-            )
-            if not moved:
-                return False
-            self._insert_steps(call_id, new_steps)
-        return True
-
     def _insert_steps(self, call_id: Any, steps: list[Step]) -> None:
         """Journal ``steps`` of a call (inside the caller's transaction) and mark them persisted."""
         if not steps:
@@ -94,35 +58,6 @@ class ToolCallManager(models.Manager["ToolCall"]):
         )
         for step in steps:
             step.persisted = True
-
-    def commit_round(
-        self, call_id: Any, expected_round: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str,
-        new_steps: list[Step], fields: dict[str, Any],
-    ) -> bool:
-        """:meth:`advance` and :meth:`save_round` of a round in one transaction.
-
-        For a round whose handler ran no effect: the answers, the new steps and the
-        outcome (``fields``) are written together, behind one compare-and-set on
-        ``round`` and on ``input_required``. The journal was read at
-        ``expected_round`` and only an advance changes it, so the compare-and-set
-        also proves that read current. Exactly one of several concurrent retries
-        returns True; a cancelled or expired call (not live) is left as it is.
-        """
-        CallStep = self._steps_model()
-
-        now = timezone.now()
-        with transaction.atomic(using=self.db):
-            moved = self.filter(id=call_id, round=expected_round, status=CallStatus.INPUT_REQUIRED).update(
-                round=expected_round + 1, last_answers_digest=answers_digest, updated_at=now, **fields
-            )
-            if not moved:
-                return False
-            for seq, (status, response, error) in answers.items():
-                CallStep.objects.filter(call_id=call_id, seq=seq, status=StepStatus.PENDING).update(
-                    status=status, response=response, error=error, answered_at=now
-                )
-            self._insert_steps(call_id, new_steps)
-        return True
 
     def answer_step(self, call_id: Any, seq: int, status: str, response: Any, error: Any) -> bool:
         """Record a client's answer to one pending step (2025-11-25 sessions)."""
@@ -158,14 +93,6 @@ class ToolCallManager(models.Manager["ToolCall"]):
             return bool(self.filter(id=call_id, status__in=LIVE_STATUSES).update(**fields))
         except (ValidationError, ValueError):  # not a call id at all
             return False
-
-    def record_progress(self, call_id: Any, progress: float, total: float | None, message: str) -> bool:
-        """Progress of a live call; False when the call has ended (the handler should stop)."""
-        return bool(
-            self.filter(id=call_id, status__in=LIVE_STATUSES).update(
-                progress=progress, progress_total=total, status_message=message, updated_at=timezone.now()
-            )
-        )
 
     def set_stream(self, call_id: Any, stream_id: str) -> bool:
         """The SSE stream a live session call asks its client on (for Last-Event-ID resumption)."""
@@ -216,42 +143,7 @@ class CallNotLive(Exception):
 
 
 class CallStepManager(models.Manager[Any]):
-    def _calls(self) -> Any:
-        return self.model._meta.get_field("call").related_model.objects
-
-    def run_once(self, call_id: Any, step: Step, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, Any]:
-        """Run ``fn`` and journal its result in one transaction.
-
-        Returns ``(ran, value)``; when another run journaled the same step
-        first, ``fn``'s writes roll back and the recorded value is returned.
-        """
-        existing = self.filter(call_id=call_id, seq=step.seq).first()
-        if existing is not None:
-            return False, existing.response
-        try:
-            with transaction.atomic(using=self.db):
-                # Checked in the effect's transaction: a cancel that committed first stops it.
-                if not self._calls().filter(id=call_id, status__in=LIVE_STATUSES).exists():
-                    raise CallNotLive(call_id)
-                value = fn(*args, **kwargs)
-                self.create(call_id=call_id, seq=step.seq, kind=step.kind, key=step.key, digest=step.digest,
-                            response=value, status="done", answered_at=timezone.now())
-        except IntegrityError:
-            existing = self.filter(call_id=call_id, seq=step.seq).first()
-            if existing is None:
-                raise
-            return False, existing.response
-        return True, value
-
-    def record_done(self, call_id: Any, step: Step, value: Any) -> tuple[bool, Any]:
-        try:
-            with transaction.atomic(using=self.db):
-                self.create(call_id=call_id, seq=step.seq, kind=step.kind, key=step.key, digest=step.digest,
-                            response=value, status="done", answered_at=timezone.now())
-        except IntegrityError:
-            existing = self.filter(call_id=call_id, seq=step.seq).first()
-            return False, existing.response if existing else value
-        return True, value
+    """Journal steps are written by the store (:mod:`mcp_tools.store.calls`), in the call's round transactions."""
 
 
 class StreamEventManager(models.Manager[Any]):

@@ -18,6 +18,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from mcp_tools import store
 from mcp_tools.models import CallStep, ToolCall
 from mcp_tools.registry import make_tool, registry
 from tests.asgi_client import call_modern
@@ -541,7 +542,7 @@ async def test_websocket_notices_changes_nobody_announced() -> None:
     socket = await _communicator(await sync_to_async(_session_cookie)(viewer))
     assert (await socket.connect())[0]
     await socket.receive_json_from(timeout=5)
-    await sync_to_async(ToolCall.objects.record_progress)(call.pk, 7, 10, "step 7")
+    await store.record_progress(call.pk, 7, 10, "step 7")  # what a handler's progress does
     pushed = await socket.receive_json_from(timeout=5)
     assert "70%" in pushed["html"]
     await socket.disconnect()

@@ -19,6 +19,7 @@ from django.test import Client as DjangoClient
 from django.urls import reverse
 
 from mcp_tools.models import ToolCall
+from mcp_tools.store import sync_calls
 from tests.clients import LegacySession, http_client, modern_headers, modern_meta, sdk_client
 from tests.conftest import LiveServer
 
@@ -139,7 +140,7 @@ def _live_call(status: str = "working", round_number: int = 0) -> ToolCall:
 @pytest.mark.django_db
 def test_a_cancel_after_completion_loses_and_changes_nothing() -> None:
     call = _live_call()
-    assert ToolCall.objects.save_round(call.id, 0, [], {"status": "completed", "result": {"content": []}})
+    assert sync_calls.save_round(call.id, 0, [], status="completed", result={"content": []})
     assert ToolCall.objects.end(call.id, "cancelled") is False
     call.refresh_from_db()
     assert (call.status, call.result) == ("completed", {"content": []})
@@ -149,16 +150,16 @@ def test_a_cancel_after_completion_loses_and_changes_nothing() -> None:
 def test_a_completion_after_cancel_loses_and_changes_nothing() -> None:
     call = _live_call()
     assert ToolCall.objects.end(call.id, "cancelled", "by ops")
-    assert ToolCall.objects.save_round(call.id, 0, [], {"status": "completed", "result": {"content": []}}) is False
+    assert sync_calls.save_round(call.id, 0, [], status="completed", result={"content": []}) is False
     call.refresh_from_db()
     assert (call.status, call.result, call.status_message) == ("cancelled", None, "by ops")
-    assert ToolCall.objects.record_progress(call.id, 5, 10, "late") is False
+    assert sync_calls.record_progress(call.id, 5, 10, "late") is False
 
 
 @pytest.mark.django_db
 def test_a_stale_round_cannot_overwrite_a_newer_one() -> None:
     call = _live_call(status="working", round_number=3)
-    assert ToolCall.objects.save_round(call.id, 2, [], {"status": "completed"}) is False
+    assert sync_calls.save_round(call.id, 2, [], status="completed") is False
     call.refresh_from_db()
     assert (call.status, call.round) == ("working", 3)
 
@@ -181,7 +182,7 @@ def test_concurrent_completion_and_cancel_end_in_exactly_one_terminal_state() ->
 
         def complete(call_id: Any = call.id) -> None:
             barrier.wait()
-            won["complete"] = ToolCall.objects.save_round(call_id, 0, [], {"status": "completed", "result": {"ok": 1}})
+            won["complete"] = sync_calls.save_round(call_id, 0, [], status="completed", result={"ok": 1})
 
         def cancel(call_id: Any = call.id) -> None:
             barrier.wait()

@@ -110,11 +110,6 @@ async def publish_changed(call_id: Any, status: str) -> None:
     await _publish(_message(call_id, status))
 
 
-def publish_changed_soon(call_id: Any, status: str) -> None:
-    """:func:`publish_changed` without waiting for it (off the request's path; a shared layer is a network hop)."""
-    _spawn(publish_changed(call_id, status))
-
-
 def publish_changed_sync(call_id: Any, status: str) -> None:
     """:func:`publish_changed` for sync code (the admin's actions)."""
     from asgiref.sync import async_to_sync

@@ -26,7 +26,7 @@ def load_call(call_id: Any) -> tuple[Any, Journal] | None:
 
     try:
         loaded = sql.load_call(call_id, _db())
-    except (ValidationError, ValueError, TypeError, AttributeError):
+    except (ValidationError, ValueError):  # not a call id
         return None
     if loaded is None:
         return None
@@ -58,7 +58,8 @@ def create_call(steps: list[Step], **fields: Any) -> str:
 def save_round(call_id: Any, round_number: int, new_steps: list[Step], **fields: Any) -> bool:
     """New steps and state of a live call at ``round_number``; False if the call ended or moved on.
 
-    :meth:`ToolCallManager.save_round <mcp_tools.managers.ToolCallManager.save_round>` in precompiled SQL.
+    Compare-and-set on ``round`` and on a live status: a call cancelled or expired
+    meanwhile, or moved on by another process, is left as it is and nothing is written.
     """
     now = timezone.now()
     if not sql.write_round(call_id, _db(), {"round": round_number, "status__in": LIVE_STATUSES},
@@ -75,8 +76,10 @@ def commit_round(
 ) -> bool:
     """Answers, new steps and outcome of a round that ran no effect, all or nothing (CAS on the round).
 
-    :meth:`ToolCallManager.commit_round <mcp_tools.managers.ToolCallManager.commit_round>` in precompiled SQL:
-    one statement on PostgreSQL, one transaction on SQLite.
+    The journal was read at ``expected_round`` and only an advance changes it, so the
+    compare-and-set on ``round`` + ``input_required`` also proves that read current:
+    exactly one of several concurrent retries wins. One statement on PostgreSQL, one
+    transaction on SQLite.
     """
     now = timezone.now()
     if not sql.write_round(
@@ -93,7 +96,7 @@ def commit_round(
 def advance(call_id: Any, expected_round: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str) -> bool:
     """Record answers for pending steps and move the call to the next round (CAS on the round).
 
-    :meth:`ToolCallManager.advance <mcp_tools.managers.ToolCallManager.advance>` in precompiled SQL.
+    Of several concurrent retries of one round exactly one returns True; the others change nothing.
     """
     now = timezone.now()
     return sql.write_round(
@@ -119,8 +122,7 @@ def answer_step(call_id: Any, seq: int, status: str, response: Any, error: Any) 
 def run_once(call_id: Any, step: Step, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, Any]:
     """Run ``fn`` and journal its (JSON) result in one transaction; ``(ran, value)``.
 
-    :meth:`CallStepManager.run_once <mcp_tools.managers.CallStepManager.run_once>` in
-    precompiled SQL: one SELECT checks, inside the transaction and before the
+    One SELECT checks, inside the transaction and before the
     effect, that the call is live (else :class:`CallNotLive`) and whether another
     run journaled the step first (then its recorded value is returned and ``fn``
     does not run); then ``fn`` runs and its step is inserted. If a concurrent run

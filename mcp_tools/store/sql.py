@@ -88,7 +88,7 @@ def _preparer(field: Any, connection: Any) -> Prep:
 class _Columns:
     """The concrete fields of a model as this connection reads and writes them."""
 
-    def __init__(self, model: Any, connection: Any, table_alias: str | None = None) -> None:
+    def __init__(self, model: Any, connection: Any) -> None:
         q = connection.ops.quote_name
         self.table = q(model._meta.db_table)
         self.fields = list(model._meta.concrete_fields)
