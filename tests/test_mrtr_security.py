@@ -235,7 +235,8 @@ async def test_request_state_of_an_expired_call_is_refused() -> None:
     assert_refused(await call(state=state0, responses={"target": TARGET}))
     after = await snapshot()
     assert after["steps"] == steps_before
-    assert [c[1] for c in after["calls"]] == [0]  # the round did not move
+    # The round did not move; the row is marked expired (also when the token carried the journal).
+    assert [c[1:3] for c in after["calls"]] == [(0, "expired")]
     assert after["audit"] == 0
 
 

@@ -550,13 +550,41 @@ async def suspend(inv: engine.Invocation, rc: RequestContext, round_number: int,
     return inv.call_id
 
 
-def seal(purpose: str, call_id: str, round_number: int, rc: RequestContext, target: Target) -> str:
-    """A token for one round of one call, bound to the caller, the method and the parameters."""
-    return tokens.seal(purpose, {"c": call_id, "r": round_number, "p": rc.principal.id, "m": target.method, "d": target.params_digest})
+#: A token carries its round's journal only while it stays this short (a token is refused past 4,096).
+CARRIED_TOKEN_MAX_CHARS = 2048
 
 
-async def load_bound_call(purpose: str, token: Any, rc: RequestContext, target_digest: str | None, method: str) -> tuple[dict[str, Any], Any, Journal]:
-    """The call a token names, with its journal, if the token is valid for this caller and request."""
+def seal(purpose: str, call_id: str, round_number: int, rc: RequestContext, target: Target, carry: Journal | None = None) -> str:
+    """A token for one round of one call, bound to the caller, the method and the parameters.
+
+    With ``carry`` (the call's whole journal, every step of it asked in this round
+    and unanswered: see :func:`carriable`), the token also carries those steps, so
+    the answering round can run without reading the row first (:func:`carried_call`).
+    """
+    payload: dict[str, Any] = {"c": call_id, "r": round_number, "p": rc.principal.id, "m": target.method, "d": target.params_digest}
+    if carry is not None:
+        payload["j"] = [[s.seq, s.kind, s.key, s.digest, s.request] for s in carry.steps]
+        token = tokens.seal(purpose, payload)
+        if len(token) <= CARRIED_TOKEN_MAX_CHARS:
+            return token
+        del payload["j"]  # large requests (sampling with long messages) stay in the row only
+    return tokens.seal(purpose, payload)
+
+
+def carriable(inv: engine.Invocation) -> Journal | None:
+    """The journal a suspending round's token may carry: only when every step is pending.
+
+    Then the row's journal is exactly these steps (written by this round, nothing
+    answered, no effect journaled), and only an advance of the round can change it.
+    """
+    steps = inv.journal.steps
+    if steps and all(step.status == "pending" for step in steps):
+        return inv.journal
+    return None
+
+
+def open_token(purpose: str, token: Any, rc: RequestContext, target_digest: str | None, method: str) -> dict[str, Any]:
+    """A token's payload, if it is genuine, unexpired and bound to this caller and request."""
     error = invalid_token(purpose)
     try:
         payload = tokens.unseal(purpose, token)
@@ -565,17 +593,64 @@ async def load_bound_call(purpose: str, token: Any, rc: RequestContext, target_d
     if payload.get("p") != rc.principal.id or payload.get("m") != method or (target_digest is not None and payload.get("d") != target_digest):
         logger.info("Refused %s token: bound to another principal, method or parameters", purpose)
         raise error
+    return payload
+
+
+async def load_token_call(purpose: str, payload: dict[str, Any]) -> tuple[Any, Journal]:
+    """The call an opened token names, with its journal; refused if it is gone or expired."""
     loaded = await store.load_call(payload.get("c"))
     if loaded is None:
         logger.info("Refused %s token: call %s is gone", purpose, payload.get("c"))
-        raise error
+        raise invalid_token(purpose)
     call, journal = loaded
     if call.status == "expired" or (call.expires_at and call.expires_at < timezone.now() and not call.is_terminal):
         logger.info("Refused %s token: call %s expired", purpose, call.id)
         if call.status != "expired":
             await store.end_call(call.id, "expired")
-        raise error
+        raise invalid_token(purpose)
+    return call, journal
+
+
+async def load_bound_call(purpose: str, token: Any, rc: RequestContext, target_digest: str | None, method: str) -> tuple[dict[str, Any], Any, Journal]:
+    """The call a token names, with its journal, if the token is valid for this caller and request."""
+    payload = open_token(purpose, token, rc, target_digest, method)
+    call, journal = await load_token_call(purpose, payload)
     return payload, call, journal
+
+
+@dataclass
+class CarriedCall:
+    """A suspended call as its token carries it: what the answering round needs of the row.
+
+    Only a round that suspended with every step of its journal pending carries it
+    (:func:`carriable`); the call was not a background one (those never suspend
+    in the request that created them). Whether the row still agrees (same round,
+    still waiting for input, not expired) is proved by the compare-and-set that
+    writes the round (:func:`claim`, :func:`save_outcome`); when it does not,
+    :class:`NotCurrent` sends the request down the path that reads the row.
+    """
+
+    id: str
+    round: int
+    status: str = "input_required"
+    background: bool = False
+
+
+class NotCurrent(Exception):
+    """The journal a token carried is not the row's any more (or the answers need the row to judge)."""
+
+
+def carried_call(payload: dict[str, Any]) -> tuple[CarriedCall, Journal] | None:
+    """The call and journal a genuine token carries, or None (it carries none)."""
+    packed, call_id, round_number = payload.get("j"), payload.get("c"), payload.get("r")
+    if not isinstance(packed, list) or not isinstance(call_id, str) or type(round_number) is not int:
+        return None
+    try:
+        steps = [Step(seq=seq, kind=kind, key=key, digest=step_digest, request=request, persisted=True)
+                 for seq, kind, key, step_digest, request in packed]
+    except (TypeError, ValueError):
+        return None
+    return CarriedCall(call_id, round_number), Journal(steps)
 
 
 async def advance_and_run(
@@ -589,6 +664,7 @@ async def advance_and_run(
     concurrent retries of a round are settled by :func:`repeat_outcome`.
     """
     answers_digest = digest(responses)
+    carried = isinstance(call, CarriedCall)
     if call.status == "cancelled":
         # The caller's own token for a call that was cancelled: say so, not "invalid token".
         return ended_answer(target, call.status)
@@ -599,6 +675,23 @@ async def advance_and_run(
         return await repeat_outcome(call.id, round_number, answers_digest, purpose, take_over)
     if call.status != "input_required":
         raise invalid_token(purpose)
+    try:
+        answers = _answers(journal, responses, strict_keys)
+    except McpError:
+        if carried:  # a cancelled or advanced call answers otherwise: let the row decide
+            raise NotCurrent() from None
+        raise
+    if not answers:
+        if carried:
+            raise NotCurrent()
+        # Nothing new: ask again with the same round's token.
+        return ask(str(call.id), round_number, journal.pending)
+    return await run_next_round(call, journal, round_number, answers, answers_digest, target, rc, purpose=purpose, ask=ask,
+                                running=running, on_defer=on_defer)
+
+
+def _answers(journal: Journal, responses: dict[str, Any], strict_keys: bool) -> dict[int, tuple[str, Any, Any]]:
+    """Check the client's answers against the journal's pending steps and apply them (in memory)."""
     pending = {step.key: step for step in journal.pending}
     unknown = sorted(set(responses) - set(pending))
     if strict_keys and unknown:
@@ -610,11 +703,7 @@ async def advance_and_run(
         if key in responses:
             apply_answer(step, responses[key], key)
             answers[step.seq] = ("done", step.response, None)
-    if not answers:
-        # Nothing new: ask again with the same round's token.
-        return ask(str(call.id), round_number, journal.pending)
-    return await run_next_round(call, journal, round_number, answers, answers_digest, target, rc, purpose=purpose, ask=ask,
-                                running=running, on_defer=on_defer)
+    return answers
 
 
 async def run_next_round(
@@ -654,6 +743,8 @@ async def run_next_round(
             return await on_defer(inv, next_round)
         return await finish(inv, target, outcome, rc, next_round)
     except RoundTaken:
+        if isinstance(call, CarriedCall):
+            raise NotCurrent() from None  # nothing was written: answer from the row instead
         # Another retry advanced the round first, or the call ended meanwhile.
         row = await store.call_status(call.id)
         if row is not None and row[1] == round_number and row[0] in ("cancelled", "expired"):

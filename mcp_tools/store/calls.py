@@ -76,14 +76,16 @@ def commit_round(
 ) -> bool:
     """Answers, new steps and outcome of a round that ran no effect, all or nothing (CAS on the round).
 
-    The journal was read at ``expected_round`` and only an advance changes it, so the
-    compare-and-set on ``round`` + ``input_required`` also proves that read current:
-    exactly one of several concurrent retries wins. One statement on PostgreSQL, one
-    transaction on SQLite.
+    The journal was read at ``expected_round`` (from the row, or from the requestState
+    that carried it) and only an advance changes it, so the compare-and-set on
+    ``round`` + ``input_required`` + not expired also proves that read current:
+    exactly one of several concurrent retries wins, and a call that ended or
+    expired meanwhile is left alone. One statement on PostgreSQL, one transaction
+    on SQLite.
     """
     now = timezone.now()
     if not sql.write_round(
-        call_id, _db(), {"round": expected_round, "status": CallStatus.INPUT_REQUIRED},
+        call_id, _db(), {"round": expected_round, "status": CallStatus.INPUT_REQUIRED, "unexpired_at": now},
         {"round": expected_round + 1, "last_answers_digest": answers_digest, "updated_at": now, **fields},
         answers, new_steps, now,
     ):
@@ -96,11 +98,12 @@ def commit_round(
 def advance(call_id: Any, expected_round: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str) -> bool:
     """Record answers for pending steps and move the call to the next round (CAS on the round).
 
-    Of several concurrent retries of one round exactly one returns True; the others change nothing.
+    Of several concurrent retries of one round exactly one returns True; the others change
+    nothing. A call past its expiry does not move (whoever loads it next marks it expired).
     """
     now = timezone.now()
     return sql.write_round(
-        call_id, _db(), {"round": expected_round, "status": CallStatus.INPUT_REQUIRED},
+        call_id, _db(), {"round": expected_round, "status": CallStatus.INPUT_REQUIRED, "unexpired_at": now},
         {"round": expected_round + 1, "status": CallStatus.WORKING, "last_answers_digest": answers_digest,
          "last_outcome": None, "updated_at": now},
         answers, [], now,

@@ -304,6 +304,11 @@ class Statements:
     def _where(self, call_id: Any, where: dict[str, Any]) -> tuple[str, list[Any]]:
         conditions, params = [f"{self.call.column['id']} = %s"], [self.pk(call_id)]
         for lookup, value in where.items():
+            if lookup == "unexpired_at":  # not past its expiry at ``value`` (a row without one never expires)
+                expires = self.call.column["expires_at"]
+                conditions.append(f"({expires} IS NULL OR {expires} > %s)")
+                params.append(self.call.prep["expires_at"](value))
+                continue
             name, _, op = lookup.partition("__")
             column = self.call.column[name]
             if op == "in":
@@ -315,7 +320,8 @@ class Statements:
         return " AND ".join(conditions), params
 
     def update_call(self, call_id: Any, where: dict[str, Any], values: dict[str, Any], cursor: Any = None) -> bool:
-        """``UPDATE`` one call row if it matches ``where`` (``name`` = value, or ``name__in`` = values)."""
+        """``UPDATE`` one call row if it matches ``where`` (``name`` = value, ``name__in`` = values, or
+        ``unexpired_at`` = a time the row must not have expired by)."""
         sets, set_params = self._set(values)
         conditions, where_params = self._where(call_id, where)
         return self._execute(cursor, f"UPDATE {self.call.table} SET {sets} WHERE {conditions}", set_params + where_params) == 1

@@ -4,6 +4,8 @@ A call that needs input answers ``InputRequiredResult {resultType: "input_requir
 inputRequests, requestState}``; the client retries the same request with
 ``inputResponses`` and the sealed ``requestState``. Nothing is held in memory
 between rounds: the token names the call row, and any process may continue it.
+A first round's token also carries its pending steps, so the answering round can
+skip reading the row (:func:`core.carried_call`; the row stays the truth).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 from ... import engine, store
 from ...interprocess import wakeups
 from ...protocol import jsonrpc
-from ...engine.journal import Step
+from ...engine.journal import Journal, Step
 from ...protocol.errors import INTERNAL_ERROR, McpError, invalid_params
 from .. import background, core, resumable
 from . import resume, tasks
@@ -24,12 +26,13 @@ from ..context import RequestContext
 MAX_INLINE_ROUNDS = 32
 
 
-def input_required(call_id: str, round_number: int, pending: list[Step], rc: RequestContext, target: core.Target) -> dict[str, Any]:
-    """The ``InputRequiredResult`` for one suspended round."""
+def input_required(call_id: str, round_number: int, pending: list[Step], rc: RequestContext, target: core.Target,
+                   carry: Journal | None = None) -> dict[str, Any]:
+    """The ``InputRequiredResult`` for one suspended round (its token carrying ``carry``, see :func:`core.seal`)."""
     return {
         "resultType": "input_required",
         "inputRequests": {step.key: step.request for step in pending},
-        "requestState": core.seal("request", call_id, round_number, rc, target),
+        "requestState": core.seal("request", call_id, round_number, rc, target, carry),
     }
 
 
@@ -62,19 +65,31 @@ async def _first_round(inv: engine.Invocation, target: core.Target, rc: RequestC
                 applied = True
         if not applied:
             call_id = await core.suspend(inv, rc, 0)
-            return input_required(call_id, 0, outcome.pending, rc, target)
+            return input_required(call_id, 0, outcome.pending, rc, target, core.carriable(inv))
     raise McpError(INTERNAL_ERROR, "Too many input rounds in one request")
 
 
 async def _resume(method: str, params: dict[str, Any], responses: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     target = await core.resolve_target(method, params, rc.principal)
-    payload, row, journal = await core.load_bound_call("request", params["requestState"], rc, target.params_digest, target.method)
-    return await core.advance_and_run(
-        row, journal, payload["r"], responses, target, rc, purpose="request", strict_keys=True,
-        ask=lambda call_id, round_number, pending: input_required(call_id, round_number, pending, rc, target),
-        running=lambda call_id: _back_to_worker(call_id, rc, target),
-        on_defer=lambda inv, round_number: _defer(inv, round_number, rc, target),
-    )
+    payload = core.open_token("request", params["requestState"], rc, target.params_digest, target.method)
+
+    async def advance(row: Any, journal: Journal) -> dict[str, Any]:
+        return await core.advance_and_run(
+            row, journal, payload["r"], responses, target, rc, purpose="request", strict_keys=True,
+            ask=lambda call_id, round_number, pending: input_required(call_id, round_number, pending, rc, target),
+            running=lambda call_id: _back_to_worker(call_id, rc, target),
+            on_defer=lambda inv, round_number: _defer(inv, round_number, rc, target),
+        )
+
+    carried = core.carried_call(payload)
+    if carried is not None:
+        # The token carries the round's journal: run without reading the row; the
+        # compare-and-set that writes the round proves the row agreed.
+        try:
+            return await advance(*carried)
+        except core.NotCurrent:
+            pass  # it did not (or the answers need the row to judge): nothing was written
+    return await advance(*await core.load_token_call("request", payload))
 
 
 async def _defer(inv: engine.Invocation, round_number: int, rc: RequestContext, target: core.Target) -> dict[str, Any]:
