@@ -14,24 +14,18 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demo_site.settings")
 # Set Django up (apps, settings) before importing anything that touches models.
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.routing import ProtocolTypeRouter  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
-from django.urls import re_path  # noqa: E402
 
 import mcp_tools.routing  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": URLRouter(
-            [
-                # MCP_TOOLS["PATH"] (default /mcp): every MCP transport lives here.
-                *mcp_tools.routing.http_urlpatterns(),
-                # Everything else: the ordinary Django site (admin, index page). The demo serves
-                # its static files (admin CSS, the console's script) under any ASGI server, as
-                # runserver does; a production site serves them with its web server or WhiteNoise.
-                re_path(r"", ASGIStaticFilesHandler(django_asgi_app)),
-            ]
-        ),
+        # MCP_TOOLS["PATH"] (default /mcp): every MCP transport lives here. Everything else: the
+        # ordinary Django site (admin, index page). The demo serves its static files (admin CSS,
+        # the console's script) under any ASGI server, as runserver does; a production site
+        # serves them with its web server or WhiteNoise.
+        "http": mcp_tools.routing.mcp_asgi_app(ASGIStaticFilesHandler(django_asgi_app)),
         # The admin's live dashboard of calls (staff only, the admin session's cookie).
         "websocket": mcp_tools.routing.console_websocket_app(),
     }

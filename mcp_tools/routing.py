@@ -3,7 +3,7 @@
 One line in ``asgi.py``, and one more for the admin's live dashboard::
 
     application = ProtocolTypeRouter({
-        "http": URLRouter([*mcp_tools.routing.http_urlpatterns(), re_path(r"", django_asgi_app)]),
+        "http": mcp_tools.routing.mcp_asgi_app(django_asgi_app),
         "websocket": mcp_tools.routing.console_websocket_app(),
     })
 """
@@ -38,10 +38,41 @@ def http_urlpatterns() -> list[Any]:
 
 def mcp_asgi_app(django_asgi_app: Any) -> Any:
     """An ASGI app that serves MCP at the configured path and everything else with Django."""
-    from channels.routing import URLRouter
     from django.urls import re_path
 
-    return URLRouter([*http_urlpatterns(), re_path(r"", django_asgi_app)])
+    return McpRouter([*http_urlpatterns(), re_path(r"", django_asgi_app)])
+
+
+_NO_PATH = object()  # equal to no request path
+
+
+class McpRouter:
+    """Channels' ``URLRouter`` over ``routes``, with a shortcut to the MCP endpoint.
+
+    A request for exactly the MCP path (the outermost router, no ``root_path``) goes
+    straight to the endpoint the routes mount there: the ``URLRouter`` would find the
+    same one after a regex match and a copy of the scope (``url_route`` stays unset:
+    the endpoint has no URL parameters). Every other request, WebSocket ones included,
+    goes through the ``URLRouter`` as before.
+    """
+
+    def __init__(self, routes: list[Any]) -> None:
+        from channels.routing import URLRouter
+
+        self.router = URLRouter(routes)
+        self.endpoint: Any = None
+        self.path: Any = _NO_PATH
+        for route in routes:
+            if getattr(route, "name", None) == "mcp_tools_endpoint":
+                route_text = str(route.pattern)
+                if "<" not in route_text:  # a plain path: compared as a string below
+                    self.endpoint, self.path = route.callback, "/" + route_text
+                break
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("path") == self.path and not scope.get("root_path") and "path_remaining" not in scope:
+            return await self.endpoint(scope, receive, send)  # type: ignore[no-any-return]
+        return await self.router(scope, receive, send)  # type: ignore[no-any-return]
 
 
 def websocket_urlpatterns() -> list[Any]:
