@@ -9,7 +9,6 @@ models of ``mcp-types`` are used where a message carries real structure
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import INVALID_REQUEST, PARSE_ERROR, McpError
@@ -19,25 +18,51 @@ RequestId = str | int
 Kind = Literal["request", "notification", "response"]
 
 
-@dataclass(slots=True)
 class Message:
-    """One incoming JSON-RPC message, classified."""
+    """One incoming JSON-RPC message, classified.
 
-    kind: Kind
-    raw: dict[str, Any]
+    ``id``, ``method`` and ``params`` are read out of ``raw`` once: the transport asks
+    for them several times per request.
+    """
 
-    @property
-    def id(self) -> RequestId | None:
-        return self.raw.get("id")
+    __slots__ = ("kind", "raw", "id", "method", "params")
 
-    @property
-    def method(self) -> str:
-        return self.raw.get("method", "")
+    def __init__(self, kind: Kind, raw: dict[str, Any]) -> None:
+        self.kind: Kind = kind
+        self.raw = raw
+        self.id: RequestId | None = raw.get("id")
+        self.method: str = raw.get("method", "")
+        params = raw.get("params")
+        #: The params object ({} when absent).
+        self.params: dict[str, Any] = params if isinstance(params, dict) else {}
 
-    @property
-    def params(self) -> dict[str, Any]:
-        params = self.raw.get("params")
-        return params if isinstance(params, dict) else {}
+    def __repr__(self) -> str:
+        return f"Message(kind={self.kind!r}, raw={self.raw!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return self.kind == other.kind and self.raw == other.raw
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_scan_once = json.JSONDecoder().scan_once
+_whitespace = json.decoder.WHITESPACE.match
+
+
+def _loads_object_text(text: str) -> Any:
+    """``json.loads(text)`` for a text that starts with ``{``: the same decoder and errors,
+    without the BOM and leading-whitespace checks that such a text cannot need."""
+    try:
+        value, end = _scan_once(text, 0)
+    except StopIteration as err:
+        raise json.JSONDecodeError("Expecting value", text, err.value) from None
+    if end != len(text):
+        end = _whitespace(text, end).end()
+        if end != len(text):
+            raise json.JSONDecodeError("Extra data", text, end)
+    return value
 
 
 def parse_body(body: bytes) -> Message:
@@ -51,7 +76,7 @@ def parse_body(body: bytes) -> Message:
         if body[:1] == b"{" and body[1:2] != b"\x00":
             # What json.loads(bytes) detects for such a body (UTF-8, surrogatepass), without
             # the detection: the same text, decoder and errors.
-            payload = json.loads(body.decode("utf-8", "surrogatepass"))
+            payload = _loads_object_text(body.decode("utf-8", "surrogatepass"))
         else:
             payload = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
