@@ -57,7 +57,7 @@ from ..server.flavors import session as session_flavor
 
 logger = logging.getLogger("mcp_tools.http")
 
-JSON_HEADERS = [(b"content-type", b"application/json")]
+JSON_CONTENT_TYPE = (b"content-type", b"application/json")
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 NAME_PARAM = {
     "tools/call": "name", "prompts/get": "name", "resources/read": "uri",
@@ -77,8 +77,23 @@ class HttpError(Exception):
         self.extra_headers = extra_headers or []
 
 
+#: Header names as received -> their lower-cased text (at most MAX_HEADER_NAMES remembered).
+_header_names: dict[bytes, str] = {}
+MAX_HEADER_NAMES = 256
+
+
 def _headers(scope: dict[str, Any]) -> dict[str, str]:
-    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    """The request's headers by lower-cased name (the last of repeated ones wins)."""
+    headers: dict[str, str] = {}
+    names = _header_names
+    for raw_name, value in scope.get("headers", ()):
+        name = names.get(raw_name)
+        if name is None:
+            name = raw_name.decode("latin-1").lower()
+            if len(names) < MAX_HEADER_NAMES:
+                names[raw_name] = name
+        headers[name] = value.decode("latin-1")
+    return headers
 
 
 class _Hot:
@@ -164,11 +179,9 @@ def check_origin(headers: dict[str, str]) -> None:
     raise HttpError(403, McpError(INVALID_REQUEST, "Forbidden: invalid Origin header"))
 
 
-def _accepts(headers: dict[str, str], *types: str) -> bool:
+def _accepts_json_and_sse(headers: dict[str, str]) -> bool:
     accept = headers.get("accept", "")
-    if "*/*" in accept:
-        return True
-    return all(t in accept for t in types)
+    return "*/*" in accept or ("application/json" in accept and "text/event-stream" in accept)
 
 
 def _unauthorized(scope: dict[str, Any], headers: dict[str, str], message: str, drf_header: str | None) -> HttpError:
@@ -280,8 +293,16 @@ class Response:
         return self.stream_id
 
     async def json(self, status: int, message: dict[str, Any] | None, extra: list[tuple[bytes, bytes]] | None = None) -> None:
-        body = jsonrpc.dumps(message) if message is not None else b""
-        headers = (JSON_HEADERS if message is not None else []) + self._base_headers() + (extra or [])
+        if message is not None:
+            body = jsonrpc.dumps(message)
+            headers = [JSON_CONTENT_TYPE]
+        else:
+            body = b""
+            headers = []
+        if self.session_id:
+            headers.append((b"mcp-session-id", self.session_id.encode()))
+        if extra:
+            headers += extra
         await self._send({"type": "http.response.start", "status": status, "headers": headers})
         await self._send({"type": "http.response.body", "body": body})
         self.closed = True
@@ -377,15 +398,18 @@ class McpEndpoint:
             size += len(chunk)
             if size > limit:
                 raise HttpError(413, McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes"))
-            chunks.append(chunk)
             if not message.get("more_body"):
-                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+                if not chunks:
+                    return chunk  # the usual case: the whole body in one message
+                chunks.append(chunk)
+                return b"".join(chunks)
+            chunks.append(chunk)
 
     async def post(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], response: Response) -> None:
         content_type = headers.get("content-type", "")
         if not content_type.startswith("application/json"):
             raise HttpError(415, McpError(INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json"))
-        if not _accepts(headers, "application/json", "text/event-stream"):
+        if not _accepts_json_and_sse(headers):
             raise HttpError(406, McpError(INVALID_REQUEST, "Not Acceptable: Accept must list application/json and text/event-stream"))
         body = await self.read_body(receive, headers)
         try:
@@ -393,11 +417,10 @@ class McpEndpoint:
         except McpError as exc:
             raise HttpError(400, exc) from None
         version_header = headers.get("mcp-protocol-version")
-        meta = message.params.get("_meta") if message.kind == "request" else None
         try:
-            if versions.is_modern(version_header) or (
-                version_header is not None and version_header not in versions.HANDSHAKE_VERSIONS and isinstance(meta, dict)
-                and versions.META_PROTOCOL_VERSION in meta
+            if version_header in versions.MODERN_VERSIONS or (
+                version_header is not None and version_header not in versions.HANDSHAKE_VERSIONS and message.kind == "request"
+                and isinstance(meta := message.params.get("_meta"), dict) and versions.META_PROTOCOL_VERSION in meta
             ):
                 await self.post_modern(scope, receive, headers, message, response)
             else:
@@ -436,7 +459,8 @@ class McpEndpoint:
         if method == "tools/call":
             check_param_headers(headers, params, request_id)
         principal = bind_anonymous(await authenticate(scope, headers), headers, request_id)
-        await check_tool_scopes(scope, headers, method, params, principal, request_id)
+        if principal.scopes is not None:  # an OAuth token (what check_tool_scopes looks at)
+            await check_tool_scopes(scope, headers, method, params, principal, request_id)
         if method == "subscriptions/listen":
             await self.listen(receive, response, request_id, params)
             return
@@ -488,7 +512,8 @@ class McpEndpoint:
             await session_flavor.accept_client_response(message.raw, rc)
             await response.json(202, None)
             return
-        await check_tool_scopes(scope, headers, message.method, message.params, principal, message.id)
+        if principal.scopes is not None:  # an OAuth token (what check_tool_scopes looks at)
+            await check_tool_scopes(scope, headers, message.method, message.params, principal, message.id)
         await self.run_request(receive, response, message.method, message.params, rc, session_id)
 
     async def session_for(self, scope: dict[str, Any], headers: dict[str, str], request_id: Any = None) -> tuple[Principal, Any]:
@@ -527,7 +552,7 @@ class McpEndpoint:
         ``notifications/cancelled``) goes through :class:`_Handler`, which cancels this
         task only while the handler runs and remembers that it did.
         """
-        handler = _Handler(asyncio.current_task(), receive, rc)
+        handler = _Handler(receive, rc)
         if session_id:
             # Only .cancel() is called on what is registered (interprocess.cancellation).
             cancellation.register(session_id, rc.request_id, handler)  # type: ignore[arg-type]
@@ -562,7 +587,8 @@ class McpEndpoint:
                 logger.exception("Unhandled error in %s", method)
                 await response.finish(jsonrpc.error_message(rc.request_id, McpError(INTERNAL_ERROR, "Internal error")))
                 return
-            handler.handler_cancelled()
+            if handler.requested:  # stopped, but the handler returned all the same
+                handler.handler_cancelled()
             if handler.disconnected:
                 return  # the handler finished anyway, but nobody is listening
             await response.finish(jsonrpc.result_message(rc.request_id, result))
@@ -722,12 +748,16 @@ class McpEndpoint:
 
 
 class _Handler:
-    """The handler of one request, run in the request's task (see :meth:`McpEndpoint.run_request`)."""
+    """The handler of one request, run in the request's task (see :meth:`McpEndpoint.run_request`).
+
+    The task is looked up when first needed: a handler that never waits (most fast
+    calls) cannot be stopped by anyone else, and never needs it.
+    """
 
     __slots__ = ("task", "receive", "rc", "running", "requested", "disconnected", "watcher")
 
-    def __init__(self, task: asyncio.Task[Any] | None, receive: Any, rc: RequestContext) -> None:
-        self.task = task
+    def __init__(self, receive: Any, rc: RequestContext) -> None:
+        self.task: asyncio.Task[Any] | None = None
         self.receive = receive
         self.rc = rc
         self.running = False
@@ -738,12 +768,24 @@ class _Handler:
 
     def cancel(self, msg: Any = None) -> bool:
         """Stop the handler (``notifications/cancelled``); nothing once it has returned."""
-        if not self.running or self.requested or self.task is None:
+        if not self.running or self.requested:
+            return False
+        task = self._task()
+        if task is None:
             return False
         self.requested = True
-        return self.task.cancel()
+        return task.cancel()
+
+    def _task(self) -> asyncio.Task[Any] | None:
+        if self.task is None:
+            # Still inside the handler's first step (it has not waited yet): this is its task.
+            self.task = asyncio.current_task()
+        return self.task
 
     def start_watcher(self) -> None:
+        """The handler waits for the first time (see :class:`_Awaiting`)."""
+        if self.task is None:
+            self.task = asyncio.current_task()
         if self.watcher is None:
             self.watcher = asyncio.ensure_future(self._watch())
 
@@ -768,7 +810,7 @@ class _Handler:
         CancelledError the handler raised itself (no cancellation of the task pending); False
         when the task itself is being cancelled (the ASGI server's), which must go on.
         """
-        task = self.task
+        task = self._task()
         if self.requested:
             self.requested = False
             if task is not None and task.cancelling():

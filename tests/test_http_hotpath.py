@@ -1,0 +1,166 @@
+"""The shortcuts of the plain HTTP path (docs/performance.md, issue 9) answer exactly as the long way did."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import override_settings
+
+from mcp_tools.protocol import jsonrpc
+from mcp_tools.protocol.errors import HEADER_MISMATCH, McpError
+from mcp_tools.routing import McpRouter, mcp_asgi_app
+from mcp_tools.transports.http import McpEndpoint, _headers
+from tests.asgi_client import call_modern, post_headers, request
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Recorder:
+    """An ASGI app that remembers the scopes it was called with and answers 200."""
+
+    def __init__(self) -> None:
+        self.scopes: list[dict[str, Any]] = []
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        self.scopes.append(scope)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"django"})
+
+
+# -- McpRouter ----------------------------------------------------------------------------------
+
+
+def test_mcp_router_finds_the_endpoint_mounted_at_the_configured_path() -> None:
+    router = mcp_asgi_app(Recorder())
+    assert isinstance(router, McpRouter)
+    assert isinstance(router.endpoint, McpEndpoint)
+    assert router.path == "/mcp"
+    with override_settings(MCP_TOOLS={"PATH": "/api/v1/mcp/"}):
+        assert mcp_asgi_app(Recorder()).path == "/api/v1/mcp"
+
+
+async def test_mcp_router_serves_the_mcp_path_with_the_endpoint() -> None:
+    django_app = Recorder()
+    response = await call_modern(mcp_asgi_app(django_app), "tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+    assert response.status == 200, response.body
+    assert response.json()["result"]["content"] == [{"type": "text", "text": "hi"}]
+    assert django_app.scopes == []
+
+
+@pytest.mark.parametrize("path", ["/", "/admin/", "/mcp/", "/mcpx", "//mcp", "/.well-known/oauth-protected-resource/mcp"])
+async def test_mcp_router_sends_other_paths_through_the_url_router(path: str) -> None:
+    django_app = Recorder()
+    router = mcp_asgi_app(django_app)
+    response = await request(router, "GET", path, headers={"host": "testserver"})
+    if path == "//mcp":  # the URLRouter strips leading slashes: still the endpoint (GET without a session)
+        assert response.status == 406
+        assert django_app.scopes == []
+    elif path.startswith("/.well-known/"):  # the metadata app (404 while OAuth is off)
+        assert response.status == 404
+        assert django_app.scopes == []
+    else:
+        assert (response.status, response.body) == (200, b"django")
+        assert django_app.scopes[0]["path"] == path
+
+
+async def test_mcp_router_leaves_a_root_path_to_the_url_router() -> None:
+    django_app = Recorder()
+    router = mcp_asgi_app(django_app)
+    endpoint_calls: list[dict[str, Any]] = []
+    real_endpoint = router.endpoint
+
+    async def endpoint(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        endpoint_calls.append(scope)
+        await real_endpoint(scope, receive, send)
+
+    router.endpoint = endpoint
+    # Served as /prefix/mcp behind a proxy: the URLRouter strips root_path and routes "mcp"
+    # to the endpoint it mounts (not this wrapper, which only the shortcut calls).
+    scope_path = "/prefix/mcp"
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await router({"type": "http", "method": "GET", "path": scope_path, "root_path": "/prefix", "headers": [(b"host", b"testserver")],
+                  "query_string": b""}, receive, send)
+    assert endpoint_calls == []
+    assert sent[0]["status"] == 406  # answered by McpEndpoint all the same
+    assert django_app.scopes == []
+
+
+# -- headers ------------------------------------------------------------------------------------
+
+
+def test_headers_are_read_case_insensitively_and_the_last_repeat_wins() -> None:
+    scope = {"headers": [(b"Host", b"testserver"), (b"MCP-Protocol-Version", b"2026-07-28"), (b"X-Thing", b"a"), (b"x-thing", b"b"),
+                         (b"Accept", b"caf\xe9")]}
+    assert _headers(scope) == {"host": "testserver", "mcp-protocol-version": "2026-07-28", "x-thing": "b", "accept": "caf\u00e9"}
+    assert _headers(scope) == _headers(scope)  # remembered names give the same answer
+    assert _headers({}) == {}
+
+
+async def test_mixed_case_header_names_reach_the_protocol_checks() -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {"text": "x"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}).encode()
+    raw_headers = [(key.title().encode(), value.encode()) for key, value in post_headers().items()]
+    endpoint = McpEndpoint()
+
+    def with_raw_headers(extra: list[tuple[bytes, bytes]]) -> Any:
+        async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            await endpoint({**scope, "headers": raw_headers + extra}, receive, send)
+        return app
+
+    # Mcp-Method is missing: the 2026-07-28 header check still applies.
+    response = await request(with_raw_headers([]), "POST", body=body)
+    assert response.status == 400, response.body
+    assert response.json()["error"]["code"] == HEADER_MISMATCH
+    response = await request(with_raw_headers([(b"Mcp-Method", b"tools/call"), (b"MCP-NAME", b"echo")]), "POST", body=body)
+    assert response.status == 200, response.body
+    assert response.json()["result"]["content"] == [{"type": "text", "text": "x"}]
+
+
+# -- JSON-RPC parsing ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("body", [
+    b'{"jsonrpc": "2.0", "id": 1, "method": "ping"} x',
+    b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}{}',
+    b'{"jsonrpc": "2.0", "id": 1, "method": ',
+    b'{"jsonrpc": "2.0", "id": 1, "method": "ping", }',
+    b'{\xff}',
+    b'{' * 100_000,
+])
+def test_parse_body_fails_as_json_loads_does(body: bytes) -> None:
+    try:
+        json.loads(body)
+    except RecursionError:
+        expected = "Parse error: the JSON nests too deeply"
+    except (ValueError, UnicodeDecodeError) as exc:
+        expected = f"Parse error: {exc}"
+    with pytest.raises(McpError) as caught:
+        jsonrpc.parse_body(body)
+    assert caught.value.code == -32700
+    assert caught.value.message == expected
+
+
+@pytest.mark.parametrize("body", [
+    b'{"jsonrpc":"2.0","id":1,"method":"ping"}',
+    b'{"jsonrpc":"2.0","id":1,"method":"ping"}  \r\n\t',
+    b'{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"echo","arguments":{"text":"\\ud800 \xc3\xa9"}}}',
+    b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+    b'{"jsonrpc":"2.0","id":3,"result":{}}',
+])
+def test_parse_body_reads_what_json_loads_reads(body: bytes) -> None:
+    message = jsonrpc.parse_body(body)
+    assert message.raw == json.loads(body)
+    assert message == jsonrpc.classify(json.loads(body))
+    assert message.id == message.raw.get("id")
+    assert message.method == message.raw.get("method", "")
+    assert message.params == (message.raw.get("params") or {})
