@@ -329,8 +329,12 @@ async def dispatch(method: str, params: dict[str, Any], rc: RequestContext) -> d
     if rc.modern:
         result.setdefault("resultType", "complete")
         meta = result.get("_meta")
-        meta = dict(meta) if isinstance(meta, dict) else {}
-        meta[versions.META_SERVER_INFO] = server_info()
+        info = _server_info or server_info()
+        if isinstance(meta, dict):
+            meta = dict(meta)  # the handler's own dict may be shared: never add to it
+            meta[versions.META_SERVER_INFO] = info
+        else:
+            meta = {versions.META_SERVER_INFO: info}
         result["_meta"] = meta
     return result
 

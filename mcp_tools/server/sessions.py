@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from django.core.signals import setting_changed
@@ -22,6 +23,7 @@ from django.dispatch import receiver
 from .. import store
 from ..conf import RELOAD_ON, mcp_settings
 from ..interprocess import broadcast
+from .auth import Principal, anonymous_principal
 
 GROUP = "mcp_tools.sessions"
 MAX_CACHED = 10_000
@@ -34,6 +36,12 @@ class SessionInfo:
     client_capabilities: dict[str, Any]
     principal: str
     log_level: str
+
+    @cached_property
+    def anonymous_principal(self) -> Principal:
+        """The caller of this session when it is anonymous: bound to the session, whose id is its secret
+        (made once per cached session, not per request)."""
+        return anonymous_principal(f"session:{self.id}")
 
 
 _cache: dict[str, tuple[SessionInfo, float]] = {}

@@ -48,7 +48,6 @@ from ..server.auth import (
     AuthenticationFailed,
     Principal,
     anonymous_from_secret,
-    anonymous_principal,
     authenticate_scope,
     authentication_classes,
     credential_headers,
@@ -211,7 +210,7 @@ async def authenticate(scope: dict[str, Any], headers: dict[str, str]) -> Princi
         if token is not None:
             return await authenticate_bearer(scope, headers, token)
     carriers = hot.carriers
-    if carriers is not None and not any(name in headers for name in carriers):
+    if carriers is not None and headers.keys().isdisjoint(carriers):
         # No credentials where the configured authenticators look for them.
         if hot.allow_anonymous:
             return ANONYMOUS
@@ -491,6 +490,7 @@ class McpEndpoint:
         # The stream id is made on first use (rc.stream_id), before anything is sent, so a
         # call that asks for input in its first round can record it and be resumed with
         # Last-Event-ID; a call that never streams does not pay for it.
+        meta = message.params.get("_meta")
         rc = RequestContext(
             principal=principal,
             protocol_version=session.protocol_version,
@@ -499,7 +499,7 @@ class McpEndpoint:
             request_id=message.id,
             session_id=session_id,
             log_level=session.log_level,
-            progress_token=message.params.get("_meta", {}).get("progressToken") if isinstance(message.params.get("_meta"), dict) else None,
+            progress_token=meta.get("progressToken") if isinstance(meta, dict) else None,
             emit=response.event,
             stream_id=response.ensure_stream_id,
         )
@@ -527,7 +527,7 @@ class McpEndpoint:
             raise HttpError(404, McpError(INVALID_REQUEST, "Session not found"), request_id)
         if principal.is_anonymous and principal.scopes is None:
             # Anonymous callers are told apart by their session: its id is their secret.
-            principal = anonymous_principal(f"session:{session.id}")
+            principal = session.anonymous_principal
         return principal, session
 
     async def initialize(self, scope: dict[str, Any], headers: dict[str, str], message: jsonrpc.Message, response: Response) -> None:
