@@ -164,3 +164,40 @@ def test_parse_body_reads_what_json_loads_reads(body: bytes) -> None:
     assert message.id == message.raw.get("id")
     assert message.method == message.raw.get("method", "")
     assert message.params == (message.raw.get("params") or {})
+
+
+# -- JSON-RPC encoding --------------------------------------------------------------------------
+
+
+class Opaque:
+    def __str__(self) -> str:
+        return "opaque!"
+
+
+def _reference_dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+
+
+@pytest.mark.parametrize("value", [
+    {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "caf\u00e9 \u2028 \U0001f600"}], "_meta": {}}},
+    {"n": None, "t": True, "f": 1.5, "nan": float("nan"), "big": 10**30, "o": Opaque(), "keys": {1: "a", None: "b", 2.5: "c"}},
+    {"shared": [[1]] * 3},
+])
+def test_dumps_writes_what_json_dumps_writes(value: Any) -> None:
+    assert jsonrpc.dumps(value) == _reference_dumps(value)
+
+
+def test_dumps_fails_as_json_dumps_does() -> None:
+    cyclic: dict[str, Any] = {"a": [1]}
+    cyclic["a"].append(cyclic)
+    deep: list[Any] = []
+    inner = deep
+    for _ in range(20_000):
+        inner.append([])
+        inner = inner[0]
+    for value, error in ((cyclic, ValueError), (deep, RecursionError), ({"k": {(1,): 2}}, TypeError)):
+        with pytest.raises(error) as expected:
+            _reference_dumps(value)
+        with pytest.raises(error) as got:
+            jsonrpc.dumps(value)
+        assert str(got.value) == str(expected.value)

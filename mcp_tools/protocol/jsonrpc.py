@@ -133,15 +133,27 @@ def request_message(request_id: RequestId, method: str, params: dict[str, Any]) 
 
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str)
 _c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+#: The C encoder with ``_encoder``'s options and no circular-reference guard: without the
+#: guard's dict it keeps no state between calls, so one serves every call (and thread).
+_unguarded = (
+    _c_make_encoder(None, str, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+    if _c_make_encoder is not None else None
+)
 
 
 def dumps(message: dict[str, Any]) -> bytes:
     """Serialise a message compactly (the hot path: no indentation, UTF-8).
 
-    What ``_encoder.encode`` does for a dict, minus its Python layers: the C encoder
-    with the same options and a fresh circular-reference guard per call.
+    What ``_encoder.encode`` does for a dict, minus its Python layers and, first, its
+    circular-reference guard (a dict insert and delete per container). A message that
+    overflows the stack without the guard (a cycle, or nesting too deep) is encoded again
+    with it, which raises what ``_encoder.encode`` raises: ``ValueError("Circular reference
+    detected")`` or ``RecursionError``.
     """
-    if _c_make_encoder is None:
+    if _c_make_encoder is None or _unguarded is None:
         return _encoder.encode(message).encode()
-    chunks = _c_make_encoder({}, str, json.encoder.encode_basestring, None, ":", ",", False, False, True)(message, 0)
+    try:
+        chunks = _unguarded(message, 0)
+    except RecursionError:
+        chunks = _c_make_encoder({}, str, json.encoder.encode_basestring, None, ":", ",", False, False, True)(message, 0)
     return "".join(chunks).encode()
