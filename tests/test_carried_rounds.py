@@ -1,8 +1,9 @@
-"""A requestState that carries its round's journal (issue 9): the answering round reads no row.
+"""A requestState that carries its call's journal (issue 9): the answering round reads no row.
 
-When a call suspends with every step of its journal pending (the first round of
-most calls), the sealed ``requestState`` also carries those steps. The answering
-round replays from them and writes with the usual compare-and-set; only when that
+When a call suspends with a journal of client steps only (elicitation, sampling,
+roots: no ``ctx.once`` value, which the token must not reveal) that fits in a short
+token, the sealed ``requestState`` also carries those steps. The answering round
+replays from them and writes with the usual compare-and-set; only when that
 compare-and-set finds the row elsewhere (answered already, cancelled, expired) does
 the request read the row and answer as it always did. These tests pin both halves
 on the demo ``deploy`` tool (``target`` elicitation, ``verdict`` sampling, one
@@ -32,14 +33,16 @@ def counting_loads() -> Any:
     return mock.patch.object(store, "load_call", side_effect=store.load_call)
 
 
-async def test_a_first_round_token_carries_its_pending_steps_and_later_ones_do_not() -> None:
+async def test_tokens_carry_the_journal_of_client_steps_with_their_answers() -> None:
     state0 = await start()
     carried = tokens.unseal("request", state0)["j"]
-    assert [(seq, kind, key) for seq, kind, key, _, _ in carried] == [(0, "elicit", "target")]
+    assert [(seq, kind, key, status) for seq, kind, key, _, _, status, _, _ in carried] == [(0, "elicit", "target", "pending")]
     assert carried[0][4]["method"] == "elicitation/create"
-    # Round 1's journal holds the answered ``target``: its token carries nothing, the row is read.
+    # Round 1's journal: the answered ``target`` (the client's own answer) and the pending ``verdict``.
     result = result_of(await call(state=state0, responses={"target": TARGET}))
-    assert "j" not in tokens.unseal("request", result["requestState"])
+    carried = tokens.unseal("request", result["requestState"])["j"]
+    assert [(seq, key, status, response) for seq, _, key, _, _, status, response, _ in carried] == [
+        (0, "target", "done", TARGET), (1, "verdict", "pending", None)]
 
 
 async def test_answering_a_carried_round_reads_no_row_and_writes_the_round() -> None:
@@ -51,12 +54,15 @@ async def test_answering_a_carried_round_reads_no_row_and_writes_the_round() -> 
     after = await snapshot()
     assert [c[1:3] for c in after["calls"]] == [(1, "input_required")]
     assert [(s[1], s[2], s[3]) for s in after["steps"]] == [(0, "target", "done"), (1, "verdict", "pending")]
-    # The next round is read from the row, and the call completes as before.
+    # The next round runs its ``ctx.once`` effect from a carried journal too (claimed first), and completes.
     with counting_loads() as load:
         done = result_of(await call(state=result["requestState"], responses={"verdict": VERDICT}))
-    assert load.call_count == 1
+    assert load.call_count == 0
     assert done["structuredContent"]["env"] == "staging"
-    assert (await snapshot())["audit"] == 1
+    after = await snapshot()
+    assert after["audit"] == 1
+    assert [c[1:3] for c in after["calls"]] == [(2, "completed")]
+    assert [(s[1], s[2], s[3]) for s in after["steps"]] == [(0, "target", "done"), (1, "verdict", "done"), (2, "audit", "done")]
 
 
 async def test_an_identical_retry_of_a_carried_round_gets_the_identical_answer() -> None:
@@ -78,6 +84,27 @@ async def test_concurrent_retries_of_a_carried_round_advance_it_once() -> None:
     after = await snapshot()
     assert [c[1:3] for c in after["calls"]] == [(1, "input_required")]
     assert [(s[1], s[3]) for s in after["steps"]] == [(0, "done"), (1, "pending")]
+
+
+async def test_concurrent_retries_of_a_carried_round_with_an_effect_run_it_once() -> None:
+    state0 = await start()
+    state1 = result_of(await call(state=state0, responses={"target": TARGET}))["requestState"]
+    assert "j" in tokens.unseal("request", state1)
+    results = [result_of(r) for r in await asyncio.gather(*(call(state=state1, responses={"verdict": VERDICT}) for _ in range(5)))]
+    assert all(r == results[0] for r in results)
+    after = await snapshot()
+    assert after["audit"] == 1
+    assert [c[1:3] for c in after["calls"]] == [(2, "completed")]
+
+
+async def test_a_carried_round_whose_effect_finds_the_call_cancelled_runs_no_effect() -> None:
+    state0 = await start()
+    state1 = result_of(await call(state=state0, responses={"target": TARGET}))["requestState"]
+    assert await core.end_call(str(tokens.unseal("request", state1)["c"]), "cancelled")
+    before = await snapshot()
+    result = result_of(await call(state=state1, responses={"verdict": VERDICT}))
+    assert result["isError"] is True and "cancelled" in result["content"][0]["text"]
+    assert await snapshot() == before  # no audit row, no answer recorded
 
 
 async def test_a_carried_token_of_a_cancelled_call_gets_the_cancelled_answer_and_changes_nothing() -> None:

@@ -483,8 +483,9 @@ def apply_answer(step: Step, answer: Any, key: str) -> None:
     step.status = "done"
 
 
-#: Builds a flavor's "input required" answer: ``(call_id, round, pending steps) -> result``.
-AskForInput = Callable[[str, int, list[Step]], dict[str, Any]]
+#: Builds a flavor's "input required" answer: ``(call_id, round, pending steps, journal its token
+#: may carry or None) -> result`` (see :func:`seal`).
+AskForInput = Callable[[str, int, list[Step], "Journal | None"], dict[str, Any]]
 #: Queues a background call again and builds the flavor's "still running" answer.
 Running = Callable[[str], Awaitable[dict[str, Any]]]
 #: Hands a call whose handler deferred (``ctx.defer()``) at round ``n`` to a worker: ``(inv, n) -> answer``.
@@ -557,13 +558,13 @@ CARRIED_TOKEN_MAX_CHARS = 2048
 def seal(purpose: str, call_id: str, round_number: int, rc: RequestContext, target: Target, carry: Journal | None = None) -> str:
     """A token for one round of one call, bound to the caller, the method and the parameters.
 
-    With ``carry`` (the call's whole journal, every step of it asked in this round
-    and unanswered: see :func:`carriable`), the token also carries those steps, so
-    the answering round can run without reading the row first (:func:`carried_call`).
+    With ``carry`` (the call's whole journal as the row holds it at this round, see
+    :func:`carriable`), the token also carries its steps, so the answering round can
+    run without reading the row first (:func:`carried_call`).
     """
     payload: dict[str, Any] = {"c": call_id, "r": round_number, "p": rc.principal.id, "m": target.method, "d": target.params_digest}
     if carry is not None:
-        payload["j"] = [[s.seq, s.kind, s.key, s.digest, s.request] for s in carry.steps]
+        payload["j"] = [[s.seq, s.kind, s.key, s.digest, s.request, s.status, s.response, s.error] for s in carry.steps]
         token = tokens.seal(purpose, payload)
         if len(token) <= CARRIED_TOKEN_MAX_CHARS:
             return token
@@ -571,15 +572,18 @@ def seal(purpose: str, call_id: str, round_number: int, rc: RequestContext, targ
     return tokens.seal(purpose, payload)
 
 
-def carriable(inv: engine.Invocation) -> Journal | None:
-    """The journal a suspending round's token may carry: only when every step is pending.
+def carriable(journal: Journal) -> Journal | None:
+    """The journal a token may carry: one of client steps only (elicitation, sampling, roots).
 
-    Then the row's journal is exactly these steps (written by this round, nothing
-    answered, no effect journaled), and only an advance of the round can change it.
+    Pass the journal exactly as the row holds it for the round the token is for.
+    Everything in it came from the client or was shown to it (the requests, the
+    client's own answers); a ``ctx.once`` step holds a server-side value that the
+    token, signed but not encrypted, must not reveal, so a journal with one is not
+    carried. Only an advance of the round changes a row's journal.
     """
-    steps = inv.journal.steps
-    if steps and all(step.status == "pending" for step in steps):
-        return inv.journal
+    steps = journal.steps
+    if steps and all(step.kind != "once" for step in steps):
+        return journal
     return None
 
 
@@ -622,9 +626,9 @@ async def load_bound_call(purpose: str, token: Any, rc: RequestContext, target_d
 class CarriedCall:
     """A suspended call as its token carries it: what the answering round needs of the row.
 
-    Only a round that suspended with every step of its journal pending carries it
-    (:func:`carriable`); the call was not a background one (those never suspend
-    in the request that created them). Whether the row still agrees (same round,
+    Only a journal of client steps is carried (:func:`carriable`), and only by the
+    tokens of calls that run in the request (a background call's tokens are made
+    from its row and carry nothing). Whether the row still agrees (same round,
     still waiting for input, not expired) is proved by the compare-and-set that
     writes the round (:func:`claim`, :func:`save_outcome`); when it does not,
     :class:`NotCurrent` sends the request down the path that reads the row.
@@ -646,8 +650,9 @@ def carried_call(payload: dict[str, Any]) -> tuple[CarriedCall, Journal] | None:
     if not isinstance(packed, list) or not isinstance(call_id, str) or type(round_number) is not int:
         return None
     try:
-        steps = [Step(seq=seq, kind=kind, key=key, digest=step_digest, request=request, persisted=True)
-                 for seq, kind, key, step_digest, request in packed]
+        steps = [Step(seq=seq, kind=kind, key=key, digest=step_digest, request=request, status=status, response=response,
+                      error=error, persisted=True)
+                 for seq, kind, key, step_digest, request, status, response, error in packed]
     except (TypeError, ValueError):
         return None
     return CarriedCall(call_id, round_number), Journal(steps)
@@ -685,7 +690,7 @@ async def advance_and_run(
         if carried:
             raise NotCurrent()
         # Nothing new: ask again with the same round's token.
-        return ask(str(call.id), round_number, journal.pending)
+        return ask(str(call.id), round_number, journal.pending, carriable(journal))
     return await run_next_round(call, journal, round_number, answers, answers_digest, target, rc, purpose=purpose, ask=ask,
                                 running=running, on_defer=on_defer)
 
@@ -732,7 +737,7 @@ async def run_next_round(
     try:
         outcome = await execute(target, inv)
         if isinstance(outcome, engine.NeedsInput):
-            answer = ask(str(call.id), next_round, outcome.pending)
+            answer = ask(str(call.id), next_round, outcome.pending, carriable(inv.journal))
             # The answer is stored with the round, so an identical retry gets the very same one.
             await suspend(inv, rc, next_round, last_outcome={"round": next_round, "answer": answer})
             return answer
@@ -763,7 +768,7 @@ async def rerun_round(
     inv = new_invocation(target, rc, journal, str(call_id))
     outcome = await execute(target, inv)
     if isinstance(outcome, engine.NeedsInput):
-        answer = ask(str(call_id), round_number, outcome.pending)
+        answer = ask(str(call_id), round_number, outcome.pending, carriable(inv.journal))
         await suspend(inv, rc, round_number, last_outcome={"round": round_number, "answer": answer})
         return answer
     if isinstance(outcome, engine.Deferred):

@@ -4,8 +4,9 @@ A call that needs input answers ``InputRequiredResult {resultType: "input_requir
 inputRequests, requestState}``; the client retries the same request with
 ``inputResponses`` and the sealed ``requestState``. Nothing is held in memory
 between rounds: the token names the call row, and any process may continue it.
-A first round's token also carries its pending steps, so the answering round can
-skip reading the row (:func:`core.carried_call`; the row stays the truth).
+A token also carries the call's journal while it holds only client steps and stays
+short, so the answering round can skip reading the row (:func:`core.carried_call`;
+the row stays the truth).
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ async def _first_round(inv: engine.Invocation, target: core.Target, rc: RequestC
                 applied = True
         if not applied:
             call_id = await core.suspend(inv, rc, 0)
-            return input_required(call_id, 0, outcome.pending, rc, target, core.carriable(inv))
+            return input_required(call_id, 0, outcome.pending, rc, target, core.carriable(inv.journal))
     raise McpError(INTERNAL_ERROR, "Too many input rounds in one request")
 
 
@@ -76,7 +77,7 @@ async def _resume(method: str, params: dict[str, Any], responses: dict[str, Any]
     async def advance(row: Any, journal: Journal) -> dict[str, Any]:
         return await core.advance_and_run(
             row, journal, payload["r"], responses, target, rc, purpose="request", strict_keys=True,
-            ask=lambda call_id, round_number, pending: input_required(call_id, round_number, pending, rc, target),
+            ask=lambda call_id, round_number, pending, carry: input_required(call_id, round_number, pending, rc, target, carry),
             running=lambda call_id: _back_to_worker(call_id, rc, target),
             on_defer=lambda inv, round_number: _defer(inv, round_number, rc, target),
         )

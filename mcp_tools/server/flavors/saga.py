@@ -60,8 +60,8 @@ async def resume(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
         responses[entry["stepId"]] = entry.get("result")
     round_number = payload["r"]
 
-    def ask(call_id: str, next_round: int, pending: list[Step]) -> dict[str, Any]:
-        return suspended(call_id, next_round, pending, rc, target)
+    def ask(call_id: str, next_round: int, pending: list[Step], carry: Journal | None) -> dict[str, Any]:
+        return suspended(call_id, next_round, pending, rc, target)  # saga tokens carry no journal
 
     if not errors:
         # Full history: steps answered in earlier rounds are ignored; unknown ids are refused.
