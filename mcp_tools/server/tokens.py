@@ -1,7 +1,8 @@
 """Sealed tokens: ``requestState``, saga tokens, resume tokens.
 
 A token is a reference to a ``ToolCall`` row plus the facts it is bound to
-(principal, round, method and parameter digest), signed with Django's
+(principal, round, method and parameter digest), and a ``requestState`` may
+carry a copy of the call's journal (:func:`mcp_tools.server.core.seal`); signed with Django's
 ``signing`` (HMAC-SHA256 keyed from ``MCP_TOOLS["SIGNING_KEYS"]`` or
 ``SECRET_KEY``, with ``SECRET_KEY_FALLBACKS`` for rotation) and time-stamped.
 Every failure raises the same :class:`InvalidToken`; the reason is logged.
@@ -9,6 +10,7 @@ Every failure raises the same :class:`InvalidToken`; the reason is logged.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -32,25 +34,42 @@ def _keys() -> tuple[str, list[str]]:
     return settings.SECRET_KEY, list(getattr(settings, "SECRET_KEY_FALLBACKS", []))
 
 
+class _CompactJSON(signing.JSONSerializer):
+    """``signing.JSONSerializer`` with one encoder for every token (same bytes, no encoder built per call)."""
+
+    _encoder = json.JSONEncoder(separators=(",", ":"))
+
+    def dumps(self, obj: Any) -> bytes:
+        return self._encoder.encode(obj).encode("latin-1")
+
+
+_signers: dict[tuple[str, str, tuple[str, ...]], signing.TimestampSigner] = {}
+
+
+def _signer(purpose: str) -> signing.TimestampSigner:
+    """The signer of ``purpose`` tokens with the current keys (what ``signing.dumps``/``loads`` build per call)."""
+    key, fallbacks = _keys()
+    cache_key = (purpose, key, tuple(fallbacks))
+    signer = _signers.get(cache_key)
+    if signer is None:
+        if len(_signers) > 64:  # keys rotated many times in one process (tests): start again
+            _signers.clear()
+        signer = _signers[cache_key] = signing.TimestampSigner(
+            key=key, fallback_keys=list[str | bytes](fallbacks), salt=f"mcp_tools.{purpose}")
+    return signer
+
+
 def seal(purpose: str, payload: dict[str, Any]) -> str:
-    key, _ = _keys()
     # Not compressed: a token is ~150 bytes, and zlib cost more than it saved (older compressed tokens still open).
-    return signing.dumps(payload, key=key, salt=f"mcp_tools.{purpose}")
+    return _signer(purpose).sign_object(payload, serializer=_CompactJSON)
 
 
 def unseal(purpose: str, token: Any, *, max_age: float | None = None) -> dict[str, Any]:
     if not isinstance(token, str) or not token or len(token) > 4096:
         logger.info("Refused %s token: not a string of sane length", purpose)
         raise InvalidToken(purpose)
-    key, fallbacks = _keys()
     try:
-        payload = signing.loads(
-            token,
-            key=key,
-            fallback_keys=list[str | bytes](fallbacks),
-            salt=f"mcp_tools.{purpose}",
-            max_age=int(max_age if max_age is not None else mcp_settings.TOKEN_TTL),
-        )
+        payload = _signer(purpose).unsign_object(token, max_age=int(max_age if max_age is not None else mcp_settings.TOKEN_TTL))
     except signing.SignatureExpired:
         logger.info("Refused %s token: expired", purpose)
         raise InvalidToken(purpose) from None
