@@ -201,3 +201,33 @@ def test_dumps_fails_as_json_dumps_does() -> None:
         with pytest.raises(error) as got:
             jsonrpc.dumps(value)
         assert str(got.value) == str(expected.value)
+
+
+# -- framing ------------------------------------------------------------------------------------
+
+
+async def test_json_answers_carry_their_length() -> None:
+    from tests.asgi_client import handshake_message, post_json
+
+    answer = await call_modern(McpEndpoint(), "tools/call", {"name": "echo", "arguments": {"text": "sized"}})
+    assert answer.status == 200
+    assert answer.header("content-length") == str(len(answer.body))
+    assert [m.get("more_body", False) for m in answer.messages if m["type"] == "http.response.body"] == [False]
+    error = await call_modern(McpEndpoint(), "tools/call", {"name": "no-such-tool", "arguments": {}})
+    assert error.header("content-length") == str(len(error.body))
+    notified = await post_json(McpEndpoint(), handshake_message("notifications/cancelled", {"requestId": 1}, notification=True))
+    assert (notified.status, notified.body, notified.header("content-length")) == (202, b"", "0")
+
+
+async def test_a_deleted_session_answers_204_without_content_length() -> None:
+    from tests.asgi_client import handshake_message, post_json
+
+    endpoint = McpEndpoint()
+    opened = await post_json(endpoint, handshake_message("initialize", {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}), headers=post_headers(version=None))
+    session = opened.header("mcp-session-id")
+    assert session
+    deleted = await request(endpoint, "DELETE", headers={"host": "testserver", "mcp-session-id": session})
+    assert deleted.status == 204
+    assert deleted.header("content-length") is None
+    assert deleted.body == b""

@@ -292,12 +292,15 @@ class Response:
         return self.stream_id
 
     async def json(self, status: int, message: dict[str, Any] | None, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+        """The whole answer at once, with its length: the server need not frame it in chunks
+        (uvicorn's chunked framing costs ~10 µs per response here, see docs/performance.md)."""
         if message is not None:
             body = jsonrpc.dumps(message)
-            headers = [JSON_CONTENT_TYPE]
+            headers = [JSON_CONTENT_TYPE, (b"content-length", b"%d" % len(body))]
         else:
             body = b""
-            headers = []
+            # 204 may not carry Content-Length (RFC 9110 8.6); every other empty answer says 0.
+            headers = [] if status == 204 else [(b"content-length", b"0")]
         if self.session_id:
             headers.append((b"mcp-session-id", self.session_id.encode()))
         if extra:
