@@ -2,9 +2,12 @@
 
 ``bench.raw_app:app`` reads the POST body, takes the JSON-RPC ``id`` out of it with a byte
 search (no JSON parsing) and answers exactly the bytes mcp_tools's demo ``echo`` answers to
-the 2026-07-28 request of ``bench/echo.lua``: the same ``content-type`` header, no
-``content-length`` (so uvicorn sends it chunked, like mcp_tools) and the same body with that
-id. Whatever a server spends per request beyond this row is its own work, not uvicorn's.
+the 2026-07-28 request of ``bench/echo.lua``: the same ``content-type`` and ``content-length``
+headers (mcp_tools states the length of a JSON answer, so uvicorn does not frame it in chunks)
+and the same body with that id. Whatever a server spends per request beyond this row is its
+own work, not uvicorn's. ``bench.raw_app:chunked_app`` leaves ``content-length`` out: uvicorn
+then sends the body chunked, as mcp_tools did before the third pass of issue 9 (the ceiling for
+a ``--baseline`` checkout of that time).
 """
 
 import os
@@ -18,7 +21,6 @@ TAIL = (
     ',"result":{"content":[{"type":"text","text":"%s"}],"resultType":"complete",'
     '"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"mcp-tools-demo","version":"0.1.0"}}}}' % ECHO_TEXT
 ).encode()
-START = {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]}
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -37,7 +39,16 @@ def request_id(body: bytes) -> bytes:
 
 
 async def app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
-    """Answer every HTTP request with the echo result; accept lifespan events."""
+    """Answer every HTTP request with the echo result and its length; accept lifespan events."""
+    await _serve(scope, receive, send, sized=True)
+
+
+async def chunked_app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
+    """The same without ``content-length`` (uvicorn frames the body in chunks)."""
+    await _serve(scope, receive, send, sized=False)
+
+
+async def _serve(scope: dict[str, Any], receive: Receive, send: Send, *, sized: bool) -> None:
     if scope["type"] == "lifespan":
         while True:
             message = await receive()
@@ -54,5 +65,9 @@ async def app(scope: dict[str, Any], receive: Receive, send: Send) -> None:
         chunks.append(message.get("body", b""))
         if not message.get("more_body"):
             break
-    await send(START)
-    await send({"type": "http.response.body", "body": HEAD + request_id(b"".join(chunks)) + TAIL})
+    body = HEAD + request_id(b"".join(chunks)) + TAIL
+    headers = [(b"content-type", b"application/json")]
+    if sized:
+        headers.append((b"content-length", b"%d" % len(body)))
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -17,9 +17,10 @@ round-robin over them, so a burst of foreign load on the machine hits
 different servers in different rounds instead of one server's whole run.
 
 Servers: mcp_tools (demo project) under uvicorn and daphne, the official SDK
-(``mcp`` 2.3.0) and fastmcp under uvicorn, and three references without MCP work:
+(``mcp`` 2.3.0) and fastmcp under uvicorn, and four references without MCP work:
 a raw ASGI app answering the same bytes as mcp_tools's echo under uvicorn (the
-ceiling), a bare Channels ``AsyncHttpConsumer`` under daphne and a plain Django
+ceiling; ``raw-asgi-chunked`` is the same answer framed in chunks, as mcp_tools answered
+before issue 9's third pass), a bare Channels ``AsyncHttpConsumer`` under daphne and a plain Django
 async view under uvicorn. Results: a markdown table on stdout and
 ``bench/results/<stamp>/`` (``results.{json,md}``, every wrk run, server logs). A run with a wrong body, a socket error
 or a non-2xx answer is INVALID (exit status 1).
@@ -85,6 +86,8 @@ SERVERS = [
            note="fastmcp http_app(json_response=True), stateful"),
     Server("raw-asgi/uvicorn", uvicorn("bench.raw_app:app"), [REF],
            note="raw ASGI app, the same bytes as mcp_tools's 2026 echo answer (the ceiling)"),
+    Server("raw-asgi-chunked/uvicorn", uvicorn("bench.raw_app:chunked_app"), [REF],
+           note="the same without content-length, sent chunked (mcp_tools's framing before issue 9's third pass)"),
     Server("channels-consumer/daphne", daphne("bench.ref_apps:consumer_app"), [REF],
            note="bare AsyncHttpConsumer, fixed JSON body"),
     Server("django-view/uvicorn", uvicorn("bench.ref_apps:django_app"), [REF],
@@ -400,6 +403,8 @@ def report(results: list[Result], meta: dict) -> str:
         )
     consumer = by.get(("channels-consumer/daphne", REF))
     raw = by.get(("raw-asgi/uvicorn", REF))
+    # A --baseline checkout from before issue 9's third pass answers chunked, like this ceiling.
+    raw_chunked = by.get(("raw-asgi-chunked/uvicorn", REF)) or raw
     lines += ["", f"Targets: req/s ratios of the medians over the {meta['rounds']} rounds (measured side by side, "
                   "round-robin); CPU/req ratios of the median CPU µs per request.", "",
               "| target | req/s ratio (medians) | CPU/req ratio | met |", "|---|---:|---:|---|"]
@@ -413,9 +418,12 @@ def report(results: list[Result], meta: dict) -> str:
         if mine is not None and fast is not None:
             lines.append(f"| mcp_tools/uvicorn vs fastmcp/uvicorn, {era} (no target) | {fmt_ratio(ratio(mine, fast, 'rps_median'))} | "
                          f"{fmt_ratio(ratio(mine, fast, 'cpu_us'))} | — |")
-        if mine is not None and raw is not None:
-            lines.append(f"| mcp_tools/uvicorn CPU/req as a multiple of the raw ASGI ceiling, {era} | "
-                         f"{fmt_ratio(ratio(mine, raw, 'rps_median'))} | {fmt_ratio(ratio(mine, raw, 'cpu_us'))} | — |")
+        for name, ceiling in (("mcp_tools", raw), ("mcp_tools@baseline", raw_chunked)):
+            served = by.get((f"{name}/uvicorn", era))
+            if served is not None and ceiling is not None:
+                lines.append(f"| {name}/uvicorn CPU/req as a multiple of the raw ASGI ceiling ({ceiling.server}), {era} | "
+                             f"{fmt_ratio(ratio(served, ceiling, 'rps_median'))} | {fmt_ratio(ratio(served, ceiling, 'cpu_us'))} "
+                             f"({served.cpu_us - ceiling.cpu_us:,.0f} µs above) | — |")
     for name in ("mcp_tools", "mcp_tools+what-if"):
         for era in (ERA_2025, ERA_2026):
             mine, sdk = by.get((f"{name}/uvicorn", era)), by.get(("sdk/uvicorn", era))
