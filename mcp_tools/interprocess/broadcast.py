@@ -11,17 +11,30 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
 logger = logging.getLogger("mcp_tools.broadcast")
 
 _listeners: dict[str, asyncio.Task[None]] = {}
+#: ``[layer or None]`` once asked (every finished durable round publishes a wakeup); reset when CHANNEL_LAYERS changes.
+_shared: list[Any] = []
+
+
+@receiver(setting_changed)
+def _forget_layer(*, setting: str, **kwargs: Any) -> None:
+    if setting == "CHANNEL_LAYERS":
+        _shared.clear()
 
 
 def shared_layer() -> Any:
     """The configured channel layer if it reaches other processes (e.g. channels-redis), else None."""
-    from channels.layers import InMemoryChannelLayer, get_channel_layer
+    if not _shared:
+        from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-    layer = get_channel_layer()
-    return None if layer is None or isinstance(layer, InMemoryChannelLayer) else layer
+        layer = get_channel_layer()
+        _shared.append(None if layer is None or isinstance(layer, InMemoryChannelLayer) else layer)
+    return _shared[0]
 
 
 async def publish(group: str, message: dict[str, Any]) -> None:
