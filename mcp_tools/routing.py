@@ -71,8 +71,8 @@ class McpRouter:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope.get("path") == self.path and not scope.get("root_path") and "path_remaining" not in scope:
-            return await self.endpoint(scope, receive, send)  # type: ignore[no-any-return]
-        return await self.router(scope, receive, send)  # type: ignore[no-any-return]
+            return await self.endpoint(scope, receive, send)
+        return await self.router(scope, receive, send)
 
 
 def websocket_urlpatterns() -> list[Any]:

@@ -47,8 +47,8 @@ class Message:
     __hash__ = None  # type: ignore[assignment]
 
 
-_scan_once = json.JSONDecoder().scan_once
-_whitespace = json.decoder.WHITESPACE.match
+_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in JSONDecoder.__init__, not in the stubs
+_whitespace = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]
 
 
 def _loads_object_text(text: str) -> Any:
