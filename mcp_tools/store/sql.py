@@ -170,8 +170,8 @@ class Statements:
         self.once_converters = [(2, chain, expr) for _, chain, expr in step.converters(("response",), connection)]
         self.step_insert_columns = ", ".join(step.column[f] for f in STEP_INSERT_FIELDS)
         self.step_placeholders = self._placeholders(step, STEP_INSERT_FIELDS)
-        self.call_insert_columns = ", ".join(call.column[a] for a in call.attnames)
-        self.call_placeholders = self._placeholders(call, call.attnames)
+        self.call_insert_sql = (f"INSERT INTO {call.table} ({', '.join(call.column[a] for a in call.attnames)}) "
+                                f"VALUES {self._placeholders(call, call.attnames)}")
 
     def _placeholders(self, columns: _Columns, names: Sequence[str]) -> str:
         if not self.postgres:
@@ -273,25 +273,27 @@ class Statements:
             values[field.attname] = value
         params = []
         prep = self.call.prep
+        stamp = prep["created_at"](now)  # created_at, updated_at and the steps' created_at: adapted once
         for attname, make_default, default in self.call.defaults:
             if attname in values:
-                value = values[attname]
+                params.append(prep[attname](values[attname]))
             elif attname in ("created_at", "updated_at"):
-                value = now
+                params.append(stamp)
             else:
                 value = values[attname] = make_default() if make_default is not None else default
-            params.append(prep[attname](value))
-        insert = f"INSERT INTO {self.call.table} ({self.call_insert_columns}) VALUES {self.call_placeholders}"
+                params.append(prep[attname](value))
+        insert = self.call_insert_sql
         if not steps:
             self._execute(None, insert, params)
-        elif self.postgres:
-            rows, step_params = self._step_rows(params[0], steps, prep["created_at"](now))
+            return str(values["id"])
+        rows, step_params = self._step_rows(params[0], steps, stamp)
+        if self.postgres:
             self._execute(None, f"WITH c AS ({insert}) INSERT INTO {self.step.table} ({self.step_insert_columns}) "
                                 f"VALUES {rows}", params + step_params)
         else:
             with self.write_transaction() as cursor:
                 cursor.execute(insert, params)
-                self.insert_steps(values["id"], steps, now, cursor)
+                cursor.execute(f"INSERT INTO {self.step.table} ({self.step_insert_columns}) VALUES {rows}", step_params)
         return str(values["id"])
 
     def _set(self, values: dict[str, Any]) -> tuple[str, list[Any]]:
