@@ -23,9 +23,6 @@ import logging
 import weakref
 from typing import Any
 
-from django.core.signals import setting_changed
-from django.dispatch import receiver
-
 from .. import store
 from ..conf import mcp_settings
 from . import broadcast
@@ -44,34 +41,13 @@ _calls: dict[str, asyncio.Task[Any]] = {}
 _stopped_by_server: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
 
 
-#: Whether the configured channel layer reaches other processes (None: not asked yet); asked
-#: once per configuration, since every 2025-11-25 request registers its handler.
-_shared_layer: bool | None = None
-
-
-@receiver(setting_changed)
-def _forget_layer(*, setting: str, **kwargs: Any) -> None:
-    global _shared_layer
-    if setting == "CHANNEL_LAYERS":
-        _shared_layer = None
-
-
-def _listen() -> None:
-    """Listen for cancellations broadcast by other processes (nothing to listen to without a shared layer)."""
-    global _shared_layer
-    if _shared_layer is None:
-        _shared_layer = broadcast.shared_layer() is not None
-    if _shared_layer:
-        broadcast.listen(GROUP, _on_cancel)
-
-
 def _key(session_id: str, request_id: Any) -> tuple[str, str]:
     return session_id, repr(request_id)
 
 
 def register(session_id: str, request_id: Any, task: asyncio.Task[Any]) -> None:
     _running[_key(session_id, request_id)] = task
-    _listen()
+    broadcast.listen(GROUP, _on_cancel)
 
 
 def unregister(session_id: str, request_id: Any) -> None:
@@ -144,7 +120,7 @@ class CallWatch:
         self._timer: asyncio.TimerHandle | None = None
         self._check: asyncio.Task[None] | None = None
         _calls[call_id] = task
-        _listen()
+        broadcast.listen(GROUP, _on_cancel)
         self._schedule()
 
     def _schedule(self) -> None:
