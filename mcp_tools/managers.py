@@ -77,11 +77,12 @@ class ToolCallManager(models.Manager["ToolCall"]):
             )
         )
 
-    def end(self, call_id: Any, status: str, message: str = "") -> bool:
+    def end(self, call_id: Any, status: str, message: str = "", at_round: int | None = None) -> bool:
         """Move a live call to ``cancelled`` or ``expired``; False if it had ended already.
 
         Of a completion and a cancellation racing for one call, whichever
         commits first wins and the other learns it lost (its update matches no row).
+        With ``at_round``, only a call still at that round moves.
         """
         if status not in (CallStatus.CANCELLED, CallStatus.EXPIRED):
             raise ValueError(f"end() moves calls to cancelled or expired, not {status!r}")
@@ -90,7 +91,10 @@ class ToolCallManager(models.Manager["ToolCall"]):
         if message:
             fields["status_message"] = message
         try:
-            return bool(self.filter(id=call_id, status__in=LIVE_STATUSES).update(**fields))
+            rows = self.filter(id=call_id, status__in=LIVE_STATUSES)
+            if at_round is not None:
+                rows = rows.filter(round=at_round)
+            return bool(rows.update(**fields))
         except (ValidationError, ValueError):  # not a call id at all
             return False
 

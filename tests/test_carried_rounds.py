@@ -13,16 +13,21 @@ on the demo ``deploy`` tool (``target`` elicitation, ``verdict`` sampling, one
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import types
 from typing import Any
 from unittest import mock
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.test import override_settings
 
 from mcp_tools import ToolContext, store
-from mcp_tools.models import ToolCall
+from mcp_tools.models import CallStep, ToolCall
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.server import core, tokens
+from mcp_tools.server.flavors import session
 from tests.test_mrtr_security import TARGET, VERDICT, assert_refused, call, result_of, snapshot, start
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -100,9 +105,12 @@ async def test_concurrent_retries_of_a_carried_round_with_an_effect_run_it_once(
 async def test_a_carried_round_whose_effect_finds_the_call_cancelled_runs_no_effect() -> None:
     state0 = await start()
     state1 = result_of(await call(state=state0, responses={"target": TARGET}))["requestState"]
+    assert "j" in tokens.unseal("request", state1)  # the carried path runs first
     assert await core.end_call(str(tokens.unseal("request", state1)["c"]), "cancelled")
     before = await snapshot()
-    result = result_of(await call(state=state1, responses={"verdict": VERDICT}))
+    with counting_loads() as load:
+        result = result_of(await call(state=state1, responses={"verdict": VERDICT}))
+    assert load.call_count == 1  # its claim lost before the effect; the row answered
     assert result["isError"] is True and "cancelled" in result["content"][0]["text"]
     assert await snapshot() == before  # no audit row, no answer recorded
 
@@ -110,9 +118,12 @@ async def test_a_carried_round_whose_effect_finds_the_call_cancelled_runs_no_eff
 async def test_a_carried_token_of_a_cancelled_call_gets_the_cancelled_answer_and_changes_nothing() -> None:
     state0 = await start()
     call_id = str(tokens.unseal("request", state0)["c"])
+    assert "j" in tokens.unseal("request", state0)  # the carried path runs first
     assert await core.end_call(call_id, "cancelled")
     before = await snapshot()
-    result = result_of(await call(state=state0, responses={"target": TARGET}))
+    with counting_loads() as load:
+        result = result_of(await call(state=state0, responses={"target": TARGET}))
+    assert load.call_count == 1  # its compare-and-set lost; the row answered
     assert result["isError"] is True
     assert "cancelled" in result["content"][0]["text"]
     assert await snapshot() == before
@@ -171,3 +182,98 @@ async def test_a_short_question_is_carried_and_completes() -> None:
     assert done["content"][0]["text"] == "False"
     row = await sync_to_async(ToolCall.objects.get)()
     assert (row.status, row.round) == ("completed", 1)
+
+
+# -- what a carried round must not do that the row-reading path would not (review of issue 9) --------
+
+PROD = {"action": "accept", "content": {"env": "production", "confirm": True}}
+OK = {"action": "accept", "content": {"ok": True}}
+YES_NO = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+
+
+async def test_a_session_response_for_a_multi_round_trip_call_is_refused() -> None:
+    """A 2025-11-25 session may not answer a step of a call that takes its answers with a requestState."""
+    state0 = await start()
+    payload = tokens.unseal("request", state0)
+    rc = types.SimpleNamespace(principal=types.SimpleNamespace(id=payload["p"]), session_id="another-session")
+    await session.accept_client_response({"jsonrpc": "2.0", "id": f"mcp_tools:{payload['c']}:0", "result": PROD}, rc)
+    steps = (await snapshot())["steps"]
+    assert [(s[1], s[3]) for s in steps] == [(0, "pending")]
+    done = result_of(await call(state=state0, responses={"target": TARGET}))
+    assert list(done["inputRequests"]) == ["verdict"]
+    row_answer = await sync_to_async(lambda: CallStep.objects.get(call_id=payload["c"], seq=0).response)()
+    assert row_answer == TARGET
+
+
+async def test_a_round_whose_step_was_answered_meanwhile_writes_nothing() -> None:
+    """Only an advance may change a journal; a round whose carried copy is out of date must lose."""
+    state0 = await start()
+    call_id = str(tokens.unseal("request", state0)["c"])
+    await sync_to_async(store.sync_calls.answer_step)(call_id, 0, "done", PROD, None)  # some other writer
+    before = await snapshot()
+    await call(state=state0, responses={"target": TARGET})
+    after = await snapshot()
+    assert after == before  # still round 0, the other writer's answer, no audit row
+    assert await sync_to_async(store.sync_calls.advance)(call_id, 0, {0: ("done", TARGET, None)}, "digest") is False
+
+
+EFFECT_RUNS: list[int] = []
+
+
+async def slow_effect() -> int:
+    EFFECT_RUNS.append(1)
+    await asyncio.sleep(1.0)
+    return len(EFFECT_RUNS)
+
+
+async def go_slowly(ctx: ToolContext) -> str:
+    """Ask, then run a slow async effect."""
+    await ctx.elicit("Go?", schema=YES_NO, key="go")
+    runs = await ctx.once("effect", slow_effect)
+    return f"ran {runs}"
+
+
+async def test_a_late_retry_while_the_round_runs_its_effect_does_not_run_it_again() -> None:
+    """The late retry must not displace the running request's watch (which keeps the row alive)."""
+    EFFECT_RUNS.clear()
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "CANCEL_POLL_SECONDS": 0.1}), \
+            registry.registered_temporarily(make_tool(go_slowly)):
+        state0 = result_of(await call("go_slowly", {}))["requestState"]
+        first = asyncio.ensure_future(call("go_slowly", {}, state=state0, responses={"go": OK}))
+        while not EFFECT_RUNS:
+            await asyncio.sleep(0.01)
+        late = await call("go_slowly", {}, state=state0, responses={"go": OK})  # the client timed out and retried
+        results = [result_of(await first), result_of(late)]
+    assert EFFECT_RUNS == [1]
+    assert [r["content"][0]["text"] for r in results] == ["ran 1", "ran 1"]
+
+
+async def two_questions(ctx: ToolContext) -> str:
+    """Ask, think a while, ask again."""
+    await ctx.elicit("First?", schema=YES_NO, key="first")
+    await asyncio.sleep(0.4)
+    await ctx.elicit("Second?", schema=YES_NO, key="second")
+    return "done"
+
+
+async def test_a_late_retry_that_is_cancelled_does_not_end_the_call() -> None:
+    with registry.registered_temporarily(make_tool(two_questions)):
+        state0 = result_of(await call("two_questions", {}))["requestState"]
+        asked = result_of(await call("two_questions", {}, state=state0, responses={"first": OK}))
+        assert list(asked["inputRequests"]) == ["second"]
+        late = asyncio.ensure_future(call("two_questions", {}, state=state0, responses={"first": OK}))
+        await asyncio.sleep(0.2)  # the late retry replays, in the handler's sleep
+        late.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await late
+        row = await sync_to_async(ToolCall.objects.get)()
+        assert (row.round, row.status) == (1, "input_required")
+        # A cancel of the request that holds the current round still ends the call.
+        current = asyncio.ensure_future(call("two_questions", {}, state=asked["requestState"], responses={"second": OK}))
+        await asyncio.sleep(0.1)
+        assert not current.done()
+        current.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await current
+    row = await sync_to_async(ToolCall.objects.get)()
+    assert (row.round, row.status) == (1, "cancelled")

@@ -198,6 +198,8 @@ class Runtime:
 
     async def progress(self, inv: engine.Invocation, progress: float, total: float | None, message: str | None) -> None:
         rc: RequestContext = inv.state["rc"]
+        if inv.call_id is not None:
+            await claim(inv)  # a run that does not own its round tells the client nothing
         if inv.progress_token is not None and rc.emit is not None:
             params: dict[str, Any] = {"progressToken": inv.progress_token, "progress": progress}
             if total is not None:
@@ -206,7 +208,6 @@ class Runtime:
                 params["message"] = message
             await rc.emit(jsonrpc.notification_message("notifications/progress", params))
         if inv.call_id is not None:
-            await claim(inv)
             if not await store.record_progress(inv.call_id, progress, total, message or ""):
                 # The row ended (cancelled by an operator, expired): stop at this await.
                 raise asyncio.CancelledError(cancellation.SERVER_CANCEL)
@@ -270,8 +271,16 @@ async def claim(inv: engine.Invocation) -> None:
         if not pending.claimed:
             pending.won = await store.advance(inv.call_id, pending.round, pending.answers, pending.digest)
             pending.claimed = True
+            if pending.won:
+                _watch(inv)  # the round is this run's now: watch its row (see execute)
     if not pending.won:
         raise RoundTaken()
+
+
+def unclaimed_round(inv: engine.Invocation) -> PendingRound | None:
+    """The pending round of a run that has not claimed it (yet), if any."""
+    pending: PendingRound | None = inv.state.get("pending_round")
+    return pending if pending is not None and not pending.claimed else None
 
 
 async def save_outcome(inv: engine.Invocation, round_number: int, **fields: Any) -> bool:
@@ -385,7 +394,11 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
         return engine.Deferred()  # a background tool runs on a worker from its first line
     task = asyncio.current_task()
     inv.state["task"] = task
-    _watch(inv)
+    if unclaimed_round(inv) is None:
+        # A run answering a round is watched only from its claim on: until then it has
+        # written nothing, and it may be a late retry of a round another request holds,
+        # whose watch (the one an operator's cancel reaches) it must not displace.
+        _watch(inv)
     try:
         return await engine.run(inv)
     except McpError:
@@ -411,9 +424,12 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
                 await recorder
         rc: RequestContext = inv.state["rc"]
         if inv.call_id is not None and not rc.stream_closed:
-            # Shielded: a second cancel must not leave the row behind the handler.
+            # Shielded: a second cancel must not leave the row behind the handler. A run
+            # that has not claimed its round ends the call only if the row is still at
+            # that round: a late retry of a round another request advanced ends nothing.
+            unclaimed = unclaimed_round(inv)
             with contextlib.suppress(asyncio.CancelledError):
-                if await asyncio.shield(store.end_call(inv.call_id, "cancelled")):
+                if await asyncio.shield(store.end_call(inv.call_id, "cancelled", at_round=unclaimed.round if unclaimed else None)):
                     await wakeups.notify(inv.call_id)
         if cancellation.is_server_cancel(exc, task) and not rc.stream_closed:
             # The client did not ask for this: it gets an answer saying so, not silence.
@@ -500,6 +516,8 @@ def invalid_token(purpose: str) -> McpError:
 async def finish(inv: engine.Invocation, target: Target, outcome: Any, rc: RequestContext, round_number: int, **fields: Any) -> dict[str, Any]:
     """Wire result of a finished run; closes the row if there is one (with ``fields`` of the row)."""
     if isinstance(outcome, engine.Completed) and isinstance(outcome.value, Pending) and not client_resumes(rc):
+        if inv.call_id is not None:
+            await claim(inv)  # run the tool again only for the run that owns the round
         outcome = await _converge(target, rc, outcome)
     result = outcome if isinstance(outcome, dict) else shape_value(target, outcome.value, rc)
     if target.method == "tools/call":

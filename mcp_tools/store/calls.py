@@ -182,11 +182,11 @@ def _json_value(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def end_call(call_id: Any, status: str, message: str = "") -> bool:
-    """Cancel or expire a live call (compare-and-set); False if it had ended already."""
+def end_call(call_id: Any, status: str, message: str = "", at_round: int | None = None) -> bool:
+    """Cancel or expire a live call (compare-and-set, at ``at_round`` if given); False if it had ended (or moved on)."""
     from ..models import ToolCall
 
-    return ToolCall.objects.end(call_id, status, message)
+    return ToolCall.objects.end(call_id, status, message, at_round=at_round)
 
 
 def record_progress(call_id: Any, progress: float, total: float | None, message: str) -> bool:

@@ -286,7 +286,7 @@ class Statements:
         if not steps:
             self._execute(None, insert, params)
             return str(values["id"])
-        rows, step_params = self._step_rows(params[0], steps, stamp)
+        rows, step_params = self._step_rows(self.pk(values["id"]), steps, stamp)
         if self.postgres:
             self._execute(None, f"WITH c AS ({insert}) INSERT INTO {self.step.table} ({self.step_insert_columns}) "
                                 f"VALUES {rows}", params + step_params)
@@ -334,27 +334,35 @@ class Statements:
     ) -> bool:
         """Compare-and-set of one call row (``where`` -> ``values``), then its answered and new steps.
 
-        All or nothing: when the row does not match, nothing is written. One
+        All or nothing: when the row does not match, or a step to answer is not
+        pending any more (answered by another writer), nothing is written. One
         statement on PostgreSQL; one transaction on SQLite.
         """
         if self.postgres:
             return self._write_round_postgres(call_id, where, values, answers, new_steps, now)
-        with self.write_transaction() as cursor:
-            if not self.update_call(call_id, where, values, cursor):
-                return False
-            self.answer_steps(call_id, answers, now, cursor)
-            self.insert_steps(call_id, new_steps, now, cursor)
+        try:
+            with self.write_transaction() as cursor:
+                if not self.update_call(call_id, where, values, cursor):
+                    return False
+                if self.answer_steps(call_id, answers, now, cursor) != len(answers):
+                    raise _StepsMoved()  # rolls the transaction back
+                self.insert_steps(call_id, new_steps, now, cursor)
+        except _StepsMoved:
+            return False
         return True
 
-    def answer_steps(self, call_id: Any, answers: dict[int, tuple[str, Any, Any]], now: datetime, cursor: Any = None) -> None:
+    def answer_steps(self, call_id: Any, answers: dict[int, tuple[str, Any, Any]], now: datetime, cursor: Any = None) -> int:
+        """Answer pending steps; how many were pending."""
         if not answers:
-            return
+            return 0
         c, prep = self.step.column, self.step.prep
         sql = (f"UPDATE {self.step.table} SET {c['status']} = %s, {c['response']} = %s, {c['error']} = %s, "
                f"{c['answered_at']} = %s WHERE {c['call']} = %s AND {c['seq']} = %s AND {c['status']} = %s")
         key, answered = self.pk(call_id), prep["answered_at"](now)
+        answered_now = 0
         for seq, (status, response, error) in answers.items():
-            self._execute(cursor, sql, [_plain(status), prep["response"](response), prep["error"](error), answered, key, seq, "pending"])
+            answered_now += self._execute(cursor, sql, [_plain(status), prep["response"](response), prep["error"](error), answered, key, seq, "pending"])
+        return answered_now
 
     def _write_round_postgres(
         self, call_id: Any, where: dict[str, Any], values: dict[str, Any],
@@ -362,9 +370,14 @@ class Statements:
     ) -> bool:
         sets, params = self._set(values)
         conditions, where_params = self._where(call_id, where)
+        c, prep, cast = self.step.column, self.step.prep, self.step.cast
+        if answers:
+            # Every step to answer must still be pending: else the row moves not at all.
+            conditions += (f" AND NOT EXISTS (SELECT 1 FROM {self.step.table} WHERE {c['call']} = %s AND {c['seq']} IN "
+                           f"({', '.join(['%s'] * len(answers))}) AND {c['status']} <> 'pending')")
+            where_params += [self.pk(call_id), *answers]
         parts = [f"moved AS (UPDATE {self.call.table} SET {sets} WHERE {conditions} RETURNING {self.call.column['id']} AS id)"]
         params += where_params
-        c, prep, cast = self.step.column, self.step.prep, self.step.cast
         if answers:
             rows = ", ".join(["(%s, %s, CAST(%s AS jsonb), CAST(%s AS jsonb))"] * len(answers))
             parts.append(
@@ -384,6 +397,10 @@ class Statements:
         with self.connection.cursor() as cursor:
             cursor.execute(f"WITH {', '.join(parts)} SELECT count(*) FROM moved", params)
             return bool(cursor.fetchone()[0])
+
+
+class _StepsMoved(Exception):
+    """A step a round answers was answered meanwhile: the round's transaction rolls back."""
 
 
 def statements(using: str) -> Statements:

@@ -247,6 +247,10 @@ async def accept_client_response(message: dict[str, Any], rc: RequestContext) ->
     if row.principal != rc.principal.id or (row.session_id and row.session_id != (rc.session_id or "")):
         logger.warning("Refused a response for call %s from another principal or session", call_id)
         return
+    if row.flavor in ("mrtr", "saga"):
+        # Those calls take their answers in their own requests, with the round's token.
+        logger.warning("Refused a session response for %s call %s", row.flavor, call_id)
+        return
     step = journal.at(seq)
     if step is None or step.status != "pending" or step.request is None:
         logger.info("Ignored a response for step %s of call %s: not pending", seq, call_id)
