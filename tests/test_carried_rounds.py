@@ -277,3 +277,22 @@ async def test_a_late_retry_that_is_cancelled_does_not_end_the_call() -> None:
             await current
     row = await sync_to_async(ToolCall.objects.get)()
     assert (row.round, row.status) == (1, "cancelled")
+
+
+async def test_overlapping_watches_of_one_call_neither_displaces_the_other() -> None:
+    """Two runs watching one call's row (a retry overlapping the run it retries): closing one keeps the other."""
+    from mcp_tools.interprocess import cancellation
+
+    first = asyncio.ensure_future(asyncio.sleep(10))
+    second = asyncio.ensure_future(asyncio.sleep(10))
+    watch_first = cancellation.CallWatch("call-x", first)
+    watch_second = cancellation.CallWatch("call-x", second)
+    watch_second.close()
+    await cancellation.stop_call("call-x")  # an operator's cancel reaches the run still watching
+    with contextlib.suppress(asyncio.CancelledError):
+        await first
+    assert first.cancelled()
+    assert not second.done()
+    second.cancel()
+    watch_first.close()
+    assert "call-x" not in cancellation._calls

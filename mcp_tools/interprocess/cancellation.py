@@ -35,7 +35,9 @@ GROUP = "mcp_tools.cancel"
 SERVER_CANCEL = "mcp_tools: the call was ended by the server"
 
 _running: dict[tuple[str, str], asyncio.Task[Any]] = {}
-_calls: dict[str, asyncio.Task[Any]] = {}
+#: The handler tasks watching each call's row (more than one when a retry overlaps the run
+#: it retries: none may displace another, or the other's row would stop looking alive).
+_calls: dict[str, set[asyncio.Task[Any]]] = {}
 #: Handler tasks this module stopped because their call ended (a CancelledError's
 #: message does not survive every await it crosses, so the task is remembered).
 _stopped_by_server: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
@@ -63,11 +65,10 @@ def _cancel_local(session_id: str, request_id: Any) -> bool:
 
 
 def _stop_local(call_id: str) -> bool:
-    task = _calls.get(call_id)
-    if task is None or task.done():
-        return False
-    _stop(task)
-    return True
+    tasks = [task for task in _calls.get(call_id, ()) if not task.done()]
+    for task in tasks:
+        _stop(task)
+    return bool(tasks)
 
 
 def _stop(task: asyncio.Task[Any]) -> None:
@@ -119,7 +120,7 @@ class CallWatch:
         self.task = task
         self._timer: asyncio.TimerHandle | None = None
         self._check: asyncio.Task[None] | None = None
-        _calls[call_id] = task
+        _calls.setdefault(call_id, set()).add(task)
         broadcast.listen(GROUP, _on_cancel)
         self._schedule()
 
@@ -141,7 +142,7 @@ class CallWatch:
         except Exception:
             logger.warning("Could not check the status of call %s", self.call_id, exc_info=True)
             live = True
-        if self.task.done() or _calls.get(self.call_id) is not self.task:
+        if self.task.done() or self.task not in _calls.get(self.call_id, ()):
             return
         if not live:
             _stop(self.task)
@@ -153,8 +154,11 @@ class CallWatch:
             self._timer.cancel()
         if self._check is not None and not self._check.done() and self._check is not asyncio.current_task():
             self._check.cancel()
-        if _calls.get(self.call_id) is self.task:
-            del _calls[self.call_id]
+        watching = _calls.get(self.call_id)
+        if watching is not None:
+            watching.discard(self.task)
+            if not watching:
+                del _calls[self.call_id]
 
 
 def revoke_task(task_id: str) -> None:
