@@ -569,7 +569,7 @@ async def suspend(inv: engine.Invocation, rc: RequestContext, round_number: int,
     return inv.call_id
 
 
-#: A token carries its round's journal only while it stays this short (a token is refused past 4,096).
+#: A token carries the call's journal only while it stays this short (a token is refused past 4,096).
 CARRIED_TOKEN_MAX_CHARS = 2048
 
 
