@@ -49,18 +49,25 @@ async def publish(group: str, message: dict[str, Any]) -> None:
 
 
 def listen(group: str, handler: Callable[[dict[str, Any]], None]) -> None:
-    """Run ``handler`` for every message published on ``group``, for the life of this process."""
+    """Run ``handler`` for every message published on ``group``, for the life of this event loop.
+
+    A listener that stopped (the layer failed) or belongs to another event loop (a
+    loop that ended: tests, ``async_to_sync``) is started again on the running one.
+    """
     running = _listeners.get(group)
-    if running is not None and not running.done():
+    if running is not None and not running.done() and running.get_loop() is asyncio.get_running_loop():
         return
     layer = shared_layer()
     if layer is None:
         return
 
     async def receive_forever() -> None:
-        channel = await layer.new_channel()
-        await layer.group_add(group, channel)
-        while True:
-            handler(await layer.receive(channel))
+        try:
+            channel = await layer.new_channel()
+            await layer.group_add(group, channel)
+            while True:
+                handler(await layer.receive(channel))
+        except Exception:  # logged here, not "never retrieved" at exit; the next listen() starts again
+            logger.warning("Stopped listening on %s", group, exc_info=True)
 
     _listeners[group] = asyncio.ensure_future(receive_forever())
