@@ -7,29 +7,18 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-_canonical_json = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-# The C encoder ``_canonical_json`` uses, built once and without its circular-reference
-# guard (a dict insert and delete per container; nothing is kept between calls).
-_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
-_unguarded: Any = None if _make_encoder is None else _make_encoder(
-    None, str, json.encoder.encode_basestring, None, ":", ",", True, False, True)
+from ..protocol.jsonrpc import compact_json
+
+_canonical_json = compact_json(sort_keys=True)
 
 
 def digest(value: Any) -> str:
     """SHA-256 of a canonical JSON rendering (stable across processes and releases: stored digests are compared).
 
     The same bytes as ``json.dumps(value, sort_keys=True, separators=(",", ":"),
-    ensure_ascii=False, default=str)``. A value that overflows the stack without the
-    guard (a cycle, or nesting too deep) is encoded again with it, which raises what
-    ``json.dumps`` raises.
+    ensure_ascii=False, default=str)``.
     """
-    if _unguarded is None:
-        canonical = _canonical_json.encode(value)
-    else:
-        try:
-            canonical = "".join(_unguarded(value, 0))
-        except RecursionError:
-            canonical = _canonical_json.encode(value)
+    canonical = _canonical_json(value)
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 

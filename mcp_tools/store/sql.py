@@ -169,6 +169,7 @@ class Statements:
         )
         self.once_converters = [(2, chain, expr) for _, chain, expr in step.converters(("response",), connection)]
         self.step_insert_columns = ", ".join(step.column[f] for f in STEP_INSERT_FIELDS)
+        self.step_insert_sql = f"INSERT INTO {step.table} ({self.step_insert_columns}) VALUES "  # + the rows
         self.step_placeholders = self._placeholders(step, STEP_INSERT_FIELDS)
         self.call_insert_sql = (f"INSERT INTO {call.table} ({', '.join(call.column[a] for a in call.attnames)}) "
                                 f"VALUES {self._placeholders(call, call.attnames)}")
@@ -261,7 +262,7 @@ class Statements:
         if not steps:
             return
         values, params = self._step_rows(self.pk(call_id), steps, self.step.prep["created_at"](now))
-        self._execute(cursor, f"INSERT INTO {self.step.table} ({self.step_insert_columns}) VALUES {values}", params)
+        self._execute(cursor, self.step_insert_sql + values, params)
 
     def insert_call(self, fields: dict[str, Any], steps: Sequence[Step], now: datetime) -> str:
         """A call row (the model's defaults for what ``fields`` leaves out) and its first steps; its id."""
@@ -286,14 +287,13 @@ class Statements:
         if not steps:
             self._execute(None, insert, params)
             return str(values["id"])
-        rows, step_params = self._step_rows(self.pk(values["id"]), steps, stamp)
         if self.postgres:
-            self._execute(None, f"WITH c AS ({insert}) INSERT INTO {self.step.table} ({self.step_insert_columns}) "
-                                f"VALUES {rows}", params + step_params)
+            rows, step_params = self._step_rows(self.pk(values["id"]), steps, stamp)
+            self._execute(None, f"WITH c AS ({insert}) {self.step_insert_sql}{rows}", params + step_params)
         else:
             with self.write_transaction() as cursor:
                 cursor.execute(insert, params)
-                cursor.execute(f"INSERT INTO {self.step.table} ({self.step_insert_columns}) VALUES {rows}", step_params)
+                self.insert_steps(values["id"], steps, now, cursor)
         return str(values["id"])
 
     def _set(self, values: dict[str, Any]) -> tuple[str, list[Any]]:
