@@ -335,9 +335,26 @@ async def announce(inv: engine.Invocation, signal: Any, status: str) -> None:
                       principal=rc.principal.id, flavor=rc.flavor)
 
 
+#: ``inv.state["task"]`` of a run in progress whose task was not looked up yet (see :func:`running_task`).
+CURRENT_TASK = object()
+
+
+def running_task(inv: engine.Invocation) -> asyncio.Task[Any] | None:
+    """The task running ``inv``'s handler (None once the handler is done).
+
+    :func:`execute` of a call without a row leaves it to be looked up when first needed
+    (``asyncio.current_task`` is a Python function in 3.11): a call that completes in one
+    step never needs it.
+    """
+    task = inv.state.get("task")
+    if task is CURRENT_TASK:
+        task = inv.state["task"] = asyncio.current_task()
+    return task
+
+
 def _watch(inv: engine.Invocation) -> None:
     """Stop the running handler if its call's row ends elsewhere (admin, deadline, another process)."""
-    task = inv.state.get("task")
+    task = running_task(inv)
     if inv.call_id is not None and task is not None and "watch" not in inv.state:
         inv.state["watch"] = cancellation.CallWatch(inv.call_id, task)
 
@@ -371,6 +388,45 @@ def ended_answer(target: Target, status: str) -> dict[str, Any]:
     raise call_ended_error(status)
 
 
+class Awaiting:
+    """``await coro`` in the current task, calling ``on_wait()`` the first time it waits.
+
+    Lets a request run a handler inline and do what only matters once the handler
+    actually suspends (watch for a disconnect, arm a timer) only then: a call that
+    completes in one step pays for neither.
+    """
+
+    __slots__ = ("coro", "on_wait")
+
+    def __init__(self, coro: Any, on_wait: Callable[[], None]) -> None:
+        self.coro = coro
+        self.on_wait = on_wait
+
+    def __await__(self) -> Any:
+        coro = self.coro
+        try:
+            waiting = coro.send(None)
+        except StopIteration as stop:
+            return stop.value
+        self.on_wait()
+        while True:
+            try:
+                sent = yield waiting
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                try:
+                    waiting = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    waiting = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+
+
 async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | dict[str, Any]:
     """Run once; turn failures into what the client should see.
 
@@ -380,27 +436,41 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
     started = time.monotonic()
     is_tool = target.method == "tools/call"
     recorder: asyncio.Future[str] | None = None
+    timer: asyncio.TimerHandle | None = None
+    task: asyncio.Task[Any] | None = None
 
     def record() -> None:
         nonlocal recorder
         inv.state["recording"] = True  # from here on, let the insert finish rather than cancel it
         recorder = asyncio.ensure_future(ensure_row(inv, status="working"))
 
-    # A timer handle, not a task: a fast call pays next to nothing for it.
-    timer = asyncio.get_running_loop().call_later(float(mcp_settings.SLOW_CALL_SECONDS), record) if inv.call_id is None else None
     if target.tool is not None and target.tool.background and not inv.in_worker:
-        if timer is not None:
-            timer.cancel()
         return engine.Deferred()  # a background tool runs on a worker from its first line
-    task = asyncio.current_task()
-    inv.state["task"] = task
-    if unclaimed_round(inv) is None:
-        # A run answering a round is watched only from its claim on: until then it has
-        # written nothing, and it may be a late retry of a round another request holds,
-        # whose watch (the one an operator's cancel reaches) it must not displace.
-        _watch(inv)
+    fresh = inv.call_id is None
+    if fresh:
+        inv.state["task"] = CURRENT_TASK  # looked up when first needed (running_task)
+    else:
+        task = asyncio.current_task()
+        inv.state["task"] = task
+        if unclaimed_round(inv) is None:
+            # A run answering a round is watched only from its claim on: until then it has
+            # written nothing, and it may be a late retry of a round another request holds,
+            # whose watch (the one an operator's cancel reaches) it must not displace.
+            _watch(inv)
+
+    def first_wait() -> None:
+        # The handler waits for the first time: only now can anything else run in this
+        # loop, the SLOW_CALL_SECONDS timer fire or anyone stop this task. A call that
+        # completes in one step (most fast calls) arms no timer and looks up no task.
+        nonlocal timer, task
+        task = running_task(inv)
+        if fresh:
+            # A timer handle, not a task; due SLOW_CALL_SECONDS after the call started.
+            delay = started + float(mcp_settings.SLOW_CALL_SECONDS) - time.monotonic()
+            timer = asyncio.get_running_loop().call_later(max(0.0, delay), record)
+
     try:
-        return await engine.run(inv)
+        return await Awaiting(engine.run(inv), first_wait)
     except McpError:
         raise
     except ToolError as exc:
@@ -419,6 +489,8 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
     except asyncio.CancelledError as exc:
         # Stopped: by the client (notifications/cancelled, a closed 2026 stream), by an
         # operator or by the deadline. The row says so at once, whoever stopped it.
+        if task is None:  # raised by the handler itself before it ever waited
+            task = running_task(inv)
         if recorder is not None and not recorder.done():
             with contextlib.suppress(Exception):
                 await recorder

@@ -52,6 +52,7 @@ from ..server.auth import (
     authentication_classes,
     credential_headers,
 )
+from ..server.core import Awaiting
 from ..server.flavors import session as session_flavor
 
 logger = logging.getLogger("mcp_tools.http")
@@ -563,7 +564,7 @@ class McpEndpoint:
             try:
                 handler.running = True
                 try:
-                    result = await _Awaiting(dispatch(method, params, rc), handler.start_watcher)
+                    result = await Awaiting(dispatch(method, params, rc), handler.start_watcher)
                 finally:
                     handler.running = False
                     handler.stop_watcher()
@@ -786,7 +787,7 @@ class _Handler:
         return self.task
 
     def start_watcher(self) -> None:
-        """The handler waits for the first time (see :class:`_Awaiting`)."""
+        """The handler waits for the first time (see :class:`~mcp_tools.server.core.Awaiting`)."""
         if self.task is None:
             self.task = asyncio.current_task()
         if self.watcher is None:
@@ -820,44 +821,6 @@ class _Handler:
                 task.uncancel()
             return task is None or not task.cancelling()
         return task is not None and not task.cancelling()
-
-
-class _Awaiting:
-    """``await coro`` in the current task, calling ``on_wait()`` the first time it waits.
-
-    Lets a request run its handler inline and start watching for a disconnect only
-    when the handler actually suspends.
-    """
-
-    __slots__ = ("coro", "on_wait")
-
-    def __init__(self, coro: Any, on_wait: Any) -> None:
-        self.coro = coro
-        self.on_wait = on_wait
-
-    def __await__(self) -> Any:
-        coro = self.coro
-        try:
-            waiting = coro.send(None)
-        except StopIteration as stop:
-            return stop.value
-        self.on_wait()
-        while True:
-            try:
-                sent = yield waiting
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:
-                try:
-                    waiting = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    waiting = coro.send(sent)
-                except StopIteration as stop:
-                    return stop.value
 
 
 def _request_id_of(payload: str) -> str:
