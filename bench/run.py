@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Side-by-side HTTP benchmark of the MCP endpoint (a benchmark, not a test).
 
-    python bench/run.py [--quick] [--only NAME ...] [--py-spy] [--what-if FIXES]
+    python bench/run.py [--quick] [--only NAME ...] [--uvicorn-standard] [--baseline DIR] [--rounds N]
+                        [--py-spy] [--what-if FIXES]
 
 Each server is pinned to CPU 0 (``taskset -c 0``); ``wrk`` runs on
 CPU 1 with ``bench/echo.lua``, which POSTs ``tools/call`` ``echo`` and checks
@@ -21,7 +22,10 @@ Servers: mcp_tools (demo project) under uvicorn and daphne, the official SDK
 a raw ASGI app answering the same bytes as mcp_tools's echo under uvicorn (the
 ceiling; ``raw-asgi-chunked`` is the same answer framed in chunks, as mcp_tools answered
 before issue 9's third pass), a bare Channels ``AsyncHttpConsumer`` under daphne and a plain Django
-async view under uvicorn. Results: a markdown table on stdout and
+async view under uvicorn. Every uvicorn row runs ``--http h11 --loop asyncio`` (spelled out, so
+that installing ``uvicorn[standard]`` does not change them); ``--uvicorn-standard`` adds a twin of
+each, ``<name>-std``, under ``--http httptools --loop uvloop`` (what uvicorn documents for
+production), all other settings the same, in the same round-robin run. Results: a markdown table on stdout and
 ``bench/results/<stamp>/`` (``results.{json,md}``, every wrk run, server logs). A run with a wrong body, a socket error
 or a non-2xx answer is INVALID (exit status 1).
 """
@@ -69,8 +73,25 @@ class Server:
     root: Path | None = None  # another checkout to serve this row from (``--baseline``); None: this one
 
 
+#: uvicorn's HTTP parser and event loop, spelled out: with ``uvicorn[standard]`` installed its default
+#: ("auto") would pick httptools and uvloop, and the h11 rows would silently change meaning.
+UVICORN_H11 = ["--http", "h11", "--loop", "asyncio"]
+#: What uvicorn documents for production (``pip install uvicorn[standard]``): ``--uvicorn-standard`` rows.
+UVICORN_STANDARD = ["--http", "httptools", "--loop", "uvloop"]
+STANDARD_SUFFIX = "-std"  # "sdk/uvicorn" -> "sdk/uvicorn-std"
+
+
 def uvicorn(app: str) -> list[str]:
-    return [str(BIN / "uvicorn"), app, "--host", HOST, "--port", "{port}", "--no-access-log", "--log-level", "warning"]
+    return [str(BIN / "uvicorn"), app, "--host", HOST, "--port", "{port}", "--no-access-log", "--log-level", "warning",
+            *UVICORN_H11]
+
+
+def standard_twin(server: Server) -> Server:
+    """The same server under httptools + uvloop (every other setting the same), named ``<name>-std``."""
+    at = server.cmd.index("--http")
+    cmd = server.cmd[:at] + UVICORN_STANDARD + server.cmd[at + len(UVICORN_H11):]
+    note = (server.note + "; " if server.note else "") + "uvicorn --http httptools --loop uvloop"
+    return Server(server.name + STANDARD_SUFFIX, cmd, server.eras, note=note, root=server.root)
 
 
 def daphne(app: str) -> list[str]:
@@ -372,6 +393,23 @@ def run_all(servers: list[Server], env: dict[str, str], args: argparse.Namespace
     return [t.result for t in targets]
 
 
+def package_versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in ("uvicorn", "h11", "httptools", "uvloop", "mcp", "fastmcp"):
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            found.append(f"{name} not installed")
+    return ", ".join(found)
+
+
+def config_of(server: str) -> str:
+    """The server part of a row's name: ``uvicorn``, ``uvicorn-std`` or ``daphne``."""
+    return server.rsplit("/", 1)[-1]
+
+
 def fmt_ratio(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}×"
 
@@ -388,13 +426,14 @@ def report(results: list[Result], meta: dict) -> str:
         f"Run {meta['stamp']} ({'quick' if meta['quick'] else 'full'}, database: {meta.get('database', 'SQLite')}): servers pinned to CPU {SERVER_CPU}, wrk on CPU {LOAD_CPU}. "
         f"req/s: best of {meta['rounds']} × {meta['seconds']:.0f} s at 32 connections; CPU µs/req: the server's CPU time "
         f"per request (median of the rounds; lower is better); p50/p99: best of {meta['latency_rounds']} × "
-        f"{meta['latency_seconds']:.0f} s at 1 connection. \"vs SDK\": ratio to the official SDK under uvicorn, same era.",
+        f"{meta['latency_seconds']:.0f} s at 1 connection. \"vs SDK\": ratio to the official SDK under the same uvicorn "
+        f"configuration, same era ({meta.get('versions', '')}).",
         "",
         "| server | era | req/s | req/s median | req/s vs SDK | CPU µs/req | CPU vs SDK | p50 ms | p50 vs SDK | p99 ms | valid |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
-        sdk = by.get(("sdk/uvicorn", r.era))
+        sdk = by.get((f"sdk/{config_of(r.server)}", r.era))
         era = "—" if r.era == REF else r.era
         lines.append(
             f"| {r.server} | {era} | {r.rps:,.0f} | {r.rps_median:,.0f} | {fmt_ratio(ratio(r, sdk, 'rps'))} | {r.cpu_us:,.0f} | "
@@ -402,28 +441,30 @@ def report(results: list[Result], meta: dict) -> str:
             f"{r.p99_ms:.2f} | {'yes' if not r.problems else 'NO'} |"
         )
     consumer = by.get(("channels-consumer/daphne", REF))
-    raw = by.get(("raw-asgi/uvicorn", REF))
-    # A --baseline checkout from before issue 9's third pass answers chunked, like this ceiling.
-    raw_chunked = by.get(("raw-asgi-chunked/uvicorn", REF)) or raw
     lines += ["", f"Targets: req/s ratios of the medians over the {meta['rounds']} rounds (measured side by side, "
-                  "round-robin); CPU/req ratios of the median CPU µs per request.", "",
+                  "round-robin); CPU/req ratios of the median CPU µs per request. `uvicorn`: h11 + asyncio; "
+                  "`uvicorn-std`: httptools + uvloop (uvicorn[standard]), every other setting the same.", "",
               "| target | req/s ratio (medians) | CPU/req ratio | met |", "|---|---:|---:|---|"]
-    for era in (ERA_2025, ERA_2026):
-        mine, sdk = by.get(("mcp_tools/uvicorn", era)), by.get(("sdk/uvicorn", era))
-        value = ratio(mine, sdk, "rps_median")
-        if mine is not None and sdk is not None:
-            lines.append(f"| mcp_tools/uvicorn ≥ 2.5 × SDK/uvicorn, {era} | {fmt_ratio(value)} | "
-                         f"{fmt_ratio(ratio(mine, sdk, 'cpu_us'))} | {'—' if value is None else 'yes' if value >= 2.5 else 'NO'} |")
-        fast = by.get(("fastmcp/uvicorn", era))
-        if mine is not None and fast is not None:
-            lines.append(f"| mcp_tools/uvicorn vs fastmcp/uvicorn, {era} (no target) | {fmt_ratio(ratio(mine, fast, 'rps_median'))} | "
-                         f"{fmt_ratio(ratio(mine, fast, 'cpu_us'))} | — |")
-        for name, ceiling in (("mcp_tools", raw), ("mcp_tools@baseline", raw_chunked)):
-            served = by.get((f"{name}/uvicorn", era))
-            if served is not None and ceiling is not None:
-                lines.append(f"| {name}/uvicorn CPU/req as a multiple of the raw ASGI ceiling ({ceiling.server}), {era} | "
-                             f"{fmt_ratio(ratio(served, ceiling, 'rps_median'))} | {fmt_ratio(ratio(served, ceiling, 'cpu_us'))} "
-                             f"({served.cpu_us - ceiling.cpu_us:,.0f} µs above) | — |")
+    for config in ("uvicorn", "uvicorn" + STANDARD_SUFFIX):
+        raw = by.get((f"raw-asgi/{config}", REF))
+        # A --baseline checkout from before issue 9's third pass answers chunked, like this ceiling.
+        raw_chunked = by.get((f"raw-asgi-chunked/{config}", REF)) or raw
+        for era in (ERA_2025, ERA_2026):
+            mine, sdk = by.get((f"mcp_tools/{config}", era)), by.get((f"sdk/{config}", era))
+            value = ratio(mine, sdk, "rps_median")
+            if mine is not None and sdk is not None:
+                lines.append(f"| mcp_tools/{config} ≥ 2.5 × sdk/{config}, {era} | {fmt_ratio(value)} | "
+                             f"{fmt_ratio(ratio(mine, sdk, 'cpu_us'))} | {'—' if value is None else 'yes' if value >= 2.5 else 'NO'} |")
+            fast = by.get((f"fastmcp/{config}", era))
+            if mine is not None and fast is not None:
+                lines.append(f"| mcp_tools/{config} vs fastmcp/{config}, {era} (no target) | "
+                             f"{fmt_ratio(ratio(mine, fast, 'rps_median'))} | {fmt_ratio(ratio(mine, fast, 'cpu_us'))} | — |")
+            for name, ceiling in (("mcp_tools", raw), ("mcp_tools@baseline", raw_chunked)):
+                served = by.get((f"{name}/{config}", era))
+                if served is not None and ceiling is not None:
+                    lines.append(f"| {name}/{config} CPU/req as a multiple of the raw ASGI ceiling ({ceiling.server}), {era} | "
+                                 f"{fmt_ratio(ratio(served, ceiling, 'rps_median'))} | {fmt_ratio(ratio(served, ceiling, 'cpu_us'))} "
+                                 f"({served.cpu_us - ceiling.cpu_us:,.0f} µs above) | — |")
     for name in ("mcp_tools", "mcp_tools+what-if"):
         for era in (ERA_2025, ERA_2026):
             mine, sdk = by.get((f"{name}/uvicorn", era)), by.get(("sdk/uvicorn", era))
@@ -479,6 +520,10 @@ def main() -> int:
                         help="also serve the mcp_tools rows from another checkout (e.g. a `git worktree` of the "
                              "commit before a refactor), named mcp_tools@baseline/..., measured round-robin with "
                              "the others in the same run")
+    parser.add_argument("--uvicorn-standard", action="store_true",
+                        help="also serve every uvicorn row under httptools + uvloop (uvicorn[standard], what uvicorn "
+                             "documents for production), named <name>-std, in the same round-robin run; the plain "
+                             "rows stay h11 + asyncio")
     parser.add_argument("--rounds", type=int, dest="rounds_override", help="throughput rounds (default 3, --quick 1)")
     parser.add_argument("--database-url", metavar="URL",
                         help="serve the Django rows from this database (e.g. postgres://postgres@127.0.0.1:5432/mcp_bench; "
@@ -511,6 +556,9 @@ def main() -> int:
         servers[2:2] = [Server(s.name.replace("mcp_tools/", "mcp_tools@baseline/"), s.cmd, s.eras,
                                note=f"served from {base}", root=base)
                         for s in SERVERS if s.name.startswith("mcp_tools/")]
+    if args.uvicorn_standard:
+        twins = {s.name: standard_twin(s) for s in servers if "--http" in s.cmd}
+        servers = [twin for s in servers for twin in ([s, twins[s.name]] if s.name in twins else [s])]
     if args.only:
         servers = [s for s in servers if any(s.name.startswith(prefix) for prefix in args.only)]
 
@@ -529,7 +577,7 @@ def main() -> int:
                   "latency_rounds": args.latency_rounds, "latency_seconds": args.latency_seconds,
                   "python": sys.version.split()[0], "machine": platform.platform(), "cpus": os.cpu_count(),
                   "database": args.database_url or "SQLite (temp file)",
-                  "servers": {s.name: {"cmd": s.cmd, "note": s.note} for s in servers}}
+                  "servers": {s.name: {"cmd": s.cmd, "note": s.note} for s in servers}, "versions": package_versions()}
     started = time.monotonic()
     try:
         subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
