@@ -123,35 +123,67 @@ def answer_step(call_id: Any, seq: int, status: str, response: Any, error: Any) 
 
 
 def run_once(call_id: Any, step: Step, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[bool, Any]:
-    """Run ``fn`` and journal its (JSON) result in one transaction; ``(ran, value)``.
+    """Run ``fn`` and journal its (JSON) result atomically with ``fn``'s writes; ``(ran, value)``.
 
-    One SELECT checks, inside the transaction and before the
-    effect, that the call is live (else :class:`CallNotLive`) and whether another
-    run journaled the step first (then its recorded value is returned and ``fn``
-    does not run); then ``fn`` runs and its step is inserted. If a concurrent run
-    inserts the step first, ``fn``'s writes roll back with the losing insert.
+    One SELECT checks, before the effect, that the call is live (else
+    :class:`CallNotLive`) and whether another run journaled the step first (then
+    its recorded value is returned and ``fn`` does not run). ``fn`` then runs in a
+    transaction that also inserts its step; if a concurrent run inserts the step
+    first, ``fn``'s writes roll back with the losing insert and that run's value is
+    returned.
+
+    Where the check runs depends on what the database's transactions give:
+
+    * SQLite: inside the transaction, whose ``BEGIN IMMEDIATE`` takes the write
+      lock, so two processes' runs of one step take turns (check, effect, insert)
+      and the second finds the first's value before its effect. No round trips here.
+    * PostgreSQL: before the transaction. Its plain SELECT takes no lock either way
+      and, like a READ COMMITTED transaction's every statement, sees what is
+      committed, so the outcome is the same, without the BEGIN round trip it would
+      wait for. When ``fn`` sends no statement (a computation, an HTTP call), the
+      transaction never begins (drivers begin it at the first statement) and the
+      step is one autocommit INSERT: two round trips for the step instead of four.
     """
     from django.db import IntegrityError, transaction
 
-    from ..managers import CallNotLive
-
     using = _db()
+    check_in_transaction = sql.locks_writers_on_begin(using)
+    if not check_in_transaction:
+        journaled, response = _once_journaled(call_id, step, using)
+        if journaled:
+            return False, response
+    done = Step(seq=step.seq, kind=step.kind, key=step.key, digest=step.digest, response=None, status="done")
     try:
         with transaction.atomic(using=using):
-            status, journaled, response = sql.once_check(call_id, step.seq, using)
-            if journaled:
-                return False, response
-            if status not in LIVE_STATUSES:
-                raise CallNotLive(call_id)
-            value = _json_value(fn(*args, **kwargs))
-            sql.insert_steps(call_id, using, [Step(seq=step.seq, kind=step.kind, key=step.key, digest=step.digest,
-                                                   response=value, status="done")], timezone.now())
+            if check_in_transaction:
+                journaled, response = _once_journaled(call_id, step, using)
+                if journaled:
+                    return False, response
+            done.response = _json_value(fn(*args, **kwargs))
+            began = sql.transaction_begun(using)
+            if began:  # the step commits with what fn wrote
+                sql.insert_steps(call_id, using, [done], timezone.now())
+        if not began:
+            sql.insert_steps(call_id, using, [done], timezone.now())  # one statement: atomic by itself
     except IntegrityError:
-        status, journaled, response = sql.once_check(call_id, step.seq, using)
+        journaled, response = _once_journaled(call_id, step, using, live=False)
         if not journaled:
             raise
         return False, response
-    return True, value
+    return True, done.response
+
+
+def _once_journaled(call_id: Any, step: Step, using: str, live: bool = True) -> tuple[bool, Any]:
+    """``(True, value)`` if some run journaled ``step``; else ``(False, None)``, or :class:`CallNotLive` if
+    ``live`` is asked for and the call has ended."""
+    from ..managers import CallNotLive
+
+    status, journaled, response = sql.once_check(call_id, step.seq, using)
+    if journaled:
+        return True, response
+    if live and status not in LIVE_STATUSES:
+        raise CallNotLive(call_id)
+    return False, None
 
 
 def record_once(call_id: Any, step: Step, value: Any) -> tuple[bool, Any]:
@@ -159,16 +191,20 @@ def record_once(call_id: Any, step: Step, value: Any) -> tuple[bool, Any]:
 
     The function ran on the event loop, outside this transaction (see
     ``docs/durable-calls.md``): when a concurrent run journaled the step first,
-    its value wins and is returned.
+    its value wins and is returned. The step is one INSERT, atomic by itself (a
+    savepoint inside a caller's transaction, so a losing insert leaves it usable).
     """
     from django.db import IntegrityError, transaction
 
     using = _db()
     value = _json_value(value)
+    done = [Step(seq=step.seq, kind=step.kind, key=step.key, digest=step.digest, response=value, status="done")]
     try:
-        with transaction.atomic(using=using):
-            sql.insert_steps(call_id, using, [Step(seq=step.seq, kind=step.kind, key=step.key, digest=step.digest,
-                                                   response=value, status="done")], timezone.now())
+        if sql.in_atomic_block(using):
+            with transaction.atomic(using=using):
+                sql.insert_steps(call_id, using, done, timezone.now())
+        else:
+            sql.insert_steps(call_id, using, done, timezone.now())
     except IntegrityError:
         _, journaled, response = sql.once_check(call_id, step.seq, using)
         return False, response if journaled else value

@@ -445,3 +445,31 @@ def call_status(call_id: Any, using: str) -> tuple[str, int, Any, str] | None:
 
 def once_check(call_id: Any, seq: int, using: str) -> tuple[str | None, bool, Any]:
     return statements(using).once_check(call_id, seq)
+
+
+def in_atomic_block(using: str) -> bool:
+    return bool(connections[using].in_atomic_block)
+
+
+def locks_writers_on_begin(using: str) -> bool:
+    """Whether the database lets one transaction write at a time (SQLite: ``BEGIN IMMEDIATE`` takes the
+    lock at once; a deferred BEGIN takes it at the first write, or fails the transaction if another came first)."""
+    return connections[using].vendor == "sqlite"
+
+
+def transaction_begun(using: str) -> bool:
+    """Whether the database has begun the current transaction (a statement was sent since it opened).
+
+    Inside ``atomic()`` psycopg begins the transaction lazily, at the first
+    statement: until then there is nothing on the server to commit. On SQLite,
+    Django's ``atomic()`` sends its BEGIN at once. True where the driver cannot tell.
+    """
+    connection = connections[using]
+    raw = connection.connection
+    if raw is None:
+        return False
+    if connection.vendor == "postgresql":  # psycopg 3 and psycopg2 alike: 0 is IDLE
+        return raw.info.transaction_status != 0
+    if connection.vendor == "sqlite":
+        return bool(raw.in_transaction)
+    return True

@@ -1,0 +1,165 @@
+"""``ctx.once`` in the store: exactly once, atomic with the effect's writes, first journaled value wins.
+
+These drive :func:`mcp_tools.store.calls.run_once` / ``record_once`` directly (the
+engine's tests drive them through real rounds). The races need a second database
+connection that can write while the first runs its effect: PostgreSQL; SQLite lets
+one writer at a time, so there the second run waits its turn and the check-first
+tests below cover it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection, connections, transaction
+
+from mcp_tools.engine.journal import Step
+from mcp_tools.managers import CallNotLive
+from mcp_tools.models import CallStep
+from mcp_tools.store import sync_calls
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+needs_concurrent_writers = pytest.mark.skipif(
+    "connection.vendor == 'sqlite'", reason="SQLite lets one connection write at a time")
+
+
+def new_call() -> str:
+    return sync_calls.create_call([], method="tools/call", tool_name="deploy", arguments={}, principal="anon",
+                                  protocol_version="2026-07-28", flavor="mrtr", status="working")
+
+
+def once_step(seq: int = 0) -> Step:
+    return Step(seq=seq, kind="once", key=f"effect-{seq}", digest="d")
+
+
+def journaled(call_id: str) -> list[tuple[int, str, Any]]:
+    return list(CallStep.objects.filter(call_id=call_id).order_by("seq").values_list("seq", "status", "response"))
+
+
+def in_another_connection(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` in a thread of its own (so on a connection of its own); its result."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(fn(*args))
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive(), "the other connection's write did not finish"
+    return out[0]
+
+
+def test_an_effect_that_writes_commits_its_write_with_its_step() -> None:
+    call_id = new_call()
+
+    ran, value = sync_calls.run_once(call_id, once_step(), lambda: User.objects.create(username="audit").pk, (), {})
+
+    assert ran is True
+    assert User.objects.get(username="audit").pk == value
+    assert journaled(call_id) == [(0, "done", value)]
+
+
+def test_an_effect_without_writes_is_journaled_with_its_value() -> None:
+    call_id = new_call()
+
+    ran, value = sync_calls.run_once(call_id, once_step(), lambda n: {"square": n * n}, (7,), {})
+
+    assert (ran, value) == (True, {"square": 49})
+    assert journaled(call_id) == [(0, "done", {"square": 49})]
+    assert not connection.in_atomic_block and connection.get_autocommit()
+
+
+def test_a_journaled_step_returns_its_value_and_the_effect_does_not_run_again() -> None:
+    call_id = new_call()
+    runs: list[int] = []
+
+    def effect() -> int:
+        runs.append(1)
+        return len(runs)
+
+    first = sync_calls.run_once(call_id, once_step(), effect, (), {})
+    second = sync_calls.run_once(call_id, once_step(), effect, (), {})
+
+    assert first == (True, 1)
+    assert second == (False, 1)
+    assert runs == [1]
+
+
+def test_an_ended_call_runs_no_effect() -> None:
+    call_id = new_call()
+    assert sync_calls.end_call(call_id, "cancelled")
+    runs: list[int] = []
+
+    with pytest.raises(CallNotLive):
+        sync_calls.run_once(call_id, once_step(), lambda: runs.append(1), (), {})
+
+    assert runs == []
+    assert journaled(call_id) == []
+
+
+def test_an_effect_that_fails_journals_nothing_and_its_writes_roll_back() -> None:
+    call_id = new_call()
+
+    def effect() -> None:
+        User.objects.create(username="half-done")
+        raise RuntimeError("the payment provider said no")
+
+    with pytest.raises(RuntimeError, match="payment provider"):
+        sync_calls.run_once(call_id, once_step(), effect, (), {})
+
+    assert not User.objects.filter(username="half-done").exists()
+    assert journaled(call_id) == []
+
+
+@needs_concurrent_writers
+def test_a_run_that_journals_first_wins_and_the_losers_writes_roll_back() -> None:
+    call_id = new_call()
+
+    def effect() -> str:
+        User.objects.create(username="loser")  # this transaction has begun
+        in_another_connection(sync_calls.record_once, call_id, once_step(), "winner")
+        return "loser"
+
+    assert sync_calls.run_once(call_id, once_step(), effect, (), {}) == (False, "winner")
+    assert not User.objects.filter(username="loser").exists()
+    assert journaled(call_id) == [(0, "done", "winner")]
+
+
+@needs_concurrent_writers
+def test_a_run_that_journals_first_wins_over_an_effect_without_writes() -> None:
+    call_id = new_call()
+
+    def effect() -> str:  # sends no statement: its step would be one autocommit INSERT
+        in_another_connection(sync_calls.record_once, call_id, once_step(), "winner")
+        return "loser"
+
+    assert sync_calls.run_once(call_id, once_step(), effect, (), {}) == (False, "winner")
+    assert journaled(call_id) == [(0, "done", "winner")]
+
+
+def test_an_async_effects_value_loses_to_the_one_journaled_first() -> None:
+    call_id = new_call()
+
+    assert sync_calls.record_once(call_id, once_step(), {"id": 1}) == (True, {"id": 1})
+    assert sync_calls.record_once(call_id, once_step(), {"id": 2}) == (False, {"id": 1})
+    assert journaled(call_id) == [(0, "done", {"id": 1})]
+
+
+def test_a_losing_async_record_leaves_the_callers_transaction_usable() -> None:
+    call_id = new_call()
+    sync_calls.record_once(call_id, once_step(), "first")
+
+    with transaction.atomic():
+        User.objects.create(username="before")
+        assert sync_calls.record_once(call_id, once_step(), "second") == (False, "first")
+        User.objects.create(username="after")  # no "current transaction is aborted"
+
+    assert set(User.objects.values_list("username", flat=True)) == {"before", "after"}
