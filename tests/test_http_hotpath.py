@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from django.test import override_settings
+from pydantic import Field
 
 from mcp_tools.protocol import jsonrpc
 from mcp_tools.protocol.errors import HEADER_MISMATCH, McpError
@@ -231,3 +232,63 @@ async def test_a_deleted_session_answers_204_without_content_length() -> None:
     assert deleted.status == 204
     assert deleted.header("content-length") is None
     assert deleted.body == b""
+
+
+# -- Mcp-Param-* headers (read from the tool's schema once per tool) ----------------------------
+
+
+MirroredRegion = Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]
+
+
+async def _mirrored(region: MirroredRegion, count: int = 1) -> str:
+    return f"{region}:{count}"
+
+
+async def _plain(region: str, count: int = 1) -> str:
+    return f"{region}:{count}"
+
+
+def _regional_tool(mirrored: bool) -> Any:
+    from mcp_tools.registry.registry import make_tool
+
+    return make_tool(_mirrored if mirrored else _plain, name="regional")
+
+
+async def test_param_headers_follow_the_tool_registered_under_the_name() -> None:
+    from mcp_tools.registry import registry
+
+    mirrored = _regional_tool(True)
+    assert mirrored.param_headers == (("region", "Region"),)
+    params = {"name": "regional", "arguments": {"region": "eu-west", "count": 2}}
+    with registry.registered_temporarily(mirrored):
+        missing = await call_modern(McpEndpoint(), "tools/call", params)
+        assert missing.status == 400
+        assert missing.json()["error"]["code"] == HEADER_MISMATCH
+        assert "Missing Mcp-Param-Region header" in missing.json()["error"]["message"]
+        wrong = await call_modern(McpEndpoint(), "tools/call", params, headers={"mcp-param-region": "us-east"})
+        assert (wrong.status, wrong.json()["error"]["code"]) == (400, HEADER_MISMATCH)
+        right = await call_modern(McpEndpoint(), "tools/call", params, headers={"mcp-param-region": "eu-west"})
+        assert right.status == 200
+        assert right.json()["result"]["content"] == [{"type": "text", "text": "eu-west:2"}]
+    # Another tool under the same name, whose schema mirrors nothing: no header is asked for.
+    plain = _regional_tool(False)
+    assert plain.param_headers == ()
+    with registry.registered_temporarily(plain):
+        answer = await call_modern(McpEndpoint(), "tools/call", params)
+        assert answer.status == 200
+        assert answer.json()["result"]["content"] == [{"type": "text", "text": "eu-west:2"}]
+
+
+# -- the call core's lazy parts ------------------------------------------------------------------
+
+
+async def test_target_binds_the_params_without_the_unbound_keys() -> None:
+    from mcp_tools.engine.journal import digest
+    from mcp_tools.server import core
+    from mcp_tools.server.auth import ANONYMOUS
+
+    params = {"name": "echo", "arguments": {"text": "x"}, "_meta": {"progressToken": 1}, "inputResponses": {},
+              "requestState": "s", "task": None, "resumeToken": None}
+    target = await core.resolve_target("tools/call", params, ANONYMOUS)
+    assert target.bound_params == {"name": "echo", "arguments": {"text": "x"}}
+    assert target.params_digest == digest(["tools/call", {"name": "echo", "arguments": {"text": "x"}}])

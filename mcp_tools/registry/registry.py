@@ -98,6 +98,19 @@ class Tool:
     icons: list[dict[str, Any]] | None = None
     thread_sensitive: bool = True
     _wire: dict[str, Any] | None = dataclasses.field(default=None, repr=False)
+    _param_headers: tuple[tuple[str, str], ...] | None = dataclasses.field(default=None, repr=False)
+
+    @property
+    def param_headers(self) -> tuple[tuple[str, str], ...]:
+        """``(argument, header name)`` of the arguments the schema mirrors in ``Mcp-Param-*`` headers
+        (``x-mcp-header``), in schema order; read from the schema once, like :meth:`to_wire`."""
+        if self._param_headers is None:
+            properties = self.input.schema.get("properties", {})
+            self._param_headers = tuple(
+                (prop, str(header)) for prop, schema in properties.items()
+                if isinstance(schema, dict) and (header := schema.get("x-mcp-header"))
+            )
+        return self._param_headers
 
     def to_wire(self) -> dict[str, Any]:
         """The ``Tool`` object of ``tools/list`` (built once)."""

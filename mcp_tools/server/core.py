@@ -61,9 +61,15 @@ class Target:
     context_param: str | None
     kwargs: dict[str, Any]
     shape: Callable[[Any], dict[str, Any]]
-    bound_params: dict[str, Any]
+    #: The request's params as received (not copied: nothing changes them after the request is parsed).
+    params: dict[str, Any]
     thread_sensitive: bool = True
     tool: Tool | None = None
+
+    @functools.cached_property
+    def bound_params(self) -> dict[str, Any]:
+        """The params the call is bound to (:data:`UNBOUND_PARAMS` left out); made when a row or a token needs them."""
+        return bound_params(self.params)
 
     @functools.cached_property
     def params_digest(self) -> str:
@@ -90,12 +96,12 @@ async def resolve_target(method: str, params: dict[str, Any], principal: Princip
         if not isinstance(name, str):
             raise invalid_params('"name" must be a string')
         tool = registry.get_tool(name)
-        if tool is None or not await permitted(principal, tool.permissions):
+        if tool is None or (tool.permissions and not await permitted(principal, tool.permissions)):
             # A tool the caller may not use is indistinguishable from one that does not exist.
             raise invalid_params(f"Unknown tool: {name}")
         kwargs = tool.validate_arguments(params.get("arguments"))
         return Target("tools/call", name, tool.fn, tool.is_async, tool.context_param, kwargs, tool.shape_result,
-                      bound_params(params), tool.thread_sensitive, tool)
+                      params, tool.thread_sensitive, tool)
     if method == "prompts/get":
         name = params.get("name")
         if not isinstance(name, str):
@@ -112,7 +118,7 @@ async def resolve_target(method: str, params: dict[str, Any], principal: Princip
         known = {a["name"] for a in prompt.arguments}
         kwargs = {k: v for k, v in arguments.items() if k in known}
         return Target("prompts/get", name, prompt.fn, prompt.is_async, prompt.context_param, kwargs,
-                      lambda value: shape_prompt(prompt, value), bound_params(params))
+                      lambda value: shape_prompt(prompt, value), params)
     if method == "resources/read":
         uri = params.get("uri")
         if not isinstance(uri, str):
@@ -122,7 +128,7 @@ async def resolve_target(method: str, params: dict[str, Any], principal: Princip
             raise McpError(INVALID_PARAMS, "Resource not found", {"uri": uri})
         resource, template_params = found
         return Target("resources/read", uri, resource.fn, resource.is_async, None, template_params,
-                      lambda value: shape_resource(resource, uri, value), bound_params(params))
+                      lambda value: shape_resource(resource, uri, value), params)
     raise McpError(INVALID_PARAMS, f"{method} cannot be called")
 
 
@@ -592,7 +598,7 @@ async def finish(inv: engine.Invocation, target: Target, outcome: Any, rc: Reque
             await claim(inv)  # run the tool again only for the run that owns the round
         outcome = await _converge(target, rc, outcome)
     result = outcome if isinstance(outcome, dict) else shape_value(target, outcome.value, rc)
-    if target.method == "tools/call":
+    if target.method == "tools/call" and "_meta" in result:  # where a nextTool hint would be
         await check_next_tool(result, rc)
     if inv.call_id is None and mcp_settings.RECORD_ALL_CALLS:
         await ensure_row(inv, status="working")

@@ -844,16 +844,14 @@ def check_param_headers(headers: dict[str, str], params: dict[str, Any], request
     """``Mcp-Param-*`` headers must agree with the arguments they mirror (``x-mcp-header`` in the schema)."""
     name = params.get("name")
     tool = registry.get_tool(name) if isinstance(name, str) else None
-    if tool is None:
+    if tool is None or not tool.param_headers:
         return
-    properties = tool.input.schema.get("properties", {})
     given = params.get("arguments")
     arguments: dict[str, Any] = given if isinstance(given, dict) else {}
-    for prop, schema in properties.items():
-        header_name = schema.get("x-mcp-header") if isinstance(schema, dict) else None
-        if not header_name or prop not in arguments:
+    for prop, header_name in tool.param_headers:
+        if prop not in arguments:
             continue
-        value = headers.get(f"mcp-param-{str(header_name).lower()}")
+        value = headers.get(f"mcp-param-{header_name.lower()}")
         expected = arguments[prop]
         if value is None:
             raise HttpError(400, McpError(HEADER_MISMATCH, f"Missing Mcp-Param-{header_name} header"), request_id)
