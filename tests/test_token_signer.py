@@ -1,0 +1,53 @@
+"""The token signer is Django's ``TimestampSigner`` with each key's HMAC keyed once: same bytes, same rules."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import pytest
+from django.core import signing
+
+from mcp_tools.server import tokens
+from mcp_tools.server.tokens import _CompactJSON, _Signer
+
+KEYS = ["django-insecure-demo-key", "ünïcode-kéy", b"bytes-key-\x00\xff"]
+VALUES = ["", "a", "eyJjIjoiMSJ9:1tF8xY", "ünïcode value", "x" * 5000]
+
+
+@pytest.mark.parametrize("key", KEYS)
+@pytest.mark.parametrize("value", VALUES)
+def test_signatures_are_djangos_byte_for_byte(key: str | bytes, value: str) -> None:
+    for salt in ("mcp_tools.request", "mcp_tools.saga", "mcp_tools.resume"):
+        assert _Signer(key=key, salt=salt).signature(value) == signing.TimestampSigner(key=key, salt=salt).signature(value)
+
+
+def test_tokens_open_both_ways_with_djangos_signer() -> None:
+    payload = {"c": "0f8b6a3e", "r": 2, "j": [[0, "elicit", "confirm", "d", {"method": "elicitation/create"}, "pending", None, None]]}
+    ours, djangos = _Signer(key="k", salt="mcp_tools.request"), signing.TimestampSigner(key="k", salt="mcp_tools.request")
+    with mock.patch("django.core.signing.time.time", return_value=1_790_000_000):
+        token = ours.sign_object(payload, serializer=_CompactJSON)
+        assert token == djangos.sign_object(payload, serializer=_CompactJSON)
+    assert djangos.unsign_object(token, max_age=None) == payload
+    assert ours.unsign_object(djangos.sign_object(payload), max_age=None) == payload
+
+
+def test_a_token_of_a_rotated_key_opens_with_the_fallback_and_no_other() -> None:
+    old = signing.TimestampSigner(key="old", salt="mcp_tools.request").sign_object({"c": "1"})
+    assert _Signer(key="new", fallback_keys=["old"], salt="mcp_tools.request").unsign_object(old) == {"c": "1"}
+    with pytest.raises(signing.BadSignature):
+        _Signer(key="new", salt="mcp_tools.request").unsign_object(old)
+    with pytest.raises(signing.BadSignature):
+        _Signer(key="old", salt="mcp_tools.saga").unsign_object(old)  # another purpose's token
+
+
+def test_a_tampered_or_expired_token_is_refused(settings: object) -> None:
+    token = tokens.seal("request", {"c": "1", "r": 1})
+    head, stamp, signature = token.rsplit(":", 2)
+    forged = signing.b64_encode(b'{"c":"2","r":1}').decode()
+    for bad in (f"{forged}:{stamp}:{signature}", f"{head}:{stamp}:{signature[:-1]}A", token[:-1], token + "x"):
+        with pytest.raises(tokens.InvalidToken):
+            tokens.unseal("request", bad)
+    with mock.patch("django.core.signing.time.time", return_value=signing.b62_decode(stamp) + 10_000):
+        with pytest.raises(tokens.InvalidToken):
+            tokens.unseal("request", token, max_age=60)
+    assert tokens.unseal("request", token) == {"c": "1", "r": 1}
