@@ -163,3 +163,29 @@ def test_a_losing_async_record_leaves_the_callers_transaction_usable() -> None:
         User.objects.create(username="after")  # no "current transaction is aborted"
 
     assert set(User.objects.values_list("username", flat=True)) == {"before", "after"}
+
+
+def test_an_effects_commit_hook_runs_after_its_step_is_journaled() -> None:
+    call_id = new_call()
+    seen: list[list[tuple[int, str, Any]]] = []
+
+    def effect() -> str:  # no statement of its own: only a hook for after the commit
+        transaction.on_commit(lambda: seen.append(journaled(call_id)))
+        return "sent"
+
+    assert sync_calls.run_once(call_id, once_step(), effect, (), {}) == (True, "sent")
+    assert seen == [[(0, "done", "sent")]]
+
+
+@needs_concurrent_writers
+def test_a_losing_effects_commit_hook_never_runs() -> None:
+    call_id = new_call()
+    hooks: list[str] = []
+
+    def effect() -> str:
+        transaction.on_commit(lambda: hooks.append("email sent"))
+        in_another_connection(sync_calls.record_once, call_id, once_step(), "winner")
+        return "loser"
+
+    assert sync_calls.run_once(call_id, once_step(), effect, (), {}) == (False, "winner")
+    assert hooks == []

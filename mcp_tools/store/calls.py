@@ -140,9 +140,10 @@ def run_once(call_id: Any, step: Step, fn: Any, args: tuple[Any, ...], kwargs: d
     * PostgreSQL: before the transaction. Its plain SELECT takes no lock either way
       and, like a READ COMMITTED transaction's every statement, sees what is
       committed, so the outcome is the same, without the BEGIN round trip it would
-      wait for. When ``fn`` sends no statement (a computation, an HTTP call), the
-      transaction never begins (drivers begin it at the first statement) and the
-      step is one autocommit INSERT: two round trips for the step instead of four.
+      wait for. When ``fn`` sends no statement and leaves no ``on_commit`` hook (a
+      computation, an HTTP call), the transaction never begins (psycopg begins it
+      at the first statement) and the step is one autocommit INSERT: two round
+      trips for the step instead of four.
     """
     from django.db import IntegrityError, transaction
 
@@ -160,8 +161,8 @@ def run_once(call_id: Any, step: Step, fn: Any, args: tuple[Any, ...], kwargs: d
                 if journaled:
                     return False, response
             done.response = _json_value(fn(*args, **kwargs))
-            began = sql.transaction_begun(using)
-            if began:  # the step commits with what fn wrote
+            began = sql.transaction_has_work(using)
+            if began:  # the step commits with what fn wrote (and before fn's on_commit hooks run)
                 sql.insert_steps(call_id, using, [done], timezone.now())
         if not began:
             sql.insert_steps(call_id, using, [done], timezone.now())  # one statement: atomic by itself

@@ -457,8 +457,8 @@ def locks_writers_on_begin(using: str) -> bool:
     return connections[using].vendor == "sqlite"
 
 
-def transaction_begun(using: str) -> bool:
-    """Whether the database has begun the current transaction (a statement was sent since it opened).
+def transaction_has_work(using: str) -> bool:
+    """Whether the current transaction has anything to commit: a statement sent, or an ``on_commit`` hook.
 
     Inside ``atomic()`` psycopg begins the transaction lazily, at the first
     statement: until then there is nothing on the server to commit. On SQLite,
@@ -468,6 +468,8 @@ def transaction_begun(using: str) -> bool:
     raw = connection.connection
     if raw is None:
         return False
+    if connection.run_on_commit:  # fn's hook must run after its step is journaled, and not if it loses
+        return True
     if connection.vendor == "postgresql":  # psycopg 3 and psycopg2 alike: 0 is IDLE
         return raw.info.transaction_status != 0
     if connection.vendor == "sqlite":
