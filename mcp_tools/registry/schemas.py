@@ -250,7 +250,8 @@ def input_from_signature(
 
     def validate(arguments: dict[str, Any]) -> dict[str, Any]:
         try:
-            instance = model.model_validate(arguments)
+            # What model.model_validate(arguments) calls, without its Python layer (about 1 µs per call).
+            instance = model.__pydantic_validator__.validate_python(arguments)
         except ValidationError as exc:
             raise invalid_params(f"Invalid arguments for tool {name!r}", {"errors": format_validation_errors(exc)}) from None
         return {field: getattr(instance, field) for field in field_names}

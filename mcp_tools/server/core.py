@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import logging
 import time
@@ -399,22 +400,42 @@ class Awaiting:
 
     Lets a request run a handler inline and do what only matters once the handler
     actually suspends (watch for a disconnect, arm a timer) only then: a call that
-    completes in one step pays for neither.
+    completes in one step pays for neither. Code running in that first step can ask
+    for a callback of its own at the same moment (:meth:`first_step`, :meth:`also_on_wait`).
     """
 
-    __slots__ = ("coro", "on_wait")
+    __slots__ = ("coro", "on_wait", "stepping", "also")
 
     def __init__(self, coro: Any, on_wait: Callable[[], None]) -> None:
         self.coro = coro
         self.on_wait = on_wait
+        #: The first step of ``coro`` is under way (nothing else can run in this loop meanwhile).
+        self.stepping = False
+        self.also: Callable[[], None] | None = None
+
+    @staticmethod
+    def first_step() -> Awaiting | None:
+        """The :class:`Awaiting` whose first step is running now, in this task (None if none is)."""
+        current = _first_step.get()
+        return current if current is not None and current.stepping else None
 
     def __await__(self) -> Any:
         coro = self.coro
+        token = _first_step.set(self)
+        self.stepping = True
         try:
             waiting = coro.send(None)
         except StopIteration as stop:
             return stop.value
+        finally:
+            # A task started in this step copied the context: it sees this object, not stepping.
+            self.stepping = False
+            _first_step.reset(token)
         self.on_wait()
+        also = self.also
+        if also is not None:
+            self.also = None
+            also()
         while True:
             try:
                 sent = yield waiting
@@ -431,6 +452,9 @@ class Awaiting:
                     waiting = coro.send(sent)
                 except StopIteration as stop:
                     return stop.value
+
+
+_first_step: contextvars.ContextVar[Awaiting | None] = contextvars.ContextVar("mcp_tools_first_step", default=None)
 
 
 async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | dict[str, Any]:
@@ -475,7 +499,16 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
             delay = started + float(mcp_settings.SLOW_CALL_SECONDS) - time.monotonic()
             timer = asyncio.get_running_loop().call_later(max(0.0, delay), record)
 
+    # Inside a request's first step (the HTTP transport runs its handler inline), the
+    # transport's Awaiting tells us when the handler first waits; otherwise our own does.
+    waiter = Awaiting.first_step()
+    if waiter is not None and waiter.also is None:
+        waiter.also = first_wait
+    else:
+        waiter = None
     try:
+        if waiter is not None:
+            return await engine.run(inv)
         return await Awaiting(engine.run(inv), first_wait)
     except McpError:
         raise
@@ -521,6 +554,8 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
         logger.exception("%s %r failed after %.3fs", target.method, target.name, time.monotonic() - started)
         message = f"Internal error while running {target.name!r}; the server log has the details."
     finally:
+        if waiter is not None and waiter.also is first_wait:
+            waiter.also = None  # done without waiting: nothing to arm
         if timer is not None:
             timer.cancel()
         if recorder is not None and not recorder.done():
