@@ -38,6 +38,16 @@ async def rows() -> list[tuple[str, str]]:
     return await sync_to_async(lambda: list(ToolCall.objects.values_list("tool_name", "status")))()
 
 
+async def first_rows(running: asyncio.Future[Any]) -> list[tuple[str, str]]:
+    """The rows as soon as there are any, while ``running`` runs ([] if it ends first)."""
+    while not running.done():
+        found = await rows()
+        if found:
+            return found
+        await asyncio.sleep(0.02)
+    return []
+
+
 def _rc() -> RequestContext:
     return RequestContext(principal=ANONYMOUS, protocol_version="2026-07-28", modern=True, client_capabilities={}, request_id=1)
 
@@ -62,13 +72,7 @@ def tools():  # type: ignore[no-untyped-def]
 async def test_a_call_that_waits_past_the_threshold_gets_its_row(tools, settings, inline: bool) -> None:  # type: ignore[no-untyped-def]
     with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "SLOW_CALL_SECONDS": 0.05}):
         running = asyncio.ensure_future(_run("doze", {"release": 0.6}, inline))
-        seen: list[tuple[str, str]] = []
-        for _ in range(50):
-            await asyncio.sleep(0.02)
-            seen = await rows()
-            if seen:
-                break
-        assert seen == [("doze", "working")]
+        assert await first_rows(running) == [("doze", "working")]
         outcome, inv, waited = await running
     assert outcome.value == "awake"
     assert inv.call_id is not None
