@@ -48,6 +48,32 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     return problems
 
 
+@register(Tags.database)
+def check_database(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """W005: on SQLite, durable calls need writers that take the lock at BEGIN (``transaction_mode``)."""
+    from django.db import router
+
+    from .models import ToolCall
+
+    alias = router.db_for_write(ToolCall)
+    return sqlite_transaction_mode_problems(alias, settings.DATABASES.get(alias, {}))
+
+
+def sqlite_transaction_mode_problems(alias: str, database: dict[str, Any]) -> list[Any]:
+    """W005 for the ``DATABASES`` entry ``database`` that durable calls write to, if it needs it."""
+    if not str(database.get("ENGINE", "")).endswith("sqlite3"):
+        return []
+    mode = str((database.get("OPTIONS") or {}).get("transaction_mode") or "DEFERRED").upper()
+    if mode in ("IMMEDIATE", "EXCLUSIVE"):
+        return []
+    return [Warning(
+        f"The {alias!r} database is SQLite with {mode} transactions: concurrent writers of durable calls fail with "
+        "'database is locked' instead of waiting their turn, and two runs of one ctx.once step in different "
+        "processes can both start their effect.",
+        hint=f"Set DATABASES[{alias!r}]['OPTIONS']['transaction_mode'] = 'IMMEDIATE' (Django 5.1+), as the demo does.",
+        id="mcp_tools.W005")]
+
+
 @register(Tags.security, deploy=True)
 def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     problems: list[Any] = []

@@ -1,4 +1,4 @@
-"""System checks mcp_tools.E001-E007 and W001-W004: each fires on bad settings, none on good ones."""
+"""System checks mcp_tools.E001-E007 and W001-W005: each fires on bad settings, none on good ones."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core import checks
 from django.test import override_settings
 
-from mcp_tools.checks import check_deployment, check_settings
+from mcp_tools.checks import check_database, check_deployment, check_settings, sqlite_transaction_mode_problems
 
 GOOD_MCP_TOOLS: dict[str, Any] = {**settings.MCP_TOOLS, "ALLOW_ANONYMOUS": False}
 GOOD_DEPLOYMENT: dict[str, Any] = {
@@ -199,3 +199,30 @@ def test_check_tests_settings_warn_as_expected() -> None:
     assert check_settings(None) == []
     in_memory = settings.CHANNEL_LAYERS["default"]["BACKEND"].endswith("InMemoryChannelLayer")
     assert ids(check_deployment(None)) == (["mcp_tools.W003"] if in_memory else []) + ["mcp_tools.W004"]
+
+
+# -- W005: SQLite writers must take the lock at BEGIN ------------------------------------------
+
+
+SQLITE = {"ENGINE": "django.db.backends.sqlite3", "NAME": "db.sqlite3"}
+
+
+@pytest.mark.parametrize("options", [None, {}, {"transaction_mode": "DEFERRED"}, {"transaction_mode": None}])
+def test_w005_sqlite_with_deferred_transactions(options: dict[str, Any] | None) -> None:
+    messages = sqlite_transaction_mode_problems("default", {**SQLITE, "OPTIONS": options})
+    assert ids(messages) == ["mcp_tools.W005"]
+    assert "transaction_mode" in messages[0].hint
+
+
+@pytest.mark.parametrize("mode", ["IMMEDIATE", "EXCLUSIVE", "immediate"])
+def test_w005_silent_when_sqlite_takes_the_lock_at_begin(mode: str) -> None:
+    assert sqlite_transaction_mode_problems("default", {**SQLITE, "OPTIONS": {"transaction_mode": mode}}) == []
+
+
+def test_w005_silent_on_postgresql() -> None:
+    assert sqlite_transaction_mode_problems("default", {"ENGINE": "django.db.backends.postgresql", "OPTIONS": {}}) == []
+
+
+def test_the_configured_database_passes_the_check() -> None:
+    # The demo's SQLite sets IMMEDIATE; PostgreSQL (CI's second run) needs nothing.
+    assert check_database(None) == []

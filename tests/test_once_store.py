@@ -189,3 +189,32 @@ def test_a_losing_effects_commit_hook_never_runs() -> None:
 
     assert sync_calls.run_once(call_id, once_step(), effect, (), {}) == (False, "winner")
     assert hooks == []
+
+
+def test_an_effect_that_marks_its_transaction_for_rollback_journals_nothing() -> None:
+    from django.db.transaction import TransactionManagementError
+
+    call_id = new_call()
+
+    def effect() -> str:  # no statement of its own, but its transaction must not commit
+        transaction.set_rollback(True)
+        return "value"
+
+    with pytest.raises(TransactionManagementError):
+        sync_calls.run_once(call_id, once_step(), effect, (), {})
+    assert journaled(call_id) == []
+
+
+def test_a_losing_async_record_leaves_a_manual_transaction_usable() -> None:
+    call_id = new_call()
+    sync_calls.record_once(call_id, once_step(), "first")
+
+    transaction.set_autocommit(False)
+    try:
+        assert sync_calls.record_once(call_id, once_step(), "second") == (False, "first")
+        User.objects.create(username="after")  # no "current transaction is aborted"
+        transaction.commit()
+    finally:
+        transaction.set_autocommit(True)
+
+    assert User.objects.filter(username="after").exists()

@@ -21,6 +21,10 @@ def test_signatures_are_djangos_byte_for_byte(key: str | bytes, value: str) -> N
         assert _Signer(key=key, salt=salt).signature(value) == signing.TimestampSigner(key=key, salt=salt).signature(value)
 
 
+def test_the_default_salt_is_djangos() -> None:
+    assert _Signer(key="k").signature("v") == signing.TimestampSigner(key="k").signature("v")
+
+
 def test_tokens_open_both_ways_with_djangos_signer() -> None:
     payload = {"c": "0f8b6a3e", "r": 2, "j": [[0, "elicit", "confirm", "d", {"method": "elicitation/create"}, "pending", None, None]]}
     ours, djangos = _Signer(key="k", salt="mcp_tools.request"), signing.TimestampSigner(key="k", salt="mcp_tools.request")

@@ -193,7 +193,7 @@ def record_once(call_id: Any, step: Step, value: Any) -> tuple[bool, Any]:
     The function ran on the event loop, outside this transaction (see
     ``docs/durable-calls.md``): when a concurrent run journaled the step first,
     its value wins and is returned. The step is one INSERT, atomic by itself (a
-    savepoint inside a caller's transaction, so a losing insert leaves it usable).
+    savepoint inside a caller's transaction, so a losing insert leaves that usable).
     """
     from django.db import IntegrityError, transaction
 
@@ -201,14 +201,16 @@ def record_once(call_id: Any, step: Step, value: Any) -> tuple[bool, Any]:
     value = _json_value(value)
     done = [Step(seq=step.seq, kind=step.kind, key=step.key, digest=step.digest, response=value, status="done")]
     try:
-        if sql.in_atomic_block(using):
+        if sql.in_transaction(using):  # a savepoint: a losing insert must not abort the caller's transaction
             with transaction.atomic(using=using):
                 sql.insert_steps(call_id, using, done, timezone.now())
         else:
             sql.insert_steps(call_id, using, done, timezone.now())
     except IntegrityError:
         _, journaled, response = sql.once_check(call_id, step.seq, using)
-        return False, response if journaled else value
+        if not journaled:  # the winner is not visible here (a caller's REPEATABLE READ snapshot): say so
+            raise
+        return False, response
     return True, value
 
 

@@ -447,13 +447,19 @@ def once_check(call_id: Any, seq: int, using: str) -> tuple[str | None, bool, An
     return statements(using).once_check(call_id, seq)
 
 
-def in_atomic_block(using: str) -> bool:
-    return bool(connections[using].in_atomic_block)
+def in_transaction(using: str) -> bool:
+    """Whether statements on ``using`` run in a caller's transaction (an ``atomic`` block, or autocommit off)."""
+    connection = connections[using]
+    return bool(connection.in_atomic_block or not connection.get_autocommit())
 
 
 def locks_writers_on_begin(using: str) -> bool:
-    """Whether the database lets one transaction write at a time (SQLite: ``BEGIN IMMEDIATE`` takes the
-    lock at once; a deferred BEGIN takes it at the first write, or fails the transaction if another came first)."""
+    """Whether the database lets one transaction write at a time (SQLite).
+
+    With ``"transaction_mode": "IMMEDIATE"`` (the demo's; system check
+    ``mcp_tools.W005`` asks for it) the BEGIN takes the lock at once; a deferred
+    BEGIN takes it at the first write, or fails the transaction if another came first.
+    """
     return connections[using].vendor == "sqlite"
 
 
@@ -468,7 +474,9 @@ def transaction_has_work(using: str) -> bool:
     raw = connection.connection
     if raw is None:
         return False
-    if connection.run_on_commit:  # fn's hook must run after its step is journaled, and not if it loses
+    if connection.run_on_commit or connection.needs_rollback:
+        # fn's hook must run after its step is journaled, and not if it loses; a
+        # transaction fn marked for rollback fails at its end, with nothing journaled.
         return True
     if connection.vendor == "postgresql":  # psycopg 3 and psycopg2 alike: 0 is IDLE
         return raw.info.transaction_status != 0
