@@ -292,3 +292,25 @@ async def test_target_binds_the_params_without_the_unbound_keys() -> None:
     target = await core.resolve_target("tools/call", params, ANONYMOUS)
     assert target.bound_params == {"name": "echo", "arguments": {"text": "x"}}
     assert target.params_digest == digest(["tools/call", {"name": "echo", "arguments": {"text": "x"}}])
+
+
+# -- anonymous callers answered without the authentication coroutine -----------------------------
+
+
+@pytest.mark.parametrize("extra", [{}, {"authorization": "Basic dTpw"}, {"cookie": "sessionid=x"}])
+@pytest.mark.parametrize("allow", [True, False])
+async def test_anonymous_at_once_only_where_authenticate_answers_anonymous(settings, allow: bool, extra: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+    from mcp_tools.server.auth import ANONYMOUS
+    from mcp_tools.transports.http import HttpError, anonymous_at_once, authenticate
+
+    headers = {"host": "testserver", "content-type": "application/json", **extra}
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": [(k.encode(), v.encode()) for k, v in headers.items()]}
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "ALLOW_ANONYMOUS": allow}):
+        quick = anonymous_at_once(headers)
+        try:
+            principal = await authenticate(scope, headers)
+        except HttpError:
+            principal = None
+    assert quick == (allow and not extra)
+    if quick:
+        assert principal is ANONYMOUS

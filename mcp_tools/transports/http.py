@@ -204,6 +204,14 @@ async def authenticate_bearer(scope: dict[str, Any], headers: dict[str, str], to
     return principal
 
 
+def anonymous_at_once(headers: dict[str, str]) -> bool:
+    """Whether :func:`authenticate` would answer ``ANONYMOUS`` without trying anything: anonymous
+    callers are allowed and no header carries credentials for the configured authenticators
+    (``Authorization`` among them when OAuth is on). Spares a fast request the coroutine."""
+    hot = _hot()
+    return hot.allow_anonymous and hot.carriers is not None and headers.keys().isdisjoint(hot.carriers)
+
+
 async def authenticate(scope: dict[str, Any], headers: dict[str, str]) -> Principal:
     hot = _hot()
     if hot.oauth and "authorization" in headers:
@@ -461,7 +469,7 @@ class McpEndpoint:
                 raise HttpError(400, McpError(HEADER_MISMATCH, f"Mcp-Name header is missing or does not match params.{name_key}"), request_id)
         if method == "tools/call":
             check_param_headers(headers, params, request_id)
-        principal = bind_anonymous(await authenticate(scope, headers), headers, request_id)
+        principal = bind_anonymous(ANONYMOUS if anonymous_at_once(headers) else await authenticate(scope, headers), headers, request_id)
         if principal.scopes is not None:  # an OAuth token (what check_tool_scopes looks at)
             await check_tool_scopes(scope, headers, method, params, principal, request_id)
         if method == "subscriptions/listen":
@@ -525,7 +533,7 @@ class McpEndpoint:
         session_id = headers.get("mcp-session-id")
         if not session_id:
             raise HttpError(400, McpError(INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"), request_id)
-        principal = await authenticate(scope, headers)
+        principal = ANONYMOUS if anonymous_at_once(headers) else await authenticate(scope, headers)
         session = await sessions.get(session_id)
         if session is None or session.principal != principal.id:
             raise HttpError(404, McpError(INVALID_REQUEST, "Session not found"), request_id)
