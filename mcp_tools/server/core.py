@@ -401,7 +401,8 @@ class Awaiting:
     Lets a request run a handler inline and do what only matters once the handler
     actually suspends (watch for a disconnect, arm a timer) only then: a call that
     completes in one step pays for neither. Code running in that first step can ask
-    for a callback of its own at the same moment (:meth:`first_step`, :meth:`also_on_wait`).
+    for a callback of its own at the same moment: it finds this object with
+    :meth:`first_step` and sets ``also`` (and takes it back if it ends without waiting).
     """
 
     __slots__ = ("coro", "on_wait", "stepping", "also")
