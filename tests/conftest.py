@@ -23,7 +23,36 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class LiveServer:
+class ChildProcess:
+    """A process a test starts (server or worker), stopped or killed by the test or at teardown."""
+
+    #: Seconds a stopped process gets to exit before it is killed.
+    stop_grace = 10.0
+    process: subprocess.Popen[bytes] | None = None
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(self.stop_grace)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def freeze(self) -> None:
+        """Stop the process where it is (SIGSTOP): it writes nothing until :meth:`thaw` or :meth:`kill`."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
+
+class LiveServer(ChildProcess):
     """A real ASGI server process serving demo_site on 127.0.0.1."""
 
     def __init__(self, server: str = "daphne", port: int | None = None, env: dict[str, str] | None = None) -> None:
@@ -56,21 +85,11 @@ class LiveServer:
                 time.sleep(0.1)
         raise RuntimeError("server did not start in 30 s")
 
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
 
-    def kill(self) -> None:
-        self.stop(signal.SIGKILL)
-
-
-class CeleryWorker:
+class CeleryWorker(ChildProcess):
     """A real ``celery worker`` process for the demo (solo pool), on the tests' database and broker."""
+
+    stop_grace = 15.0
 
     def __init__(self, env: dict[str, str] | None = None, name: str | None = None) -> None:
         self.env = env or {}
@@ -92,18 +111,6 @@ class CeleryWorker:
                 return self
             time.sleep(0.1)
         raise RuntimeError(f"worker did not start in 60 s: {self.log_path.read_text()[-3000:]}")
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-
-    def kill(self) -> None:
-        self.stop(signal.SIGKILL)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
