@@ -88,7 +88,8 @@ def log(message: str) -> None:
 #: plus what the driver sends unseen by ``execute_wrapper``: PostgreSQL's implicit ``BEGIN``
 #: (psycopg sends it before the first statement of a transaction), every ``COMMIT`` or
 #: ``ROLLBACK`` of an open transaction, and the ``SELECT 1`` of a connection health check.
-#: SQLite's ``BEGIN IMMEDIATE`` goes through the cursor, so it is already a statement there.
+#: On SQLite every statement the library runs is counted (its trace callback, ``BEGIN`` and
+#: ``COMMIT`` included): there is no server, so a statement is the nearest thing to a trip.
 DB_COUNTS = {"opens": 0, "queries": 0, "trips": 0}
 #: While a list, every statement the store sends is appended to it as ``(sql, params)`` (for the storage floor).
 CAPTURED: list[Any] | None = None
@@ -129,8 +130,19 @@ def _counting(connection: Any, name: str, only_in_transaction: bool) -> None:
     setattr(connection, name, wrapper)
 
 
+def _count_sqlite_statement(sql: str) -> None:
+    DB_COUNTS["queries"] += 1
+    DB_COUNTS["trips"] += 1
+
+
 def _on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
     DB_COUNTS["opens"] += 1
+    if connection.vendor == "sqlite":
+        # Counted by the library itself (every statement it runs, COMMIT included): an
+        # execute wrapper would make the store use Django's cursor instead of the driver's
+        # (mcp_tools/store/sql.py), which is not what runs in production.
+        connection.connection.set_trace_callback(_count_sqlite_statement)
+        return
     if _count_query not in connection.execute_wrappers:
         connection.execute_wrappers.append(_count_query)
     if not getattr(connection, "_bench_counting", False):  # the same wrapper object reconnects
@@ -472,6 +484,15 @@ async def measure_floor(client: Client, calls: int) -> dict[str, Any]:
     from mcp_tools import store
 
     await elicit_call(client)  # the store thread's connection is open (the what-if above closed it)
+
+    def capture(on: bool) -> None:  # on SQLite statements are counted by a trace callback, not captured
+        wrappers = connections["default"].execute_wrappers
+        if on and _count_query not in wrappers:
+            wrappers.append(_count_query)
+        elif not on and connections["default"].vendor == "sqlite":
+            wrappers.remove(_count_query)
+
+    await store.db(capture)(True)
     CAPTURED = []
     result, _ = await client.call("bench_echo_confirm", {"text": ECHO_TEXT})
     state = expect_input_required(result, "confirm")
@@ -479,6 +500,7 @@ async def measure_floor(client: Client, calls: int) -> dict[str, Any]:
     result, _ = await client.call("bench_echo_confirm", {"text": ECHO_TEXT}, state, {"confirm": ANSWER})
     expect_complete(result, ECHO_TEXT)
     captured, CAPTURED = CAPTURED, None
+    await store.db(capture)(False)
     round1, round2 = captured[:first], captured[first:]
     call_id = uuid.UUID(_call_id_of(round1))
 
@@ -508,8 +530,17 @@ async def measure_floor(client: Client, calls: int) -> dict[str, Any]:
         return times1, times2
 
     times1, times2 = await store.db(replay)()
+    # One hop to the store's thread and back with no work in it: what any round pays to
+    # leave the event loop for its database work (Django's database API is synchronous).
+    noop = store.db(lambda: None)
+    hops: list[int] = []
+    for _ in range(calls):
+        start = time.perf_counter_ns()
+        await noop()
+        hops.append(time.perf_counter_ns() - start)
     return {"round1_ms": statistics.median(times1) / 1e6, "round2_ms": statistics.median(times2) / 1e6,
-            "round1_statements": len(round1), "round2_statements": len(round2), "calls": calls}
+            "round1_statements": len(round1), "round2_statements": len(round2), "calls": calls,
+            "hop_ms": statistics.median(hops) / 1e6}
 
 
 def _call_id_of(statements: list[Any]) -> str:
@@ -813,6 +844,20 @@ def report_floor(f: dict[str, Any], o: dict[str, Any]) -> list[str]:
         measured = o["demo"][key]["median_ms"]
         lines.append(f"| {label} | {f[key + '_statements']} | {f[key + '_ms']:.3f} | {f[key + '_ms'] / plain:.1f}× | "
                      f"{measured:.3f} | {f[key + '_ms'] / measured:.0%} |")
+    hop = f["hop_ms"]
+    lines += [
+        "",
+        "**Lower bound of a round on this machine**: a round does all a plain call does, plus its storage floor, "
+        f"plus at least one hop to the store's thread and back (an empty job: {hop:.3f} ms, {hop / plain:.1f}× plain, "
+        "median of the same run). Whatever the code, a round of this design costs at least that much:",
+        "",
+        "| round | plain + floor + hop ms | lower bound × plain | measured × plain | measured × lower bound |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for key, label in (("round1", "round 1 → `input_required`"), ("round2", "round 2 → complete")):
+        measured = o["demo"][key]["median_ms"]
+        bound = plain + f[key + "_ms"] + hop
+        lines.append(f"| {label} | {bound:.3f} | {bound / plain:.1f}× | {measured / plain:.1f}× | {measured / bound:.1f}× |")
     return lines
 
 

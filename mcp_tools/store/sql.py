@@ -21,6 +21,12 @@ Round trips, which is what a database on another host charges for:
   there the same writes are one transaction of a few statements, which are calls
   into a library in this process, not round trips.
 
+On SQLite the statements go straight to the driver's cursor (SQL written with ``?``)
+when nothing watches Django's cursors (:meth:`Statements.cursor`): Django's cursor
+wrapper cost a round more Python than its statements' own work, and there is no
+network to save. Debug query logging, ``execute_wrappers`` and a patched
+``CursorWrapper`` (APM and tracing tools) keep seeing every statement.
+
 Every write keeps the managers' semantics (:mod:`mcp_tools.managers`): a status
 change only moves a live row at the expected round, and says whether it won.
 """
@@ -28,12 +34,15 @@ change only moves a live row at the expected round, and says whether it won.
 from __future__ import annotations
 
 import contextlib
+import functools
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorWrapper
 
 from ..states import LIVE_STATUSES
 
@@ -125,6 +134,45 @@ def _convert(row: Sequence[Any], converters: list[tuple[int, list[Any], Any]], c
     return values
 
 
+def _django_cursor_watched(connection: Any) -> bool:
+    """Whether anything sees statements through Django's cursors on ``connection``.
+
+    Query logging (``DEBUG``, ``assertNumQueries``), ``execute_wrappers``, and tools
+    that patch ``CursorWrapper.execute`` or a connection's ``cursor`` (APM, tracing).
+    """
+    return bool(connection.execute_wrappers) or connection.queries_logged or "cursor" in vars(connection) \
+        or type(connection).cursor is not BaseDatabaseWrapper.cursor \
+        or getattr(CursorWrapper.execute, "__module__", None) != CursorWrapper.__module__
+
+
+@functools.lru_cache(maxsize=512)
+def _qmark(sql: str) -> str:
+    """``sql`` with Django's ``%s`` placeholders as SQLite's ``?`` (what Django's SQLite cursor does per statement)."""
+    return sql.replace("%s", "?").replace("%%", "%")
+
+
+class _QmarkCursor:
+    """A SQLite driver cursor that takes our ``%s`` SQL (no named parameters, no literal ``%``)."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.raw.execute(_qmark(sql), params)
+
+    @property
+    def rowcount(self) -> int:
+        return int(self.raw.rowcount)
+
+    def fetchone(self) -> Any:
+        return self.raw.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self.raw.fetchall()
+
+
 class Statements:
     """The hot statements of one connection, written once (connections are per thread)."""
 
@@ -184,7 +232,7 @@ class Statements:
     def load_call(self, call_id: Any) -> tuple[Any, list[list[Any]]] | None:
         ToolCall, _ = _models()
         key = self.pk(call_id)
-        with self.connection.cursor() as cursor:
+        with self.cursor() as cursor:
             cursor.execute(self.load_sql, [key, key])
             rows = cursor.fetchall()
         if not rows or rows[0][0] != 0:
@@ -196,7 +244,7 @@ class Statements:
         return call, steps
 
     def call_status(self, call_id: Any) -> tuple[str, int, Any, str] | None:
-        with self.connection.cursor() as cursor:
+        with self.cursor() as cursor:
             cursor.execute(self.status_sql, [self.pk(call_id)])
             row = cursor.fetchone()
         if row is None:
@@ -206,13 +254,36 @@ class Statements:
 
     def once_check(self, call_id: Any, seq: int) -> tuple[str | None, bool, Any]:
         """``(call status or None, step journaled?, its response)``."""
-        with self.connection.cursor() as cursor:
+        with self.cursor() as cursor:
             cursor.execute(self.once_check_sql, [seq, self.pk(call_id)])
             row = cursor.fetchone()
         if row is None:
             return None, False, None
         status, step_seq, response = _convert(row, self.once_converters, self.connection)
         return status, step_seq is not None, response
+
+    @contextlib.contextmanager
+    def cursor(self) -> Iterator[Any]:
+        """A cursor for our statements (``%s`` placeholders).
+
+        On SQLite outside a transaction of the caller's, and when nothing watches
+        Django's cursors, the driver's own cursor: the same connection, adapters and
+        error translation (``wrap_database_errors``), without Django's per-statement
+        wrapper. Otherwise Django's cursor.
+        """
+        connection = self.connection
+        if not self.sqlite or connection.in_atomic_block or _django_cursor_watched(connection):
+            with connection.cursor() as cursor:
+                yield cursor
+            return
+        connection.close_if_health_check_failed()
+        connection.ensure_connection()
+        with connection.wrap_database_errors:
+            raw = connection.connection.cursor()
+            try:
+                yield _QmarkCursor(raw)
+            finally:
+                raw.close()
 
     # -- writes ----------------------------------------------------------------
 
@@ -231,7 +302,7 @@ class Statements:
             with transaction.atomic(using=self.using), connection.cursor() as cursor:
                 yield cursor
             return
-        with connection.cursor() as cursor:
+        with self.cursor() as cursor:
             cursor.execute("BEGIN IMMEDIATE")
             try:
                 yield cursor
@@ -243,7 +314,7 @@ class Statements:
     def _execute(self, cursor: Any, sql: str, params: Sequence[Any]) -> int:
         """Run one statement on ``cursor`` (a new cursor when None: Django's costs ~14 µs each); its rowcount."""
         if cursor is None:
-            with self.connection.cursor() as cursor:
+            with self.cursor() as cursor:
                 cursor.execute(sql, params)
                 return int(cursor.rowcount)
         cursor.execute(sql, params)

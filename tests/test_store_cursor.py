@@ -1,0 +1,99 @@
+"""The store's statements on SQLite go to the driver's cursor, unless something watches Django's.
+
+``Statements.cursor`` skips Django's cursor wrapper on SQLite (``mcp_tools/store/sql.py``).
+These tests pin what that must not change: the statements and their results, Django's
+exception classes, and that query logging, ``execute_wrappers`` and a patched
+``CursorWrapper`` (what APM and tracing tools do) still see every statement.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import IntegrityError, connection
+from django.db.backends.utils import CursorWrapper
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from mcp_tools.engine.journal import Step
+from mcp_tools.models import CallStep, ToolCall
+from mcp_tools.store import sql, sync_calls
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),  # outside a transaction of the test's: where the driver's cursor is used
+    pytest.mark.skipif("connection.vendor != 'sqlite'", reason="the driver's cursor is used on SQLite only"),
+]
+
+
+def new_call(steps: list[Step] | None = None) -> str:
+    return sync_calls.create_call(steps or [], method="tools/call", tool_name="deploy", arguments={"n": 1},
+                                  principal="anon", protocol_version="2026-07-28", flavor="mrtr", status="input_required")
+
+
+def pending_step(seq: int = 0) -> Step:
+    return Step(seq=seq, kind="elicitation", key=f"q{seq}", digest="d", request={"message": "100% sure?"}, status="pending")
+
+
+def test_unwatched_statements_use_the_drivers_cursor_and_write_what_the_orm_reads() -> None:
+    with sql.statements("default").cursor() as cursor:
+        assert type(cursor).__name__ == "_QmarkCursor"
+    call_id = new_call([pending_step()])
+    call = ToolCall.objects.get(id=call_id)
+    assert (call.tool_name, call.arguments, call.status, call.round) == ("deploy", {"n": 1}, "input_required", 0)
+    assert list(CallStep.objects.filter(call_id=call_id).values_list("key", "request", "status")) == [
+        ("q0", {"message": "100% sure?"}, "pending")]
+    loaded = sync_calls.load_call(call_id)
+    assert loaded is not None and loaded[1].steps[0].request == {"message": "100% sure?"}
+
+
+def test_a_constraint_violation_is_djangos_integrity_error_and_leaves_the_connection_usable() -> None:
+    call_id = new_call([pending_step()])
+    with pytest.raises(IntegrityError):
+        sql.insert_steps(call_id, "default", [pending_step()], timezone.now())
+    assert not connection.in_atomic_block and connection.get_autocommit()
+    sql.insert_steps(call_id, "default", [pending_step(1)], timezone.now())
+    assert CallStep.objects.filter(call_id=call_id).count() == 2
+
+
+def test_query_logging_sees_every_statement() -> None:
+    with CaptureQueriesContext(connection) as queries:
+        call_id = new_call([pending_step()])
+        assert sync_calls.call_status(call_id) is not None
+    statements = [q["sql"] for q in queries.captured_queries]
+    assert any(s.startswith('INSERT INTO "mcp_tools_toolcall"') for s in statements), statements
+    assert any(s.startswith('INSERT INTO "mcp_tools_callstep"') for s in statements), statements
+    assert any("FROM \"mcp_tools_toolcall\"" in s and s.startswith("SELECT") for s in statements), statements
+
+
+def test_execute_wrappers_see_every_statement() -> None:
+    seen: list[str] = []
+
+    def wrapper(execute: Any, sql_text: str, params: Any, many: bool, context: Any) -> Any:
+        seen.append(sql_text)
+        return execute(sql_text, params, many, context)
+
+    with connection.execute_wrapper(wrapper):
+        new_call([pending_step()])
+    assert [s.split(" (")[0] for s in seen] == [
+        "BEGIN IMMEDIATE", 'INSERT INTO "mcp_tools_toolcall"', 'INSERT INTO "mcp_tools_callstep"', "COMMIT"]
+
+
+def test_a_patched_cursor_wrapper_sees_every_statement(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+    original = CursorWrapper.execute
+
+    def traced_execute(self: CursorWrapper, sql_text: str, params: Any = None) -> Any:
+        seen.append(sql_text)
+        return original(self, sql_text, params)
+
+    traced_execute.__module__ = "an_apm_agent.django"
+    monkeypatch.setattr(CursorWrapper, "execute", traced_execute)
+    new_call([pending_step()])
+    assert any(s.startswith('INSERT INTO "mcp_tools_toolcall"') for s in seen), seen
+
+
+def test_call_status_reads_through_the_drivers_cursor() -> None:
+    call_id = new_call()
+    assert sql.call_status(call_id, "default") == ("input_required", 0, None, "")
+    assert sql.call_status("00000000-0000-0000-0000-000000000000", "default") is None
