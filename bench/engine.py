@@ -12,7 +12,9 @@ client capabilities, ``Mcp-Method`` / ``Mcp-Name`` headers). It answers:
    call. What-if: the same with the worker thread's DB connection kept open
    (``CONN_MAX_AGE = 600``), in alternating blocks. Then the storage floor: the statements
    one round sent, captured and replayed through the raw driver (no Django, no mcp_tools,
-   no thread hop), so the report shows how much of a round is the database's own work.
+   no thread hop), so the report shows how much of a round is the database's own work,
+   and a lower bound: plain call + storage floor + one empty hop to the store's thread,
+   what no round of this design can go below on the machine it runs on.
 2. How does the cost of a round grow with the completed steps it replays? A tool asks
    N elicitations, one per round; its last round loads N journal steps, replays N-1
    answered ones, records the N-th answer and completes. N = 1, 10, 100, with a pydantic
