@@ -21,11 +21,10 @@ Round trips, which is what a database on another host charges for:
   there the same writes are one transaction of a few statements, which are calls
   into a library in this process, not round trips.
 
-On SQLite the statements go straight to the driver's cursor (SQL written with ``?``)
-when nothing watches Django's cursors (:meth:`Statements.cursor`): Django's cursor
-wrapper cost a round more Python than its statements' own work, and there is no
-network to save. Debug query logging, ``execute_wrappers`` and a patched
-``CursorWrapper`` (APM and tracing tools) keep seeing every statement.
+The statements go straight to the driver's cursor when nothing watches Django's
+cursors (:meth:`Statements.cursor`): Django's cursor wrapper cost each statement more
+Python than SQLite's own work for it. Debug query logging, ``execute_wrappers`` and a
+patched ``CursorWrapper`` (APM and tracing tools) keep seeing every statement.
 
 Every write keeps the managers' semantics (:mod:`mcp_tools.managers`): a status
 change only moves a live row at the expected round, and says whether it won.
@@ -266,22 +265,26 @@ class Statements:
     def cursor(self) -> Iterator[Any]:
         """A cursor for our statements (``%s`` placeholders).
 
-        On SQLite outside a transaction of the caller's, and when nothing watches
-        Django's cursors, the driver's own cursor: the same connection, adapters and
-        error translation (``wrap_database_errors``), without Django's per-statement
-        wrapper. Otherwise Django's cursor.
+        When nothing watches Django's cursors, the driver's own cursor as the backend
+        creates it (the same connection, adapters and time zone), with Django's checks
+        (health check, thread, a broken ``atomic`` block) and error translation
+        (``wrap_database_errors``), without Django's per-statement wrapper. Otherwise
+        Django's cursor.
         """
         connection = self.connection
-        if not self.sqlite or connection.in_atomic_block or _django_cursor_watched(connection):
+        if _django_cursor_watched(connection):
             with connection.cursor() as cursor:
                 yield cursor
             return
         connection.close_if_health_check_failed()
         connection.ensure_connection()
+        connection.validate_thread_sharing()
+        if connection.in_atomic_block:
+            connection.validate_no_broken_transaction()
         with connection.wrap_database_errors:
-            raw = connection.connection.cursor()
+            raw = connection.connection.cursor() if self.sqlite else connection.create_cursor()
             try:
-                yield _QmarkCursor(raw)
+                yield _QmarkCursor(raw) if self.sqlite else raw
             finally:
                 raw.close()
 
@@ -299,7 +302,7 @@ class Statements:
         connection = self.connection
         connection.ensure_connection()
         if not self.sqlite or connection.in_atomic_block:
-            with transaction.atomic(using=self.using), connection.cursor() as cursor:
+            with transaction.atomic(using=self.using), self.cursor() as cursor:
                 yield cursor
             return
         with self.cursor() as cursor:
@@ -465,7 +468,7 @@ class Statements:
             parts.append(f"inserted AS (INSERT INTO {self.step.table} ({self.step_insert_columns}) "
                          f"SELECT * FROM (VALUES {rows}) AS v WHERE EXISTS (SELECT 1 FROM moved))")
             params += step_params
-        with self.connection.cursor() as cursor:
+        with self.cursor() as cursor:
             cursor.execute(f"WITH {', '.join(parts)} SELECT count(*) FROM moved", params)
             return bool(cursor.fetchone()[0])
 
