@@ -309,7 +309,9 @@ async def save_outcome(inv: engine.Invocation, round_number: int, **fields: Any)
 
 async def ensure_row(inv: engine.Invocation, *, status: str) -> str:
     """Give the call its ``ToolCall`` row (with the journal so far) if it has none."""
-    lock: asyncio.Lock = inv.state.setdefault("row_lock", asyncio.Lock())
+    lock: asyncio.Lock | None = inv.state.get("row_lock")
+    if lock is None:
+        lock = inv.state["row_lock"] = asyncio.Lock()
     async with lock:
         if inv.call_id is None:
             await _create_row(inv, status)

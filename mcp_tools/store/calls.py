@@ -207,7 +207,7 @@ def record_once(call_id: Any, step: Step, value: Any) -> tuple[bool, Any]:
         else:
             sql.insert_steps(call_id, using, done, timezone.now())
     except IntegrityError:
-        _, journaled, response = sql.once_check(call_id, step.seq, using)
+        journaled, response = _once_journaled(call_id, step, using, live=False)
         if not journaled:  # the winner is not visible here (a caller's REPEATABLE READ snapshot): say so
             raise
         return False, response
