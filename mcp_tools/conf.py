@@ -52,6 +52,11 @@ DEFAULTS: dict[str, Any] = {
     # How often a running handler whose call has a row checks that the row is still live
     # (the cancellation path that needs no shared channel layer). 0 turns the check off.
     "CANCEL_POLL_SECONDS": 1.0,
+    # The store sends its statements to the database driver's cursor when nothing watches
+    # Django's cursors (query logging, execute_wrappers, a wrapped CursorWrapper, a backend
+    # that makes cursors its own way). False: always through Django's cursor, for an agent
+    # that instruments Django's code in a way that cannot be seen (ddtrace's Django integration).
+    "STORE_DRIVER_CURSOR": True,
     # Background work: a worker renews its hold on a call this often (a third of it); a call
     # whose worker stopped renewing is taken over by another worker after this many seconds.
     "WORKER_LEASE_SECONDS": 30.0,

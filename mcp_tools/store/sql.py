@@ -23,8 +23,11 @@ Round trips, which is what a database on another host charges for:
 
 The statements go straight to the driver's cursor when nothing watches Django's
 cursors (:meth:`Statements.cursor`): Django's cursor wrapper cost each statement more
-Python than SQLite's own work for it. Debug query logging, ``execute_wrappers`` and a
-patched ``CursorWrapper`` (APM and tracing tools) keep seeing every statement.
+Python than SQLite's own work for it. Debug query logging, ``execute_wrappers``, a
+wrapped ``CursorWrapper.execute`` and a backend that makes its cursors its own way
+(django-tenants, django-prometheus) keep every statement on Django's cursor;
+``MCP_TOOLS["STORE_DRIVER_CURSOR"] = False`` does so always (an agent that rewrites
+Django's code in place, like ddtrace's, cannot be seen).
 
 Every write keeps the managers' semantics (:mod:`mcp_tools.managers`): a status
 change only moves a live row at the expected round, and says whether it won.
@@ -34,14 +37,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import types
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import django
 from django.db import connections, transaction
-from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
 from django.db.backends.utils import CursorWrapper
+
+from ..conf import mcp_settings
 
 from ..states import LIVE_STATUSES
 
@@ -133,21 +141,54 @@ def _convert(row: Sequence[Any], converters: list[tuple[int, list[Any], Any]], c
     return values
 
 
-def _django_cursor_watched(connection: Any) -> bool:
-    """Whether anything sees statements through Django's cursors on ``connection``.
+#: What makes and runs a cursor in Django: a backend or a tool that replaces any of
+#: them (a tenant's ``search_path``, metrics, tracing) must see the store's statements.
+_CURSOR_MAKERS = ("cursor", "_cursor", "_prepare_cursor", "make_cursor", "make_debug_cursor", "create_cursor")
 
-    Query logging (``DEBUG``, ``assertNumQueries``), ``execute_wrappers``, and tools
-    that patch ``CursorWrapper.execute`` or a connection's ``cursor`` (APM, tracing).
+
+_DJANGO_DIR = os.path.dirname(django.__file__) + os.sep
+
+
+def _django_code(function: Any) -> bool:
+    """Whether ``function`` is Django's own code: a tool's wrapper (``functools.wraps``, wrapt) is not.
+
+    A wrapper keeps Django's name and module but not its code object, whose file is the tool's.
+    """
+    return isinstance(function, types.FunctionType) and function.__code__.co_filename.startswith(_DJANGO_DIR)
+
+
+def _stock_backend(connection: Any) -> bool:
+    """Whether ``connection`` makes its cursors as Django's own backend for its database does."""
+    stock: type[Any]
+    if connection.vendor == "sqlite":
+        from django.db.backends.sqlite3.base import DatabaseWrapper as stock
+    elif connection.vendor == "postgresql":
+        from django.db.backends.postgresql.base import DatabaseWrapper as stock
+    else:
+        return False
+    return all(getattr(type(connection), name) is getattr(stock, name) and _django_code(getattr(stock, name))
+               for name in _CURSOR_MAKERS)
+
+
+#: ``CursorWrapper.execute`` as Django wrote it (None if something had wrapped it already).
+_DJANGO_EXECUTE = CursorWrapper.execute if _django_code(CursorWrapper.execute) else None
+
+
+def _django_cursor_watched(connection: Any) -> bool:
+    """Whether anything may see statements through Django's cursors on ``connection`` (per statement).
+
+    Query logging (``DEBUG``, ``assertNumQueries``), ``execute_wrappers``, a connection
+    whose ``cursor`` was replaced, a wrapped ``CursorWrapper.execute``, or the setting.
+    What the backend's class does is judged once per connection (:class:`Statements`).
     """
     return bool(connection.execute_wrappers) or connection.queries_logged or "cursor" in vars(connection) \
-        or type(connection).cursor is not BaseDatabaseWrapper.cursor \
-        or getattr(CursorWrapper.execute, "__module__", None) != CursorWrapper.__module__
+        or CursorWrapper.execute is not _DJANGO_EXECUTE or not mcp_settings.STORE_DRIVER_CURSOR
 
 
 @functools.lru_cache(maxsize=512)
 def _qmark(sql: str) -> str:
-    """``sql`` with Django's ``%s`` placeholders as SQLite's ``?`` (what Django's SQLite cursor does per statement)."""
-    return sql.replace("%s", "?").replace("%%", "%")
+    """``sql`` with Django's ``%s`` placeholders as SQLite's ``?``, as Django's SQLite cursor converts them."""
+    return FORMAT_QMARK_REGEX.sub("?", sql).replace("%%", "%")
 
 
 class _QmarkCursor:
@@ -182,6 +223,9 @@ class Statements:
         self.connection = connection
         self.postgres = connection.vendor == "postgresql"
         self.sqlite = connection.vendor == "sqlite"
+        #: Whether the backend makes cursors as Django's own does (else every statement takes Django's cursor).
+        self.stock_backend = _stock_backend(connection)
+        self.driver_error: type[Exception] = getattr(connection, "Database").Error
         q = connection.ops.quote_name
         self.q = q
         self.call = call = _Columns(ToolCall, connection)
@@ -272,7 +316,7 @@ class Statements:
         Django's cursor.
         """
         connection = self.connection
-        if _django_cursor_watched(connection):
+        if not self.stock_backend or _django_cursor_watched(connection):
             with connection.cursor() as cursor:
                 yield cursor
             return
@@ -286,7 +330,8 @@ class Statements:
             try:
                 yield _QmarkCursor(raw) if self.sqlite else raw
             finally:
-                raw.close()
+                with contextlib.suppress(self.driver_error):  # as Django's cursor: a close never hides the error
+                    raw.close()
 
     # -- writes ----------------------------------------------------------------
 
