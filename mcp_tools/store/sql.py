@@ -50,7 +50,6 @@ from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
 from django.db.backends.utils import CursorWrapper
 
 from ..conf import mcp_settings
-
 from ..states import LIVE_STATUSES
 
 if TYPE_CHECKING:
