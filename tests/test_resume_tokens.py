@@ -130,7 +130,7 @@ async def test_expired_and_cross_user_resume_tokens_are_refused_and_change_nothi
         with mock.patch.object(signing, "time", pytypes.SimpleNamespace(time=lambda: real() + 61)):
             expired = (await call_modern(app, "tools/call", {**params, "resumeToken": token}, token=alice)).json()
         other_user = (await call_modern(app, "tools/call", {**params, "resumeToken": token}, token=bob)).json()
-        tampered = (await call_modern(app, "tools/call", {**params, "resumeToken": token[:-3] + "xyz"}, token=alice)).json()
+        tampered = (await call_modern(app, "tools/call", {**params, "resumeToken": token[:-3] + ("xyz" if token[-3:] != "xyz" else "abc")}, token=alice)).json()
         fresh = (await call_modern(app, "tools/call", {**params, "resumeToken": token}, token=alice)).json()
     for refused in (expired, other_user, tampered):
         assert refused["error"]["code"] == -32602 and refused["error"]["message"] == "Invalid or expired resumeToken", refused
