@@ -18,6 +18,7 @@ from asgiref.sync import sync_to_async
 from django.test import Client as DjangoClient
 from django.urls import reverse
 
+from mcp_tools import ToolContext
 from mcp_tools.models import ToolCall
 from mcp_tools.store import sync_calls
 from tests.clients import LegacySession, http_client, modern_headers, modern_meta, sdk_client
@@ -247,3 +248,54 @@ async def test_a_round_whose_owner_is_alive_is_not_taken_over() -> None:
     # Freshly touched (as the owner's CallWatch does every CANCEL_POLL_SECONDS): no takeover.
     assert await sync_to_async(sync_calls.touch_live)(row.pk) is True
     assert await sync_to_async(sync_calls.take_over_round)(row.pk, 1, "d" * 64, 3.0) is False
+
+
+# -- one cancel delivered twice (the row poll and the channel layer's broadcast) -----------------------
+
+
+async def count_slowly(ctx: ToolContext) -> str:
+    """Report progress until stopped."""
+    for i in range(200):
+        await asyncio.sleep(0.02)
+        await ctx.report_progress(i, 200)
+    return "done"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_cancel_that_reaches_the_handler_twice_still_answers_the_client() -> None:
+    """An operator's cancel reaches the running handler twice: its process's row poll finds the
+    row ended, then the broadcast of the same cancel arrives while the handler is writing its
+    answer. The second must not kill the request (the client would wait for an answer forever)."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    from mcp_tools import store
+    from mcp_tools.interprocess import cancellation
+    from mcp_tools.registry import make_tool, registry
+    from tests.test_mrtr_security import call, result_of
+
+    real_status = store.call_status
+    again: list[str] = []
+
+    async def status_then_the_broadcast(call_id: str) -> Any:
+        row = await real_status(call_id)
+        if not again:
+            again.append(call_id)
+            cancellation._on_cancel({"call_id": call_id})  # the same cancel, by its second way in
+        await asyncio.sleep(0)
+        return row
+
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "SLOW_CALL_SECONDS": 0.01}), \
+            registry.registered_temporarily(make_tool(count_slowly)):
+        running = asyncio.ensure_future(call("count_slowly", {}))
+        row = await wait_for_row("count_slowly", "working")
+        assert await sync_to_async(ToolCall.objects.end)(row["id"], "cancelled")  # the operator's cancel
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(store, "call_status", status_then_the_broadcast)
+            cancellation._on_cancel({"call_id": str(row["id"])})  # the first way in
+            response = await asyncio.wait_for(running, 10)
+    assert again == [str(row["id"])]
+    result = result_of(response)
+    assert result["isError"] is True
+    assert "cancelled before it finished" in result["content"][0]["text"]
+    assert (await sync_to_async(_row_of)("count_slowly"))["status"] == "cancelled"

@@ -107,9 +107,19 @@ async def stop_call(call_id: str) -> None:
 def is_server_cancel(exc: BaseException, task: asyncio.Task[Any] | None) -> bool:
     """Whether a ``CancelledError`` came from :func:`stop_call` or a row check (not the client)."""
     if task is not None and task in _stopped_by_server:
-        _stopped_by_server.discard(task)
         return True
     return isinstance(exc, asyncio.CancelledError) and SERVER_CANCEL in exc.args
+
+
+def forget(task: asyncio.Task[Any]) -> None:
+    """The handler ``task`` ran is done with its stop: a later run in the same task may be stopped anew.
+
+    Until then a stop counts once, however many times it arrives: one operator's cancel
+    reaches a process by the row poll and by the broadcast, and a second ``cancel()``
+    while the handler writes its answer would kill the request instead (its client
+    would wait for an answer that never comes).
+    """
+    _stopped_by_server.discard(task)
 
 
 class CallWatch:

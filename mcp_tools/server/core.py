@@ -368,6 +368,18 @@ def _watch(inv: engine.Invocation) -> None:
         inv.state["watch"] = cancellation.CallWatch(inv.call_id, task)
 
 
+def _unwatch(inv: engine.Invocation) -> None:
+    """Stop watching ``inv``'s row: its handler is done, or already stopped.
+
+    A row created after this (a suspend, or a slow call's recorder still writing) gets
+    no watch: it would outlive the run (a status poll per suspended call, an entry kept).
+    """
+    watch = inv.state.pop("watch", None)
+    if watch is not None:
+        watch.close()
+    inv.state["task"] = None
+
+
 def new_invocation(target: Target, rc: RequestContext, journal: Journal | None = None, call_id: str | None = None) -> engine.Invocation:
     inv = engine.Invocation(
         fn=target.fn, is_async=target.is_async, kwargs=target.kwargs, context_param=target.context_param,
@@ -533,6 +545,8 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
         # operator or by the deadline. The row says so at once, whoever stopped it.
         if task is None:  # raised by the handler itself before it ever waited
             task = running_task(inv)
+        # Stopped once is enough: no watch may stop this run again while it writes its answer.
+        _unwatch(inv)
         if recorder is not None and not recorder.done():
             with contextlib.suppress(Exception):
                 await recorder
@@ -564,12 +578,9 @@ async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | di
         if recorder is not None and not recorder.done():
             with contextlib.suppress(Exception):
                 await recorder
-        watch = inv.state.pop("watch", None)
-        if watch is not None:
-            watch.close()
-        # The handler is done: a row created after this (suspend) needs no watch, which
-        # would outlive the request (a status poll per suspended call, an entry kept).
-        inv.state.pop("task", None)
+        _unwatch(inv)
+        if task is not None:
+            cancellation.forget(task)
     if is_tool:
         return error_result(message)
     raise McpError(INTERNAL_ERROR, message)
