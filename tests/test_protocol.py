@@ -203,6 +203,20 @@ def test_dumps_is_compact_utf8_and_round_trips() -> None:
     assert json.loads(encoded) == message
 
 
+def test_dumps_writes_what_the_standard_encoder_writes() -> None:
+    """Values the fast encoder cannot write, or would write differently, come out as json writes them."""
+    import datetime
+    import decimal
+    import uuid
+
+    values = {"big": 2**70, "when": datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC), "day": datetime.date(2026, 1, 2),
+              "price": decimal.Decimal("1.10"), "id": uuid.UUID(int=5), "tuple": (1, 2), "float": 1e16, "raw": b"x"}
+    expected = json.dumps(values, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+    assert jsonrpc.dumps(values) == expected
+    assert jsonrpc.dumps({1: "int key"}) == b'{"1":"int key"}'
+    assert jsonrpc.dumps({"nan": float("nan")}) == b'{"nan":null}'  # json's NaN is not JSON
+
+
 def test_mcp_error_to_error_includes_data_only_when_set() -> None:
     assert McpError(-1, "m").to_error() == {"code": -1, "message": "m"}
     assert McpError(-1, "m", {"x": 0}).to_error() == {"code": -1, "message": "m", "data": {"x": 0}}
@@ -398,3 +412,28 @@ def test_is_modern() -> None:
     assert not versions.is_modern("2025-11-25")
     assert not versions.is_modern(None)
     assert not versions.is_modern("2099-01-01")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [12345678901234567890123, -98765432109876543210, 9223372036854775807, 2**64, 1.2345678901234567e-300],
+    ids=["big", "big-negative", "int64-max", "2**64", "float"],
+)
+def test_parse_body_reads_long_numbers_exactly(value: object) -> None:
+    """Numbers past 64 bits stay exact integers (a fast decoder would round them to floats)."""
+    body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"n","arguments":{"n":%s}}}' % repr(value).encode()
+    assert jsonrpc.parse_body(body).params["arguments"]["n"] == json.loads(body)["params"]["arguments"]["n"]
+    assert type(jsonrpc.parse_body(body).params["arguments"]["n"]) is type(value)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":NaN}}', b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":1e400}}',
+     b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":"\\ud800"}}', b'\xef\xbb\xbf{"jsonrpc":"2.0","id":1,"method":"m"}',
+     '{"jsonrpc":"2.0","id":1,"method":"m"}'.encode("utf-16")],
+    ids=["nan", "overflow", "lone-surrogate", "bom", "utf-16"],
+)
+def test_parse_body_reads_what_the_standard_decoder_reads(body: bytes) -> None:
+    """What the fast decoder refuses, the standard one decides: the same message as json.loads gives."""
+    assert jsonrpc.parse_body(body).raw.keys() == json.loads(body).keys()
+    assert repr(jsonrpc.parse_body(body).raw) == repr(json.loads(body))

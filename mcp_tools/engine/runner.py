@@ -36,7 +36,7 @@ class Runtime(Protocol):
         ...
 
 
-@dataclass
+@dataclass(slots=True)
 class Invocation:
     """Everything one run of a handler needs."""
 
@@ -60,7 +60,7 @@ class Invocation:
     state: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class Completed:
     value: Any
 

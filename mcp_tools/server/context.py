@@ -9,7 +9,7 @@ from typing import Any
 from .auth import Principal
 
 
-@dataclass
+@dataclass(slots=True)
 class RequestContext:
     """One request as the transports describe it to the method table and the flavors."""
 
