@@ -16,6 +16,7 @@ from django.test import override_settings
 
 from mcp_tools.models import ToolCall
 from mcp_tools.registry import make_tool, registry
+from mcp_tools.registry.results import ToolError
 from mcp_tools.server import core
 from mcp_tools.server.auth import ANONYMOUS
 from mcp_tools.server.context import RequestContext
@@ -120,3 +121,96 @@ async def test_a_task_started_in_the_first_step_is_not_in_it() -> None:
 
     await core.Awaiting(request(), lambda: None)
     assert seen == [None]
+
+
+# -- run_fresh: a new call's first step run before anything is made for it ----------------
+
+
+async def boom_at_once() -> str:
+    """Fail before ever waiting."""
+    raise ValueError("broken before the first wait")
+
+
+async def boom_later() -> str:
+    """Fail after waiting once."""
+    await asyncio.sleep(0)
+    raise ValueError("broken after the first wait")
+
+
+async def refuse_at_once() -> str:
+    """A failure the model may read."""
+    raise ToolError("no such shelf")
+
+
+@pytest.fixture
+def fresh_tools():  # type: ignore[no-untyped-def]
+    tools = (doze, snap, boom_at_once, boom_later, refuse_at_once)
+    with registry.registered_temporarily(*(make_tool(fn) for fn in tools)):
+        yield
+
+
+async def _run_fresh(name: str, arguments: dict[str, Any], inline: bool) -> Any:
+    rc = _rc()
+    target = await core.resolve_target("tools/call", {"name": name, "arguments": arguments}, rc.principal)
+    waited: list[bool] = []
+    if inline:
+        inv, outcome = await core.Awaiting(core.run_fresh(target, rc), lambda: waited.append(True))
+    else:
+        inv, outcome = await core.run_fresh(target, rc)
+    return outcome, inv, waited
+
+
+@pytest.mark.parametrize("inline", [True, False])
+async def test_a_fresh_call_done_in_its_first_step_makes_no_invocation(fresh_tools, settings, inline: bool) -> None:  # type: ignore[no-untyped-def]
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "SLOW_CALL_SECONDS": 0}):
+        outcome, inv, waited = await _run_fresh("snap", {"text": "hi"}, inline)
+        await asyncio.sleep(0.05)
+    assert outcome.value == "hi"
+    assert inv is None
+    assert await rows() == []
+    assert waited == []
+
+
+@pytest.mark.parametrize("inline", [True, False])
+async def test_a_fresh_call_that_waits_is_taken_over_with_its_timer(fresh_tools, settings, inline: bool) -> None:  # type: ignore[no-untyped-def]
+    """The handler's first step ran before execute; the rest runs under it: the slow-call row still comes."""
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "SLOW_CALL_SECONDS": 0.05}):
+        running = asyncio.ensure_future(_run_fresh("doze", {"release": 0.6}, inline))
+        assert await first_rows(running) == [("doze", "working")]
+        outcome, inv, waited = await running
+    assert outcome.value == "awake"
+    assert inv is not None and inv.call_id is not None
+    assert inv.started is None, "the handler's rest was awaited once"
+    assert inv.state.get("task") is None
+    if inline:
+        assert waited == [True]
+
+
+@pytest.mark.parametrize("name", ["boom_at_once", "boom_later"])
+async def test_a_fresh_call_that_fails_answers_as_execute_does(fresh_tools, name: str, caplog) -> None:  # type: ignore[no-untyped-def]
+    expected = f"Internal error while running {name!r}; the server log has the details."
+    outcome, inv, _ = await _run_fresh(name, {}, inline=True)
+    assert outcome == {"content": [{"type": "text", "text": expected}], "isError": True}
+    assert inv is not None
+    rc = _rc()
+    target = await core.resolve_target("tools/call", {"name": name, "arguments": {}}, rc.principal)
+    assert await core.execute(target, core.new_invocation(target, rc)) == outcome
+    logged = [r for r in caplog.records if r.name == "mcp_tools.calls" and r.exc_info]
+    assert len(logged) == 2 and all("broken" in str(r.exc_info[1]) for r in logged), "both runs logged the handler's exception"
+
+
+async def test_a_fresh_call_refused_by_the_tool_is_an_error_result(fresh_tools) -> None:  # type: ignore[no-untyped-def]
+    outcome, _, _ = await _run_fresh("refuse_at_once", {}, inline=False)
+    assert outcome == {"content": [{"type": "text", "text": "no such shelf"}], "isError": True}
+
+
+async def test_an_operator_cancel_stops_a_fresh_call_taken_over_after_its_first_step(fresh_tools, settings) -> None:  # type: ignore[no-untyped-def]
+    """The row's watch reaches a handler whose first step ran outside execute: the client gets the ended answer."""
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "SLOW_CALL_SECONDS": 0}):
+        running = asyncio.ensure_future(_run_fresh("doze", {"release": 30}, inline=True))
+        assert await first_rows(running) == [("doze", "working")]
+        call_id = await sync_to_async(lambda: ToolCall.objects.get().id)()
+        assert await core.end_call(str(call_id), "cancelled")
+        outcome, inv, _ = await asyncio.wait_for(running, 10)
+    assert outcome == core.ended_answer(inv.state["target"], "cancelled")
+    assert await rows() == [("doze", "cancelled")]

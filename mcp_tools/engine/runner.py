@@ -57,6 +57,9 @@ class Invocation:
     in_worker: bool = False
     #: Where a paginated tool goes on from (sealed in the resume token of its previous page).
     cursor: Any = None
+    #: The rest of a handler whose first step already ran (``server.core.run_fresh``): awaited
+    #: instead of calling ``fn`` again, once.
+    started: Awaitable[Any] | None = None
     state: dict[str, Any] = field(default_factory=dict)
 
 
@@ -82,7 +85,10 @@ async def run(inv: Invocation) -> Outcome:
     """Run the handler once. Exceptions other than suspension propagate to the caller."""
     kwargs = inv.kwargs
     try:
-        if inv.is_async:
+        if inv.started is not None:
+            started, inv.started = inv.started, None
+            value = await started
+        elif inv.is_async:
             if inv.context_param:
                 kwargs = {**kwargs, inv.context_param: ToolContext(inv)}
             value = await inv.fn(**kwargs)

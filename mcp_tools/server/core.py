@@ -67,6 +67,13 @@ class Target:
     thread_sensitive: bool = True
     tool: Tool | None = None
 
+    @property
+    def inline(self) -> bool:
+        """Whether :func:`run_fresh` may run the handler's first step itself: an async handler
+        without a context parameter (it can neither ask, journal nor defer) that is not a
+        background tool."""
+        return self.is_async and self.context_param is None and (self.tool is None or not self.tool.background)
+
     @functools.cached_property
     def bound_params(self) -> dict[str, Any]:
         """The params the call is bound to (:data:`UNBOUND_PARAMS` left out); made when a row or a token needs them."""
@@ -451,22 +458,73 @@ class Awaiting:
         if also is not None:
             self.also = None
             also()
-        while True:
+        return (yield from _go_on(coro, waiting))
+
+
+def _go_on(coro: Any, waiting: Any) -> Any:
+    """The rest of ``await coro`` once its first step has run and waits on ``waiting``."""
+    while True:
+        try:
+            sent = yield waiting
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
             try:
-                sent = yield waiting
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:
-                try:
-                    waiting = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-            else:
-                try:
-                    waiting = coro.send(sent)
-                except StopIteration as stop:
-                    return stop.value
+                waiting = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                waiting = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value
+
+
+class Started:
+    """The rest of a handler whose first step :func:`run_fresh` ran: awaiting it goes on where
+    the handler waited, or raises what that step raised (so :func:`execute` sees either as if
+    it had run the step itself)."""
+
+    __slots__ = ("coro", "waiting", "error")
+
+    def __init__(self, coro: Any, waiting: Any = None, error: BaseException | None = None) -> None:
+        self.coro = coro
+        self.waiting = waiting
+        self.error = error
+
+    def __await__(self) -> Any:
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
+        return (yield from _go_on(self.coro, self.waiting))
+
+
+async def run_fresh(target: Target, rc: RequestContext) -> tuple[engine.Invocation | None, engine.Outcome | dict[str, Any]]:
+    """Run a new call's first round: ``(invocation, outcome)`` as :func:`execute` gives it.
+
+    Most tools are async functions without a context parameter, and most of their calls
+    complete in their first step. Such a handler's first step runs here, before anything
+    else is made: when it completes, the call needed no invocation (None), no timer, no
+    task lookup and no watch. When it waits or raises, the invocation is made then and
+    :func:`execute` takes the handler over where it stands (:class:`Started`), with all
+    that a call gets (the slow-call timer, cancellation, failures turned into results).
+    """
+    if not target.inline:
+        inv = new_invocation(target, rc)
+        return inv, await execute(target, inv)
+    coro = target.fn(**target.kwargs)
+    try:
+        waiting = coro.send(None)
+    except StopIteration as stop:
+        return None, engine.Completed(stop.value)
+    except BaseException as exc:
+        started = Started(coro, error=exc)
+    else:
+        started = Started(coro, waiting)
+    inv = new_invocation(target, rc)
+    inv.started = started
+    return inv, await execute(target, inv)
 
 
 _first_step: contextvars.ContextVar[Awaiting | None] = contextvars.ContextVar("mcp_tools_first_step", default=None)
@@ -640,18 +698,23 @@ def invalid_token(purpose: str) -> McpError:
     return invalid_params(f"Invalid or expired {'requestState' if purpose == 'request' else 'sagaToken'}")
 
 
-async def finish(inv: engine.Invocation, target: Target, outcome: Any, rc: RequestContext, round_number: int, **fields: Any) -> dict[str, Any]:
-    """Wire result of a finished run; closes the row if there is one (with ``fields`` of the row)."""
+async def finish(inv: engine.Invocation | None, target: Target, outcome: Any, rc: RequestContext, round_number: int, **fields: Any) -> dict[str, Any]:
+    """Wire result of a finished run; closes the row if there is one (with ``fields`` of the row).
+
+    ``inv`` is None for a call :func:`run_fresh` completed without one (it has no row).
+    """
     if isinstance(outcome, engine.Completed) and isinstance(outcome.value, Pending) and not client_resumes(rc):
-        if inv.call_id is not None:
+        if inv is not None and inv.call_id is not None:
             await claim(inv)  # run the tool again only for the run that owns the round
         outcome = await _converge(target, rc, outcome)
     result = outcome if isinstance(outcome, dict) else shape_value(target, outcome.value, rc)
     if target.method == "tools/call" and "_meta" in result:  # where a nextTool hint would be
         await check_next_tool(result, rc)
-    if inv.call_id is None and mcp_settings.RECORD_ALL_CALLS:
+    if mcp_settings.RECORD_ALL_CALLS and (inv is None or inv.call_id is None):
+        if inv is None:
+            inv = new_invocation(target, rc)
         await ensure_row(inv, status="working")
-    if inv.call_id is not None:
+    if inv is not None and inv.call_id is not None:
         won = await save_outcome(
             inv, round_number, status="failed" if result.get("isError") else "completed", result=result,
             finished_at=timezone.now(), last_outcome={"round": round_number, "answer": result}, **fields,
@@ -670,7 +733,7 @@ async def _converge(target: Target, rc: RequestContext, outcome: engine.Complete
     deadline = time.monotonic() + float(mcp_settings.CONVERGE_WAIT_SECONDS)
     while isinstance(outcome.value, Pending) and time.monotonic() + outcome.value.poll_seconds < deadline:
         await asyncio.sleep(outcome.value.poll_seconds)
-        again = await execute(target, new_invocation(target, rc))
+        again = (await run_fresh(target, rc))[1]
         if not isinstance(again, engine.Completed):
             return again if isinstance(again, dict) else error_result("A converging tool may not ask for input.")
         outcome = again

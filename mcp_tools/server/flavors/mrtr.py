@@ -46,12 +46,17 @@ async def call(method: str, params: dict[str, Any], rc: RequestContext) -> dict[
     if "requestState" in params and params["requestState"] is not None:
         return await _resume(method, params, responses or {}, rc)
     target = await core.resolve_target(method, params, rc.principal)
-    return await _first_round(core.new_invocation(target, rc), target, rc, responses or {})
+    inv, outcome = await core.run_fresh(target, rc)
+    if inv is None:  # completed in its first step, with nothing made for it
+        return await core.finish(None, target, outcome, rc, 0)
+    return await _first_round(inv, target, rc, responses or {}, outcome)
 
 
-async def _first_round(inv: engine.Invocation, target: core.Target, rc: RequestContext, responses: dict[str, Any]) -> dict[str, Any]:
+async def _first_round(inv: engine.Invocation, target: core.Target, rc: RequestContext, responses: dict[str, Any],
+                       outcome: engine.Outcome | dict[str, Any] | None) -> dict[str, Any]:
     for _ in range(MAX_INLINE_ROUNDS):
-        outcome = await core.execute(target, inv)
+        if outcome is None:
+            outcome = await core.execute(target, inv)
         if isinstance(outcome, engine.Deferred):
             # On a worker from here.
             return await _defer(inv, 0, rc, target)
@@ -67,6 +72,7 @@ async def _first_round(inv: engine.Invocation, target: core.Target, rc: RequestC
         if not applied:
             call_id = await core.suspend(inv, rc, 0)
             return input_required(call_id, 0, outcome.pending, rc, target, core.carriable(inv.journal))
+        outcome = None  # run again with the answers
     raise McpError(INTERNAL_ERROR, "Too many input rounds in one request")
 
 

@@ -66,13 +66,21 @@ async def call(method: str, params: dict[str, Any], rc: RequestContext) -> dict[
     """``tools/call``, ``prompts/get`` or ``resources/read`` in a 2025-11-25 session (or stdio)."""
     target = await core.resolve_target(method, params, rc.principal)
     rc.flavor = "session"
-    return await _rounds(target, core.new_invocation(target, rc), rc, 0, set())
+    inv, outcome = await core.run_fresh(target, rc)
+    if inv is None:  # completed in its first step, with nothing made for it
+        return await core.finish(None, target, outcome, rc, 0)
+    return await _rounds(target, inv, rc, 0, set(), outcome)
 
 
-async def _rounds(target: core.Target, inv: engine.Invocation, rc: RequestContext, round_number: int, already_sent: set[str]) -> dict[str, Any]:
-    """Run the call's rounds on this stream: ask on it whenever the handler needs input, until the call ends."""
+async def _rounds(target: core.Target, inv: engine.Invocation, rc: RequestContext, round_number: int, already_sent: set[str],
+                  outcome: engine.Outcome | dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run the call's rounds on this stream: ask on it whenever the handler needs input, until the call ends.
+
+    ``outcome`` is that of the run :func:`core.run_fresh` already made, if any.
+    """
     while True:
-        outcome = await core.execute(target, inv)
+        if outcome is None:
+            outcome = await core.execute(target, inv)
         if isinstance(outcome, engine.Deferred):
             return await _run_on_worker(inv, target, rc, round_number)
         if not isinstance(outcome, engine.NeedsInput):
@@ -88,6 +96,7 @@ async def _rounds(target: core.Target, inv: engine.Invocation, rc: RequestContex
             return core.ended_answer(target, ended.status)
         round_number += 1
         inv = core.new_invocation(target, rc, journal, call_id)
+        outcome = None
 
 
 async def _ask_on_stream(call_id: str, pending: list[Step], rc: RequestContext, related_task: str | None = None) -> None:
