@@ -8,6 +8,8 @@ fourth pass); one that waits gets its row after the threshold whether or not an 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 from typing import Any
 
 import pytest
@@ -214,3 +216,48 @@ async def test_an_operator_cancel_stops_a_fresh_call_taken_over_after_its_first_
         outcome, inv, _ = await asyncio.wait_for(running, 10)
     assert outcome == core.ended_answer(inv.state["target"], "cancelled")
     assert await rows() == [("doze", "cancelled")]
+
+
+async def block_then_wait() -> str:
+    """Hold the loop past the slow-call threshold in the first step, then wait briefly."""
+    time.sleep(0.4)  # noqa: ASYNC251 - the point: a first step that blocks
+    await asyncio.sleep(0.15)
+    return "done"
+
+
+async def test_the_slow_call_threshold_counts_the_first_step(settings) -> None:  # type: ignore[no-untyped-def]
+    """The timer is due SLOW_CALL_SECONDS after the call started, not after run_fresh handed it to execute."""
+    with registry.registered_temporarily(make_tool(block_then_wait)):
+        with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "SLOW_CALL_SECONDS": 0.3}):
+            outcome, inv, _ = await _run_fresh("block_then_wait", {}, inline=False)
+    assert outcome.value == "done"
+    assert inv is not None and inv.call_id is not None, "the timer fired at the first wait, 0.4 s after the start"
+    assert await rows() == [("block_then_wait", "working")]  # finish() would close it
+
+
+def future_of_text(text: str) -> Any:
+    """A plain function that returns a Future (what a function marked as a coroutine function may do)."""
+    future = asyncio.get_running_loop().create_future()
+    future.set_result(f"from a future: {text}")
+    return future
+
+
+def fails_when_called(text: str) -> Any:
+    raise ValueError("broken before returning an awaitable")
+
+
+@pytest.mark.parametrize("inline", [True, False])
+async def test_an_awaitable_that_is_not_a_coroutine_is_awaited_as_before(inline: bool) -> None:
+    # On Python 3.12+ inspect.markcoroutinefunction makes such a function count as async.
+    tool = dataclasses.replace(make_tool(future_of_text), is_async=True)
+    with registry.registered_temporarily(tool):
+        outcome, inv, _ = await _run_fresh("future_of_text", {"text": "hi"}, inline)
+    assert outcome.value == "from a future: hi"
+    assert inv is not None
+
+
+async def test_a_handler_that_fails_when_called_answers_as_execute_does() -> None:
+    tool = dataclasses.replace(make_tool(fails_when_called), is_async=True)
+    with registry.registered_temporarily(tool):
+        outcome, _, _ = await _run_fresh("fails_when_called", {"text": "hi"}, inline=True)
+    assert outcome == core.error_result("Internal error while running 'fails_when_called'; the server log has the details.")

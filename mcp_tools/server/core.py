@@ -21,6 +21,7 @@ import contextvars
 import functools
 import logging
 import time
+import types
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -508,35 +509,52 @@ async def run_fresh(target: Target, rc: RequestContext) -> tuple[engine.Invocati
     else is made: when it completes, the call needed no invocation (None), no timer, no
     task lookup and no watch. When it waits or raises, the invocation is made then and
     :func:`execute` takes the handler over where it stands (:class:`Started`), with all
-    that a call gets (the slow-call timer, cancellation, failures turned into results).
+    that a call gets (the slow-call timer, counted from before the first step, cancellation,
+    failures turned into results). A first step run here is not inside an :class:`Awaiting` of
+    ``execute``'s: code in it that asks :meth:`Awaiting.first_step` finds the transport's, if any,
+    with no hook set yet (a nested ``execute`` sets its own).
     """
     if not target.inline:
         inv = new_invocation(target, rc)
         return inv, await execute(target, inv)
-    coro = target.fn(**target.kwargs)
+    started_at = time.monotonic()  # the slow-call timer and the failure log count the first step
+    rest: Awaitable[Any]
     try:
-        waiting = coro.send(None)
-    except StopIteration as stop:
-        return None, engine.Completed(stop.value)
+        coro = target.fn(**target.kwargs)
     except BaseException as exc:
-        started = Started(coro, error=exc)
+        rest = Started(None, error=exc)
     else:
-        started = Started(coro, waiting)
+        if type(coro) is not types.CoroutineType:
+            # Another awaitable (a function marked as a coroutine function that returns a
+            # Future): awaited as it is, under execute.
+            rest = coro
+        else:
+            try:
+                waiting = coro.send(None)
+            except StopIteration as stop:
+                return None, engine.Completed(stop.value)
+            except BaseException as exc:
+                rest = Started(coro, error=exc)
+            else:
+                rest = Started(coro, waiting)
     inv = new_invocation(target, rc)
-    inv.started = started
-    return inv, await execute(target, inv)
+    inv.started = rest
+    return inv, await execute(target, inv, started_at)
 
 
 _first_step: contextvars.ContextVar[Awaiting | None] = contextvars.ContextVar("mcp_tools_first_step", default=None)
 
 
-async def execute(target: Target, inv: engine.Invocation) -> engine.Outcome | dict[str, Any]:
+async def execute(target: Target, inv: engine.Invocation, started: float | None = None) -> engine.Outcome | dict[str, Any]:
     """Run once; turn failures into what the client should see.
 
     Returns the outcome, or a finished wire result for failures. Protocol
-    errors (:class:`McpError`) propagate as JSON-RPC errors.
+    errors (:class:`McpError`) propagate as JSON-RPC errors. ``started`` is when
+    the run began (``time.monotonic()``), if before now: :func:`run_fresh` ran the
+    handler's first step already.
     """
-    started = time.monotonic()
+    if started is None:
+        started = time.monotonic()
     is_tool = target.method == "tools/call"
     recorder: asyncio.Future[str] | None = None
     timer: asyncio.TimerHandle | None = None
