@@ -181,7 +181,8 @@ def compact_json(*, sort_keys: bool = False) -> Callable[[Any], str]:
 
 _encode = compact_json()
 #: Values orjson would write differently from ``json`` with ``default=str`` go to ``default``
-#: (``str``) as they do there: dates and times, dataclasses, subclasses of the JSON types.
+#: (``str``) as they do there: dates and times, and dataclasses. Subclasses of ``str``, ``int``,
+#: ``dict`` and ``list`` (``IntEnum``, ``OrderedDict``) are written as their base type, as json does.
 _ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
