@@ -16,6 +16,8 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import override_settings
 
+import mcp_tools
+
 from mcp_tools.models import ToolCall
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.registry.results import ToolError
@@ -261,3 +263,66 @@ async def test_a_handler_that_fails_when_called_answers_as_execute_does() -> Non
     with registry.registered_temporarily(tool):
         outcome, _, _ = await _run_fresh("fails_when_called", {"text": "hi"}, inline=True)
     assert outcome == core.error_result("Internal error while running 'fails_when_called'; the server log has the details.")
+
+
+# -- a converging tool run again for a client without resume tokens ---------------------
+
+_converge_runs: list[int] = []
+
+
+async def settle(pause: float) -> Any:
+    """Not yet on the first run; the second run takes ``pause`` seconds and answers."""
+    _converge_runs.append(len(_converge_runs) + 1)
+    if len(_converge_runs) == 1:
+        return mcp_tools.Pending("settling", poll_seconds=0.01)
+    await asyncio.sleep(pause)
+    return "settled"
+
+
+@pytest.mark.parametrize("first_slow", [False, True])
+async def test_a_slow_rerun_of_a_converging_tool_leaves_one_finished_row(settings, first_slow: bool) -> None:  # type: ignore[no-untyped-def]
+    """A re-run past SLOW_CALL_SECONDS is the same call: its row is the call's, finished with the result.
+
+    Before, a re-run's own row stayed ``working`` (nobody finished it) until CALL_TTL, beside the
+    first run's row when that had one.
+    """
+    _converge_runs.clear()
+
+    async def slow_first(pause: float) -> Any:
+        if not _converge_runs:
+            await asyncio.sleep(0.15)  # past the threshold: the first run gets a row
+        return await settle(pause)
+
+    tool = make_tool(slow_first if first_slow else settle, name="settle")
+    with registry.registered_temporarily(tool), \
+            override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "SLOW_CALL_SECONDS": 0.05, "CONVERGE_WAIT_SECONDS": 5}):
+        rc = _rc()
+        target = await core.resolve_target("tools/call", {"name": "settle", "arguments": {"pause": 0.15}}, rc.principal)
+        inv, outcome = await core.run_fresh(target, rc)
+        assert (inv is not None and inv.call_id is not None) is first_slow
+        result = await core.finish(inv, target, outcome, rc, 0)
+    assert result["content"] == [{"type": "text", "text": "settled"}]
+    assert _converge_runs == [1, 2]
+    assert await rows() == [("settle", "completed")], "one row, finished with the call's result"
+    row = await sync_to_async(ToolCall.objects.get)()
+    assert row.result == result
+
+
+async def test_a_rerun_that_journals_closes_the_row_it_made(settings) -> None:  # type: ignore[no-untyped-def]
+    """A converging tool whose runs each journal a ``ctx.once`` step: every run's row ends finished."""
+    runs: list[int] = []
+
+    async def poll_once(ctx: mcp_tools.ToolContext) -> Any:
+        runs.append(await ctx.once("look", lambda: len(runs) + 1))
+        return mcp_tools.Pending("settling", poll_seconds=0.01) if len(runs) == 1 else "settled"
+
+    with registry.registered_temporarily(make_tool(poll_once)), \
+            override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "CONVERGE_WAIT_SECONDS": 5}):
+        rc = _rc()
+        target = await core.resolve_target("tools/call", {"name": "poll_once", "arguments": {}}, rc.principal)
+        inv, outcome = await core.run_fresh(target, rc)
+        assert inv is not None and inv.call_id is not None, "the first run's once gave the call its row"
+        result = await core.finish(inv, target, outcome, rc, 0)
+    assert runs == [1, 2]
+    assert result["content"] == [{"type": "text", "text": "settled"}]
+    assert sorted(await rows()) == [("poll_once", "completed"), ("poll_once", "completed")], "no row left working"

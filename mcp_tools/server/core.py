@@ -501,7 +501,8 @@ class Started:
         return (yield from _go_on(self.coro, self.waiting))
 
 
-async def run_fresh(target: Target, rc: RequestContext) -> tuple[engine.Invocation | None, engine.Outcome | dict[str, Any]]:
+async def run_fresh(target: Target, rc: RequestContext, *,
+                    record_slow: bool = True) -> tuple[engine.Invocation | None, engine.Outcome | dict[str, Any]]:
     """Run a new call's first round: ``(invocation, outcome)`` as :func:`execute` gives it.
 
     Most tools are async functions without a context parameter, and most of their calls
@@ -512,11 +513,12 @@ async def run_fresh(target: Target, rc: RequestContext) -> tuple[engine.Invocati
     that a call gets (the slow-call timer, counted from before the first step, cancellation,
     failures turned into results). A first step run here is not inside an :class:`Awaiting` of
     ``execute``'s: code in it that asks :meth:`Awaiting.first_step` finds the transport's, if any,
-    with no hook set yet (a nested ``execute`` sets its own).
+    with no hook set yet (a nested ``execute`` sets its own). ``record_slow=False``: the run gets
+    no row of its own however long it takes (a re-run of a call that has one, see :func:`_converge`).
     """
     if not target.inline:
         inv = new_invocation(target, rc)
-        return inv, await execute(target, inv)
+        return inv, await execute(target, inv, record_slow=record_slow)
     started_at = time.monotonic()  # the slow-call timer and the failure log count the first step
     rest: Awaitable[Any]
     try:
@@ -539,19 +541,21 @@ async def run_fresh(target: Target, rc: RequestContext) -> tuple[engine.Invocati
                 rest = Started(coro, waiting)
     inv = new_invocation(target, rc)
     inv.started = rest
-    return inv, await execute(target, inv, started_at)
+    return inv, await execute(target, inv, started_at, record_slow=record_slow)
 
 
 _first_step: contextvars.ContextVar[Awaiting | None] = contextvars.ContextVar("mcp_tools_first_step", default=None)
 
 
-async def execute(target: Target, inv: engine.Invocation, started: float | None = None) -> engine.Outcome | dict[str, Any]:
+async def execute(target: Target, inv: engine.Invocation, started: float | None = None, *,
+                  record_slow: bool = True) -> engine.Outcome | dict[str, Any]:
     """Run once; turn failures into what the client should see.
 
     Returns the outcome, or a finished wire result for failures. Protocol
     errors (:class:`McpError`) propagate as JSON-RPC errors. ``started`` is when
     the run began (``time.monotonic()``), if before now: :func:`run_fresh` ran the
-    handler's first step already.
+    handler's first step already. ``record_slow=False``: a run without a row gets none
+    after ``SLOW_CALL_SECONDS`` (it still gets one if it journals or suspends).
     """
     if started is None:
         started = time.monotonic()
@@ -585,7 +589,7 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
         # completes in one step (most fast calls) arms no timer and looks up no task.
         nonlocal timer, task
         task = running_task(inv)
-        if fresh:
+        if fresh and record_slow:
             # A timer handle, not a task; due SLOW_CALL_SECONDS after the call started.
             delay = started + float(mcp_settings.SLOW_CALL_SECONDS) - time.monotonic()
             timer = asyncio.get_running_loop().call_later(max(0.0, delay), record)
@@ -724,7 +728,7 @@ async def finish(inv: engine.Invocation | None, target: Target, outcome: Any, rc
     if isinstance(outcome, engine.Completed) and isinstance(outcome.value, Pending) and not client_resumes(rc):
         if inv is not None and inv.call_id is not None:
             await claim(inv)  # run the tool again only for the run that owns the round
-        outcome = await _converge(target, rc, outcome)
+        inv, outcome = await _converge(inv, target, rc, outcome)
     result = outcome if isinstance(outcome, dict) else shape_value(target, outcome.value, rc)
     if target.method == "tools/call" and "_meta" in result:  # where a nextTool hint would be
         await check_next_tool(result, rc)
@@ -732,30 +736,55 @@ async def finish(inv: engine.Invocation | None, target: Target, outcome: Any, rc
         if inv is None:
             inv = new_invocation(target, rc)
         await ensure_row(inv, status="working")
-    if inv is not None and inv.call_id is not None:
-        won = await save_outcome(
-            inv, round_number, status="failed" if result.get("isError") else "completed", result=result,
-            finished_at=timezone.now(), last_outcome={"round": round_number, "answer": result}, **fields,
-        )
-        if not won:
-            # A cancel or expiry committed first: the row keeps it, and the client is told so.
-            return ended_answer(target, await status_of(inv.call_id))
-        await wakeups.notify(inv.call_id)
-        failed = bool(result.get("isError"))
-        await announce(inv, events.tool_call_failed if failed else events.tool_call_finished, "failed" if failed else "completed")
+    if inv is not None and inv.call_id is not None and not await close_row(inv, round_number, result, **fields):
+        # A cancel or expiry committed first: the row keeps it, and the client is told so.
+        return ended_answer(target, await status_of(inv.call_id))
     return result
 
 
-async def _converge(target: Target, rc: RequestContext, outcome: engine.Completed) -> Any:
-    """Run a converging tool again until it stops answering :class:`Pending` (for clients without resume tokens)."""
+async def close_row(inv: engine.Invocation, round_number: int, result: dict[str, Any], **fields: Any) -> bool:
+    """Finish the call's row with its wire result (compare-and-set); False if a cancel or expiry won."""
+    assert inv.call_id is not None
+    failed = bool(result.get("isError"))
+    won = await save_outcome(
+        inv, round_number, status="failed" if failed else "completed", result=result,
+        finished_at=timezone.now(), last_outcome={"round": round_number, "answer": result}, **fields,
+    )
+    if won:
+        await wakeups.notify(inv.call_id)
+        await announce(inv, events.tool_call_failed if failed else events.tool_call_finished, "failed" if failed else "completed")
+    return won
+
+
+async def _converge(inv: engine.Invocation | None, target: Target, rc: RequestContext,
+                    outcome: engine.Completed) -> tuple[engine.Invocation | None, Any]:
+    """Run a converging tool again until it stops answering :class:`Pending` (for clients without
+    resume tokens); ``(invocation whose row is the call's, outcome)``.
+
+    The re-runs are the same call. While the call has no row, a re-run that outlasts
+    ``SLOW_CALL_SECONDS`` records one as any call does, and that row becomes the call's
+    (:func:`finish` closes it with the final result); once the call has a row, re-runs record
+    none of their own.
+    """
     deadline = time.monotonic() + float(mcp_settings.CONVERGE_WAIT_SECONDS)
     while isinstance(outcome.value, Pending) and time.monotonic() + outcome.value.poll_seconds < deadline:
         await asyncio.sleep(outcome.value.poll_seconds)
-        again = (await run_fresh(target, rc))[1]
-        if not isinstance(again, engine.Completed):
-            return again if isinstance(again, dict) else error_result("A converging tool may not ask for input.")
+        has_row = inv is not None and inv.call_id is not None
+        rerun, again = await run_fresh(target, rc, record_slow=not has_row)
+        ended = None if isinstance(again, engine.Completed) else (
+            again if isinstance(again, dict) else error_result("A converging tool may not ask for input."))
+        if rerun is not None and rerun.call_id is not None:
+            if not has_row:
+                inv = rerun
+            else:
+                # The re-run journaled a step (ctx.once), which gave it a row of its own even so:
+                # that run is over, and its row says how it ended.
+                await close_row(rerun, 0, ended or shape_value(target, again.value, rc))  # type: ignore[union-attr]
+        if ended is not None:
+            return inv, ended
+        assert isinstance(again, engine.Completed)
         outcome = again
-    return outcome
+    return inv, outcome
 
 
 async def status_of(call_id: str) -> str:
