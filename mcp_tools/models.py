@@ -41,7 +41,8 @@ class ToolCall(models.Model):
     params_digest = models.CharField(_("parameters digest"), max_length=64, help_text=_("SHA-256 of the original request parameters."))
     client_capabilities = models.JSONField(_("client capabilities"), default=dict, blank=True)
     session_id = models.CharField(_("session"), max_length=64, blank=True)
-    request_id = models.CharField(_("request id"), max_length=128, blank=True)
+    #: The JSON-RPC id of the request that started the call, as JSON ("" for none): ``"7"`` and ``7`` differ.
+    request_id = models.TextField(_("request id"), blank=True)
     stream_id = models.CharField(_("SSE stream"), max_length=64, blank=True, help_text=_("The 2025-11-25 response stream that carries this call."))
     progress = models.FloatField(_("progress"), null=True, blank=True)
     progress_total = models.FloatField(_("progress total"), null=True, blank=True)

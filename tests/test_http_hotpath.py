@@ -98,10 +98,10 @@ async def test_mcp_router_leaves_a_root_path_to_the_url_router() -> None:
 # -- headers ------------------------------------------------------------------------------------
 
 
-def test_headers_are_read_case_insensitively_and_the_last_repeat_wins() -> None:
+def test_headers_are_read_case_insensitively_and_repeats_are_combined() -> None:
     scope = {"headers": [(b"Host", b"testserver"), (b"MCP-Protocol-Version", b"2026-07-28"), (b"X-Thing", b"a"), (b"x-thing", b"b"),
                          (b"Accept", b"caf\xe9")]}
-    assert _headers(scope) == {"host": "testserver", "mcp-protocol-version": "2026-07-28", "x-thing": "b", "accept": "caf\u00e9"}
+    assert _headers(scope) == {"host": "testserver", "mcp-protocol-version": "2026-07-28", "x-thing": "a, b", "accept": "caf\u00e9"}
     assert _headers(scope) == _headers(scope)  # remembered names give the same answer
     assert _headers({}) == {}
 

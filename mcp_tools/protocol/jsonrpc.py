@@ -135,6 +135,26 @@ def classify(payload: Any) -> Message:
     raise McpError(INVALID_REQUEST, "Invalid request: not a JSON-RPC request, notification or response", http_status=400)
 
 
+def id_text(request_id: RequestId | None) -> str:
+    """A request id as the call row keeps it: its JSON ("" for none), so ``"42"`` and ``42`` stay apart."""
+    return "" if request_id is None else json.dumps(request_id)
+
+
+def id_from_text(text: str | None) -> RequestId | None:
+    """The request id :func:`id_text` kept (None for none).
+
+    Rows written before ids were kept as JSON hold ``str(id)``: text that is not a JSON
+    string or integer is such a string id, read as it is.
+    """
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, (str, int)) and not isinstance(value, bool) else text
+
+
 def result_message(request_id: RequestId | None, result: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 

@@ -31,7 +31,7 @@ from django.utils import timezone
 from .. import engine, store
 from ..conf import mcp_settings
 from ..interprocess import cancellation, wakeups
-from ..protocol import versions
+from ..protocol import jsonrpc, versions
 from ..protocol.errors import McpError
 from ..registry import Tool, registry
 from . import core
@@ -156,7 +156,7 @@ async def run_in_worker(call_id: str, worker: str, attempt: int = 0) -> str:
     principal = await sync_to_async(_principal_of)(row)
     rc = RequestContext(
         principal=principal, protocol_version=row.protocol_version, modern=versions.is_modern(row.protocol_version),
-        client_capabilities=row.client_capabilities or {}, request_id=row.request_id or None,
+        client_capabilities=row.client_capabilities or {}, request_id=jsonrpc.id_from_text(row.request_id),
         session_id=row.session_id or None, flavor=row.flavor,
     )
     try:

@@ -337,7 +337,7 @@ async def _create_row(inv: engine.Invocation, status: str) -> None:
             method=target.method, tool_name=target.name, arguments=target.bound_params, user=user,
             principal=rc.principal.id, protocol_version=rc.protocol_version, flavor=rc.flavor,
             params_digest=target.params_digest, client_capabilities=rc.client_capabilities,
-            session_id=rc.session_id or "", request_id=str(rc.request_id or ""), status=status,
+            session_id=rc.session_id or "", request_id=jsonrpc.id_text(rc.request_id), status=status,
             stream_id=(rc.stream_id() if rc.stream_id else None) or "",
             **inv.state.get("row_fields", {}),
         )

@@ -16,7 +16,7 @@ from . import calls as sync_calls, sessions as sync_sessions
 from .hop import close_connections, db
 
 __all__ = [
-    "CallNotLive", "advance", "call_task_id", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "answer_step", "append_event", "call_for_stream", "call_request_id", "call_status", "claim_round",
+    "CallNotLive", "advance", "call_task_id", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "answer_step", "append_event", "call_for_stream", "call_request_id", "session_calls", "call_status", "claim_round",
     "create_call", "create_session", "db", "delete_session", "events_after", "get_session", "load_call",
     "record_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
     "subscribers", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "record_progress", "set_stream",
@@ -37,6 +37,7 @@ record_progress = db(sync_calls.record_progress)
 set_stream = db(sync_calls.set_stream)
 call_status = db(sync_calls.call_status)
 call_request_id = db(sync_calls.call_request_id)
+session_calls = db(sync_calls.session_calls)
 call_for_stream = db(sync_calls.call_for_stream)
 claim_for_worker = db(sync_calls.claim_for_worker)
 renew_lease = db(sync_calls.renew_lease)

@@ -252,6 +252,15 @@ def call_status(call_id: Any) -> tuple[str, int, Any, str] | None:
         return None
 
 
+def session_calls(session_id: str) -> list[str]:
+    """The live calls a 2025-11-25 session holds: not its background calls (its tasks), which
+    belong to the caller and outlive the session."""
+    from ..models import ToolCall
+
+    rows = ToolCall.objects.filter(session_id=session_id, background=False, status__in=LIVE_STATUSES)
+    return [str(call_id) for call_id in rows.values_list("id", flat=True)]
+
+
 def call_request_id(call_id: Any) -> str | None:
     from ..models import ToolCall
 

@@ -31,6 +31,7 @@ from .. import store
 from ..conf import RELOAD_ON, mcp_settings
 from ..interprocess import broadcast, cancellation, notifications
 from ..protocol import jsonrpc, versions
+from ..protocol.levels import LOG_LEVELS
 from ..protocol.errors import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -52,7 +53,7 @@ from ..server.auth import (
     authentication_classes,
     credential_headers,
 )
-from ..server.core import Awaiting
+from ..server.core import Awaiting, end_call
 from ..server.flavors import session as session_flavor
 
 logger = logging.getLogger("mcp_tools.http")
@@ -83,7 +84,13 @@ MAX_HEADER_NAMES = 256
 
 
 def _headers(scope: dict[str, Any]) -> dict[str, str]:
-    """The request's headers by lower-cased name (the last of repeated ones wins)."""
+    """The request's headers by lower-cased name.
+
+    Repeated field lines are one value, joined with ", " as RFC 9110 (5.3) combines them
+    ("; " for ``Cookie``, RFC 9113 8.2.3), never the last line alone: a request whose two
+    ``Mcp-Name`` lines differ must not pass the check that the body's name matches, while an
+    intermediary routes on the first.
+    """
     headers: dict[str, str] = {}
     names = _header_names
     for raw_name, value in scope.get("headers", ()):
@@ -92,8 +99,38 @@ def _headers(scope: dict[str, Any]) -> dict[str, str]:
             name = raw_name.decode("latin-1").lower()
             if len(names) < MAX_HEADER_NAMES:
                 names[raw_name] = name
-        headers[name] = value.decode("latin-1")
+        text = value.decode("latin-1")
+        if name in headers:
+            text = headers[name] + ("; " if name == "cookie" else ", ") + text
+        headers[name] = text
     return headers
+
+
+def ascii_number(value: str | None) -> int | None:
+    """A header's non-negative decimal integer (ASCII digits, at most 18 of them), else None.
+
+    ``str.isdigit`` alone accepts other scripts' digits ("²"), which ``int`` refuses.
+    """
+    if value is None or not (0 < len(value) <= 18 and value.isascii() and value.isdigit()):
+        return None
+    return int(value)
+
+
+BASE64_PREFIX, BASE64_SUFFIX = "=?base64?", "?="
+
+
+def header_text(value: str) -> str | None:
+    """A routing header's value: stripped, and decoded when it is ``=?base64?…?=`` (2026-07-28's
+    encoding for values outside what a header can carry); None when that encoding is broken."""
+    value = value.strip()
+    if value.startswith(BASE64_PREFIX) and value.endswith(BASE64_SUFFIX) and len(value) >= len(BASE64_PREFIX) + len(BASE64_SUFFIX):
+        import base64
+
+        try:
+            return base64.b64decode(value[len(BASE64_PREFIX):-len(BASE64_SUFFIX)], validate=True).decode()
+        except (ValueError, UnicodeDecodeError):  # binascii.Error is a ValueError
+            return None
+    return value
 
 
 class _Hot:
@@ -396,8 +433,8 @@ class McpEndpoint:
     # -- POST ---------------------------------------------------------------------------
     async def read_body(self, receive: Any, headers: dict[str, str]) -> bytes:
         limit = _hot().max_body
-        declared = headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
+        declared = ascii_number(headers.get("content-length"))
+        if declared is not None and declared > limit:
             raise HttpError(413, McpError(INVALID_REQUEST, f"Request body larger than {limit} bytes"))
         chunks: list[bytes] = []
         size = 0
@@ -465,7 +502,7 @@ class McpEndpoint:
         name_key = NAME_PARAM.get(method)
         if name_key is not None and name_key in params:
             header_name = headers.get("mcp-name")
-            if header_name is None or header_name.strip() != params.get(name_key):
+            if header_name is None or header_text(header_name) != params.get(name_key):
                 raise HttpError(400, McpError(HEADER_MISMATCH, f"Mcp-Name header is missing or does not match params.{name_key}"), request_id)
         if method == "tools/call":
             check_param_headers(headers, params, request_id)
@@ -476,13 +513,15 @@ class McpEndpoint:
             await self.listen(receive, response, request_id, params)
             return
         log_level = meta.get("io.modelcontextprotocol/logLevel")
+        if log_level is not None and log_level not in LOG_LEVELS:
+            raise HttpError(400, McpError(INVALID_PARAMS, f"Invalid _meta logLevel: must be one of {', '.join(LOG_LEVELS)}"), request_id)
         rc = RequestContext(
             principal=principal,
             protocol_version=version,
             modern=True,
             client_capabilities=meta[versions.META_CLIENT_CAPABILITIES],
             request_id=request_id,
-            log_level=log_level if isinstance(log_level, str) else None,
+            log_level=log_level,
             progress_token=meta.get("progressToken"),
             emit=response.event,
         )
@@ -611,12 +650,11 @@ class McpEndpoint:
     # -- subscriptions/listen (2026-07-28) ----------------------------------------------
     async def listen(self, receive: Any, response: Response, request_id: Any, params: dict[str, Any]) -> None:
         """``subscriptions/listen``: list changes and updates of the resources asked for, until the client leaves."""
-        requested = params.get("notifications")
-        wanted: dict[str, Any] = requested if isinstance(requested, dict) else {}
-        uris = [uri for uri in wanted.get("resourceSubscriptions") or [] if isinstance(uri, str)]
-        subscription_id = str(request_id)
+        wanted = listen_filter(params, request_id)
+        uris: list[str] = wanted.get("resourceSubscriptions", [])
         kinds = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}
-        meta = {"io.modelcontextprotocol/subscriptionId": subscription_id}
+        # The subscription's id is the listen request's JSON-RPC id, as it was sent (a RequestId).
+        meta = {"io.modelcontextprotocol/subscriptionId": request_id}
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
         def on_change(kind: str) -> None:
@@ -656,9 +694,12 @@ class McpEndpoint:
         session_id = session.id
         await self.read_body(receive, headers)  # consume http.request: the next receive() is the disconnect
         response = Response(send, session_id, event_ids=True)
-        last_event_id = headers.get("last-event-id")
-        if last_event_id and last_event_id.isdigit():
-            await self.resume(receive, response, session, principal, int(last_event_id))
+        given = headers.get("last-event-id", "").strip()
+        if given:
+            last_event_id = ascii_number(given)
+            if last_event_id is None:  # our event ids are decimal numbers
+                raise HttpError(400, McpError(INVALID_REQUEST, "Invalid Last-Event-ID"))
+            await self.resume(receive, response, session, principal, last_event_id)
             return
         await self.standalone(receive, response)
 
@@ -673,15 +714,21 @@ class McpEndpoint:
         # Some servers send headers only with the first body bytes: send a comment now.
         await response._send({"type": "http.response.body", "body": b": resumed\n\n", "more_body": True})
         already_sent: set[str] = set()
+        answered: set[Any] = set()  # ids of the responses replayed
         for event_id, payload in await store.events_after(stream_id, last_event_id):
             if payload:
                 await response._send({"type": "http.response.body", "body": f"id: {event_id}\nevent: message\ndata: {payload}\n\n".encode(), "more_body": True})
-                already_sent.add(_request_id_of(payload))
+                kind, message_id = _kind_and_id(payload)
+                if kind == "request":
+                    already_sent.add(str(message_id))
+                elif kind == "response":
+                    answered.add(message_id)
         call_id = await store.call_for_stream(stream_id)
-        if call_id is None:
+        request_id = jsonrpc.id_from_text(await store.call_request_id(call_id)) if call_id is not None else None
+        if call_id is None or (request_id is not None and request_id in answered):
+            # Nothing runs on this stream, or its response was just replayed: one response per request.
             await response._send({"type": "http.response.body", "body": b""})
             return
-        request_id = await store.call_request_id(call_id)
         rc = RequestContext(principal=principal, protocol_version=session.protocol_version, modern=False,
                             client_capabilities=session.client_capabilities, request_id=request_id, session_id=session.id,
                             log_level=session.log_level, emit=response.event, stream_id=lambda: stream_id)
@@ -695,10 +742,10 @@ class McpEndpoint:
             try:
                 result = task.result()
             except McpError as exc:
-                await response.finish(jsonrpc.error_message(_original_id(request_id), exc))
+                await response.finish(jsonrpc.error_message(request_id, exc))
                 return
             if result is not None:
-                await response.finish(jsonrpc.result_message(_original_id(request_id), result))
+                await response.finish(jsonrpc.result_message(request_id, result))
             else:
                 await response._send({"type": "http.response.body", "body": b""})
         finally:
@@ -756,7 +803,41 @@ class McpEndpoint:
     async def delete(self, scope: dict[str, Any], headers: dict[str, str], response: Response) -> None:
         _, session = await self.session_for(scope, headers)
         await sessions.delete(session.id)
+        # Its calls end with it: no request can reach them now (every one gets 404), so a call
+        # waiting for input would wait until CALL_TTL. Its tasks (background calls) go on.
+        for call_id in await store.session_calls(session.id):
+            await end_call(call_id, "cancelled", "The client ended its session")
         await response.json(204, None)
+
+
+LIST_CHANGED_FILTERS = ("toolsListChanged", "promptsListChanged", "resourcesListChanged")
+
+
+def listen_filter(params: dict[str, Any], request_id: Any) -> dict[str, Any]:
+    """The part of a ``subscriptions/listen`` filter this server honours (what it acknowledges).
+
+    The list-changed kinds asked for with ``true``, and the subscribed URIs of resources it
+    serves (unknown ones are left out, as ``resources/subscribe`` refuses them); keys it does
+    not know are left out. A filter of the wrong shape is refused (400, -32602).
+    """
+    requested = params.get("notifications", {})
+    if not isinstance(requested, dict):
+        raise HttpError(400, McpError(INVALID_PARAMS, '"notifications" must be an object'), request_id)
+    honoured: dict[str, Any] = {}
+    for key in LIST_CHANGED_FILTERS:
+        value = requested.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise HttpError(400, McpError(INVALID_PARAMS, f'"notifications.{key}" must be a boolean'), request_id)
+        if value:
+            honoured[key] = True
+    uris = requested.get("resourceSubscriptions")
+    if uris is not None:
+        if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
+            raise HttpError(400, McpError(INVALID_PARAMS, '"notifications.resourceSubscriptions" must be a list of URIs'), request_id)
+        served = [uri for uri in dict.fromkeys(uris) if registry.find_resource(uri) is not None]
+        if served:
+            honoured["resourceSubscriptions"] = served
+    return honoured
 
 
 class _Handler:
@@ -831,21 +912,20 @@ class _Handler:
         return task is not None and not task.cancelling()
 
 
-def _request_id_of(payload: str) -> str:
-    """The JSON-RPC id of a server request replayed from the event log ("" for notifications)."""
+def _kind_and_id(payload: str) -> tuple[str, Any]:
+    """What a message replayed from the event log is ("request", "response", "notification",
+    "" if unreadable) and its JSON-RPC id."""
     import json
 
     try:
         message = json.loads(payload)
     except ValueError:
-        return ""
-    return str(message.get("id", "")) if isinstance(message, dict) and "method" in message else ""
-
-
-def _original_id(value: Any) -> Any:
-    if isinstance(value, str) and value.lstrip("-").isdigit():
-        return int(value)
-    return value
+        return "", None
+    if not isinstance(message, dict):
+        return "", None
+    if "method" in message:
+        return ("request" if "id" in message else "notification"), message.get("id")
+    return ("response" if "result" in message or "error" in message else ""), message.get("id")
 
 
 def check_param_headers(headers: dict[str, str], params: dict[str, Any], request_id: Any) -> None:
@@ -857,19 +937,14 @@ def check_param_headers(headers: dict[str, str], params: dict[str, Any], request
     given = params.get("arguments")
     arguments: dict[str, Any] = given if isinstance(given, dict) else {}
     for prop, header_name in tool.param_headers:
-        if prop not in arguments:
-            continue
-        value = headers.get(f"mcp-param-{header_name.lower()}")
-        expected = arguments[prop]
-        if value is None:
+        expected = arguments.get(prop)
+        if expected is None:
+            continue  # absent or null: the client omits the header, and none is expected (2026-07-28)
+        raw = headers.get(f"mcp-param-{header_name.lower()}")
+        if raw is None:
             raise HttpError(400, McpError(HEADER_MISMATCH, f"Missing Mcp-Param-{header_name} header"), request_id)
-        value = value.strip()
-        if value.startswith("=?base64?") and value.endswith("?="):
-            import base64
-
-            try:
-                value = base64.b64decode(value[9:-2], validate=True).decode()
-            except (ValueError, UnicodeDecodeError):  # binascii.Error is a ValueError
-                raise HttpError(400, McpError(HEADER_MISMATCH, f"Invalid Mcp-Param-{header_name} header"), request_id) from None
+        value = header_text(raw)
+        if value is None:
+            raise HttpError(400, McpError(HEADER_MISMATCH, f"Invalid Mcp-Param-{header_name} header"), request_id)
         if value != (expected if isinstance(expected, str) else str(expected).lower() if isinstance(expected, bool) else str(expected)):
             raise HttpError(400, McpError(HEADER_MISMATCH, f"Mcp-Param-{header_name} header does not match the argument"), request_id)

@@ -1,0 +1,310 @@
+"""Edges of the HTTP endpoint against the spec (both eras), found by a review of the endpoint.
+
+Each test failed before its mend: a resumed call's id, a replayed final response, shapes of a
+``subscriptions/listen`` filter, non-ASCII digits in number headers, an unknown ``_meta``
+logLevel, base64 routing headers, ``Mcp-Param`` for a null argument, repeated header lines,
+and the calls of a DELETEd session.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated, Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from pydantic import Field
+
+from mcp_tools.models import ToolCall
+from mcp_tools.transports.http import McpEndpoint
+from tests.asgi_client import HANDSHAKE, call_modern, handshake_message, modern_message, post_headers, post_json, request
+
+pytestmark = pytest.mark.django_db(transaction=True)
+APP = McpEndpoint()
+
+
+async def open_session(capabilities: dict[str, Any] | None = None) -> str:
+    r = await post_json(APP, handshake_message("initialize", {"protocolVersion": HANDSHAKE, "capabilities": capabilities or {},
+                                                              "clientInfo": {"name": "t", "version": "1"}}), post_headers(version=None))
+    assert r.status == 200
+    return r.header("mcp-session-id")
+
+
+class Stream:
+    """A POST/GET whose SSE body is read while it runs, and that the client can drop."""
+
+    def __init__(self, method: str, headers: dict[str, str], body: bytes = b"") -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.gone = asyncio.Event()
+        self.got = asyncio.Event()
+        self.body = [body]
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+                 "path": "/mcp", "raw_path": b"/mcp", "root_path": "", "query_string": b"",
+                 "headers": [(k.encode(), v.encode("latin-1")) for k, v in headers.items()],
+                 "client": ("127.0.0.1", 1), "server": ("testserver", 80)}
+        self.task = asyncio.ensure_future(APP(scope, self.receive, self.send))
+
+    async def receive(self) -> dict[str, Any]:
+        if self.body:
+            return {"type": "http.request", "body": self.body.pop(), "more_body": False}
+        await self.gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.sent.append(message)
+        self.got.set()
+
+    def text(self) -> str:
+        return b"".join(m.get("body", b"") for m in self.sent if m["type"] == "http.response.body").decode()
+
+    def events(self) -> list[tuple[str | None, Any]]:
+        found = []
+        for chunk in self.text().split("\n\n"):
+            event_id = None
+            data = None
+            for line in chunk.splitlines():
+                if line.startswith("id:"):
+                    event_id = line[3:].strip()
+                if line.startswith("data:") and line[5:].strip():
+                    data = json.loads(line[5:].strip())
+            if data is not None:
+                found.append((event_id, data))
+        return found
+
+    async def wait_for(self, predicate: Any, timeout: float = 10) -> tuple[str | None, Any]:
+        async def loop() -> tuple[str | None, Any]:
+            while True:
+                for event in self.events():
+                    if predicate(event[1]):
+                        return event
+                if self.task.done():
+                    raise AssertionError(f"stream ended: {self.sent!r}")
+                self.got.clear()
+                await self.got.wait()
+        return await asyncio.wait_for(loop(), timeout)
+
+
+# -- 1. a resumed stream answers with another id than the request's ----------------------------------
+
+
+@pytest.mark.parametrize("request_id", ["42", 0, "r" * 200])
+async def test_resumed_call_answers_with_the_request_id(request_id: Any) -> None:
+    """2025-11-25 transports, Resumability: the resumed stream carries the response to the original
+    request; JSON-RPC 2.0: the response's id MUST be the same as the request's ("42" stays a string, 0 stays 0)."""
+    session = await open_session({"elicitation": {}})
+    headers = post_headers(version=HANDSHAKE, session=session)
+    call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            "params": {"name": "test_elicitation", "arguments": {"message": "hi"}}}
+    first = Stream("POST", headers, json.dumps(call).encode())
+    event_id, asked = await first.wait_for(lambda m: m.get("method") == "elicitation/create")
+    assert event_id is not None
+    first.gone.set()  # the client loses the stream
+    await asyncio.wait_for(first.task, 10)
+    answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"username": "u", "email": "e@x.org"}}}
+    r = await post_json(APP, answer, headers)
+    assert r.status == 202
+    resumed = Stream("GET", {**headers, "accept": "text/event-stream", "last-event-id": event_id})
+    _, final = await resumed.wait_for(lambda m: "result" in m or "error" in m)
+    resumed.gone.set()
+    await asyncio.wait_for(resumed.task, 10)
+    assert "result" in final, final
+    assert final["id"] == request_id and type(final["id"]) is type(request_id), final
+
+
+# -- 2. inputs that give a 500 ---------------------------------------------------------------------------
+
+
+async def test_listen_with_non_list_resource_subscriptions_is_not_a_500() -> None:
+    """subscriptions/listen with "resourceSubscriptions": 5 must be a -32602, not HTTP 500 (docs/robustness.md: no 500 for bad input)."""
+    r = await call_modern(APP, "subscriptions/listen", {"notifications": {"resourceSubscriptions": 5}})
+    assert r.status != 500, r.body
+    assert r.json()["error"]["code"] == -32602
+
+
+async def test_last_event_id_with_a_non_ascii_digit_is_not_a_500() -> None:
+    """Last-Event-ID: "\\xb2" (superscript two; str.isdigit() is True, int() refuses it) must not be a 500."""
+    session = await open_session()
+    headers = {**post_headers(version=HANDSHAKE, session=session), "accept": "text/event-stream", "last-event-id": "\xb2"}
+    r = await request(APP, "GET", headers=headers, timeout=5)
+    assert r.status == 400 and r.json()["error"]["message"] == "Invalid Last-Event-ID", (r.status, r.body)
+
+
+# -- 3. an unknown logLevel in _meta makes a good call fail ------------------------------------------
+
+
+async def test_unknown_log_level_in_meta_does_not_break_the_call() -> None:
+    """A 2026-07-28 request with _meta logLevel "verbose" and a tool that logs: either -32602 for the level or a
+    normal result, never the tool failing with "Internal error while running" (ValueError in levels.at_least)."""
+    message = modern_message("tools/call", {"name": "test_tool_with_logging", "arguments": {},
+                                            "_meta": {"io.modelcontextprotocol/logLevel": "verbose"}})
+    r = await post_json(APP, message, post_headers(extra={"mcp-method": "tools/call", "mcp-name": "test_tool_with_logging"}))
+    body = r.json()
+    if "error" in body:
+        assert body["error"]["code"] == -32602, body
+    else:
+        assert not body["result"].get("isError"), body
+
+
+# -- 4. 2026-07-28 routing headers ------------------------------------------------------------------------
+
+
+
+def zoned(zone: Annotated[str | None, Field(json_schema_extra={"x-mcp-header": "Zone"})] = None) -> str:
+    return f"zone={zone}"
+
+
+def _b64(value: str) -> str:
+    import base64
+    return "=?base64?" + base64.b64encode(value.encode()).decode() + "?="
+
+
+async def test_mcp_name_in_base64_sentinel_is_decoded_before_comparing() -> None:
+    """2026-07-28 streamable-http, Value Encoding: a name or URI outside the header-safe set is carried as
+    Mcp-Name: =?base64?...?= and servers MUST decode it before comparing it to the body (Server Validation)."""
+    uri = "test://template/café/data"
+    r = await call_modern(APP, "resources/read", {"uri": uri}, headers={"mcp-name": _b64(uri)})
+    body = r.json()
+    assert r.status == 200 and "result" in body, (r.status, body)
+    assert body["result"]["contents"][0]["uri"] == uri
+
+
+async def test_control_plain_mcp_name_reads_the_same_uri() -> None:
+    """Control (passes): the same read with the URI sent raw (latin-1) in Mcp-Name works, so only the decoding is missing."""
+    uri = "test://template/café/data"
+    r = await call_modern(APP, "resources/read", {"uri": uri})
+    assert r.status == 200 and r.json()["result"]["contents"][0]["uri"] == uri, r.body
+
+
+async def test_mcp_param_header_not_expected_for_a_null_argument() -> None:
+    """2026-07-28 streamable-http, Server Behavior for Custom Headers: "Parameter value is null: client MUST omit
+    the header, server MUST NOT expect the header"."""
+    from mcp_tools.registry import make_tool, registry
+
+    with registry.registered_temporarily(make_tool(zoned, name="zoned_echo")):
+        r = await call_modern(APP, "tools/call", {"name": "zoned_echo", "arguments": {"zone": None}})
+    body = r.json()
+    assert r.status == 200 and "result" in body, (r.status, body)
+    assert body["result"]["content"][0]["text"] == "zone=None"
+
+
+async def test_listen_subscription_id_is_the_request_id() -> None:
+    """2026-07-28 subscriptions: io.modelcontextprotocol/subscriptionId is a RequestId whose value is the
+    JSON-RPC id of the subscriptions/listen request (schema.ts; the spec's example: id 1 -> subscriptionId 1)."""
+    message = modern_message("subscriptions/listen", {"notifications": {"toolsListChanged": True}}, request_id=1)
+    headers = post_headers(extra={"mcp-method": "subscriptions/listen"})
+    stream = Stream("POST", headers, json.dumps(message).encode())
+    _, ack = await stream.wait_for(lambda m: m.get("method") == "notifications/subscriptions/acknowledged")
+    stream.gone.set()
+    await asyncio.wait_for(stream.task, 10)
+    assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 1, ack
+
+
+# -- 5. replaying a finished stream sends the response twice --------------------------------------------
+
+
+async def test_resuming_a_finished_stream_does_not_send_the_response_twice() -> None:
+    """2025-11-25 transports, Resumability: the server replays the messages sent after the last event id; the
+    request gets ONE response (JSON-RPC: exactly one response per request). A client whose connection broke
+    just before it processed the final event resumes from the priming event id."""
+    session = await open_session({"elicitation": {}})
+    headers = post_headers(version=HANDSHAKE, session=session)
+    call = {"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {"name": "test_elicitation", "arguments": {"message": "hi"}}}
+    first = Stream("POST", headers, json.dumps(call).encode())
+    _, asked = await first.wait_for(lambda m: m.get("method") == "elicitation/create")
+    priming = [line[3:].strip() for line in first.text().splitlines() if line.startswith("id:")][0]
+    answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"username": "u", "email": "e@x.org"}}}
+    assert (await post_json(APP, answer, headers)).status == 202
+    await first.wait_for(lambda m: m.get("id") == 77)
+    await asyncio.wait_for(first.task, 10)
+    resumed = Stream("GET", {**headers, "accept": "text/event-stream", "last-event-id": priming})
+    await asyncio.wait_for(resumed.task, 10)
+    responses = [m for _, m in resumed.events() if m.get("id") == 77 and ("result" in m or "error" in m)]
+    assert len(responses) == 1, resumed.text()
+
+
+# -- 6. repeated routing headers: the server checks the last, an intermediary reads the first -----------
+
+
+async def test_repeated_mcp_name_headers_with_different_values_are_refused() -> None:
+    """2026-07-28 streamable-http, Server Validation: the header/body check exists so that an intermediary routing
+    on the header and the server executing the body cannot disagree. Two Mcp-Name field lines ("forbidden_tool",
+    then the real name) are, per RFC 9110 5.3, the value "forbidden_tool, test_simple_text": it does not match the
+    body, so the request MUST be refused with 400 / -32020. The server keeps the last line only and runs the call."""
+    message = modern_message("tools/call", {"name": "test_simple_text", "arguments": {}})
+    headers = list(post_headers(extra={"mcp-method": "tools/call"}).items())
+    headers += [("mcp-name", "allowed_by_gateway"), ("mcp-name", "test_simple_text")]
+    r = await request(APP, "POST", headers=headers, body=json.dumps(message).encode())
+    assert r.status == 400 and r.json()["error"]["code"] == -32020, (r.status, r.body)
+
+
+# -- 7. DELETE leaves the session's waiting call stuck ---------------------------------------------------
+
+
+async def test_deleting_the_session_ends_its_call_waiting_for_input() -> None:
+    """2025-11-25 transports, Session Management: after DELETE the session is gone and every later request
+    with its id gets 404, so nobody can ever answer the call's elicitation. Its row must not stay
+    'input_required' (shown as waiting in the admin console) until CALL_TTL expires it."""
+    session = await open_session({"elicitation": {}})
+    headers = post_headers(version=HANDSHAKE, session=session)
+    call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "test_elicitation", "arguments": {"message": "hi"}}}
+    stream = Stream("POST", headers, json.dumps(call).encode())
+    await stream.wait_for(lambda m: m.get("method") == "elicitation/create")
+    stream.gone.set()
+    await asyncio.wait_for(stream.task, 10)
+    r = await request(APP, "DELETE", headers=headers)
+    assert r.status == 204
+    statuses = await sync_to_async(lambda: list(ToolCall.objects.filter(session_id=session).values_list("status", flat=True)))()
+    assert statuses and all(s not in ("input_required", "working") for s in statuses), statuses
+
+
+async def test_a_session_s_tasks_outlive_its_delete() -> None:
+    """DELETE ends the session's calls, not its background calls: those belong to the caller (tasks/get
+    from another session of the same caller still reaches them)."""
+    from mcp_tools.states import CallStatus
+
+    session = await open_session()
+    background = await sync_to_async(ToolCall.objects.create)(
+        tool_name="slow_report", session_id=session, background=True, status=CallStatus.WORKING, method="tools/call")
+    r = await request(APP, "DELETE", headers=post_headers(version=HANDSHAKE, session=session))
+    assert r.status == 204
+    await sync_to_async(background.refresh_from_db)()
+    assert background.status == CallStatus.WORKING
+
+
+async def test_content_length_with_a_non_ascii_digit_is_not_a_500() -> None:
+    message = modern_message("tools/call", {"name": "test_simple_text", "arguments": {}})
+    headers = {**post_headers(extra={"mcp-method": "tools/call", "mcp-name": "test_simple_text"}), "content-length": "\xb2"}
+    r = await request(APP, "POST", headers=headers, body=json.dumps(message).encode())
+    assert r.status == 200 and "result" in r.json(), (r.status, r.body)
+
+
+async def test_listen_acknowledges_only_what_it_honours() -> None:
+    """2026-07-28 subscriptions, Acknowledgment: "the subset the server agreed to honor"."""
+    filters = {"toolsListChanged": True, "promptsListChanged": False, "someFutureKind": True,
+               "resourceSubscriptions": ["test://static-text", "test://no-such-resource", "test://static-text"]}
+    message = modern_message("subscriptions/listen", {"notifications": filters}, request_id="sub-1")
+    stream = Stream("POST", post_headers(extra={"mcp-method": "subscriptions/listen"}), json.dumps(message).encode())
+    _, ack = await stream.wait_for(lambda m: m.get("method") == "notifications/subscriptions/acknowledged")
+    stream.gone.set()
+    await asyncio.wait_for(stream.task, 10)
+    assert ack["params"]["notifications"] == {"toolsListChanged": True, "resourceSubscriptions": ["test://static-text"]}
+    assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "sub-1"
+
+
+@pytest.mark.parametrize("filters", [[], {"toolsListChanged": "yes"}, {"resourceSubscriptions": "test://static-text"},
+                                     {"resourceSubscriptions": [1]}])
+async def test_listen_filters_of_the_wrong_shape_are_refused(filters: Any) -> None:
+    r = await call_modern(APP, "subscriptions/listen", {"notifications": filters})
+    assert r.status == 400 and r.json()["error"]["code"] == -32602, (r.status, r.body)
+
+
+async def test_a_broken_base64_mcp_name_is_refused() -> None:
+    r = await call_modern(APP, "tools/call", {"name": "test_simple_text", "arguments": {}}, headers={"mcp-name": "=?base64?***?="})
+    assert r.status == 400 and r.json()["error"]["code"] == -32020, (r.status, r.body)
+
+
+async def test_repeated_cookie_lines_are_one_cookie_header() -> None:
+    from mcp_tools.transports.http import _headers
+
+    scope = {"headers": [(b"cookie", b"a=1"), (b"Cookie", b"b=2"), (b"accept", b"application/json"), (b"accept", b"text/event-stream")]}
+    assert _headers(scope) == {"cookie": "a=1; b=2", "accept": "application/json, text/event-stream"}
