@@ -308,3 +308,39 @@ async def test_repeated_cookie_lines_are_one_cookie_header() -> None:
 
     scope = {"headers": [(b"cookie", b"a=1"), (b"Cookie", b"b=2"), (b"accept", b"application/json"), (b"accept", b"text/event-stream")]}
     assert _headers(scope) == {"cookie": "a=1; b=2", "accept": "application/json, text/event-stream"}
+
+
+def counted(count: Annotated[int, Field(json_schema_extra={"x-mcp-header": "Count"})],
+            ratio: Annotated[float, Field(json_schema_extra={"x-mcp-header": "Ratio"})] = 0.5,
+            exact: Annotated[bool, Field(json_schema_extra={"x-mcp-header": "Exact"})] = False) -> str:
+    return f"{count}/{ratio}/{exact}"
+
+
+@pytest.mark.parametrize(("headers", "status"), [
+    ({"mcp-param-count": "42", "mcp-param-ratio": "0.5", "mcp-param-exact": "true"}, 200),
+    ({"mcp-param-count": "42.0", "mcp-param-ratio": "5e-1", "mcp-param-exact": "true"}, 200),  # numbers as numbers
+    ({"mcp-param-count": "43", "mcp-param-ratio": "0.5", "mcp-param-exact": "true"}, 400),
+    ({"mcp-param-count": "forty-two", "mcp-param-ratio": "0.5", "mcp-param-exact": "true"}, 400),
+    ({"mcp-param-count": "42", "mcp-param-ratio": "0.5", "mcp-param-exact": "True"}, 400),  # booleans are true/false
+])
+async def test_mcp_param_numbers_compare_as_numbers(headers: dict[str, str], status: int) -> None:
+    """2026-07-28 streamable-http, custom headers: numeric values SHOULD be compared as numbers."""
+    from mcp_tools.registry import make_tool, registry
+
+    with registry.registered_temporarily(make_tool(counted)):
+        r = await call_modern(APP, "tools/call", {"name": "counted", "arguments": {"count": 42, "ratio": 0.5, "exact": True}},
+                              headers=headers)
+    assert r.status == status, r.body
+    if status == 400:
+        assert r.json()["error"]["code"] == -32020
+
+
+async def test_an_mcp_param_integer_past_2_53_is_compared_exactly() -> None:
+    from mcp_tools.registry import make_tool, registry
+
+    big = 2**53 + 1
+    with registry.registered_temporarily(make_tool(counted)):
+        right = await call_modern(APP, "tools/call", {"name": "counted", "arguments": {"count": big}}, headers={"mcp-param-count": str(big)})
+        wrong = await call_modern(APP, "tools/call", {"name": "counted", "arguments": {"count": big}}, headers={"mcp-param-count": str(big - 1)})
+    assert right.status == 200, right.body
+    assert wrong.status == 400, wrong.body

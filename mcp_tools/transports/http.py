@@ -946,5 +946,20 @@ def check_param_headers(headers: dict[str, str], params: dict[str, Any], request
         value = header_text(raw)
         if value is None:
             raise HttpError(400, McpError(HEADER_MISMATCH, f"Invalid Mcp-Param-{header_name} header"), request_id)
-        if value != (expected if isinstance(expected, str) else str(expected).lower() if isinstance(expected, bool) else str(expected)):
+        if not _header_matches(value, expected):
             raise HttpError(400, McpError(HEADER_MISMATCH, f"Mcp-Param-{header_name} header does not match the argument"), request_id)
+
+
+def _header_matches(value: str, expected: Any) -> bool:
+    """Whether an ``Mcp-Param-*`` value says ``expected``: booleans as ``true``/``false``, numbers
+    compared as numbers (``42.0`` is ``42``, as the 2026-07-28 spec recommends), the rest as text."""
+    if isinstance(expected, bool):
+        return value == ("true" if expected else "false")
+    if isinstance(expected, (int, float)):
+        for number in (int, float):  # int first: exact past 2**53
+            try:
+                return number(value) == expected
+            except ValueError:
+                continue
+        return False
+    return value == (expected if isinstance(expected, str) else str(expected))
