@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from django.core import checks
 from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework.exceptions import ValidationError as DRFValidationError
 from django.db import models, transaction
 from django.db.models.signals import class_prepared
 
@@ -218,6 +219,8 @@ class ModelAction(base.Declaration):
                 value = getattr(obj, self.method)(**arguments)
         except DjangoValidationError as exc:
             return {"__error__": base.django_validation_errors(exc)}
+        except DRFValidationError as exc:
+            return {"__error__": base.drf_errors(exc.detail)}
         except ToolError:
             raise
         output = self.tool.output if self.tool is not None else self._output_spec(fn)

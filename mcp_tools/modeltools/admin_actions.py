@@ -16,6 +16,7 @@ from django.core import checks
 from django.db import transaction
 from django.http import HttpRequest, HttpResponseBase
 
+from ..protocol.errors import INVALID_PARAMS, McpError
 from ..registry.results import ToolError, ToolResult
 from ..registry.schemas import InputSpec, OutputSpec
 from . import base
@@ -49,10 +50,35 @@ def _model_admin(toolset: type[ModelToolset]) -> Any:
     return _site(toolset)._registry.get(toolset.get_model())
 
 
+STANDARD_PERMISSIONS = ("add", "change", "delete", "view")
+
+
+def _allowed(func: Any) -> tuple[str, ...]:
+    """The permission names the action asks for (``@admin.action(permissions=...)``; "change" if none)."""
+    return tuple(getattr(func, "allowed_permissions", None) or ("change",))
+
+
 def _permissions(model_admin: Any, func: Any) -> tuple[str, ...]:
+    """The model permissions the tool asks for up front (what tools/list goes by).
+
+    The standard names map to the model's permissions. An action that names only custom
+    ones (``permissions=["publish"]``, checked by ``has_publish_permission``) still needs the
+    model's view permission, as the admin needs it to show the changelist the action is on;
+    the ``has_<name>_permission`` methods themselves run on each call (see :func:`_refused`).
+    """
     model = model_admin.model
-    wanted = getattr(func, "allowed_permissions", None) or ("change",)
-    return tuple(base.model_perm(model, name) for name in wanted if name in ("add", "change", "delete", "view"))
+    standard = tuple(base.model_perm(model, name) for name in _allowed(func) if name in STANDARD_PERMISSIONS)
+    return standard or (base.model_perm(model, "view"),)
+
+
+def _refused(model_admin: Any, func: Any, request: HttpRequest) -> str | None:
+    """The first permission the admin's ``has_<name>_permission(request)`` refuses (as the admin
+    filters its actions), or None when every one allows the action."""
+    for name in _allowed(func):
+        check = getattr(model_admin, f"has_{name}_permission", None)
+        if check is None or not check(request):
+            return name
+    return None
 
 
 def admin_action_tools(toolset: type[ModelToolset], prefix: str) -> list[base.ModelTool]:
@@ -93,6 +119,12 @@ def _tool(toolset: type[ModelToolset], model_admin: Any, func: Any, name: str, d
         lookups = list(dict.fromkeys(arguments[lookup_arg]))
         if not lookups or len(lookups) > toolset.max_page_size:
             raise ToolError(f"Name between 1 and {toolset.max_page_size} {base.verbose(model, True)}.")
+        request = HttpRequest()
+        request.method = "POST"
+        request.user = ctx.user
+        if _refused(model_admin, func, request) is not None:
+            # As for any tool the caller may not use: indistinguishable from one that does not exist.
+            raise McpError(INVALID_PARAMS, f"Unknown tool: {prefix}.{name}")
         instance = toolset(ctx, name)
         queryset = instance.get_queryset().filter(**{f"{toolset.lookup_field}__in": lookups})
         field = "pk" if toolset.lookup_field == "pk" else toolset.lookup_field
@@ -103,9 +135,6 @@ def _tool(toolset: type[ModelToolset], model_admin: Any, func: Any, name: str, d
         enabled = base.object_permissions_enabled(toolset.object_permissions)
         for obj in queryset:
             base.check_object(ctx.user, permissions, obj, enabled, name.replace("_", " "))
-        request = HttpRequest()
-        request.method = "POST"
-        request.user = ctx.user
         messages = _Messages()
         request._messages = messages  # type: ignore[attr-defined]
         with transaction.atomic():

@@ -13,7 +13,7 @@ import inspect
 import json
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 from django.conf import settings
 from django.core import checks
@@ -22,7 +22,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 from django.utils.text import capfirst, slugify
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from ..engine.context import ToolContext
 from ..engine.errors import ElicitationCancelled, ElicitationDeclined
@@ -145,10 +145,13 @@ def known_permissions(model_or_none: type[models.Model] | None = None) -> set[st
 
 # -- lookups --------------------------------------------------------------------------------
 
+#: An integer column's value: a JSON integer (strict: not "11", not true) of at most 64 bits, which
+#: every database takes (a larger one is a -32602 error, not an overflow inside the database driver).
+DbInt = Annotated[int, Field(strict=True, ge=-(2**63), le=2**63 - 1)]
 _LOOKUP_TYPES: dict[str, Any] = {
-    "AutoField": int, "BigAutoField": int, "SmallAutoField": int, "IntegerField": int, "BigIntegerField": int,
-    "SmallIntegerField": int, "PositiveIntegerField": int, "PositiveBigIntegerField": int,
-    "PositiveSmallIntegerField": int, "UUIDField": uuid.UUID, "DateField": datetime.date,
+    "AutoField": DbInt, "BigAutoField": DbInt, "SmallAutoField": DbInt, "IntegerField": DbInt, "BigIntegerField": DbInt,
+    "SmallIntegerField": DbInt, "PositiveIntegerField": DbInt, "PositiveBigIntegerField": DbInt,
+    "PositiveSmallIntegerField": DbInt, "UUIDField": uuid.UUID, "DateField": datetime.date,
     "DateTimeField": datetime.datetime, "DecimalField": decimal.Decimal, "FloatField": float, "BooleanField": bool,
 }
 

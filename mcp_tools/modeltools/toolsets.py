@@ -21,13 +21,17 @@ each call, with ``self.ctx``, ``self.user`` and ``self.action`` set, so
 from __future__ import annotations
 
 import builtins
+import datetime
+import decimal
 import inspect
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from django.core import checks, signing
 from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework.exceptions import ValidationError as DRFValidationError
 from django.db import models, transaction
 from django.db.models import Q
 
@@ -47,6 +51,25 @@ try:  # django-filter is optional: with it, filterset_fields go through a Filter
     import django_filters
 except ImportError:  # pragma: no cover - depends on the environment
     django_filters = None
+
+
+def _value_at(obj: Any, path: str) -> Any:
+    """The value an ordering field names on a row, across forward relations (``customer__name``)."""
+    for part in path.split("__"):
+        if obj is None:
+            return None
+        obj = getattr(obj, part)
+    return obj
+
+
+def _exact(value: Any) -> Any:
+    """A cursor's value, exactly: JSON would cut datetimes and times to milliseconds (rows created
+    in the same millisecond would be skipped or served again)."""
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (decimal.Decimal, uuid.UUID)):
+        return str(value)
+    return base.jsonable(value)
 
 
 class ModelToolset:
@@ -145,8 +168,8 @@ class ModelToolset:
         data: dict[str, Any] = {"results": base.jsonable(self.get_serializer(rows, many=True).data)}
         if more:
             last = rows[-1]
-            value = getattr(last, field) if field != "pk" else last.pk
-            data["nextCursor"] = signing.dumps({"o": ordering, "v": base.jsonable(value), "pk": base.jsonable(last.pk)}, salt=CURSOR_SALT)
+            value = _value_at(last, field) if field != "pk" else last.pk
+            data["nextCursor"] = signing.dumps({"o": ordering, "v": _exact(value), "pk": _exact(last.pk)}, salt=CURSOR_SALT)
         return base.structured(data)
 
     def retrieve(self, arguments: dict[str, Any]) -> ToolResult:
@@ -190,6 +213,8 @@ class ModelToolset:
                 perform(serializer)
         except DjangoValidationError as exc:
             return base.validation_error_result(base.django_validation_errors(exc))
+        except DRFValidationError as exc:  # raised by perform_create / perform_update, as in DRF
+            return base.validation_error_result(base.drf_errors(exc.detail))
         return base.structured(base.jsonable(serializer.data))
 
     # -- list helpers -----------------------------------------------------------------------
