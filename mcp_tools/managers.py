@@ -127,12 +127,13 @@ class ToolCallManager(models.Manager["ToolCall"]):
         )
 
     def orphaned_background_calls(self) -> list[str]:
-        """Working background calls whose worker's lease ran out (the worker died)."""
+        """Working background calls that no worker will run: their worker's lease ran out (it died),
+        or no worker task was queued for them (the broker refused it: an empty task id, no lease)."""
+        now = timezone.now()
+        lost = models.Q(lease_expires_at__lt=now) | models.Q(lease_expires_at__isnull=True, celery_task_id="")
         return [
             str(pk)
-            for pk in self.filter(
-                status=CallStatus.WORKING, background=True, lease_expires_at__lt=timezone.now()
-            ).values_list("id", flat=True)[:1000]
+            for pk in self.filter(lost, status=CallStatus.WORKING, background=True).values_list("id", flat=True)[:1000]
         ]
 
     def expire_overdue(self) -> int:

@@ -94,7 +94,7 @@ class Seen:
     label: str
     tool: str
     service: str | None = None  # deploy calls: unique, names the row and the audit entry
-    request_id: str | None = None  # other calls: the unique JSON-RPC id names the row
+    request_id: Any = None  # other calls: the unique JSON-RPC id names the row
     call_id: str | None = None
     answer: str = "none"  # completed | cancelled | refused | error | tool_error | input_required | none
     gave_up: bool = False  # the client cancelled, closed its stream, or a fault cut it off
@@ -131,7 +131,9 @@ def _rows_of(seen: Seen) -> list[dict[str, Any]]:
     elif seen.service:
         rows = rows.filter(arguments__arguments__service=seen.service)  # the row keeps the request's params
     else:
-        rows = rows.filter(request_id=seen.request_id)
+        from mcp_tools.protocol.jsonrpc import id_text
+
+        rows = rows.filter(request_id=id_text(seen.request_id))  # the row keeps the id as JSON
     return list(rows.values("id", "status", "result", "expires_at"))
 
 
@@ -264,7 +266,7 @@ async def admin_cancel(call_id: str) -> None:
     assert await sync_to_async(_admin_cancel)(call_id) == 302
 
 
-async def row_id_when_written(request_id: str, tool: str, timeout: float = 10) -> str | None:
+async def row_id_when_written(request_id: Any, tool: str, timeout: float = 10) -> str | None:
     seen = Seen("lookup", tool, request_id=request_id)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -425,7 +427,7 @@ async def test_a_session_round_whose_stream_holder_dies_mid_run_is_taken_over(st
                         assert (await session.send({"jsonrpc": "2.0", "id": message["id"], "result": answer})).status_code == 202
                     elif message.get("method") == "notifications/progress" and message["params"]["progress"] >= 3:
                         break  # A runs the answered round now
-        call_id = await row_id_when_written(str(request_id), "confirm_then_count")
+        call_id = await row_id_when_written(request_id, "confirm_then_count")
         assert call_id is not None
         assert await sync_to_async(_status_of)(call_id) == "working"
         pair.kill("A")

@@ -62,7 +62,17 @@ def send(call_id: str, tool: Tool | None, task_id: str) -> None:
 
 
 def _queue_after_commit(call_id: str, tool: Tool | None, task_id: str) -> None:
-    store.sync_calls.after_commit(lambda: send(call_id, tool, task_id))
+    store.sync_calls.after_commit(lambda: _send_or_leave_for_sweep(call_id, tool, task_id))
+
+
+def _send_or_leave_for_sweep(call_id: str, tool: Tool | None, task_id: str) -> None:
+    """Queue the call; if the broker refuses (down, unreachable), the row says nothing is queued for it
+    (an empty task id) and the sweep queues it again, rather than the call waiting for a worker forever."""
+    try:
+        send(call_id, tool, task_id)
+    except Exception:
+        logger.exception("Could not queue background call %s; the sweep will queue it again", call_id)
+        store.sync_calls.set_task_id(call_id, "")
 
 
 async def defer(inv: engine.Invocation, target: core.Target, rc: RequestContext, round_number: int) -> str:
@@ -78,6 +88,8 @@ async def defer(inv: engine.Invocation, target: core.Target, rc: RequestContext,
         call_id = await core.ensure_row(inv, status="working")
     else:
         call_id = inv.call_id
+        # A retry of the round that deferred is told the call is on a worker (core.repeat_outcome).
+        fields["last_outcome"] = {"round": round_number, "on_worker": True}
         if not await store.save_round(call_id, round_number, [s for s in inv.journal.steps if not s.persisted], status="working", **fields):
             raise core.call_ended_error(await core.status_of(call_id))
     await store.db(_queue_after_commit)(call_id, target.tool, task_id)
@@ -173,14 +185,10 @@ async def run_in_worker(call_id: str, worker: str, attempt: int = 0) -> str:
     inv = core.new_invocation(target, rc, journal, call_id)
     inv.in_worker = True
     tool = target.tool
-    time_limit = tool.time_limit if tool is not None else None
     heartbeat = asyncio.ensure_future(_renew_lease(call_id, worker, lease, asyncio.current_task()))
     try:
         try:
-            async with asyncio.timeout(time_limit):
-                outcome = await core.execute(target, inv)
-        except TimeoutError:
-            outcome = core.error_result(f"The call ran out of time ({time_limit:g} s).")
+            outcome = await core.execute(target, inv)  # the tool's time_limit applies in there
         except McpError as exc:
             # A protocol error: the call failed (a task reports it as "failed" with this error).
             error = {"code": exc.code, "message": exc.message, **({"data": exc.data} if exc.data is not None else {})}

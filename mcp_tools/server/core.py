@@ -417,6 +417,16 @@ def ended_answer(target: Target, status: str) -> dict[str, Any]:
     raise call_ended_error(status)
 
 
+def stored_answer(row: Any) -> dict[str, Any]:
+    """The answer a finished (completed or failed) call's row holds: its result, or the JSON-RPC
+    error it ended with (:class:`McpError`, raised) when it failed at the protocol level."""
+    error = row.error
+    if error:
+        raise McpError(int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "The call failed")), error.get("data"))
+    result: dict[str, Any] = row.result or {"content": []}
+    return result
+
+
 class Awaiting:
     """``await coro`` in the current task, calling ``on_wait()`` the first time it waits.
 
@@ -601,10 +611,22 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
         waiter.also = first_wait
     else:
         waiter = None
+    run = engine.run(inv) if waiter is not None else Awaiting(engine.run(inv), first_wait)
+    # A background tool's time_limit, on the worker: the run stops there with a tool error (the
+    # call failed), not as a cancel (its row would say cancelled, and nobody cancelled it).
+    time_limit = target.tool.time_limit if target.tool is not None and inv.in_worker else None
     try:
-        if waiter is not None:
-            return await engine.run(inv)
-        return await Awaiting(engine.run(inv), first_wait)
+        if time_limit is None:
+            return await run
+        deadline = asyncio.timeout(time_limit)
+        try:
+            async with deadline:
+                return await run
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # the handler's own TimeoutError: a failure like any other
+        logger.info("%s %r ran out of time (%g s)", target.method, target.name, time_limit)
+        message = f"The call ran out of time ({time_limit:g} s)."
     except McpError:
         raise
     except ToolError as exc:
@@ -916,12 +938,13 @@ def carried_call(payload: dict[str, Any]) -> tuple[CarriedCall, Journal] | None:
 async def advance_and_run(
     call: Any, journal: Journal, round_number: int, responses: dict[str, Any], target: Target,
     rc: RequestContext, *, purpose: str, ask: AskForInput, strict_keys: bool, running: Running | None = None,
-    on_defer: OnDefer | None = None,
+    on_defer: OnDefer | None = None, on_worker: Running | None = None,
 ) -> dict[str, Any]:
     """Apply a client's answers to a suspended round, then run the next round.
 
     ``ask`` builds the flavor's answer when the call needs input again. Stale or
-    concurrent retries of a round are settled by :func:`repeat_outcome`.
+    concurrent retries of a round are settled by :func:`repeat_outcome` (``on_worker``:
+    the flavor's answer for a call a worker runs now, without queueing it again).
     """
     answers_digest = digest(responses)
     carried = isinstance(call, CarriedCall)
@@ -932,7 +955,7 @@ async def advance_and_run(
         async def take_over() -> dict[str, Any]:
             return await rerun_round(call.id, round_number + 1, target, rc, ask=ask, on_defer=on_defer)
 
-        return await repeat_outcome(call.id, round_number, answers_digest, purpose, take_over)
+        return await repeat_outcome(call.id, round_number, answers_digest, purpose, take_over, on_worker)
     if call.status != "input_required":
         raise invalid_token(purpose)
     try:
@@ -947,7 +970,7 @@ async def advance_and_run(
         # Nothing new: ask again with the same round's token.
         return ask(str(call.id), round_number, journal.pending, carriable(journal))
     return await run_next_round(call, journal, round_number, answers, answers_digest, target, rc, purpose=purpose, ask=ask,
-                                running=running, on_defer=on_defer)
+                                running=running, on_defer=on_defer, on_worker=on_worker)
 
 
 def _answers(journal: Journal, responses: dict[str, Any], strict_keys: bool) -> dict[int, tuple[str, Any, Any]]:
@@ -969,7 +992,7 @@ def _answers(journal: Journal, responses: dict[str, Any], strict_keys: bool) -> 
 async def run_next_round(
     call: Any, journal: Journal, round_number: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str,
     target: Target, rc: RequestContext, *, purpose: str, ask: AskForInput, running: Running | None = None,
-    on_defer: OnDefer | None = None,
+    on_defer: OnDefer | None = None, on_worker: Running | None = None,
 ) -> dict[str, Any]:
     """Run the handler again with ``answers``, and record them with a compare-and-set on the round.
 
@@ -981,8 +1004,8 @@ async def run_next_round(
     client gets the flavor's ``running`` answer (when the flavor has one).
     """
     if call.background and running is not None:
-        if not await store.advance(call.id, round_number, answers, answers_digest):
-            return await repeat_outcome(call.id, round_number, answers_digest, purpose)
+        if not await store.advance(call.id, round_number, answers, answers_digest, on_worker=True):
+            return await repeat_outcome(call.id, round_number, answers_digest, purpose, on_worker=on_worker)
         return await running(str(call.id))
     next_round = round_number + 1
     inv = new_invocation(target, rc, journal, str(call.id))
@@ -1009,7 +1032,7 @@ async def run_next_round(
         row = await store.call_status(call.id)
         if row is not None and row[1] == round_number and row[0] in ("cancelled", "expired"):
             return ended_answer(target, row[0])
-        return await repeat_outcome(call.id, round_number, answers_digest, purpose)
+        return await repeat_outcome(call.id, round_number, answers_digest, purpose, on_worker=on_worker)
 
 
 async def rerun_round(
@@ -1035,13 +1058,15 @@ async def rerun_round(
 
 async def repeat_outcome(
     call_id: Any, round_number: int, answers_digest: str, purpose: str,
-    take_over: Callable[[], Awaitable[dict[str, Any]]] | None = None,
+    take_over: Callable[[], Awaitable[dict[str, Any]]] | None = None, on_worker: Running | None = None,
 ) -> dict[str, Any]:
     """A retry of a round that already advanced: identical answers get the identical outcome.
 
     If the process that advanced the round died before its outcome (the row stays
     untouched), ``take_over`` runs the round again here from the journal, where the
-    answers are recorded: the call stays resumable instead of stuck ``working``.
+    answers are recorded: the call stays resumable instead of stuck ``working``. A round
+    that went on a worker (its ``last_outcome`` says ``on_worker``) answers as the flavor
+    answers for a call on a worker (``on_worker``), until the worker's outcome is there.
     """
     deadline = time.monotonic() + 30
     poll = float(mcp_settings.CANCEL_POLL_SECONDS)
@@ -1053,7 +1078,10 @@ async def repeat_outcome(
         if current_round != round_number + 1 or digest_now != answers_digest:
             break
         if last_outcome and last_outcome.get("round") == round_number + 1:
-            return last_outcome["answer"]
+            if "answer" in last_outcome:
+                return last_outcome["answer"]
+            if last_outcome.get("on_worker") and on_worker is not None:
+                return await on_worker(str(call_id))
         if take_over is not None and poll > 0 and status == "working" and \
                 await store.take_over_round(call_id, round_number + 1, answers_digest, 3 * poll):
             logger.warning("Call %s: the process running round %s is gone; this request runs it again", call_id, round_number + 1)

@@ -95,7 +95,8 @@ def commit_round(
     return True
 
 
-def advance(call_id: Any, expected_round: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str) -> bool:
+def advance(call_id: Any, expected_round: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str,
+            on_worker: bool = False) -> bool:
     """Record answers for pending steps and move the call to the next round (CAS on the round).
 
     Of several concurrent retries of one round exactly one returns True; the others change
@@ -105,7 +106,8 @@ def advance(call_id: Any, expected_round: int, answers: dict[int, tuple[str, Any
     return sql.write_round(
         call_id, _db(), {"round": expected_round, "status": CallStatus.INPUT_REQUIRED, "unexpired_at": now},
         {"round": expected_round + 1, "status": CallStatus.WORKING, "last_answers_digest": answers_digest,
-         "last_outcome": None, "updated_at": now},
+         # A background call goes on a worker from here: a retry of this round is told so (repeat_outcome).
+         "last_outcome": {"round": expected_round + 1, "on_worker": True} if on_worker else None, "updated_at": now},
         answers, [], now,
     )
 
@@ -315,11 +317,18 @@ def set_task_id(call_id: Any, task_id: str) -> bool:
     return bool(ToolCall.objects.filter(id=call_id, status__in=("working", "input_required")).update(celery_task_id=task_id))
 
 
-def tasks_of(principal: str, offset: int, limit: int) -> list[Any]:
-    """A caller's tasks (its background calls), newest first."""
+def tasks_of(principal: str, after: tuple[str, str] | None, limit: int) -> list[Any]:
+    """A caller's tasks (its background calls), newest first; ``after``: only those past that
+    ``(created_at, id)`` position of this order."""
+    from django.db.models import Q
+
     from ..models import ToolCall
 
-    return list(ToolCall.objects.filter(principal=principal, background=True).order_by("-created_at", "-id")[offset:offset + limit])
+    rows = ToolCall.objects.filter(principal=principal, background=True)
+    if after is not None:
+        created_at, call_id = after
+        rows = rows.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=call_id))
+    return list(rows.order_by("-created_at", "-id")[:limit])
 
 
 def call_task_id(call_id: Any) -> str:

@@ -86,6 +86,7 @@ async def _resume(method: str, params: dict[str, Any], responses: dict[str, Any]
             ask=lambda call_id, round_number, pending, carry: input_required(call_id, round_number, pending, rc, target, carry),
             running=lambda call_id: _back_to_worker(call_id, rc, target),
             on_defer=lambda inv, round_number: _defer(inv, round_number, rc, target),
+            on_worker=lambda call_id: _while_on_worker(call_id, rc, target),
         )
 
     carried = core.carried_call(payload)
@@ -143,8 +144,7 @@ async def _hold(call_id: str, rc: RequestContext, target: core.Target) -> dict[s
                 last_progress = progress
                 await rc.emit(jsonrpc.notification_message("notifications/progress", core.progress_params(rc.progress_token, row)))
             if row.status in ("completed", "failed"):
-                result: dict[str, Any] = row.result or {"content": []}
-                return result
+                return core.stored_answer(row)
             if row.status in ("cancelled", "expired"):
                 return core.ended_answer(target, row.status)
             if row.status == "input_required" and journal.pending:

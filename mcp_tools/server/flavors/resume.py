@@ -74,8 +74,7 @@ async def resume(
         raise invalid()
     row, _ = loaded
     if row.status in ("completed", "failed"):
-        result: dict[str, Any] = row.result or {"content": []}
-        return result
+        return core.stored_answer(row)
     if row.status in ("cancelled", "expired"):
         return core.ended_answer(target, row.status)
     if row.status == "input_required" and ask_input is not None:

@@ -190,8 +190,7 @@ async def follow(
                 last_status = row.status
                 await on_status(row)
             if row.status in ("completed", "failed"):
-                result: dict[str, Any] | None = row.result
-                return result
+                return core.stored_answer(row)
             if row.status in ("cancelled", "expired"):
                 raise McpError(INVALID_PARAMS, f"The call was {row.status}")
             if row.status == "input_required":

@@ -82,11 +82,18 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat().replace("+00:00", "Z") if value is not None else None
 
 
+#: What a task whose time to live ran out says (tasks have no "expired" status).
+EXPIRED_MESSAGE = "The task expired before it finished."
+
+
 def task_status(row: Any) -> str:
     """The task status of a call row. A tool error is a *completed* task (``result.isError``);
-    ``failed`` is kept for protocol errors, which the row holds in ``error``."""
+    ``failed`` is kept for protocol errors, which the row holds in ``error``, and for a call
+    that expired unfinished (neither era's task statuses has "expired")."""
     if row.status == "failed" and row.error is None:
         return "completed"
+    if row.status == "expired":
+        return "failed"
     return str(row.status)
 
 
@@ -104,7 +111,9 @@ def task_fields(row: Any) -> dict[str, Any]:
         "ttlMs": ttl_ms,
         "pollIntervalMs": int(row.poll_interval_ms or mcp_settings.TASK_POLL_INTERVAL_MS),
     }
-    if row.status_message:
+    if row.status == "expired":
+        fields["statusMessage"] = EXPIRED_MESSAGE
+    elif row.status_message:
         fields["statusMessage"] = row.status_message
     return fields
 
@@ -139,7 +148,7 @@ async def get(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
         result.pop("resultType", None)
         detailed["result"] = result
     elif status == "failed":
-        detailed["error"] = row.error or {"code": -32603, "message": "The task failed"}
+        detailed["error"] = row.error or {"code": -32603, "message": EXPIRED_MESSAGE if row.status == "expired" else "The task failed"}
     elif status == "input_required":
         detailed["inputRequests"] = {step.key: step.request for step in journal.pending}
     return detailed
@@ -197,7 +206,7 @@ def legacy_task(row: Any) -> dict[str, Any]:
     Unlike the 2026 extension, a tool result with ``isError`` makes the task ``failed``.
     """
     fields = task_fields(row)
-    fields["status"] = str(row.status)
+    fields["status"] = "failed" if row.status == "expired" else str(row.status)
     fields["ttl"] = fields.pop("ttlMs")
     fields["pollInterval"] = fields.pop("pollIntervalMs")
     return fields
@@ -270,10 +279,6 @@ async def legacy_result(params: dict[str, Any], rc: RequestContext) -> dict[str,
             result = await session.follow(task_id, rc, set(), related_task=task_id, on_status=announce)
     except TimeoutError:
         raise McpError(INTERNAL_ERROR, "The task is still running; call tasks/result again", {"taskId": task_id}) from None
-    loaded = await store.load_call(task_id)
-    if loaded is not None and loaded[0].error:
-        error = loaded[0].error
-        raise McpError(int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "The task failed")), error.get("data"))
     answer = dict(result or {"content": []})
     answer["_meta"] = {**(answer.get("_meta") or {}), RELATED_TASK: {"taskId": task_id}}
     return answer
@@ -281,20 +286,24 @@ async def legacy_result(params: dict[str, Any], rc: RequestContext) -> dict[str,
 
 async def legacy_list(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     """``tasks/list``: the caller's own tasks, newest first, a page at a time."""
-    offset = 0
+    after: tuple[str, str] | None = None
     cursor = params.get("cursor")
     if cursor is not None:
         try:
-            offset = int(tokens.unseal("tasks-cursor", cursor).get("o", -1))
+            position = tokens.unseal("tasks-cursor", cursor)
         except tokens.InvalidToken:
             raise invalid_params("Invalid cursor") from None
-        if offset < 0:
+        if not (isinstance(position.get("t"), str) and isinstance(position.get("i"), str)):
             raise invalid_params("Invalid cursor")
+        after = (position["t"], position["i"])
     size = int(mcp_settings.PAGE_SIZE)
-    rows = await store.tasks_of(rc.principal.id, offset, size + 1)
+    rows = await store.tasks_of(rc.principal.id, after, size + 1)
     result: dict[str, Any] = {"tasks": [legacy_task(row) for row in rows[:size]]}
     if len(rows) > size:
-        result["nextCursor"] = tokens.seal("tasks-cursor", {"o": offset + size})
+        # A keyset position (the last task's creation time, exactly, and id): tasks created or
+        # removed between pages neither repeat nor hide one.
+        last = rows[size - 1]
+        result["nextCursor"] = tokens.seal("tasks-cursor", {"t": last.created_at.isoformat(), "i": str(last.id)})
     return result
 
 

@@ -1,0 +1,215 @@
+"""Background calls, MCP Tasks and resume tokens: what a review of them found, each failing before its mend.
+
+A protocol error on the worker read as an empty success, ``time_limit`` ended calls as cancelled,
+a call the broker refused stayed ``working`` forever, tasks said ``expired`` (no such task status),
+``tasks/list`` pages repeated tasks, and a retry of the round that deferred hung for 30 s.
+
+The Celery worker is simulated in-process: ``background.send`` is replaced by a recorder, and the
+test runs ``background.run_in_worker`` itself, exactly as the ``mcp_tools.run_call`` task body does.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from mcp_tools import ToolContext
+from mcp_tools.models import ToolCall
+from mcp_tools.registry import make_tool, registry
+from mcp_tools.server import background
+from mcp_tools.store import sync_calls
+from mcp_tools.transports.http import McpEndpoint
+from tests.asgi_client import HANDSHAKE, call_modern, handshake_message, post_headers, post_json
+
+pytestmark = pytest.mark.django_db(transaction=True)
+APP = McpEndpoint()
+VALID_TASK_STATUSES = {"working", "input_required", "completed", "failed", "cancelled"}
+TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+TASKS_ELICIT = {**TASKS, "elicitation": {"form": {}}}
+RESUMES = {"experimental": {"resumeTokens": {}}}
+
+
+@pytest.fixture
+def queued(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Call ids handed to the (simulated) broker."""
+    sent: list[str] = []
+    monkeypatch.setattr(background, "send", lambda call_id, tool, task_id: sent.append(call_id))
+    return sent
+
+
+async def open_session() -> str:
+    r = await post_json(APP, handshake_message("initialize", {"protocolVersion": HANDSHAKE, "capabilities": {},
+                                                              "clientInfo": {"name": "t", "version": "1"}}), post_headers(version=None))
+    assert r.status == 200
+    return r.header("mcp-session-id")
+
+
+async def legacy(session: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    r = await post_json(APP, handshake_message(method, params), post_headers(version=HANDSHAKE, session=session))
+    assert r.status == 200, r.body
+    return r.json()
+
+
+async def modern(method: str, params: dict[str, Any], capabilities: dict[str, Any]) -> dict[str, Any]:
+    headers = {"mcp-name": params["taskId"]} if method.startswith("tasks/") and isinstance(params.get("taskId"), str) else None
+    r = await call_modern(APP, method, params, capabilities=capabilities, headers=headers)
+    assert r.status == 200, (r.status, r.body)
+    return r.json()
+
+
+PROTOCOL_ERROR = "protocol_error_job failed at the protocol level"
+
+
+async def held_until_the_worker_fails(request: Any, queued: list[str]) -> dict[str, Any]:
+    """Send ``request`` (held while its call runs on a worker), run the worker, and return the answer."""
+    held = asyncio.ensure_future(request)
+    for _ in range(100):
+        if queued:
+            break
+        await asyncio.sleep(0.05)
+    [call_id] = queued
+    assert await background.run_in_worker(call_id, "w-test") == "failed"
+    answer: dict[str, Any] = await asyncio.wait_for(held, 10)
+    return answer
+
+
+def _expire_now(call_id: str) -> None:
+    row = ToolCall.objects.get(id=call_id)
+    ToolCall.objects.filter(id=call_id).update(expires_at=row.created_at)
+
+
+# 1 ---------------------------------------------------------------------------------------------
+async def test_a_2025_expired_task_reads_as_failed(queued: list[str]) -> None:
+    """2025-11-25 tasks: TaskStatus is working|input_required|completed|failed|cancelled. A task whose
+    ttl ran out (and that the sweep expired) answers tasks/get and tasks/list with status "expired"."""
+    session = await open_session()
+    created = await legacy(session, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 30}, "task": {"ttl": 1000}})
+    task_id = created["result"]["task"]["taskId"]
+    await asyncio.sleep(1.2)
+    assert await sync_to_async(sync_calls.expire_overdue)() == 1  # what the periodic sweep does
+    got = await legacy(session, "tasks/get", {"taskId": task_id})
+    listed = await legacy(session, "tasks/list", {})
+    statuses = [t["status"] for t in listed["result"]["tasks"]]
+    assert got["result"]["status"] == "failed" and got["result"]["statusMessage"] == "The task expired before it finished.", got
+    assert set(statuses) <= VALID_TASK_STATUSES, statuses
+
+
+async def test_a_2026_expired_task_reads_as_failed(queued: list[str]) -> None:
+    created = await modern("tools/call", {"name": "slow_compute", "arguments": {"seconds": 30}}, TASKS)
+    task_id = created["result"]["taskId"]
+    await sync_to_async(_expire_now)(task_id)
+    assert await sync_to_async(sync_calls.expire_overdue)() == 1
+    got = await modern("tasks/get", {"taskId": task_id}, TASKS)
+    assert got["result"]["status"] == "failed", got
+    assert got["result"]["error"]["message"] == "The task expired before it finished.", got
+
+
+# 2 ---------------------------------------------------------------------------------------------
+async def test_resuming_a_call_that_failed_with_a_protocol_error_answers_the_error(queued: list[str]) -> None:
+    """A 2026 client with resume tokens; the background tool raises McpError on the worker. Resuming
+    answers {"content": []} (no isError, no JSON-RPC error): the failure reads as an empty success."""
+    args = {"name": "protocol_error_job", "arguments": {}}
+    first = await modern("tools/call", args, RESUMES)
+    token = first["result"]["nextResumeToken"]
+    [call_id] = queued
+    assert await background.run_in_worker(call_id, "w-test") == "failed"
+    row = await sync_to_async(ToolCall.objects.get)(id=call_id)
+    assert row.status == "failed" and row.error is not None
+    again = await modern("tools/call", {**args, "resumeToken": token}, RESUMES)
+    assert again["error"]["message"] == PROTOCOL_ERROR, again
+
+
+async def test_a_held_2026_call_that_failed_with_a_protocol_error_answers_the_error(queued: list[str]) -> None:
+    """Same, for a 2026 client without tasks or resume tokens, whose request is held until the worker ends."""
+    answer = await held_until_the_worker_fails(modern("tools/call", {"name": "protocol_error_job", "arguments": {}}, {}), queued)
+    assert answer["error"]["message"] == PROTOCOL_ERROR, answer
+
+
+# 3 ---------------------------------------------------------------------------------------------
+
+
+async def _sleeper(ctx: ToolContext) -> str:
+    await asyncio.sleep(5)
+    return "done"
+
+
+async def test_time_limit_fails_the_call_with_a_tool_error(queued: list[str]) -> None:
+    """docs/background.md: "time_limit ends the handler cleanly with a tool error". The worker's
+    asyncio.timeout cancels the handler; core.execute takes that for a cancel and ends the row as
+    "cancelled", so the task reads cancelled and the client gets "The call was cancelled"."""
+    with registry.registered_temporarily(make_tool(_sleeper, name="limited_sleeper", background=True, time_limit=0.3)):
+        session = await open_session()
+        created = await legacy(session, "tools/call", {"name": "limited_sleeper", "arguments": {}, "task": {}})
+        task_id = created["result"]["task"]["taskId"]
+        await background.run_in_worker(task_id, "w-test")
+        row = await sync_to_async(ToolCall.objects.get)(id=task_id)
+        got = await legacy(session, "tasks/result", {"taskId": task_id})
+    assert row.status == "failed", (row.status, row.result, row.status_message)
+    assert "ran out of time" in json.dumps(got), got
+
+
+# 7 ---------------------------------------------------------------------------------------------
+async def test_a_2025_session_background_call_that_failed_with_a_protocol_error(queued: list[str]) -> None:
+    """2025-11-25, no task: the request holds the stream while the worker runs. The worker ends the
+    call with a protocol error (row.error, row.result None); session.follow returns None and
+    session.py's `assert result is not None` fires: the client gets an internal error, not the tool's error."""
+    session = await open_session()
+    answer = await held_until_the_worker_fails(legacy(session, "tools/call", {"name": "protocol_error_job", "arguments": {}}), queued)
+    assert answer["error"]["message"] == PROTOCOL_ERROR, answer
+
+
+# 8 ---------------------------------------------------------------------------------------------
+async def test_a_call_the_broker_refused_is_queued_again_by_the_sweep(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The broker is down when the task is sent (after the row committed). The row stays "working"
+    with no lease, and the sweep (which requeues only rows whose lease ran out) never queues it again."""
+    def broker_down(call_id: str, tool: Any, task_id: str) -> None:
+        raise ConnectionError("broker unreachable")
+
+    monkeypatch.setattr(background, "send", broker_down)
+    session = await open_session()
+    r = await post_json(APP, handshake_message("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0}, "task": {}}),
+                        post_headers(version=HANDSHAKE, session=session))
+    first_answer = (r.status, r.body[:300])
+    sent: list[str] = []
+    monkeypatch.setattr(background, "send", lambda call_id, tool, task_id: sent.append(call_id))
+    swept = await sync_to_async(background.sweep)()
+    rows = await sync_to_async(lambda: list(ToolCall.objects.values_list("id", "status", "lease_expires_at")))()
+    stuck = [row for row in rows if row[1] == "working" and str(row[0]) not in sent]
+    assert not stuck, (first_answer, swept, rows)
+
+
+# 9 ---------------------------------------------------------------------------------------------
+async def test_tasks_list_pages_neither_repeat_nor_skip_when_tasks_are_created_between_pages(queued: list[str], settings: Any) -> None:
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "PAGE_SIZE": 2}
+    session = await open_session()
+    ids = []
+    for _ in range(3):
+        created = await legacy(session, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0}, "task": {}})
+        ids.append(created["result"]["task"]["taskId"])
+    page1 = await legacy(session, "tasks/list", {})
+    await legacy(session, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 0}, "task": {}})
+    page2 = await legacy(session, "tasks/list", {"cursor": page1["result"]["nextCursor"]})
+    seen = [t["taskId"] for t in page1["result"]["tasks"] + page2["result"]["tasks"]]
+    assert len(seen) == len(set(seen)), seen
+    assert set(ids) <= set(seen), (ids, seen)
+
+
+# 11 --------------------------------------------------------------------------------------------
+async def test_a_2026_retry_of_the_round_that_deferred_gets_the_same_task(queued: list[str]) -> None:
+    """MRTR retries are idempotent ("identical answers get the identical outcome", core.repeat_outcome).
+    A retry of the round whose handler awaited ctx.defer() (a lost response) should get the same
+    CreateTaskResult. The deferral writes no last_outcome, so repeat_outcome polls for 30 s and answers
+    -32603 "still being processed" while the task runs (or, once it finished, the tool result)."""
+    first = await modern("tools/call", {"name": "test_tool_with_task", "arguments": {}}, TASKS_ELICIT)
+    params = {"name": "test_tool_with_task", "arguments": {}, "requestState": first["result"]["requestState"],
+              "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Bo"}}}}
+    second = await modern("tools/call", params, TASKS_ELICIT)
+    assert second["result"]["resultType"] == "task", second
+    replay = asyncio.ensure_future(call_modern(APP, "tools/call", params, capabilities=TASKS_ELICIT))
+    finished, _ = await asyncio.wait({replay}, timeout=5)
+    replay.cancel()
+    assert replay in finished, "the retry got no answer within 5 s (it polls for 30 s, then answers -32603)"
+    assert replay.result().json()["result"].get("taskId") == second["result"]["taskId"]
