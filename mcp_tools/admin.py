@@ -69,6 +69,10 @@ class StatusFilter(admin.SimpleListFilter):
             }
 
 
+#: The longest search term the calls' changelist takes.
+MAX_SEARCH_CHARS = 500
+
+
 @admin.register(ToolCall)
 class ToolCallAdmin(admin.ModelAdmin):
     list_display = ("status_badge", "tool_name", "who", "served", "age", "last_activity", "progress_bar", "steps", "worker_state")
@@ -92,6 +96,10 @@ class ToolCallAdmin(admin.ModelAdmin):
     def get_search_results(self, request: HttpRequest, queryset: QuerySet[ToolCall], search_term: str) -> tuple[QuerySet[ToolCall], bool]:
         """A UUID is a call id or a Celery task id: look it up exactly instead of scanning every text column."""
         term = search_term.strip()
+        if len(term) > MAX_SEARCH_CHARS:
+            # Longer terms only make the database's LIKE refuse ("pattern too complex") or crawl.
+            self.message_user(request, f"Search terms are limited to {MAX_SEARCH_CHARS} characters.", messages.WARNING)
+            return queryset.none(), False
         try:
             as_uuid = uuid.UUID(term)
         except ValueError:
@@ -192,7 +200,7 @@ class ToolCallAdmin(admin.ModelAdmin):
             return
         retried = 0
         selected = 0
-        for call in queryset.select_related(None).only("id", "tool_name", "status", "background"):
+        for call in queryset.select_related(None).only("id", "tool_name", "status", "background", "retried_as"):
             selected += 1
             if not is_retryable(call):
                 continue
@@ -234,6 +242,8 @@ class ToolCallAdmin(admin.ModelAdmin):
         """The read-only report of one call (no form: nothing here is edited)."""
         from .console import views
 
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied  # before the lookup: no answer may tell which call ids exist
         call = self.get_object(request, unquote(object_id))
         if call is None:
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]

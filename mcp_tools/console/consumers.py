@@ -48,10 +48,18 @@ def can_watch(user: Any) -> bool:
     )
 
 
-def _snapshot() -> tuple[str, str]:
+def _snapshot_for(user: Any) -> tuple[str, str] | None:
+    """The dashboard for ``user`` if they may still watch it, read again from the database (staff
+    status and permissions change while a page stays open); None when they may not any more."""
     from . import queries
     from .display import render_panel
 
+    from django.contrib.auth import get_user_model
+
+    pk = getattr(user, "pk", None)  # the scope's user is a lazy object: ask the user model itself
+    fresh = get_user_model()._default_manager.filter(pk=pk).first() if pk is not None else None
+    if not can_watch(fresh):
+        return None
     data = queries.dashboard()
     return data.fingerprint, render_panel(data)
 
@@ -75,8 +83,8 @@ class ConsoleConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         if self.channel_layer is not None:
             await self.channel_layer.group_add(CONSOLE_GROUP, self.channel_name)
-        await self.push()
-        self.ticker = asyncio.ensure_future(self.watch())
+        if await self.push():
+            self.ticker = asyncio.ensure_future(self.watch())
 
     async def disconnect(self, code: int) -> None:
         ticker = getattr(self, "ticker", None)
@@ -109,15 +117,23 @@ class ConsoleConsumer(AsyncJsonWebsocketConsumer):
                 await asyncio.wait_for(self.wake.wait(), TICK_SECONDS)
             if self.wake.is_set():
                 self.wake.clear()
-                await self.push()
+                if not await self.push():
+                    return
                 last_push = loop.time()
                 await asyncio.sleep(MIN_GAP_SECONDS)
                 continue
             if loop.time() - last_push >= REFRESH_SECONDS or await database_sync_to_async(_fingerprint)() != self.fingerprint:
-                await self.push()
+                if not await self.push():
+                    return
                 last_push = loop.time()
 
-    async def push(self) -> None:
-        self.fingerprint, html = await database_sync_to_async(_snapshot)()
+    async def push(self) -> bool:
+        """Send the dashboard; False (and the socket closed, 4403) when the user may not watch any more."""
+        snapshot = await database_sync_to_async(_snapshot_for)(self.scope.get("user"))
+        if snapshot is None:
+            await self.close(code=FORBIDDEN)
+            return False
+        self.fingerprint, html = snapshot
         changed, self.changed = sorted(self.changed - {""}), set()
         await self.send_json({"type": "dashboard", "fingerprint": self.fingerprint, "html": html, "changed": changed})
+        return True

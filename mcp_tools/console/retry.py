@@ -24,5 +24,5 @@ def retry_api() -> Callable[[str], Any] | None:
 
 
 def is_retryable(call: ToolCall) -> bool:
-    """Only a failed background call can be queued again."""
-    return call.status == CallStatus.FAILED and bool(getattr(call, "background", False))
+    """Only a failed background call can be queued again, once."""
+    return call.status == CallStatus.FAILED and bool(getattr(call, "background", False)) and getattr(call, "retried_as", None) is None

@@ -102,13 +102,13 @@ def act(model_admin: ToolCallAdmin, request: HttpRequest, object_id: str, action
     if request.method != "POST":
         return HttpResponseNotAllowed(["POST"])
     name = ACTIONS.get(action)
-    call = model_admin.get_object(request, unquote(object_id))
-    if call is None:
-        return redirect(reverse("admin:mcp_tools_toolcall_changelist"))
     available = model_admin.get_actions(request)  # filtered by the user's permissions
     action_entry = available.get(name) if name is not None else None
     if action_entry is None:
-        raise PermissionDenied
+        raise PermissionDenied  # before the lookup: no answer may tell which call ids exist
+    call = model_admin.get_object(request, unquote(object_id))
+    if call is None:
+        return redirect(reverse("admin:mcp_tools_toolcall_changelist"))
     func = action_entry[0]
     func(model_admin, request, ToolCall.objects.filter(pk=call.pk))
     return redirect(reverse("admin:mcp_tools_toolcall_change", args=[call.pk]))

@@ -342,26 +342,35 @@ def copy_failed_background_call(call_id: Any, task_id: str) -> tuple[str, str, s
     """A new working row for a failed background call, keeping its journal's ``once`` steps out.
 
     Returns ``(new call id, tool name, task id)``, or None if ``call_id`` is not a failed
-    background call.
+    background call, or was retried already (``retried_as``: a call is retried once).
     """
+    import uuid
+
+    from django.core.exceptions import ValidationError as DjangoValidationError
+    from django.db import transaction
+
     from ..models import ToolCall
 
-    try:
-        old = ToolCall.objects.filter(id=call_id, background=True, status="failed").first()
-    except (ValueError, TypeError):
-        return None
-    if old is None:
-        return None
-    fields = {
-        name: getattr(old, name)
-        for name in ("method", "tool_name", "arguments", "user_id", "principal", "protocol_version", "flavor",
-                     "params_digest", "client_capabilities", "session_id", "poll_interval_ms")
-    }
-    new = ToolCall.objects.create(
-        **fields, background=True, status="working", celery_task_id=task_id, status_message=f"Retry of {old.id}",
-        expires_at=timezone.now() + timedelta(seconds=mcp_settings.CALL_TTL),
-    )
-    return str(new.id), old.tool_name, task_id
+    retryable = {"background": True, "status": "failed", "retried_as__isnull": True}
+    new_id = uuid.uuid4()
+    with transaction.atomic(using=_db()):
+        try:
+            # Compare-and-set: of two retries of one call (a double click, two operators) one wins.
+            if not ToolCall.objects.filter(id=call_id, **retryable).update(retried_as=new_id):
+                return None
+        except (ValueError, TypeError, DjangoValidationError):
+            return None
+        old = ToolCall.objects.get(id=call_id)
+        fields = {
+            name: getattr(old, name)
+            for name in ("method", "tool_name", "arguments", "user_id", "principal", "protocol_version", "flavor",
+                         "params_digest", "client_capabilities", "session_id", "poll_interval_ms")
+        }
+        ToolCall.objects.create(
+            **fields, id=new_id, background=True, status="working", celery_task_id=task_id, status_message=f"Retry of {old.id}",
+            expires_at=timezone.now() + timedelta(seconds=mcp_settings.CALL_TTL),
+        )
+    return str(new_id), old.tool_name, task_id
 
 
 def touch_live(call_id: Any) -> bool:
