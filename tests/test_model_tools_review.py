@@ -201,3 +201,12 @@ async def test_an_id_of_the_wrong_json_type_is_refused(wrong: Any) -> None:
     answer = await call("shop.orders.retrieve", {"id": value}, token=tokens["clerk"])
     assert answer["error"]["code"] == -32602, answer
     assert answer["error"]["data"]["errors"][0]["field"] == "id"
+
+
+async def test_a_list_filter_value_outside_the_field_s_choices_is_refused() -> None:
+    tokens, _ = await sync_to_async(seed)()
+    refused = await call("shop.orders.list", {"status": "bogus"}, token=tokens["clerk"])
+    assert refused["error"]["code"] == -32602, refused
+    assert refused["error"]["data"]["errors"][0]["field"] == "status"
+    listed = await call("shop.orders.list", {"status": "open"}, token=tokens["clerk"])
+    assert listed["result"]["structuredContent"]["results"], listed

@@ -121,6 +121,9 @@ class Order(models.Model):
         Args:
             amount: How much to refund, at most what is left of the order's total.
         """
+        # One refund of an order at a time (the method runs in a transaction): two concurrent
+        # refunds would both read the same total refunded so far and together exceed the order.
+        Order.objects.select_for_update().filter(pk=self.pk).exists()
         refunded = self.refunds.aggregate(total=Sum("amount"))["total"] or Decimal("0")
         if refunded + amount > self.total:
             raise ValidationError({"amount": f"At most {self.total - refunded} is left to refund on order {self.number}."})

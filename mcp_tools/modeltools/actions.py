@@ -28,9 +28,9 @@ from typing import Any, TypeVar
 from django.core import checks
 from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
-from rest_framework.exceptions import ValidationError as DRFValidationError
 from django.db import models, transaction
 from django.db.models.signals import class_prepared
+from rest_framework.exceptions import ValidationError as DRFValidationError
 
 from ..engine.context import ToolContext
 from ..registry import AlreadyRegistered, registry

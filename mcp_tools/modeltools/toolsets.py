@@ -26,14 +26,15 @@ import decimal
 import inspect
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from django.core import checks, signing
 from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
-from rest_framework.exceptions import ValidationError as DRFValidationError
 from django.db import models, transaction
 from django.db.models import Q
+from pydantic import Field
+from rest_framework.exceptions import ValidationError as DRFValidationError
 
 from ..registry.results import ToolError, ToolResult
 from ..registry.schemas import InputSpec, OutputSpec
@@ -391,9 +392,10 @@ class ModelToolset:
             field = model._meta.get_field(field_name)
             kind: Any = bool if lookup == "isnull" else base.field_python_type(field)  # type: ignore[arg-type]
             schema = base.type_schema(kind)
-            choices = getattr(field, "choices", None)
-            if choices and lookup == "exact":
-                schema["enum"] = [value for value, _ in choices]
+            if getattr(field, "choices", None) and lookup == "exact":
+                values = [value for value, _ in field.flatchoices]  # type: ignore[union-attr]
+                schema["enum"] = values
+                kind = Literal[tuple(values)]  # enforced, not only advertised: a value no row can have is -32602
             properties[argument] = {**schema, "description": f"Only {base.verbose(model, True)} whose {field_name} {lookup} this value."}
             fields[argument] = (kind | None, None)
         if cls.search_fields:
@@ -404,10 +406,6 @@ class ModelToolset:
         properties["limit"] = {"type": "integer", "minimum": 1, "maximum": cls.max_page_size,
                                "description": f"Rows per page (default {cls.page_size}, at most {cls.max_page_size})."}
         properties["cursor"] = {"type": "string", "description": "The nextCursor of the previous page."}
-        from typing import Annotated, Literal
-
-        from pydantic import Field
-
         fields["ordering"] = (Literal[tuple(orderings)] | None, None)
         fields["limit"] = (Annotated[int, Field(ge=1, le=cls.max_page_size)] | None, None)
         fields["cursor"] = (str | None, None)
