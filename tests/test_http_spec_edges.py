@@ -23,6 +23,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 APP = McpEndpoint()
 
 
+@pytest.fixture(autouse=True)
+def _in_memory_layer(settings: Any) -> None:
+    """These tests call the endpoint in the test's own event loop and check HTTP semantics, not
+    delivery between processes (the live tests check that over Redis): a Redis layer's connections
+    belong to the event loop that opened them, and pytest gives each test a new one."""
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
 async def open_session(capabilities: dict[str, Any] | None = None) -> str:
     r = await post_json(APP, handshake_message("initialize", {"protocolVersion": HANDSHAKE, "capabilities": capabilities or {},
                                                               "clientInfo": {"name": "t", "version": "1"}}), post_headers(version=None))
