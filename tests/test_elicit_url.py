@@ -36,8 +36,10 @@ async def test_url_elicitation_asks_in_url_mode_and_completes_on_accept(app) -> 
     assert first["resultType"] == "input_required"
     request = first["inputRequests"]["link"]
     assert request["method"] == "elicitation/create"
-    assert request["params"] == {"mode": "url", "message": "Link your account",
-                                 "url": "https://example.com/link?state=abc", "elicitationId": "link"}
+    params = dict(request["params"])
+    elicitation_id = params.pop("elicitationId")
+    assert params == {"mode": "url", "message": "Link your account", "url": "https://example.com/link?state=abc"}
+    assert len(elicitation_id) == 32, "a new unique id per elicitation (the spec's), not the step key"
     second = await call_modern(app, "tools/call", {"name": "connect_account", "arguments": {},
                                                    "requestState": first["requestState"],
                                                    "inputResponses": {"link": {"action": "accept"}}}, capabilities=URL_CAPABLE)

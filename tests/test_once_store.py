@@ -105,7 +105,7 @@ def test_an_ended_call_runs_no_effect() -> None:
     assert journaled(call_id) == []
 
 
-def test_an_effect_that_fails_journals_nothing_and_its_writes_roll_back() -> None:
+def test_an_effect_that_fails_journals_its_failure_and_its_writes_roll_back() -> None:
     call_id = new_call()
 
     def effect() -> None:
@@ -116,7 +116,10 @@ def test_an_effect_that_fails_journals_nothing_and_its_writes_roll_back() -> Non
         sync_calls.run_once(call_id, once_step(), effect, (), {})
 
     assert not User.objects.filter(username="half-done").exists()
-    assert journaled(call_id) == []
+    # The failure is journaled (so a replay fails the same way instead of running the effect again).
+    assert journaled(call_id) == [(0, "failed", None)]
+    error = CallStep.objects.get(call_id=call_id).error
+    assert error == {"type": "builtins.RuntimeError", "message": "the payment provider said no"}
 
 
 @needs_concurrent_writers

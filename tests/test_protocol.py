@@ -310,9 +310,10 @@ def test_check_answer_answer_must_be_object(answer: object) -> None:
     assert "object" in _invalid("elicitation/create", FORM, answer)
 
 
-def test_check_answer_elicitation_fields_outside_schema_are_not_type_checked() -> None:
-    """Current behaviour: unknown content keys pass (the handler's own model validates them)."""
-    answers.check_answer("elicitation/create", FORM, {"action": "accept", "content": {"env": "staging", "extra": object()}})
+def test_check_answer_elicitation_fields_outside_schema_are_refused() -> None:
+    """Content must match the requested schema: a field it does not name never reaches the handler."""
+    assert "'extra' is not in the requested schema" in _invalid(
+        "elicitation/create", FORM, {"action": "accept", "content": {"env": "staging", "extra": object()}})
 
 
 def test_check_answer_elicitation_url_mode_accept_skips_form_checks() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import typing
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -14,8 +15,8 @@ from pydantic import BaseModel, ValidationError
 
 from ..protocol.errors import MISSING_CLIENT_CAPABILITY, McpError
 from ..protocol.levels import LOG_LEVELS
-from .errors import Defer, ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, Suspend
-from .journal import Journal, Step, digest
+from .errors import Defer, ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, Suspend, once_exception
+from .journal import Journal, Step, digest, failed_once_key
 
 if TYPE_CHECKING:
     from ..server.auth import Principal
@@ -58,6 +59,7 @@ class StepRequest(typing.Generic[T]):
         params: dict[str, Any],
         key: str | None,
         convert: Callable[[Any], T],
+        fresh_id: str | None = None,
     ) -> None:
         self.ctx = ctx
         self.kind = kind
@@ -65,6 +67,9 @@ class StepRequest(typing.Generic[T]):
         self.params = params
         self.key = key
         self.convert = convert
+        #: A parameter given a new unique value when the step is first asked, kept in the journal
+        #: (and out of the digest that replays compare).
+        self.fresh_id = fresh_id
 
     def __await__(self) -> typing.Generator[Any, None, T]:
         return self._single().__await__()
@@ -219,7 +224,9 @@ class ToolContext:
         caps = self.client_capabilities.get("elicitation")
         self._require({"elicitation": {"url": {}}}, isinstance(caps, dict) and "url" in caps)
         step_key = self._key("elicit", key)
-        params = {"mode": "url", "message": message, "url": url, "elicitationId": elicitation_id or step_key}
+        params = {"mode": "url", "message": message, "url": url}
+        if elicitation_id is not None:
+            params["elicitationId"] = elicitation_id
 
         def convert(answer: dict[str, Any]) -> None:
             if answer.get("action") == "decline":
@@ -227,7 +234,9 @@ class ToolContext:
             if answer.get("action") != "accept":
                 raise ElicitationCancelled(message)
 
-        return StepRequest(self, "elicit", "elicitation/create", params, step_key, convert)
+        # Without an id of the handler's, a new one per elicitation (the spec's "unique identifier").
+        return StepRequest(self, "elicit", "elicitation/create", params, step_key, convert,
+                           fresh_id=None if elicitation_id is not None else "elicitationId")
 
     def list_roots(self, *, key: str | None = None) -> StepRequest[list[dict[str, Any]]]:
         """The client's roots (``roots/list``)."""
@@ -345,6 +354,8 @@ class ToolContext:
             step_digest = digest([request.kind, wire])
             step = journal.at(seq)
             if step is None:
+                if request.fresh_id is not None:
+                    wire = {"method": request.method, "params": {**request.params, request.fresh_id: uuid.uuid4().hex}}
                 step = Step(seq=seq, kind=request.kind, key=request.key or f"step-{seq}", digest=step_digest, request=wire)
                 journal.steps.append(step)
             elif step.kind != request.kind or step.key != request.key or step.digest != step_digest:
@@ -377,14 +388,22 @@ class ToolContext:
         step_digest = digest(["once", key])
         step = journal.at(seq)
         if step is not None:
-            if step.kind != "once" or step.key != key:
+            failed = step.status == "failed"
+            if step.kind != "once" or step.key != (failed_once_key(key, seq) if failed else key):
                 raise NonDeterministicHandler(
                     f"Step {seq} of this call was {step.kind} {step.key!r} but the handler now runs once({key!r})"
                 )
+            if failed:
+                # It failed when it ran (and its writes rolled back): it fails again, the same way,
+                # so a handler that caught it takes the same path on every replay.
+                raise once_exception(step.error)
             return step.response
         step = Step(seq=seq, kind="once", key=key, digest=step_digest)
-        value = await self._inv.runtime.run_once(self._inv, step, fn, args, kwargs)
-        journal.steps.append(step)
+        try:
+            value = await self._inv.runtime.run_once(self._inv, step, fn, args, kwargs)
+        finally:
+            if step.persisted:  # done, or failed and journaled as such
+                journal.steps.append(step)
         return value
 
     @property

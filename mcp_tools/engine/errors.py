@@ -13,6 +13,35 @@ class StepFailed(Exception):
         self.error = error or {}
 
 
+class OnceFailed(RuntimeError):
+    """On replay, a ``ctx.once`` effect that failed when it ran, whose exception class cannot be
+    made again (not imported here, or it needs other arguments). Its message is the original's."""
+
+
+def error_of_once(exc: BaseException) -> dict[str, Any]:
+    """How a failed ``ctx.once`` effect is journaled: its exception's class and message."""
+    return {"type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": str(exc)}
+
+
+def once_exception(error: dict[str, Any] | None) -> Exception:
+    """The exception a journaled failed ``ctx.once`` raises again on replay: its own class when that
+    is an ``Exception`` already imported that takes the message alone, else :class:`OnceFailed`."""
+    import sys
+
+    error = error or {}
+    message = str(error.get("message", ""))
+    module, _, name = str(error.get("type", "")).rpartition(".")
+    found: Any = sys.modules.get(module)  # no import: replaying must not run a module's code
+    for part in name.split("."):
+        found = getattr(found, part, None)
+    if isinstance(found, type) and issubclass(found, Exception):
+        try:
+            return found(message)
+        except Exception:
+            pass
+    return OnceFailed(message)
+
+
 class ElicitationDeclined(Exception):
     """The user explicitly declined to answer an elicitation."""
 

@@ -41,12 +41,27 @@ class Step:
         return self.status != "pending"
 
 
+def failed_once_key(key: str, seq: int) -> str:
+    """The key a failed ``ctx.once`` step is journaled under: keys are unique in a call, and a handler
+    that tries the effect again under the same key journals the retry as ``key`` itself."""
+    return f"{key[:100]}#failed:{seq}"
+
+
 @dataclass
 class Journal:
     steps: list[Step] = field(default_factory=list)
 
     def at(self, seq: int) -> Step | None:
-        return self.steps[seq] if seq < len(self.steps) else None
+        """The step numbered ``seq``, if journaled. Usually the one at that position; not always: a
+        ``ctx.once`` whose effect failed took its number and left no step, and concurrent steps
+        (``asyncio.gather``) are appended as they finish."""
+        steps = self.steps
+        if seq < len(steps) and steps[seq].seq == seq:
+            return steps[seq]
+        for step in steps:
+            if step.seq == seq:
+                return step
+        return None
 
     def by_key(self, key: str) -> Step | None:
         for step in self.steps:

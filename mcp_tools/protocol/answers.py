@@ -35,6 +35,35 @@ def _check_value(name: str, value: Any, schema: dict[str, Any]) -> None:
         raise InvalidAnswer(f"field {name!r} must be one of {allowed}")
 
 
+def _check_constraints(name: str, value: Any, schema: dict[str, Any]) -> None:
+    """The rest of what the field's schema says (lengths, ranges, formats, array items), by jsonschema."""
+    from jsonschema import Draft202012Validator, FormatChecker
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        error = next(Draft202012Validator(schema, format_checker=FormatChecker()).iter_errors(value), None)
+    except SchemaError:  # the server's own schema: not the client's fault, and checked by type above
+        return
+    if error is not None:
+        raise InvalidAnswer(f"field {name!r}: {error.message}")
+
+
+#: What each kind of sampling content block must carry, and of which type (2025-11-25 schema).
+_BLOCK_FIELDS: dict[str, dict[str, type]] = {
+    "text": {"text": str},
+    "image": {"data": str, "mimeType": str},
+    "audio": {"data": str, "mimeType": str},
+    "tool_use": {"id": str, "name": str, "input": dict},
+    "tool_result": {"toolUseId": str, "content": list},
+}
+
+
+def _check_block(block: dict[str, Any]) -> None:
+    for field, kind in _BLOCK_FIELDS.get(block["type"], {}).items():
+        if not isinstance(block.get(field), kind):
+            raise InvalidAnswer(f'a sampling "{block["type"]}" block needs "{field}" of type {kind.__name__}')
+
+
 def check_answer(method: str, params: dict[str, Any], answer: Any) -> None:
     """Raise :class:`InvalidAnswer` unless ``answer`` is a valid result for ``method``."""
     if not isinstance(answer, dict):
@@ -52,9 +81,12 @@ def check_answer(method: str, params: dict[str, Any], answer: Any) -> None:
             for required in schema.get("required") or []:
                 if required not in content:
                     raise InvalidAnswer(f"required field {required!r} is missing")
+            unknown = sorted(set(content) - set(properties))
+            if unknown:
+                raise InvalidAnswer(f"field {unknown[0]!r} is not in the requested schema")
             for name, value in content.items():
-                if name in properties:
-                    _check_value(name, value, properties[name])
+                _check_value(name, value, properties[name])
+                _check_constraints(name, value, properties[name])
         return
     if method == "sampling/createMessage":
         if answer.get("role") != "assistant":
@@ -63,6 +95,8 @@ def check_answer(method: str, params: dict[str, Any], answer: Any) -> None:
         blocks = content if isinstance(content, list) else [content]
         if not blocks or not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in blocks):
             raise InvalidAnswer('a sampling answer needs "content" blocks with a "type"')
+        for block in blocks:
+            _check_block(block)  # type: ignore[arg-type]  # each a dict with a "type" (checked above)
         if "model" in answer and not isinstance(answer["model"], str):
             raise InvalidAnswer('"model" must be a string')
         return

@@ -202,6 +202,8 @@ async def run_in_worker(call_id: str, worker: str, attempt: int = 0) -> str:
                 logger.info("Background call %s raised %r; retry %d of %d", call_id, exc, attempt + 1, tool.max_retries)
                 await store.save_round(call_id, row.round, [s for s in inv.journal.steps if not s.persisted],
                                        worker="", lease_expires_at=None)
+                # The retry runs failed effects again: that is what retry_on is for.
+                await store.db(store.sync_calls.drop_failed_once_steps)(call_id)
                 raise RetryCall(tool.retry_backoff * 2**attempt) from exc
             outcome = core.error_result(f"The call failed after {attempt + 1} attempts: {type(exc).__name__}: {exc}")
     finally:

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import inspect
 import logging
 import time
 import types
@@ -196,10 +197,21 @@ class Runtime:
         if inv.call_id is None:
             await ensure_row(inv, status="working")
         await claim(inv)
-        if asyncio.iscoroutinefunction(fn):
+        if asyncio.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
             # An async side effect cannot share the journal's transaction; it runs, then is journaled.
-            value = await fn(*args, **kwargs)
-            _, recorded = await store.record_once(inv.call_id, step, value)
+            # Checked first, as a sync one is: it does not start once a cancel has committed, nor
+            # when another run journaled the step.
+            try:
+                journaled, recorded = await store.check_once(inv.call_id, step)
+            except store.CallNotLive:
+                raise asyncio.CancelledError(cancellation.SERVER_CANCEL) from None
+            if not journaled:
+                try:
+                    value = await fn(*args, **kwargs)
+                except Exception as exc:
+                    await store.record_failed_once(inv.call_id, step, exc)
+                    raise
+                _, recorded = await store.record_once(inv.call_id, step, value)
         else:
             try:
                 _, recorded = await store.run_once(inv.call_id, step, fn, args, kwargs)

@@ -18,7 +18,7 @@ from .hop import close_connections, db
 __all__ = [
     "CallNotLive", "advance", "call_task_id", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "answer_step", "append_event", "call_for_stream", "call_request_id", "session_calls", "call_status", "claim_round",
     "create_call", "create_session", "db", "delete_session", "events_after", "get_session", "load_call",
-    "record_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
+    "record_once", "check_once", "record_failed_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
     "subscribers", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "record_progress", "set_stream",
 ]
 
@@ -32,6 +32,8 @@ claim_round = db(sync_calls.claim_round)
 answer_step = db(sync_calls.answer_step)
 run_once = db(sync_calls.run_once)
 record_once = db(sync_calls.record_once)
+check_once = db(sync_calls.check_once)
+record_failed_once = db(sync_calls.record_failed_once)
 end_call = db(sync_calls.end_call)
 record_progress = db(sync_calls.record_progress)
 set_stream = db(sync_calls.set_stream)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from datetime import timedelta
 from collections.abc import Callable
@@ -162,18 +163,71 @@ def run_once(call_id: Any, step: Step, fn: Any, args: tuple[Any, ...], kwargs: d
                 journaled, response = _once_journaled(call_id, step, using)
                 if journaled:
                     return False, response
-            done.response = _json_value(fn(*args, **kwargs))
+            try:
+                value = fn(*args, **kwargs)
+            except Exception as exc:
+                raise _EffectFailed(exc) from exc  # rolls fn's writes back
+            if inspect.isawaitable(value):
+                if inspect.iscoroutine(value):
+                    value.close()  # never awaited: say why instead of Python's warning
+                raise TypeError(f"ctx.once({step.key!r}, ...) was given a function that returns an awaitable: "
+                                "pass the async function itself (ctx.once(key, send_mail, to)), not a lambda around it")
+            done.response = _json_value(value)
             began = sql.transaction_has_work(using)
             if began:  # the step commits with what fn wrote (and before fn's on_commit hooks run)
                 sql.insert_steps(call_id, using, [done], timezone.now())
         if not began:
             sql.insert_steps(call_id, using, [done], timezone.now())  # one statement: atomic by itself
+    except _EffectFailed as failed:
+        record_failed_once(call_id, step, failed.error)
+        raise failed.error from None
     except IntegrityError:
         journaled, response = _once_journaled(call_id, step, using, live=False)
         if not journaled:
             raise
         return False, response
     return True, done.response
+
+
+class _EffectFailed(Exception):
+    """The effect of a ``ctx.once`` raised (carried out of the transaction, which rolls back)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def record_failed_once(call_id: Any, step: Step, exc: Exception) -> None:
+    """Journal that a ``ctx.once`` effect failed (its class and message): on replay it fails again
+    the same way instead of running again, so the handler takes the path it took. A concurrent run
+    that journaled the step first keeps its entry."""
+    from django.db import IntegrityError, transaction
+
+    from ..engine.errors import error_of_once
+    from ..engine.journal import failed_once_key
+
+    step.status, step.error, step.response = "failed", error_of_once(exc), None
+    step.key = failed_once_key(step.key, step.seq)
+    try:
+        with transaction.atomic(using=_db()):  # a savepoint inside a caller's transaction
+            sql.insert_steps(call_id, _db(), [step], timezone.now())
+    except IntegrityError:
+        return
+    step.persisted = True
+
+
+def drop_failed_once_steps(call_id: Any) -> int:
+    """Forget the ``ctx.once`` effects that failed (before a worker retries the call: they run again)."""
+    from ..models import CallStep
+
+    deleted, _ = CallStep.objects.filter(call_id=call_id, kind="once", status="failed").delete()
+    return deleted
+
+
+def check_once(call_id: Any, step: Step) -> tuple[bool, Any]:
+    """Before an async ``ctx.once`` effect: ``(True, value)`` if some run journaled the step, else
+    ``(False, None)``; :class:`CallNotLive` if the call has ended."""
+    return _once_journaled(call_id, step, _db())
 
 
 def _once_journaled(call_id: Any, step: Step, using: str, live: bool = True) -> tuple[bool, Any]:

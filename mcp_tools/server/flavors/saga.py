@@ -27,6 +27,10 @@ def suspended(call_id: str, round_number: int, pending: list[Step], rc: RequestC
     }
 
 
+#: What a saga answers for a tool that runs on a background worker (it cannot follow one).
+ON_WORKER = "This tool continues on a background worker, which a saga cannot follow; call it with tools/call."
+
+
 async def call(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     """``tools/callSaga``: run the tool until it completes or needs its first steps."""
     target = await core.resolve_target("tools/callSaga", params, rc.principal)
@@ -36,6 +40,8 @@ async def call(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     if isinstance(outcome, engine.NeedsInput):
         call_id = await core.suspend(inv, rc, 0)
         return suspended(call_id, 0, outcome.pending, rc, target)
+    if isinstance(outcome, engine.Deferred):
+        outcome = core.error_result(ON_WORKER)  # a background tool, or one that deferred
     return await core.finish(inv, target, outcome, rc, 0)
 
 
@@ -53,18 +59,20 @@ async def resume(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     errors: dict[str, Any] = {}
     for entry in completed:
         if entry.get("error") is not None:
-            step = journal.by_key(entry["stepId"])
-            if step is not None and step.status == "pending":
-                errors[entry["stepId"]] = entry["error"] if isinstance(entry["error"], dict) else {"message": str(entry["error"])}
-            continue
-        responses[entry["stepId"]] = entry.get("result")
+            errors[entry["stepId"]] = entry["error"] if isinstance(entry["error"], dict) else {"message": str(entry["error"])}
+        else:
+            responses[entry["stepId"]] = entry.get("result")
+    # Full history: steps answered in earlier rounds are ignored; ids this call never asked for are refused.
+    never_asked = sorted(key for key in {*responses, *errors} if journal.by_key(key) is None)
+    if never_asked:
+        raise invalid_params("completedSteps has stepIds this saga never asked for", {"stepIds": never_asked})
     round_number = payload["r"]
 
     def ask(call_id: str, next_round: int, pending: list[Step], carry: Journal | None) -> dict[str, Any]:
         return suspended(call_id, next_round, pending, rc, target)  # saga tokens carry no journal
 
-    if not errors:
-        # Full history: steps answered in earlier rounds are ignored; unknown ids are refused.
+    failing_now = any((step := journal.by_key(key)) is not None and step.status == "pending" for key in errors)
+    if not errors or (row.round == round_number and not failing_now):
         return await core.advance_and_run(row, journal, round_number, responses, target, rc, purpose="saga", ask=ask, strict_keys=True)
     return await _advance_with_failures(row, journal, round_number, responses, errors, target, rc, ask)
 
@@ -74,13 +82,18 @@ async def _advance_with_failures(
     target: core.Target, rc: RequestContext, ask: core.AskForInput,
 ) -> dict[str, Any]:
     """A round where some steps failed: journal them as failed, with the others' results."""
+    # Over every entry, pending or not: an identical retry has the identical digest.
     answers_digest = digest({**responses, **{k: {"__error__": e} for k, e in errors.items()}})
     if row.round != round_number:
-        return await core.repeat_outcome(row.id, round_number, answers_digest, "saga")
+        async def take_over() -> dict[str, Any]:
+            return await core.rerun_round(row.id, round_number + 1, target, rc, ask=ask, on_defer=None)
+
+        return await core.repeat_outcome(row.id, round_number, answers_digest, "saga", take_over)
     answers: dict[int, tuple[str, Any, Any]] = {}
     for key, error in errors.items():
         step = journal.by_key(key)
-        assert step is not None  # only pending steps' errors were kept
+        if step is None or step.status != "pending":
+            continue  # answered in an earlier round (a full history): ignored
         step.status = "failed"
         step.error = error
         answers[step.seq] = ("failed", None, error)
