@@ -43,6 +43,9 @@ class ToolCall(models.Model):
     session_id = models.CharField(_("session"), max_length=64, blank=True)
     #: The JSON-RPC id of the request that started the call, as JSON ("" for none): ``"7"`` and ``7`` differ.
     request_id = models.TextField(_("request id"), blank=True)
+    #: The scopes of the OAuth token that made the call (null: not scope-limited): a worker that
+    #: runs it later checks tool permissions with the same scopes.
+    scopes = models.JSONField(_("token scopes"), null=True, blank=True)
     retried_as = models.UUIDField(_("retried as"), null=True, blank=True,
                                   help_text=_("The new call an operator started to retry this failed one (once)."))
     stream_id = models.CharField(_("SSE stream"), max_length=64, blank=True, help_text=_("The 2025-11-25 response stream that carries this call."))

@@ -19,6 +19,7 @@ registers a tool for the length of a ``with`` block.
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 from collections.abc import Callable
@@ -88,7 +89,9 @@ class McpTestClient:
         }
         name = params.get("uri") if method == "resources/read" else params.get("name")
         if method in ("tools/call", "prompts/get", "resources/read") and isinstance(name, str):
-            headers["mcp-name"] = name
+            # A value a header cannot carry as it is goes in the 2026-07-28 base64 form.
+            headers["mcp-name"] = name if name.isascii() and name.isprintable() else \
+                "=?base64?" + base64.b64encode(name.encode()).decode() + "?="
         if self.token:
             headers["authorization"] = f"Token {self.token}"
         status, body = await self._post(headers, {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params})

@@ -219,4 +219,10 @@ def dumps(message: dict[str, Any]) -> bytes:
     try:
         return orjson.dumps(message, default=str, option=_ORJSON_OPTIONS)
     except (orjson.JSONEncodeError, TypeError):
-        return _encode(message).encode()
+        text = _encode(message)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        # A lone surrogate (a client may send "\\ud800", and have it echoed): valid as a JSON
+        # escape, not as UTF-8. Written escaped, it reads back as the same string.
+        return json.dumps(message, ensure_ascii=True, separators=(",", ":"), default=str).encode()

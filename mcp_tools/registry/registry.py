@@ -16,7 +16,9 @@ import types
 import typing
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any, overload
+from urllib.parse import unquote
 
+from django.core.exceptions import ImproperlyConfigured
 from pydantic import BaseModel
 
 from ..engine.context import ToolContext
@@ -182,6 +184,10 @@ class Resource:
             for part in re.split(r"(\{[^}]+\})", self.uri_template):
                 if part.startswith("{") and part.endswith("}"):
                     var = part[1:-1].lstrip("+#")
+                    if not var.isidentifier():  # {?q}, {/path}, {a,b}: RFC 6570 levels 3 and 4
+                        raise ImproperlyConfigured(
+                            f"Resource template {self.uri_template!r}: {part} is not supported; use {{name}} or {{+name}} variables"
+                        )
                     pattern += f"(?P<{var}>[^/]+)" if not part.startswith("{+") else f"(?P<{var}>.+)"
                 else:
                     pattern += re.escape(part)
@@ -191,7 +197,8 @@ class Resource:
         if self._pattern is None:
             return None
         found = self._pattern.match(uri)
-        return found.groupdict() if found else None
+        # A client expands a variable percent-encoded (RFC 6570): the handler gets the value itself.
+        return {name: unquote(value) for name, value in found.groupdict().items()} if found else None
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"name": self.name}

@@ -168,6 +168,29 @@ class AuthenticationFailed(Exception):
         self.www_authenticate = www_authenticate
 
 
+def _attach_session_user(django_request: Any, scope: dict[str, Any]) -> None:
+    """Give the request the user of its session cookie, as Django's session and authentication
+    middleware would (DRF's ``SessionAuthentication`` reads ``request._request.user``), lazily: a
+    request no authenticator asks about reads no session. A scope's own ``user`` (Channels'
+    ``AuthMiddlewareStack``) is used as it is."""
+    from django.apps import apps
+    from django.utils.functional import SimpleLazyObject
+
+    if "user" in scope:
+        django_request.user = scope["user"]
+        return
+    if not apps.is_installed("django.contrib.sessions"):
+        return
+    from importlib import import_module
+
+    from django.conf import settings
+    from django.contrib.auth import get_user
+
+    engine = import_module(settings.SESSION_ENGINE)
+    django_request.session = engine.SessionStore(django_request.COOKIES.get(settings.SESSION_COOKIE_NAME))
+    django_request.user = SimpleLazyObject(lambda: get_user(django_request))
+
+
 def authenticate_scope(scope: dict[str, Any]) -> Principal:
     """Run the configured DRF authenticators against an ASGI HTTP scope (sync: may hit the DB).
 
@@ -187,6 +210,7 @@ def authenticate_scope(scope: dict[str, Any]) -> Principal:
         # Session authentication enforces CSRF for unsafe methods; MCP clients are not browsers
         # and Origin is validated by the transport, so skip Django's CSRF check here.
         django_request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
+        _attach_session_user(django_request, scope)
         request = Request(django_request, authenticators=[cls() for cls in classes])
         try:
             user = request.user

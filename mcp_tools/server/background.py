@@ -111,7 +111,9 @@ def _principal_of(row: Any) -> Principal:
     from django.contrib.auth.models import AnonymousUser
 
     user = row.user if row.user is not None and row.user.is_active else AnonymousUser()
-    return Principal(user=user, id=row.principal)
+    # The token's scopes travel with the call: without them every scope check would pass on the worker.
+    scopes = frozenset(row.scopes) if row.scopes is not None else None
+    return Principal(user=user, id=row.principal, scopes=scopes)
 
 
 class RetryCall(Exception):

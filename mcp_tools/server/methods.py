@@ -204,24 +204,27 @@ async def read_resource(params: dict[str, Any], rc: RequestContext) -> dict[str,
 
 
 async def subscribe_resource(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
-    uri = _subscription_uri(params)
-    if rc.session_id:
-        await store.subscribe(rc.session_id, uri)
+    if not rc.session_id:  # stdio, mcp_call: nothing would ever deliver the updates
+        raise method_not_found("resources/subscribe (resource subscriptions need a 2025-11-25 HTTP session)")
+    uri = await _subscription_uri(params, rc)
+    await store.subscribe(rc.session_id, uri)
     return {}
 
 
 async def unsubscribe_resource(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
-    uri = _subscription_uri(params)
+    uri = await _subscription_uri(params, rc)
     if rc.session_id:
         await store.unsubscribe(rc.session_id, uri)
     return {}
 
 
-def _subscription_uri(params: dict[str, Any]) -> str:
+async def _subscription_uri(params: dict[str, Any], rc: RequestContext) -> str:
+    """The URI of a resource the caller may read (refused exactly as ``resources/read`` refuses)."""
     uri = params.get("uri")
     if not isinstance(uri, str):
         raise invalid_params('"uri" must be a string')
-    if registry.find_resource(uri) is None:
+    found = registry.find_resource(uri)
+    if found is None or not await permitted(rc.principal, found[0].permissions):
         raise McpError(INVALID_PARAMS, "Resource not found", {"uri": uri})
     return uri
 
@@ -339,8 +342,13 @@ async def dispatch(method: str, params: dict[str, Any], rc: RequestContext) -> d
     return result
 
 
-def initialize_result(negotiated: str) -> dict[str, Any]:
-    result: dict[str, Any] = {"protocolVersion": negotiated, "capabilities": capabilities(False), "serverInfo": server_info()}
+def initialize_result(negotiated: str, *, notifications: bool = True) -> dict[str, Any]:
+    """The ``initialize`` result. ``notifications=False`` (stdio): no ``listChanged`` and no resource
+    ``subscribe`` are advertised, as that transport delivers neither."""
+    caps = capabilities(False)
+    if not notifications:
+        caps.update(tools={}, prompts={}, resources={})
+    result: dict[str, Any] = {"protocolVersion": negotiated, "capabilities": caps, "serverInfo": server_info()}
     if mcp_settings.INSTRUCTIONS:
         result["instructions"] = mcp_settings.INSTRUCTIONS
     return result

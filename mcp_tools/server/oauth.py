@@ -88,7 +88,13 @@ class TokenVerifier:
 
     def check(self, info: TokenInfo, resource: str) -> None:
         """Raise :class:`TokenRefused` unless ``info`` may be served at ``resource``."""
-        if info.expires_at is not None and info.expires_at <= datetime.now(timezone.utc):
+        expires_at = info.expires_at
+        if expires_at is not None and expires_at.tzinfo is None:
+            # Naive (django-oauth-toolkit's tokens with USE_TZ = False): in Django's time zone.
+            from django.utils import timezone as django_timezone
+
+            expires_at = django_timezone.make_aware(expires_at)
+        if expires_at is not None and expires_at <= datetime.now(timezone.utc):
             raise TokenRefused("The access token expired")
         if info.audience:
             if not any(audience_matches(audience, resource) for audience in info.audience):
@@ -185,7 +191,11 @@ def metadata_url(origin: str) -> str:
 
 def metadata_document(origin: str) -> dict[str, Any]:
     """The RFC 9728 protected resource metadata."""
-    servers = [origin + entry if entry.startswith("/") else entry for entry in oauth_setting("AUTHORIZATION_SERVERS")]
+    # A path is on the site whose public URL is RESOURCE when that is set (behind a TLS-terminating
+    # proxy the request's own scheme is the internal one), else on the request's origin.
+    parts = urlsplit(resource_identifier(origin))
+    site = f"{parts.scheme}://{parts.netloc}" if oauth_setting("RESOURCE") else origin
+    servers = [site + entry if entry.startswith("/") else entry for entry in oauth_setting("AUTHORIZATION_SERVERS")]
     document: dict[str, Any] = {
         "resource": resource_identifier(origin),
         "authorization_servers": servers,

@@ -418,7 +418,7 @@ def copy_failed_background_call(call_id: Any, task_id: str) -> tuple[str, str, s
         fields = {
             name: getattr(old, name)
             for name in ("method", "tool_name", "arguments", "user_id", "principal", "protocol_version", "flavor",
-                         "params_digest", "client_capabilities", "session_id", "poll_interval_ms")
+                         "params_digest", "client_capabilities", "session_id", "poll_interval_ms", "scopes")
         }
         ToolCall.objects.create(
             **fields, id=new_id, background=True, status="working", celery_task_id=task_id, status_message=f"Retry of {old.id}",

@@ -53,7 +53,7 @@ from ..server.auth import (
     authentication_classes,
     credential_headers,
 )
-from ..server.core import Awaiting, end_call
+from ..server.core import Awaiting, end_call, permitted
 from ..server.flavors import session as session_flavor
 
 logger = logging.getLogger("mcp_tools.http")
@@ -481,6 +481,11 @@ class McpEndpoint:
 
     async def post_modern(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], message: jsonrpc.Message, response: Response) -> None:
         if message.kind != "request":
+            # Nothing to run, but credentials that are sent must be good (MCP authorization: an
+            # invalid or expired token gets 401), and a server that admits no anonymous caller
+            # accepts nothing from one.
+            if not anonymous_at_once(headers):
+                await authenticate(scope, headers)
             await response.json(202, None)
             return
         request_id = message.id
@@ -510,7 +515,7 @@ class McpEndpoint:
         if principal.scopes is not None:  # an OAuth token (what check_tool_scopes looks at)
             await check_tool_scopes(scope, headers, method, params, principal, request_id)
         if method == "subscriptions/listen":
-            await self.listen(receive, response, request_id, params)
+            await self.listen(receive, response, request_id, params, principal)
             return
         log_level = meta.get("io.modelcontextprotocol/logLevel")
         if log_level is not None and log_level not in LOG_LEVELS:
@@ -648,9 +653,9 @@ class McpEndpoint:
                 cancellation.unregister(session_id, rc.request_id)
 
     # -- subscriptions/listen (2026-07-28) ----------------------------------------------
-    async def listen(self, receive: Any, response: Response, request_id: Any, params: dict[str, Any]) -> None:
+    async def listen(self, receive: Any, response: Response, request_id: Any, params: dict[str, Any], principal: Principal) -> None:
         """``subscriptions/listen``: list changes and updates of the resources asked for, until the client leaves."""
-        wanted = listen_filter(params, request_id)
+        wanted = await listen_filter(params, request_id, principal)
         uris: list[str] = wanted.get("resourceSubscriptions", [])
         kinds = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}
         # The subscription's id is the listen request's JSON-RPC id, as it was sent (a RequestId).
@@ -813,11 +818,11 @@ class McpEndpoint:
 LIST_CHANGED_FILTERS = ("toolsListChanged", "promptsListChanged", "resourcesListChanged")
 
 
-def listen_filter(params: dict[str, Any], request_id: Any) -> dict[str, Any]:
+async def listen_filter(params: dict[str, Any], request_id: Any, principal: Principal) -> dict[str, Any]:
     """The part of a ``subscriptions/listen`` filter this server honours (what it acknowledges).
 
     The list-changed kinds asked for with ``true``, and the subscribed URIs of resources it
-    serves (unknown ones are left out, as ``resources/subscribe`` refuses them); keys it does
+    serves to this caller (others are left out, as ``resources/subscribe`` refuses them); keys it does
     not know are left out. A filter of the wrong shape is refused (400, -32602).
     """
     requested = params.get("notifications", {})
@@ -834,10 +839,16 @@ def listen_filter(params: dict[str, Any], request_id: Any) -> dict[str, Any]:
     if uris is not None:
         if not isinstance(uris, list) or not all(isinstance(uri, str) for uri in uris):
             raise HttpError(400, McpError(INVALID_PARAMS, '"notifications.resourceSubscriptions" must be a list of URIs'), request_id)
-        served = [uri for uri in dict.fromkeys(uris) if registry.find_resource(uri) is not None]
+        served = [uri for uri in dict.fromkeys(uris) if await _readable(uri, principal)]
         if served:
             honoured["resourceSubscriptions"] = served
     return honoured
+
+
+async def _readable(uri: str, principal: Principal) -> bool:
+    """Whether ``resources/read`` would serve ``uri`` to ``principal`` (what a subscription may name)."""
+    found = registry.find_resource(uri)
+    return found is not None and await permitted(principal, found[0].permissions)
 
 
 class _Handler:

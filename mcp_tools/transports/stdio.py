@@ -58,8 +58,9 @@ class StdioServer:
         async with self._write_lock:
             if self._output_closed:
                 return
+            line = jsonrpc.dumps(message).decode() + "\n"
             try:
-                self.writer.write(jsonrpc.dumps(message).decode() + "\n")
+                self.writer.write(line)
                 self.writer.flush()
             except (BrokenPipeError, ValueError):  # the client closed stdout (ValueError: a closed file)
                 self._output_closed = True
@@ -100,7 +101,9 @@ class StdioServer:
             return
         if message.kind == "notification":
             if message.method == "notifications/cancelled":
-                task = self.running.get(message.params.get("requestId"))
+                request_id = message.params.get("requestId")
+                # Only a request id can name a running request (a list or an object would not even hash).
+                task = self.running.get(request_id) if isinstance(request_id, (str, int)) else None
                 if task is not None:
                     task.cancel()
             return
@@ -108,7 +111,7 @@ class StdioServer:
             self.version = versions.negotiate_handshake(message.params.get("protocolVersion"))
             caps = message.params.get("capabilities")
             self.capabilities = caps if isinstance(caps, dict) else {}
-            await self.write(jsonrpc.result_message(message.id, initialize_result(self.version)))
+            await self.write(jsonrpc.result_message(message.id, initialize_result(self.version, notifications=False)))
             return
         self.running[message.id] = asyncio.ensure_future(self.run(message))
 

@@ -7,7 +7,6 @@ import logging
 import sys
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 
@@ -22,21 +21,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from mcp_tools.server.auth import ANONYMOUS, principal_for_user
-        from mcp_tools.conf import mcp_settings
+        from mcp_tools.management.commands.mcp_call import principal_for
         from mcp_tools.transports.stdio import StdioServer
 
         # stdout carries the protocol: send every log line to stderr.
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-        username = options.get("user") or mcp_settings.STDIO_USER
-        if username:
-            try:
-                user = get_user_model()._default_manager.get_by_natural_key(username)
-            except get_user_model().DoesNotExist:
-                raise CommandError(f"No user named {username!r}") from None
-            principal = principal_for_user(user)
-        elif mcp_settings.ALLOW_ANONYMOUS:
-            principal = ANONYMOUS
-        else:
-            raise CommandError("Pass --user (or set MCP_TOOLS['STDIO_USER']), or enable ALLOW_ANONYMOUS")
+        principal = principal_for(options.get("user"))  # the same rules as mcp_call (an inactive user is refused)
         asyncio.run(StdioServer(principal, grace=options.get("grace")).serve())

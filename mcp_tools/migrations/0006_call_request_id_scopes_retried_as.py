@@ -15,6 +15,11 @@ class Migration(migrations.Migration):
             name='retried_as',
             field=models.UUIDField(blank=True, help_text='The new call an operator started to retry this failed one (once).', null=True, verbose_name='retried as'),
         ),
+        migrations.AddField(
+            model_name='toolcall',
+            name='scopes',
+            field=models.JSONField(blank=True, null=True, verbose_name='token scopes'),
+        ),
         migrations.AlterField(
             model_name='toolcall',
             name='request_id',

@@ -1,0 +1,113 @@
+"""stdio, resource templates and the test client: what a review found, each failing before its mend.
+
+A reply holding a lone surrogate silenced stdio for the rest of the session (and was an HTTP 500);
+``notifications/cancelled`` with a list or object id ended the stdio server; stdio advertised resource
+subscriptions it never delivered; ``mcp_stdio`` served as an inactive user; template variables came
+percent-encoded and RFC 6570 operators crashed at import; ``McpTestClient`` sent non-ASCII names raw.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+import mcp_tools
+from mcp_tools.server.auth import ANONYMOUS
+from mcp_tools.testing import McpTestClient
+from mcp_tools.transports.stdio import StdioServer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+INIT = {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+PING_3 = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"})
+
+
+async def serve_lines(lines: list[str]) -> list[dict[str, Any]]:
+    reader = io.StringIO("".join(line + "\n" for line in lines))
+    writer = io.StringIO()
+    await StdioServer(ANONYMOUS, reader, writer, grace=2).serve()
+    return [json.loads(line) for line in writer.getvalue().splitlines() if line.strip()]
+
+
+def answered(written: list[dict[str, Any]], request_id: Any) -> dict[str, Any]:
+    [reply] = [m for m in written if m.get("id") == request_id and ("result" in m or "error" in m)]
+    return reply
+
+
+@pytest.mark.parametrize("bad_id", [[1], {"a": 1}])
+async def test_cancelled_with_a_list_or_object_request_id_is_ignored(bad_id: Any) -> None:
+    written = await serve_lines([json.dumps(INIT), json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                                                "params": {"requestId": bad_id}}), PING_3])
+    assert answered(written, 3)["result"] == {}
+
+
+@pytest.mark.parametrize("request_line", [
+    '{"jsonrpc": "2.0", "id": "\\ud800", "method": "ping"}',  # in the id
+    '{"jsonrpc": "2.0", "id": 2, "method": "x\\ud800"}',  # in the method (echoed by the error)
+    '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"a\\ud800b"}}}',  # in a result
+])
+async def test_a_lone_surrogate_in_a_reply_is_escaped_and_later_replies_still_go_out(request_line: str) -> None:
+    written = await serve_lines([json.dumps(INIT), request_line, PING_3])
+    assert answered(written, 3)["result"] == {}
+    request = json.loads(request_line)
+    assert answered(written, request["id"]), "the request itself was answered too"
+
+
+async def test_a_lone_surrogate_in_an_http_reply_is_no_500() -> None:
+    from demo_site.asgi import application
+    from tests.asgi_client import call_modern
+
+    response = await call_modern(application, "tools/call", {"name": "echo", "arguments": {"text": "a\ud800b"}})
+    assert response.status == 200
+    assert "\\ud800" in response.body.decode(), "written as the JSON escape it came as"
+    assert response.json()["result"]["content"][0]["text"] == "a\ud800b"
+
+
+async def test_stdio_advertises_no_subscriptions_and_refuses_them() -> None:
+    written = await serve_lines([json.dumps(INIT), json.dumps({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe",
+                                                                "params": {"uri": "inventory://products"}})])
+    capabilities = answered(written, "init")["result"]["capabilities"]
+    assert capabilities["resources"] == {} and capabilities["tools"] == {} and capabilities["prompts"] == {}
+    assert answered(written, 2)["error"]["code"] == -32601
+
+
+def test_mcp_stdio_refuses_an_inactive_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    get_user_model().objects.create_user("gone", password="x", is_active=False)
+    served: list[Any] = []
+
+    class FakeServer:
+        def __init__(self, principal: Any, **kwargs: Any) -> None:
+            served.append(principal)
+
+        async def serve(self) -> None:
+            return None
+
+    monkeypatch.setattr("mcp_tools.transports.stdio.StdioServer", FakeServer)
+    with pytest.raises(CommandError, match="inactive"):
+        call_command("mcp_stdio", user="gone")
+    assert not served
+
+
+async def test_template_variables_are_percent_decoded() -> None:
+    """RFC 6570: a client expands test://template/{id}/data with id="a b/c" as test://template/a%20b%2Fc/data."""
+    written = await serve_lines([json.dumps(INIT), json.dumps({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+                                                                "params": {"uri": "test://template/a%20b%2Fc/data"}})])
+    assert json.loads(answered(written, 2)["result"]["contents"][0]["text"])["id"] == "a b/c"
+
+
+def test_an_rfc_6570_operator_template_is_refused_with_a_clear_error() -> None:
+    with pytest.raises(ImproperlyConfigured, match=r"\{\?q\} is not supported"):
+        mcp_tools.resource("search://items{?q}", name="search_items")(lambda q="": "x")
+
+
+async def test_the_test_client_reads_a_resource_whose_uri_is_not_ascii() -> None:
+    result = await McpTestClient().request("resources/read", {"uri": "test://template/café/data"})
+    assert json.loads(result["contents"][0]["text"])["id"] == "café"
