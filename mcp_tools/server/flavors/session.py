@@ -23,7 +23,7 @@ from ...conf import mcp_settings
 from ...engine.journal import Journal, Step
 from ...interprocess import wakeups
 from ...protocol import jsonrpc
-from ...protocol.answers import InvalidAnswer, check_answer
+from ...protocol.answers import InvalidAnswer, checked_answer
 from ...protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
 from .. import background, core
 from ..context import RequestContext
@@ -268,9 +268,9 @@ async def accept_client_response(message: dict[str, Any], rc: RequestContext) ->
         await store.answer_step(call_id, seq, "failed", None, error)
     else:
         try:
-            check_answer(step.request["method"], step.request.get("params", {}), message.get("result"))
+            result = checked_answer(step.request["method"], step.request.get("params", {}), message.get("result"))
         except InvalidAnswer as exc:
             await store.answer_step(call_id, seq, "failed", None, {"code": INVALID_PARAMS, "message": f"Invalid answer: {exc}"})
         else:
-            await store.answer_step(call_id, seq, "done", message.get("result"), None)
+            await store.answer_step(call_id, seq, "done", result, None)
     await wakeups.notify(call_id)

@@ -39,7 +39,7 @@ from django.utils import timezone
 from ... import store
 from ...conf import mcp_settings
 from ...interprocess import wakeups
-from ...protocol.answers import InvalidAnswer, check_answer
+from ...protocol.answers import InvalidAnswer, checked_answer
 from ...protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, McpError, invalid_params
 from ...registry import registry
 from ...protocol import jsonrpc
@@ -169,10 +169,10 @@ async def update(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
         # As for MRTR: answers to requests not (or no longer) pending are ignored.
         logger.info("tasks/update for %s ignored keys it is not waiting for: %s", row.id, unknown)
     responses = {key: answer for key, answer in responses.items() if key in pending}
-    for key, answer in responses.items():  # check every answer before recording any
+    for key, answer in list(responses.items()):  # check every answer before recording any
         step = pending[key]
         try:
-            check_answer(step.request["method"], step.request.get("params", {}), answer)
+            responses[key] = checked_answer(step.request["method"], step.request.get("params", {}), answer)
         except InvalidAnswer as exc:
             raise invalid_params(f"Invalid input response for {key!r}: {exc}", {"key": key}) from None
     call_id = str(row.id)
