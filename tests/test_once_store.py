@@ -221,3 +221,23 @@ def test_a_losing_async_record_leaves_a_manual_transaction_usable() -> None:
         transaction.set_autocommit(True)
 
     assert User.objects.filter(username="after").exists()
+
+
+def test_an_effect_that_fails_after_another_run_journaled_its_step_returns_that_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs of one step (a run taken over while alive): if this one's effect fails because the other's
+    writes came first, the other's journaled value is the step's, as when this run's insert loses."""
+    call_id = new_call()
+    real = sync_calls._once_journaled
+
+    def other_run_journaled_meanwhile(call_id: Any, step: Any, using: str, live: bool = True) -> Any:
+        if not live:  # the look after the failure: the winner's entry is there by now
+            return True, "the winner's value"
+        return real(call_id, step, using, live)
+
+    monkeypatch.setattr(sync_calls, "_once_journaled", other_run_journaled_meanwhile)
+
+    def effect() -> None:
+        raise RuntimeError("duplicate key: the other run created it")
+
+    assert sync_calls.run_once(call_id, once_step(), effect, (), {}) == (False, "the winner's value")
+    assert journaled(call_id) == [], "no failure recorded over the winner's step"

@@ -179,6 +179,12 @@ def run_once(call_id: Any, step: Step, fn: Any, args: tuple[Any, ...], kwargs: d
         if not began:
             sql.insert_steps(call_id, using, [done], timezone.now())  # one statement: atomic by itself
     except _EffectFailed as failed:
+        # A concurrent run that journaled the step first wins, as when our insert loses (below):
+        # its value is the step's (the effect may have failed here only because that run's writes
+        # came first). Otherwise the failure is this step's outcome.
+        journaled, response = _once_journaled(call_id, step, using, live=False)
+        if journaled:
+            return False, response
         record_failed_once(call_id, step, failed.error)
         raise failed.error from None
     except IntegrityError:
