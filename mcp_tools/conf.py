@@ -57,6 +57,10 @@ DEFAULTS: dict[str, Any] = {
     # that makes cursors its own way). False: always through Django's cursor, for an agent
     # that instruments Django's code in a way that cannot be seen (ddtrace's Django integration).
     "STORE_DRIVER_CURSOR": True,
+    # On a SQLite file in WAL mode, a durable round's own statements run on the event loop's
+    # thread (never waiting for a lock: a busy database sends them to the store's thread) instead
+    # of hopping to the store's thread. False: always the store's thread.
+    "STORE_SQLITE_LANE": True,
     # Background work: a worker renews its hold on a call this often (a third of it); a call
     # whose worker stopped renewing is taken over by another worker after this many seconds.
     "WORKER_LEASE_SECONDS": 30.0,

@@ -13,21 +13,33 @@ from __future__ import annotations
 
 from ..managers import CallNotLive
 from . import calls as sync_calls, sessions as sync_sessions
-from .hop import close_connections, db
+from .hop import close_store_thread_connections, db
+from .lane import close_lanes, in_lane
 
 __all__ = [
     "CallNotLive", "advance", "call_task_id", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "answer_step", "append_event", "call_for_stream", "call_request_id", "session_calls", "call_status", "claim_round",
-    "create_call", "create_session", "db", "delete_session", "events_after", "get_session", "load_call",
+    "close_connections", "create_call", "create_session", "db", "in_lane", "delete_session", "events_after", "get_session", "load_call",
     "record_once", "check_once", "record_failed_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
     "subscribers", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "record_progress", "set_stream",
 ]
 
+
+
+async def close_connections() -> None:
+    """Close the store's database connections: the loop's SQLite lanes and the store thread's
+    (tests before dropping their database; shutdown)."""
+    close_lanes()
+    await close_store_thread_connections()
+
+
 # -- calls and their journals --------------------------------------------------
-load_call = db(sync_calls.load_call)
-create_call = db(sync_calls.create_call)
-save_round = db(sync_calls.save_round)
-advance = db(sync_calls.advance)
-commit_round = db(sync_calls.commit_round)
+# What runs nothing but the store's own statements goes in the event loop's SQLite lane where
+# it can (:mod:`.lane`); the rest, and the lane's fallback, in the store's thread (:mod:`.hop`).
+load_call = in_lane(sync_calls.load_call)
+create_call = in_lane(sync_calls.create_call)
+save_round = in_lane(sync_calls.save_round)
+advance = in_lane(sync_calls.advance)
+commit_round = in_lane(sync_calls.commit_round)
 claim_round = db(sync_calls.claim_round)
 answer_step = db(sync_calls.answer_step)
 run_once = db(sync_calls.run_once)
@@ -35,9 +47,9 @@ record_once = db(sync_calls.record_once)
 check_once = db(sync_calls.check_once)
 record_failed_once = db(sync_calls.record_failed_once)
 end_call = db(sync_calls.end_call)
-record_progress = db(sync_calls.record_progress)
+record_progress = in_lane(sync_calls.record_progress)
 set_stream = db(sync_calls.set_stream)
-call_status = db(sync_calls.call_status)
+call_status = in_lane(sync_calls.call_status)
 call_request_id = db(sync_calls.call_request_id)
 session_calls = db(sync_calls.session_calls)
 call_for_stream = db(sync_calls.call_for_stream)

@@ -13,7 +13,7 @@ from django.utils import timezone
 from ..conf import mcp_settings
 from ..engine.journal import Journal, Step
 from ..states import LIVE_STATUSES, CallStatus
-from . import sql
+from . import lane, sql
 
 def _db() -> str:
     from ..models import ToolCall
@@ -48,7 +48,8 @@ def create_call(steps: list[Step], **fields: Any) -> str:
     now = timezone.now()
     fields.setdefault("expires_at", now + timedelta(seconds=mcp_settings.CALL_TTL))
     if pre_save.has_listeners(ToolCall) or post_save.has_listeners(ToolCall):
-        # Someone listens for saves: go through Model.save so they hear this one.
+        # Someone listens for saves: go through Model.save so they hear this one (in the store's thread).
+        lane.refuse()
         return str(ToolCall.objects.create_with_steps(steps, **fields).id)
     call_id = sql.insert_call(_db(), fields, steps, now)
     for step in steps:

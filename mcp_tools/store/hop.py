@@ -1,7 +1,8 @@
 """The store's own database thread, and the hop from a coroutine to it.
 
-Coroutines cannot use the ORM on the event loop, so every store function runs
-in a thread. Channels' ``database_sync_to_async`` did that at about 100 µs a
+Coroutines cannot use the ORM on the event loop, so store functions run in a
+thread (on SQLite in WAL mode, those that run nothing but the store's own
+statements run on the event loop's thread instead, where they can: :mod:`.lane`). Channels' ``database_sync_to_async`` did that at about 100 µs a
 hop on this path: asgiref's thread-sensitive executor machinery, a context
 copy both ways, and ``close_old_connections()`` before *and* after every call,
 which on PostgreSQL with ``CONN_HEALTH_CHECKS`` re-armed a ``SELECT 1`` round
@@ -149,7 +150,7 @@ def db(fn: Callable[P, R]) -> Callable[P, Any]:
     return in_store_thread
 
 
-async def close_connections() -> None:
+async def close_store_thread_connections() -> None:
     """Close the store thread's database connections (tests before dropping their database; shutdown)."""
     if _jobs is None:
         return

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 import types
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -521,8 +522,20 @@ class _StepsMoved(Exception):
     """A step a round answers was answered meanwhile: the round's transaction rolls back."""
 
 
+class _LaneOnThread(threading.local):
+    lane: Any = None
+
+
+#: The lane (:mod:`.lane`) whose function runs on this thread now: :func:`statements` gives its own.
+lane_running = _LaneOnThread()
+
+
 def statements(using: str) -> Statements:
-    """The :class:`Statements` of this thread's connection to ``using``."""
+    """The :class:`Statements` of this thread's connection to ``using`` (a lane's, while one runs)."""
+    lane = lane_running.lane
+    if lane is not None and lane.alias == using:
+        in_lane: Statements = lane.statements_of_thread()
+        return in_lane
     connection = connections[using]
     found: Statements | None = connection.__dict__.get("mcp_tools_statements")
     if found is None:

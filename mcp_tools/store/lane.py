@@ -1,0 +1,341 @@
+"""The event loop's SQLite lane: a round's own statements without the hop to the store's thread.
+
+On SQLite a durable round's statements are calls into a library in this process that
+take tens of microseconds, and the hop to the store's thread and back (:mod:`.hop`)
+cost more than all of them together: two thread wake-ups and the GIL handed back and
+forth (``docs/performance-durable.md``, seventh pass). So the store functions that run
+nothing but statements of ours (no ORM query, no user code, no signal) run them on the
+event loop's own thread, on a connection the lane opens for that thread, when:
+
+* the database is a SQLite file in WAL mode, where readers never wait for a writer;
+* nothing watches Django's cursors (query logging, ``execute_wrappers``, a wrapped
+  ``CursorWrapper.execute``, a backend that makes its cursors its own way, the
+  ``STORE_DRIVER_CURSOR`` setting: the rules of the driver's cursor, :mod:`.sql`), and
+  nobody listens to the call model's ``pre_save`` / ``post_save`` / ``post_init``;
+* ``CONN_MAX_AGE`` is not 0 (0 means no persistent connection: each hop opens its own),
+  and the lane's connection is younger than it;
+* ``MCP_TOOLS["STORE_SQLITE_LANE"]`` is True (the default).
+
+Otherwise, and whenever the lane cannot go on, the function runs in the store's thread
+as before. **The lane never waits on the loop**:
+
+* its connection's busy timeout is 0: when another connection holds the write lock (the
+  store's thread running a ``ctx.once`` inside its transaction, another process), the
+  statement fails at once with ``SQLITE_BUSY``, what the function wrote rolls back, and
+  it runs again from the start in the store's thread, where it waits its turn;
+* its connection never checkpoints (``wal_autocheckpoint = 0``): a checkpoint copies the
+  WAL back into the database file, up to tens of milliseconds with the loop standing
+  still. Every :data:`CHECKPOINT_EVERY` commits the lane looks at the WAL's size and,
+  past the database's own ``wal_autocheckpoint``, asks the store's thread for a passive
+  checkpoint.
+
+The statements, their transactions and their compare-and-set conditions are the same in
+both places (:class:`~mcp_tools.store.sql.Statements`), so every guarantee of a round
+holds whichever runs it. A lane function runs from its first statement to its last
+without giving the loop back, so nothing interleaves with its transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import sqlite3
+import threading
+import time
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, ParamSpec, TypeVar
+
+from django.core.signals import setting_changed
+from django.db import connections
+from django.dispatch import receiver
+
+from ..conf import mcp_settings
+from . import sql
+from .hop import db
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+logger = logging.getLogger("mcp_tools.store")
+
+#: Commits between two looks at the WAL's size.
+CHECKPOINT_EVERY = 64
+
+#: SQLite's primary result codes for "another connection holds the lock".
+_WAIT_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+class Fallback(Exception):
+    """The function cannot run in the lane now: it runs in the store's thread instead.
+
+    Raised before anything is written, or from inside a write transaction, which then
+    rolls back.
+    """
+
+
+class Lane:
+    """One thread's connection to one SQLite database, for the store's own statements."""
+
+    def __init__(self, alias: str, raw: sqlite3.Connection, store_wrapper: Any, wal_path: str,
+                 checkpoint_bytes: int, max_age: float | None) -> None:
+        self.alias = alias
+        self.raw = raw
+        #: The store thread's Django connection: what watches it must see the statements too.
+        self.store_wrapper = store_wrapper
+        self.wal_path = wal_path
+        self.checkpoint_bytes = checkpoint_bytes
+        self.close_at = None if max_age is None else time.monotonic() + max_age
+        self.commits = 0
+        self.checkpoint: asyncio.Future[Any] | None = None
+        self.statements: LaneStatements | None = None  # made on first use, in the loop's thread
+        self.closed = False
+        #: Held while a function runs on this connection (event loops in other threads use the store's thread meanwhile).
+        self.in_use = threading.Lock()
+
+    def statements_of_thread(self) -> LaneStatements:
+        """The store's statements on this lane's connection (made on first use)."""
+        if self.statements is None:
+            self.statements = LaneStatements(self.alias, self)
+        return self.statements
+
+    def usable(self) -> bool:
+        """Whether this lane may run a function now (checked before each)."""
+        if self.closed or not mcp_settings.STORE_SQLITE_LANE or (self.close_at is not None and time.monotonic() >= self.close_at):
+            return False
+        return not (sql._django_cursor_watched(connections[self.alias]) or sql._django_cursor_watched(self.store_wrapper)
+                    or _model_signals_heard())
+
+    def committed(self) -> None:
+        """Count a commit; past the database's checkpoint size, ask the store's thread for a checkpoint."""
+        self.commits += 1
+        if self.commits % CHECKPOINT_EVERY or not self.checkpoint_bytes:
+            return
+        if self.checkpoint is not None:
+            if not self.checkpoint.done() and self.checkpoint.get_loop() is asyncio.get_running_loop():
+                return  # one asked for already
+            self.checkpoint = None  # asked on an event loop that has closed since
+        try:
+            size = os.stat(self.wal_path).st_size
+        except OSError:
+            return
+        if size >= self.checkpoint_bytes:
+            self.checkpoint = asyncio.ensure_future(_checkpoint(self.alias))
+            self.checkpoint.add_done_callback(self._checkpointed)
+
+    def _checkpointed(self, future: asyncio.Future[Any]) -> None:
+        self.checkpoint = None
+        if not future.cancelled() and future.exception() is not None:
+            logger.warning("WAL checkpoint of database %r failed: %s", self.alias, future.exception())
+
+    def close(self) -> None:
+        """Close the connection (the caller holds :attr:`in_use`, or nobody else can)."""
+        self.closed = True
+        try:
+            self.raw.close()
+        except sqlite3.Error:  # pragma: no cover - closing never matters more than what came before
+            pass
+
+
+class LaneStatements(sql.Statements):
+    """The hot statements on a lane's connection : the event loop's thread, no Django cursor.
+
+    The lane's checks (nothing watches Django's cursors, a stock backend) were made before
+    the function started; here a statement that meets another connection's lock raises
+    :class:`~mcp_tools.store.lane.Fallback` (what the function wrote rolls back), and a
+    commit is counted for the lane's checkpoints.
+    """
+
+    def __init__(self, using: str, lane: Any) -> None:
+        super().__init__(using)
+        self.lane = lane
+        self.raw = lane.raw
+
+    @contextlib.contextmanager
+    def cursor(self) -> Iterator[Any]:
+        raw = self.raw.cursor()
+        try:
+            with self.connection.wrap_database_errors:  # Django's exception classes, as elsewhere
+                try:
+                    yield sql._QmarkCursor(raw)
+                except self.driver_error as exc:
+                    if waits_for_lock(exc):
+                        raise Fallback() from exc
+                    raise
+        finally:
+            with contextlib.suppress(self.driver_error):
+                raw.close()
+
+    @contextlib.contextmanager
+    def write_transaction(self) -> Iterator[Any]:
+        with self.cursor() as cursor:
+            cursor.execute("BEGIN IMMEDIATE")
+            try:
+                yield cursor
+                cursor.execute("COMMIT")
+            except BaseException:
+                if self.raw.in_transaction:
+                    self.raw.rollback()
+                raise
+        self.lane.committed()
+
+    def _execute(self, cursor: Any, sql: str, params: Sequence[Any]) -> int:
+        rowcount = super()._execute(cursor, sql, params)
+        if cursor is None:  # a write in autocommit, outside write_transaction
+            self.lane.committed()
+        return rowcount
+
+
+def waits_for_lock(error: BaseException) -> bool:
+    """Whether ``error`` is SQLite saying another connection holds the lock."""
+    return isinstance(error, sqlite3.OperationalError) and (getattr(error, "sqlite_errorcode", 0) & 0xFF) in _WAIT_CODES
+
+
+#: The lane of each database alias, process-wide; None where the database cannot have one
+#: (not SQLite, not WAL, a memory database, CONN_MAX_AGE 0, the setting off).
+_lanes: dict[str, Lane | None] = {}
+_lanes_lock = threading.Lock()
+#: Connections a forked child inherited: never used, never closed (the parent still uses the file).
+_inherited: list[Lane] = []
+
+
+def refuse() -> None:
+    """Called where a store function is about to do what only the store's thread may (the ORM, signals)."""
+    if sql.lane_running.lane is not None:
+        raise Fallback()
+
+
+def _model_signals_heard() -> bool:
+    from django.db.models.signals import post_init, post_save, pre_save
+
+    from ..models import ToolCall
+
+    return pre_save.has_listeners(ToolCall) or post_save.has_listeners(ToolCall) or post_init.has_listeners(ToolCall)
+
+
+def _alias() -> str:
+    from ..models import ToolCall
+
+    return ToolCall.objects.db
+
+
+def _open(alias: str) -> Lane | None:
+    """A lane's connection, made in the store's thread as Django makes its own (params, functions,
+    ``init_command``), with no busy wait and no checkpoints; None if the database cannot have a lane."""
+    wrapper = connections[alias]
+    if wrapper.vendor != "sqlite" or not mcp_settings.STORE_SQLITE_LANE or not sql._stock_backend(wrapper):
+        return None
+    max_age = wrapper.settings_dict.get("CONN_MAX_AGE", 0)
+    if max_age == 0:
+        return None
+    params = wrapper.get_connection_params()
+    params["timeout"] = 0  # busy timeout 0: a lock held elsewhere is SQLITE_BUSY at once, never a wait
+    raw = wrapper.get_new_connection(params)
+    raw.isolation_level = None  # autocommit, as Django keeps it: our BEGIN IMMEDIATE opens each transaction
+    try:
+        journal_mode = str(raw.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+        path = raw.execute("PRAGMA database_list").fetchone()[2]
+        if journal_mode != "wal" or not path:
+            raw.close()
+            return None
+        pages = int(raw.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+        page_size = int(raw.execute("PRAGMA page_size").fetchone()[0])
+        raw.execute("PRAGMA wal_autocheckpoint = 0")
+    except sqlite3.Error:
+        raw.close()
+        return None
+    return Lane(alias, raw, wrapper, path + "-wal", max(pages, 0) * page_size, max_age)
+
+
+def _run_checkpoint(alias: str) -> None:
+    with connections[alias].cursor() as cursor:
+        cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+
+_checkpoint = db(_run_checkpoint)
+_open_in_store_thread = db(_open)
+
+
+async def _lane() -> Lane | None:
+    """The usable lane to the call model's database, opened on first use; None if none."""
+    alias = _alias()
+    if alias in _lanes:
+        lane = _lanes[alias]
+        if lane is None:
+            return None
+        if not lane.closed and (lane.close_at is None or time.monotonic() < lane.close_at):
+            return lane if lane.usable() else None
+    # First use, closed, or past CONN_MAX_AGE: a new connection, as Django would open.
+    opened = await _open_in_store_thread(alias)
+    with _lanes_lock:
+        stale = _lanes.get(alias)
+        if stale is not None and stale is not opened and not stale.closed and (stale.close_at is None or time.monotonic() < stale.close_at):
+            # another thread's event loop opened one meanwhile: use that one
+            if opened is not None:
+                opened.close()
+            opened = stale
+        else:
+            _lanes[alias] = opened
+    if stale is not None and stale is not opened:
+        with stale.in_use:
+            stale.close()
+    return opened if opened is not None and opened.usable() else None
+
+
+def in_lane(fn: Callable[P, R]) -> Callable[P, Any]:
+    """``fn`` (sync, statements of ours only) as a coroutine function: in the loop's SQLite lane where
+    it can run there (see the module), else in the store's thread (:func:`~mcp_tools.store.hop.db`)."""
+    in_store_thread = db(fn)
+
+    @functools.wraps(fn)
+    async def in_lane_or_store_thread(*args: P.args, **kwargs: P.kwargs) -> R:
+        lane = await _lane()
+        # One connection per process: an event loop in another thread using it now sends this
+        # function to the store's thread rather than wait for it.
+        if lane is not None and lane.in_use.acquire(blocking=False):
+            on_thread = sql.lane_running
+            on_thread.lane = lane
+            try:
+                if not lane.closed:
+                    return fn(*args, **kwargs)
+            except Fallback:
+                pass
+            finally:
+                on_thread.lane = None
+                lane.in_use.release()
+        result: R = await in_store_thread(*args, **kwargs)
+        return result
+
+    return in_lane_or_store_thread
+
+
+def close_lanes() -> None:
+    """Close every lane's connection (tests before dropping their database; shutdown); the next
+    round opens a new one."""
+    with _lanes_lock:
+        lanes = [lane for lane in _lanes.values() if lane is not None]
+        _lanes.clear()
+    for lane in lanes:
+        with lane.in_use:  # not while a function runs on it
+            lane.close()
+
+
+@receiver(setting_changed)
+def _settings_changed(setting: str, **kwargs: Any) -> None:
+    if setting in ("DATABASES", "MCP_TOOLS", "DEBUG"):
+        close_lanes()
+
+
+def _forget_lanes_after_fork() -> None:
+    # A forked child (a Celery prefork worker) must not use its parent's SQLite connections.
+    global _lanes_lock
+    _inherited.extend(lane for lane in _lanes.values() if lane is not None)
+    _lanes.clear()
+    _lanes_lock = threading.Lock()  # another thread may have held it at the fork
+    for lane in _inherited:
+        lane.closed = True
+
+
+os.register_at_fork(after_in_child=_forget_lanes_after_fork)

@@ -1,0 +1,210 @@
+"""The event loop's SQLite lane (``mcp_tools/store/lane.py``).
+
+A durable round's own statements run on the event loop's thread, on a connection of the
+lane's, where the database is a SQLite file in WAL mode and nothing watches Django's
+cursors; otherwise, and whenever the database is locked, in the store's thread. These
+tests check which one ran each store function (every job the store's thread runs goes
+through ``hop._job``), that a locked database neither blocks the loop nor loses the
+write, and that the lane leaves checkpoints to the store's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection, connections
+from django.db.models.signals import post_save
+
+from mcp_tools import ToolContext, store
+from mcp_tools.models import ToolCall
+from mcp_tools.registry import make_tool, registry
+from mcp_tools.store import hop, lane as lane_module
+from mcp_tools.testing import McpTestClient
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif("connection.vendor != 'sqlite'", reason="the lane is SQLite's"),
+]
+
+
+@pytest.fixture
+def store_thread_jobs(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The names of the functions the store's thread runs, in order."""
+    ran: list[str] = []
+    real_job = hop._job
+
+    def recording_job(fn: Any, args: Any, kwargs: Any) -> Any:
+        ran.append(getattr(fn, "__name__", repr(fn)))
+        return real_job(fn, args, kwargs)
+
+    monkeypatch.setattr(hop, "_job", recording_job)
+    yield ran
+
+
+@pytest.fixture(autouse=True)
+def _fresh_lanes() -> Iterator[None]:
+    lane_module.close_lanes()
+    yield
+    lane_module.close_lanes()
+
+
+async def confirm_then_echo(ctx: ToolContext, text: str) -> str:
+    """Echo the text once the user says so."""
+    answer = await ctx.elicit("Send it back?", schema={"type": "object", "properties": {"ok": {"type": "boolean"}}}, key="ok")
+    return text if answer.get("ok") else "no"
+
+
+def accept(key: str, request: dict[str, Any]) -> dict[str, Any]:
+    return {"action": "accept", "content": {"ok": True}}
+
+
+LANE_FUNCTIONS = {"load_call", "create_call", "save_round", "commit_round", "advance", "call_status", "record_progress"}
+
+
+def new_call_fields() -> dict[str, Any]:
+    return {"method": "tools/call", "tool_name": "deploy", "arguments": {}, "principal": "anon",
+            "protocol_version": "2026-07-28", "flavor": "mrtr", "status": "working"}
+
+
+async def test_both_rounds_of_an_eliciting_call_run_in_the_lane(store_thread_jobs: list[str]) -> None:
+    with registry.registered_temporarily(make_tool(confirm_then_echo)):
+        result = await McpTestClient(answer=accept).call_tool("confirm_then_echo", {"text": "hi"})
+    assert result["content"] == [{"type": "text", "text": "hi"}]
+    assert not LANE_FUNCTIONS & set(store_thread_jobs), store_thread_jobs
+    assert "_open" in store_thread_jobs  # the lane's connection was made in the store's thread, once
+    row = await sync_to_async(ToolCall.objects.get)(tool_name="confirm_then_echo")
+    assert (row.status, row.round, row.result["content"][0]["text"]) == ("completed", 1, "hi")
+
+
+async def test_the_lanes_connection_waits_for_nothing_and_never_checkpoints() -> None:
+    call_id = await store.create_call([], **new_call_fields())
+    assert await store.call_status(call_id) is not None
+    (lane,) = [found for found in lane_module._lanes.values() if found is not None]
+    assert lane.raw.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    assert lane.raw.execute("PRAGMA busy_timeout").fetchone()[0] == 0
+    assert lane.raw.execute("PRAGMA foreign_keys").fetchone()[0] == 1  # made as Django makes its own
+    assert lane.checkpoint_bytes > 0  # the database's own checkpoint size, which the lane keeps for it
+
+
+async def test_a_locked_database_sends_the_write_to_the_store_thread_without_blocking_the_loop(
+    store_thread_jobs: list[str],
+) -> None:
+    call_id = await store.create_call([], **new_call_fields())
+    assert "create_call" not in store_thread_jobs  # the lane is open and took it
+    other = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+    released = threading.Event()
+
+    def release() -> None:
+        other.execute("COMMIT")
+        released.set()
+
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while not released.is_set():
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    ticker = asyncio.ensure_future(tick())
+    threading.Timer(0.3, release).start()
+    try:
+        moved = await store.record_progress(call_id, 1, 2, "half way")
+    finally:
+        released.wait(5)
+        other.close()
+        await ticker
+    assert moved is True
+    assert "record_progress" in store_thread_jobs  # it waited for the lock in the store's thread
+    assert ticks >= 10  # ... while the loop went on (a blocked loop would not have ticked)
+    row = await sync_to_async(ToolCall.objects.get)(id=call_id)
+    assert (row.progress, row.progress_total, row.status_message) == (1, 2, "half way")
+
+
+async def test_a_commit_round_that_loses_its_compare_and_set_in_the_lane_writes_nothing(store_thread_jobs: list[str]) -> None:
+    call_id = await store.create_call([], **new_call_fields())
+    assert await store.commit_round(call_id, 0, {}, "digest", [], status="completed") is False  # not input_required
+    row = await sync_to_async(ToolCall.objects.get)(id=call_id)
+    assert (row.status, row.round, row.last_answers_digest) == ("working", 0, "")
+    assert "commit_round" not in store_thread_jobs
+
+
+async def test_past_the_databases_checkpoint_size_the_store_thread_checkpoints(
+    store_thread_jobs: list[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(lane_module, "CHECKPOINT_EVERY", 2)
+    call_id = await store.create_call([], **new_call_fields())
+    (lane,) = [found for found in lane_module._lanes.values() if found is not None]
+    lane.checkpoint_bytes = 1  # any WAL is past it
+    for n in range(4):
+        await store.record_progress(call_id, n, 4, "")
+    await asyncio.sleep(0)
+    if lane.checkpoint is not None:
+        await lane.checkpoint
+    assert "_run_checkpoint" in store_thread_jobs
+    assert "record_progress" not in store_thread_jobs
+
+
+@pytest.mark.parametrize("how", ["setting", "conn_max_age_0", "query_logging", "save_listener"])
+async def test_without_a_lane_the_store_thread_runs_everything(
+    how: str, settings: Any, store_thread_jobs: list[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    heard: list[Any] = []
+
+    def listener(sender: Any, instance: Any, **kwargs: Any) -> None:
+        heard.append(instance.pk)
+
+    if how == "setting":
+        settings.MCP_TOOLS = {**settings.MCP_TOOLS, "STORE_SQLITE_LANE": False}
+    elif how == "conn_max_age_0":
+        monkeypatch.setitem(connections.settings[connection.alias], "CONN_MAX_AGE", 0)  # what every wrapper reads
+    elif how == "query_logging":
+        settings.DEBUG = True
+    else:
+        post_save.connect(listener, sender=ToolCall)
+    try:
+        call_id = await store.create_call([], **new_call_fields())
+        assert await store.record_progress(call_id, 1, None, "")
+        loaded = await store.load_call(call_id)
+    finally:
+        post_save.disconnect(listener, sender=ToolCall)
+        await store.close_connections()  # the store thread's connection had the changed settings
+    assert loaded is not None and loaded[0].progress == 1
+    assert {"create_call", "record_progress", "load_call"} <= set(store_thread_jobs)
+    if how == "save_listener":
+        assert [str(pk) for pk in heard] == [call_id]  # the save went through Model.save, in the store's thread
+
+
+async def test_event_loops_in_two_threads_share_the_processs_lane(store_thread_jobs: list[str]) -> None:
+    call_id = await store.create_call([], **new_call_fields())
+    in_other_thread: list[Any] = []
+
+    def other_loop() -> None:
+        in_other_thread.append(asyncio.run(store.record_progress(call_id, 3, None, "from another loop")))
+
+    thread = threading.Thread(target=other_loop)
+    thread.start()
+    await asyncio.to_thread(thread.join, 10)
+    assert in_other_thread == [True]
+    assert [found for found in lane_module._lanes.values() if found is not None].__len__() == 1
+    assert store_thread_jobs.count("_open") == 1 and "record_progress" not in store_thread_jobs
+    loaded = await store.load_call(call_id)
+    assert loaded is not None and (loaded[0].progress, loaded[0].status_message) == (3, "from another loop")
+
+
+async def test_a_lane_past_conn_max_age_is_replaced_by_a_new_connection() -> None:
+    call_id = await store.create_call([], **new_call_fields())
+    (old,) = [found for found in lane_module._lanes.values() if found is not None]
+    old.close_at = 0.0  # its CONN_MAX_AGE has passed
+    assert await store.record_progress(call_id, 1, None, "")
+    (new,) = [found for found in lane_module._lanes.values() if found is not None]
+    assert new is not old and old.closed and not new.closed
+    with pytest.raises(sqlite3.ProgrammingError):  # the old connection is closed, not leaked
+        old.raw.execute("SELECT 1")
