@@ -154,6 +154,21 @@ def _on_connection_created(sender: Any, connection: Any, **kwargs: Any) -> None:
         _counting(connection, "is_usable", only_in_transaction=False)
 
 
+def _count_connections() -> None:
+    """Count each connection Django opens (and its statements): ``connect()`` wrapped, not a
+    ``connection_created`` receiver, which would keep the SQLite lane closed (mcp_tools/store/lane.py:
+    a receiver sets up Django's connections, not the lane's)."""
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    connect = BaseDatabaseWrapper.connect
+
+    def connect_counted(self: Any) -> None:
+        connect(self)
+        _on_connection_created(type(self), self)
+
+    BaseDatabaseWrapper.connect = connect_counted  # type: ignore[method-assign]
+
+
 def _count_lane_statements() -> None:
     """Count the statements of the event loop's SQLite lane (mcp_tools/store/lane.py) as the store
     thread's are: its connection is made by Django's backend but not through ``connect()``, so
@@ -203,7 +218,6 @@ def setup_django(db_path: Path) -> Any:
     django.setup()
     from django.core.management import call_command
     from django.db import connection
-    from django.db.backends.signals import connection_created
 
     call_command("migrate", verbosity=0, interactive=False)
     if connection.vendor != "sqlite":
@@ -212,7 +226,7 @@ def setup_django(db_path: Path) -> Any:
                              "point DATABASE_URL at a throw-away database whose name contains 'bench'")
         call_command("flush", verbosity=0, interactive=False)
     connection.close()  # the main thread's connection; requests use the DB worker thread's
-    connection_created.connect(_on_connection_created, weak=False)
+    _count_connections()
     _count_lane_statements()
     from demo_site.asgi import application
 

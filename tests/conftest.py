@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -196,3 +197,22 @@ def _remove_this_runs_broker_folder() -> Iterator[None]:
     folder = os.environ.get("MCP_TOOLS_BROKER_DIR", "")
     if os.path.basename(folder).startswith(".broker-"):
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove this run's SQLite ``-wal`` / ``-shm`` files once its test database is gone.
+
+    Connections of this process that Django does not track (asgiref's worker threads)
+    are still open when the test database is deleted, so SQLite never deletes the log
+    files beside it: 40 MB a run, left in tests/.
+    """
+    from django.conf import settings
+
+    if not settings.configured:
+        return
+    name = str(settings.DATABASES["default"].get("TEST", {}).get("NAME") or "")
+    if not os.path.basename(name).startswith(".test-db-") or os.path.exists(name):
+        return
+    for suffix in ("-wal", "-shm"):
+        with contextlib.suppress(OSError):
+            os.remove(name + suffix)

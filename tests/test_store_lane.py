@@ -11,6 +11,7 @@ write, and that the lane leaves checkpoints to the store's thread.
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -19,7 +20,8 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection, connections
-from django.db.models.signals import post_save
+from django.db.backends.signals import connection_created
+from django.db.models.signals import post_save, pre_init
 
 from mcp_tools import ToolContext, store
 from mcp_tools.models import ToolCall
@@ -136,20 +138,135 @@ async def test_a_commit_round_that_loses_its_compare_and_set_in_the_lane_writes_
     assert "commit_round" not in store_thread_jobs
 
 
-async def test_past_the_databases_checkpoint_size_the_store_thread_checkpoints(
+async def settle_checkpoint() -> None:
+    """Let an asked-for checkpoint run to its end in the store's thread."""
+    await asyncio.sleep(0)
+    for job in list(lane_module._pending):
+        await job
+
+
+async def test_past_the_databases_checkpoint_size_the_store_thread_checkpoints_and_truncates_the_log(
     store_thread_jobs: list[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(lane_module, "CHECKPOINT_EVERY", 2)
     call_id = await store.create_call([], **new_call_fields())
     (lane,) = [found for found in lane_module._lanes.values() if found is not None]
     lane.checkpoint_bytes = 1  # any WAL is past it
-    for n in range(4):
-        await store.record_progress(call_id, n, 4, "")
-    await asyncio.sleep(0)
-    if lane.checkpoint is not None:
-        await lane.checkpoint
-    assert "_run_checkpoint" in store_thread_jobs
+    assert await store.record_progress(call_id, 1, 4, "")  # the second commit: the WAL's size is looked at
+    assert store_thread_jobs == ["_open"]
+    await settle_checkpoint()
+    assert store_thread_jobs == ["_open", "_run_checkpoint"]
+    assert os.stat(lane.wal_path).st_size == 0  # truncated: its size counts the log from here on
+    assert await store.record_progress(call_id, 2, 4, "")
+    assert store_thread_jobs == ["_open", "_run_checkpoint"]  # back in the lane
+
+
+async def test_a_checkpointed_log_is_not_checkpointed_again_until_it_has_grown_past_the_size(
+    store_thread_jobs: list[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # SQLite restarts a checkpointed log in place and keeps the file's size: judged by the file,
+    # a lane whose checkpoint left it so would ask for one every CHECKPOINT_EVERY commits.
+    monkeypatch.setattr(lane_module, "CHECKPOINT_EVERY", 2)
+    call_id = await store.create_call([], **new_call_fields())
+    (lane,) = [found for found in lane_module._lanes.values() if found is not None]
+    lane.checkpoint_bytes = 1 << 40
+    big = "x" * 3000
+    for n in range(200):
+        await store.record_progress(call_id, n, None, big + str(n))
+    lane.checkpoint_bytes = 256 * 1024
+    for n in range(2):
+        await store.record_progress(call_id, n, None, "")
+    await settle_checkpoint()
+    assert store_thread_jobs.count("_run_checkpoint") == 1
+    for n in range(6):  # a few pages: far from 256 KB of log
+        await store.record_progress(call_id, n, None, "")
+        await settle_checkpoint()
+    assert store_thread_jobs.count("_run_checkpoint") == 1
+
+
+async def test_an_awaited_lane_call_lets_other_tasks_run_and_a_cancel_reach_its_caller() -> None:
+    call_id = await store.create_call([], **new_call_fields())
+    reported = 0
+    ticks = 0
+
+    async def handler() -> None:  # progress reports between pieces of work, as tools write them
+        nonlocal reported
+        for n in range(300):
+            await store.record_progress(call_id, n, 300, "")
+            reported += 1
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    other = asyncio.ensure_future(ticker())
+    task = asyncio.ensure_future(handler())
+    asyncio.get_running_loop().call_soon(task.cancel)  # a notifications/cancelled handled meanwhile
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    other.cancel()
+    assert reported < 300 and ticks > 0
+
+
+async def test_a_pre_init_receiver_runs_in_the_store_thread_not_on_the_loop(store_thread_jobs: list[str]) -> None:
+    call_id = await store.create_call([], **new_call_fields())
+    seen: list[tuple[str, Any]] = []
+
+    def receiver(sender: Any, **kwargs: Any) -> None:
+        try:
+            ToolCall.objects.count()  # the ORM, as any receiver may
+            seen.append((threading.current_thread().name, None))
+        except Exception as exc:  # noqa: BLE001 - whatever it is, the test shows it
+            seen.append((threading.current_thread().name, exc))
+
+    pre_init.connect(receiver, sender=ToolCall)
+    try:
+        loaded = await store.load_call(call_id)
+    finally:
+        pre_init.disconnect(receiver, sender=ToolCall)
+    assert loaded is not None
+    assert seen == [("mcp-tools-store", None)]
+    assert "load_call" in store_thread_jobs
+
+
+async def test_an_error_opening_the_lane_sends_the_work_to_the_store_thread_and_is_tried_again_later(
+    store_thread_jobs: list[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_open = lane_module._open_in_store_thread
+
+    async def failing_open(alias: str) -> Any:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(lane_module, "_open_in_store_thread", failing_open)
+    call_id = await store.create_call([], **new_call_fields())
+    assert "create_call" in store_thread_jobs and not any(lane_module._lanes.values())
+    monkeypatch.setattr(lane_module, "_open_in_store_thread", real_open)
+    monkeypatch.setattr(lane_module, "_retry_at", {})  # the retry delay has passed
+    assert await store.record_progress(call_id, 1, None, "")
     assert "record_progress" not in store_thread_jobs
+
+
+@pytest.mark.parametrize("why", ["deferred transactions", "connection_created receiver"])
+async def test_no_lane_where_djangos_connections_could_differ_from_it(
+    why: str, monkeypatch: pytest.MonkeyPatch, store_thread_jobs: list[str],
+) -> None:
+    def receiver(sender: Any, connection: Any, **kwargs: Any) -> None:
+        pass
+
+    if why == "deferred transactions":
+        options = {**connection.settings_dict.get("OPTIONS", {}), "transaction_mode": "DEFERRED"}
+        monkeypatch.setitem(connections.settings[connection.alias], "OPTIONS", options)
+    else:
+        connection_created.connect(receiver)
+    try:
+        await store.create_call([], **new_call_fields())
+    finally:
+        connection_created.disconnect(receiver)
+        await store.close_connections()  # the store thread's connection had the changed settings
+    assert "create_call" in store_thread_jobs
+    assert not any(lane_module._lanes.values())
 
 
 @pytest.mark.parametrize("how", ["setting", "conn_max_age_0", "query_logging", "save_listener"])

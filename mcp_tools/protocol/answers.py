@@ -35,13 +35,27 @@ def _check_value(name: str, value: Any, schema: dict[str, Any]) -> None:
         raise InvalidAnswer(f"field {name!r} must be one of {allowed}")
 
 
+#: Keywords that assert nothing about a value (JSON Schema's annotations).
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated", "readOnly", "writeOnly"})
+#: A field schema made of these (a scalar ``type``, ``enum``, annotations) says nothing
+#: :func:`_check_value` did not check already: jsonschema would find what it found.
+_CHECKED_BY_TYPE = _ANNOTATIONS | {"type", "enum"}
+_SCALAR_TYPES = frozenset({"string", "integer", "number", "boolean"})
+_format_checker: Any = None
+
+
 def _check_constraints(name: str, value: Any, schema: dict[str, Any]) -> None:
     """The rest of what the field's schema says (lengths, ranges, formats, array items), by jsonschema."""
+    if schema.get("type") in _SCALAR_TYPES and _CHECKED_BY_TYPE.issuperset(schema):
+        return  # nothing left to check (a validator costs more than the rest of the answer's checks)
     from jsonschema import Draft202012Validator, FormatChecker
     from jsonschema.exceptions import SchemaError
 
+    global _format_checker
+    if _format_checker is None:
+        _format_checker = FormatChecker()  # stateless: one for the process
     try:
-        error = next(Draft202012Validator(schema, format_checker=FormatChecker()).iter_errors(value), None)
+        error = next(Draft202012Validator(schema, format_checker=_format_checker).iter_errors(value), None)
     except SchemaError:  # the server's own schema: not the client's fault, and checked by type above
         return
     if error is not None:

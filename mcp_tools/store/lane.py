@@ -5,7 +5,7 @@ take tens of microseconds, and the hop to the store's thread and back (:mod:`.ho
 cost more than all of them together: two thread wake-ups and the GIL handed back and
 forth (``docs/performance-durable.md``, seventh pass). So the store functions that run
 nothing but statements of ours (no ORM query, no user code, no signal) run them on the
-event loop's own thread, on a connection the lane opens for that thread, when:
+event loop's own thread, on one connection the lane opens for the process, when:
 
 * the database is a SQLite file in WAL mode, where readers never wait for a writer;
 * nothing watches Django's cursors (query logging, ``execute_wrappers``, a wrapped
@@ -14,6 +14,9 @@ event loop's own thread, on a connection the lane opens for that thread, when:
   nobody listens to the call model's ``pre_save`` / ``post_save`` / ``post_init``;
 * ``CONN_MAX_AGE`` is not 0 (0 means no persistent connection: each hop opens its own),
   and the lane's connection is younger than it;
+* Django's connections are like the lane's: no ``connection_created`` receiver (it would
+  set up Django's only), and ``transaction_mode`` ``IMMEDIATE`` (a deferred transaction of
+  the store's thread that reads, then writes, would fail if the lane committed between);
 * ``MCP_TOOLS["STORE_SQLITE_LANE"]`` is True (the default).
 
 Otherwise, and whenever the lane cannot go on, the function runs in the store's thread
@@ -23,11 +26,15 @@ as before. **The lane never waits on the loop**:
   store's thread running a ``ctx.once`` inside its transaction, another process), the
   statement fails at once with ``SQLITE_BUSY``, what the function wrote rolls back, and
   it runs again from the start in the store's thread, where it waits its turn;
-* its connection never checkpoints (``wal_autocheckpoint = 0``): a checkpoint copies the
-  WAL back into the database file, up to tens of milliseconds with the loop standing
-  still. Every :data:`CHECKPOINT_EVERY` commits the lane looks at the WAL's size and,
-  past the database's own ``wal_autocheckpoint``, asks the store's thread for a passive
-  checkpoint.
+* its connection never checkpoints on the loop (``wal_autocheckpoint = 0``): a checkpoint
+  copies the WAL back into the database file, up to tens of milliseconds with the loop
+  standing still. Every :data:`CHECKPOINT_EVERY` commits the lane looks at the WAL's size
+  and, past the database's own ``wal_autocheckpoint``, has the store's thread checkpoint
+  and truncate the log on the lane's connection (so the file's size keeps measuring the
+  log); meanwhile the lane's functions run in the store's thread.
+
+An awaited lane function still suspends its caller once, as the hop did: other tasks run
+and a cancel reaches the caller before the function starts.
 
 The statements, their transactions and their compare-and-set conditions are the same in
 both places (:class:`~mcp_tools.store.sql.Statements`), so every guarantee of a round
@@ -77,7 +84,7 @@ class Fallback(Exception):
 
 
 class Lane:
-    """One thread's connection to one SQLite database, for the store's own statements."""
+    """The process's connection to one SQLite database, for the store's own statements."""
 
     def __init__(self, alias: str, raw: sqlite3.Connection, store_wrapper: Any, wal_path: str,
                  checkpoint_bytes: int, max_age: float | None) -> None:
@@ -89,7 +96,8 @@ class Lane:
         self.checkpoint_bytes = checkpoint_bytes
         self.close_at = None if max_age is None else time.monotonic() + max_age
         self.commits = 0
-        self.checkpoint: asyncio.Future[Any] | None = None
+        #: A checkpoint was asked of the store's thread and has not run yet (that job clears it).
+        self.checkpointing = False
         self.statements: LaneStatements | None = None  # made on first use, in the loop's thread
         self.closed = False
         #: Held while a function runs on this connection (event loops in other threads use the store's thread meanwhile).
@@ -109,26 +117,41 @@ class Lane:
                     or _model_signals_heard())
 
     def committed(self) -> None:
-        """Count a commit; past the database's checkpoint size, ask the store's thread for a checkpoint."""
+        """Count a commit; past the database's checkpoint size, ask the store's thread for a checkpoint.
+
+        The WAL file's size measures the log since the last checkpoint because the
+        checkpoint truncates the file (``TRUNCATE``): SQLite's own, which restarts the log
+        in place, leaves the file as large as it was.
+        """
         self.commits += 1
-        if self.commits % CHECKPOINT_EVERY or not self.checkpoint_bytes:
+        if self.commits % CHECKPOINT_EVERY or not self.checkpoint_bytes or self.checkpointing:
             return
-        if self.checkpoint is not None:
-            if not self.checkpoint.done() and self.checkpoint.get_loop() is asyncio.get_running_loop():
-                return  # one asked for already
-            self.checkpoint = None  # asked on an event loop that has closed since
         try:
             size = os.stat(self.wal_path).st_size
         except OSError:
             return
         if size >= self.checkpoint_bytes:
-            self.checkpoint = asyncio.ensure_future(_checkpoint(self.alias))
-            self.checkpoint.add_done_callback(self._checkpointed)
+            self.checkpointing = True
+            job = asyncio.ensure_future(_checkpoint(self))
+            _pending.add(job)  # held until it ends (the store's thread runs it whatever becomes of this loop)
+            job.add_done_callback(_pending.discard)
 
-    def _checkpointed(self, future: asyncio.Future[Any]) -> None:
-        self.checkpoint = None
-        if not future.cancelled() and future.exception() is not None:
-            logger.warning("WAL checkpoint of database %r failed: %s", self.alias, future.exception())
+    def checkpoint(self) -> None:
+        """A checkpoint that copies the log back and truncates it, on this connection, in the store's thread.
+
+        The lane's functions meanwhile go to the store's thread, where they wait for it, as
+        they would for SQLite's own checkpoint there; the loop waits for nothing. With the
+        lane's busy timeout of 0, readers or a writer elsewhere make it stop where it is
+        (it tries again after :data:`CHECKPOINT_EVERY` more commits).
+        """
+        try:
+            with self.in_use:
+                if not self.closed:
+                    self.raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error as exc:
+            logger.warning("WAL checkpoint of database %r failed: %s", self.alias, exc)
+        finally:
+            self.checkpointing = False
 
     def close(self) -> None:
         """Close the connection (the caller holds :attr:`in_use`, or nobody else can)."""
@@ -199,6 +222,12 @@ _lanes: dict[str, Lane | None] = {}
 _lanes_lock = threading.Lock()
 #: Connections a forked child inherited: never used, never closed (the parent still uses the file).
 _inherited: list[Lane] = []
+#: Checkpoint jobs asked for and not ended (an unreferenced task may be collected).
+_pending: set[asyncio.Future[Any]] = set()
+#: alias -> when to try opening its lane again, after an error opening it (say, a lock held elsewhere).
+_retry_at: dict[str, float] = {}
+#: Seconds between two tries at opening a lane that failed to open.
+RETRY_OPEN_SECONDS = 5.0
 
 
 def refuse() -> None:
@@ -208,11 +237,12 @@ def refuse() -> None:
 
 
 def _model_signals_heard() -> bool:
-    from django.db.models.signals import post_init, post_save, pre_save
+    """Whether user code would run inside a lane function: the model signals a row's save or load sends."""
+    from django.db.models.signals import post_init, post_save, pre_init, pre_save
 
     from ..models import ToolCall
 
-    return pre_save.has_listeners(ToolCall) or post_save.has_listeners(ToolCall) or post_init.has_listeners(ToolCall)
+    return any(signal.has_listeners(ToolCall) for signal in (pre_init, post_init, pre_save, post_save))
 
 
 def _alias() -> str:
@@ -223,16 +253,28 @@ def _alias() -> str:
 
 def _open(alias: str) -> Lane | None:
     """A lane's connection, made in the store's thread as Django makes its own (params, functions,
-    ``init_command``), with no busy wait and no checkpoints; None if the database cannot have a lane."""
+    ``init_command``), with no busy wait and no checkpoints; None if the database cannot have a lane.
+
+    Not where Django's connections could differ from it or from each other:
+
+    * a ``connection_created`` receiver (it would set up Django's connections only);
+    * a ``transaction_mode`` other than ``IMMEDIATE`` / ``EXCLUSIVE``: a deferred transaction
+      of the store's thread (a ``ctx.once``) that reads, then writes, fails if the lane
+      commits in between (system check ``mcp_tools.W005`` asks for ``IMMEDIATE``).
+    """
+    from django.db.backends.signals import connection_created
+
     wrapper = connections[alias]
     if wrapper.vendor != "sqlite" or not mcp_settings.STORE_SQLITE_LANE or not sql._stock_backend(wrapper):
         return None
     max_age = wrapper.settings_dict.get("CONN_MAX_AGE", 0)
-    if max_age == 0:
+    if max_age == 0 or connection_created.has_listeners(type(wrapper)):
         return None
-    params = wrapper.get_connection_params()
+    params = wrapper.get_connection_params()  # also reads OPTIONS' transaction_mode into the wrapper
+    if str(getattr(wrapper, "transaction_mode", None) or "").upper() not in ("IMMEDIATE", "EXCLUSIVE"):
+        return None
     params["timeout"] = 0  # busy timeout 0: a lock held elsewhere is SQLITE_BUSY at once, never a wait
-    raw = wrapper.get_new_connection(params)
+    raw = wrapper.get_new_connection(params)  # an error here (a lock during init_command) is the caller's
     raw.isolation_level = None  # autocommit, as Django keeps it: our BEGIN IMMEDIATE opens each transaction
     try:
         journal_mode = str(raw.execute("PRAGMA journal_mode").fetchone()[0]).lower()
@@ -243,15 +285,14 @@ def _open(alias: str) -> Lane | None:
         pages = int(raw.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
         page_size = int(raw.execute("PRAGMA page_size").fetchone()[0])
         raw.execute("PRAGMA wal_autocheckpoint = 0")
-    except sqlite3.Error:
+    except BaseException:
         raw.close()
-        return None
+        raise
     return Lane(alias, raw, wrapper, path + "-wal", max(pages, 0) * page_size, max_age)
 
 
-def _run_checkpoint(alias: str) -> None:
-    with connections[alias].cursor() as cursor:
-        cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
+def _run_checkpoint(lane: Lane) -> None:
+    lane.checkpoint()
 
 
 _checkpoint = db(_run_checkpoint)
@@ -268,7 +309,14 @@ async def _lane() -> Lane | None:
         if not lane.closed and (lane.close_at is None or time.monotonic() < lane.close_at):
             return lane if lane.usable() else None
     # First use, closed, or past CONN_MAX_AGE: a new connection, as Django would open.
-    opened = await _open_in_store_thread(alias)
+    if _retry_at.get(alias, 0.0) > time.monotonic():
+        return None
+    try:
+        opened = await _open_in_store_thread(alias)
+    except Exception as exc:  # the store's thread takes the work; try again later
+        _retry_at[alias] = time.monotonic() + RETRY_OPEN_SECONDS
+        logger.info("no SQLite lane for database %r yet: %s", alias, exc)
+        return None
     with _lanes_lock:
         stale = _lanes.get(alias)
         if stale is not None and stale is not opened and not stale.closed and (stale.close_at is None or time.monotonic() < stale.close_at):
@@ -279,8 +327,13 @@ async def _lane() -> Lane | None:
         else:
             _lanes[alias] = opened
     if stale is not None and stale is not opened:
-        with stale.in_use:
-            stale.close()
+        if stale.in_use.acquire(blocking=False):
+            try:
+                stale.close()
+            finally:
+                stale.in_use.release()
+        else:  # its checkpoint runs in the store's thread: the connection closes when that lets it go
+            stale.closed = True
     return opened if opened is not None and opened.usable() else None
 
 
@@ -291,6 +344,10 @@ def in_lane(fn: Callable[P, R]) -> Callable[P, Any]:
 
     @functools.wraps(fn)
     async def in_lane_or_store_thread(*args: P.args, **kwargs: P.kwargs) -> R:
+        # An awaited store call stays a suspension point, as the hop made it: other tasks run
+        # here, and a cancel (a client's notifications/cancelled) reaches the caller before the
+        # function starts, not after a handler's whole loop of progress reports.
+        await asyncio.sleep(0)
         lane = await _lane()
         # One connection per process: an event loop in another thread using it now sends this
         # function to the store's thread rather than wait for it.
@@ -317,6 +374,7 @@ def close_lanes() -> None:
     with _lanes_lock:
         lanes = [lane for lane in _lanes.values() if lane is not None]
         _lanes.clear()
+        _retry_at.clear()
     for lane in lanes:
         with lane.in_use:  # not while a function runs on it
             lane.close()

@@ -86,7 +86,16 @@ def _preparer(field: Any, connection: Any) -> Prep:
         return lambda value: None if value is None else adapt_json(value, encoder)
     if kind == "DateTimeField":
         adapt_datetime = ops.adapt_datetimefield_value
-        return lambda value: None if value is None else adapt_datetime(value)
+        last: list[Any] = [None, None]  # a round writes one ``now`` into several columns: adapted once
+
+        def datetime_value(value: Any) -> Any:
+            if value is None:
+                return None
+            if value is not last[0]:
+                last[:] = value, adapt_datetime(value)
+            return last[1]
+
+        return datetime_value
     if kind == "UUIDField":
         native = connection.features.has_native_uuid_field
 
