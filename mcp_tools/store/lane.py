@@ -344,13 +344,12 @@ def in_lane(fn: Callable[P, R]) -> Callable[P, Any]:
 
     @functools.wraps(fn)
     async def in_lane_or_store_thread(*args: P.args, **kwargs: P.kwargs) -> R:
-        # An awaited store call stays a suspension point, as the hop made it: other tasks run
-        # here, and a cancel (a client's notifications/cancelled) reaches the caller before the
-        # function starts, not after a handler's whole loop of progress reports.
-        await asyncio.sleep(0)
         lane = await _lane()
-        # One connection per process: an event loop in another thread using it now sends this
-        # function to the store's thread rather than wait for it.
+        if lane is not None:
+            # An awaited store call stays a suspension point, as the hop made it: other tasks
+            # run here, and a cancel (a client's notifications/cancelled) reaches the caller
+            # before the function starts, not after a handler's whole loop of progress reports.
+            await asyncio.sleep(0)
         if lane is not None and lane.in_use.acquire(blocking=False):
             on_thread = sql.lane_running
             on_thread.lane = lane
