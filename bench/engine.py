@@ -267,15 +267,25 @@ def bench_tools() -> list[Any]:
     def square(i: int) -> int:
         return i * i
 
-    async def bench_once_n(ctx: ToolContext, n: int) -> str:
-        """Run n ctx.once steps, then ask once."""
-        total = 0
-        for i in range(n):
-            total += await ctx.once(f"s{i}", square, i)
-        answer = await ctx.elicit("Done?", schema=Confirm, key="done")
-        return f"{total} {answer.ok}"
+    async def square_async(i: int) -> int:
+        return i * i
 
-    return [make_tool(f) for f in (bench_echo_confirm, bench_elicit_n, bench_elicit_n_dict, bench_once_n)]
+    def once_n_tool(effect: Any, name: str, doc: str) -> Any:
+        async def tool(ctx: ToolContext, n: int) -> str:
+            total = 0
+            for i in range(n):
+                total += await ctx.once(f"s{i}", effect, i)
+            answer = await ctx.elicit("Done?", schema=Confirm, key="done")
+            return f"{total} {answer.ok}"
+
+        tool.__name__ = tool.__qualname__ = name
+        tool.__doc__ = doc
+        return tool
+
+    bench_once_n = once_n_tool(square, "bench_once_n", "Run n ctx.once steps, then ask once.")
+    bench_once_async_n = once_n_tool(square_async, "bench_once_async_n", "Run n ctx.once steps of an async function, then ask once.")
+
+    return [make_tool(f) for f in (bench_echo_confirm, bench_elicit_n, bench_elicit_n_dict, bench_once_n, bench_once_async_n)]
 
 
 #: ``CONN_MAX_AGE`` of the settings (the demo's: 60 s), read before any switch.
@@ -440,12 +450,12 @@ async def elicit_n_call(client: Client, tool: str, n: int) -> list[Sample]:
     return samples
 
 
-async def once_n_call(client: Client, n: int) -> tuple[Sample, Sample]:
+async def once_n_call(client: Client, n: int, tool: str = "bench_once_n") -> tuple[Sample, Sample]:
     """``n`` once steps then one elicitation: (round 1, round 2)."""
     args = {"n": n}
-    result, first = await client.call("bench_once_n", args)
+    result, first = await client.call(tool, args)
     state = expect_input_required(result, "done")
-    result, second = await client.call("bench_once_n", args, state, {"done": ANSWER})
+    result, second = await client.call(tool, args, state, {"done": ANSWER})
     expect_complete(result, f"{sum(i * i for i in range(n))} True")
     return first, second
 
@@ -603,7 +613,8 @@ async def measure_replay(client: Client, per_cycle: dict[int, int], cycles: int)
     for tool in ("bench_elicit_n", "bench_elicit_n_dict"):
         await elicit_n_call(client, tool, 3)
     await once_n_call(client, 3)
-    calls: dict[int, dict[str, list[Any]]] = {n: {"model": [], "dict": [], "once": []} for n in SIZES}
+    await once_n_call(client, 3, "bench_once_async_n")
+    calls: dict[int, dict[str, list[Any]]] = {n: {"model": [], "dict": [], "once": [], "once_async": []} for n in SIZES}
     for cycle in range(cycles):
         gc.collect()
         for n in SIZES:
@@ -611,6 +622,7 @@ async def measure_replay(client: Client, per_cycle: dict[int, int], cycles: int)
                 calls[n]["model"].append(await elicit_n_call(client, "bench_elicit_n", n))
                 calls[n]["dict"].append(await elicit_n_call(client, "bench_elicit_n_dict", n))
                 calls[n]["once"].append(await once_n_call(client, n))
+                calls[n]["once_async"].append(await once_n_call(client, n, "bench_once_async_n"))
         log(f"  cycle {cycle + 1}/{cycles} done")
     out: dict[str, Any] = {}
     for n in SIZES:
@@ -625,8 +637,9 @@ async def measure_replay(client: Client, per_cycle: dict[int, int], cycles: int)
                 "answer_rounds_cpu_ms": [round(ms(statistics.median(c[k].cpu for c in runs)), 3) for k in range(1, n + 1)],
                 "call_total_ms": ms(statistics.median(sum(s.wall for s in c) for c in runs)),
             }
-        onces = calls[n]["once"]
-        entry["once"] = {"round1": summary([a for a, _ in onces]), "round2": summary([b for _, b in onces])}
+        for label in ("once", "once_async"):
+            onces = calls[n][label]
+            entry[label] = {"round1": summary([a for a, _ in onces]), "round2": summary([b for _, b in onces])}
         out[str(n)] = entry
     big = str(SIZES[-1])
     for label in ("model", "dict"):
@@ -972,14 +985,20 @@ def report_replay(r: dict[str, Any]) -> list[str]:
         f"**marginal cost of a `ctx.once` step: {marginal_once_ms(r):.3f} ms** (wall, (N={big} − N={first}) / {int(big) - first}; "
         f"CPU {marginal_once_ms(r, 'cpu_median_ms'):.3f} ms); round trips of that round at N={big}: "
         f"{_count(r[big]['once']['round1']['trips'])}.",
+        "With an async function (`await ctx.once(key, async_fn, i)`: its check before and its entry after, "
+        "each a statement of its own; the function runs on the event loop): "
+        + ", ".join(f"N={n}: {r[str(n)]['once_async']['round1']['median_ms']:.1f}" for n in SIZES) + "; "
+        f"**marginal cost of an async `ctx.once` step: {marginal_once_ms(r, variant='once_async'):.3f} ms** "
+        f"(CPU {marginal_once_ms(r, 'cpu_median_ms', 'once_async'):.3f} ms); round trips at N={big}: "
+        f"{_count(r[big]['once_async']['round1']['trips'])}.",
     ]
     return lines
 
 
-def marginal_once_ms(r: dict[str, Any], key: str = "median_ms") -> float:
+def marginal_once_ms(r: dict[str, Any], key: str = "median_ms", variant: str = "once") -> float:
     """(round 1 at the largest N − round 1 at N = 1) / (N − 1): what one more ``ctx.once`` step costs."""
     first, big = SIZES[0], SIZES[-1]
-    return (r[str(big)]["once"]["round1"][key] - r[str(first)]["once"]["round1"][key]) / (big - first)
+    return (r[str(big)][variant]["round1"][key] - r[str(first)][variant]["round1"][key]) / (big - first)
 
 
 def report_decomposition(dec: dict[str, Any]) -> list[str]:
@@ -1085,6 +1104,9 @@ def main() -> int:
     parser.add_argument("--no-health-checks", action="store_true",
                         help="what-if: CONN_HEALTH_CHECKS off (the demo turns them on with DATABASE_URL; on PostgreSQL "
                              "each database hop then starts with a SELECT 1 round trip)")
+    parser.add_argument("--no-lane", action="store_true",
+                        help="what-if: MCP_TOOLS['STORE_SQLITE_LANE'] off (every statement hops to the store's thread, "
+                             "as before the lane; SQLite only)")
     parser.add_argument("--memory-child", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--memory-warmup", type=int, default=200, help=argparse.SUPPRESS)
     parser.add_argument("--memory-checkpoints", type=int, default=5, help=argparse.SUPPRESS)
@@ -1114,6 +1136,12 @@ def main() -> int:
 
             connections.settings["default"]["CONN_HEALTH_CHECKS"] = False  # read at the next connect
             results["database"] += ", what-if CONN_HEALTH_CHECKS off"
+        if args.no_lane:
+            from django.conf import settings
+            from django.test import override_settings
+
+            override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "STORE_SQLITE_LANE": False}).enable()
+            results["database"] += ", what-if STORE_SQLITE_LANE off"
 
         client = Client(app)
 

@@ -19,9 +19,11 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings as django_settings
 from django.db import connection, connections
 from django.db.backends.signals import connection_created
 from django.db.models.signals import post_save, pre_init
+from django.test import override_settings
 
 from mcp_tools import ToolContext, store
 from mcp_tools.models import ToolCall
@@ -325,3 +327,35 @@ async def test_a_lane_past_conn_max_age_is_replaced_by_a_new_connection() -> Non
     assert new is not old and old.closed and not new.closed
     with pytest.raises(sqlite3.ProgrammingError):  # the old connection is closed, not leaked
         old.raw.execute("SELECT 1")
+
+
+async def add_later(ctx: ToolContext, a: int, b: int) -> int:
+    """Add, as an async effect journaled once."""
+
+    async def add(x: int, y: int) -> int:
+        return x + y
+
+    return await ctx.once("sum", add, a, b)
+
+
+async def test_an_async_once_is_checked_and_journaled_in_the_lane(store_thread_jobs: list[str]) -> None:
+    with registry.registered_temporarily(make_tool(add_later)), override_settings(
+        MCP_TOOLS={**django_settings.MCP_TOOLS, "SLOW_CALL_SECONDS": 0}  # the call gets its row at its first wait
+    ):
+        result = await McpTestClient().call_tool("add_later", {"a": 2, "b": 3})
+    assert result["structuredContent"] == {"result": 5}
+    assert not {"check_once", "record_once", "create_call"} & set(store_thread_jobs), store_thread_jobs
+    row = await sync_to_async(ToolCall.objects.get)(tool_name="add_later")
+    steps = await sync_to_async(list)(row.steps.values_list("kind", "key", "response"))
+    assert ("once", "sum", 5) in steps
+
+
+async def test_a_losing_async_once_entry_in_the_lane_returns_the_winners_value(store_thread_jobs: list[str]) -> None:
+    from mcp_tools.engine.journal import Step
+
+    call_id = await store.create_call([], **new_call_fields())
+    step = Step(seq=0, kind="once", key="mail", digest="d")
+    assert await sync_to_async(store.sync_calls.record_once, thread_sensitive=False)(call_id, step, "first") == (True, "first")
+    assert await store.record_once(call_id, step, "second") == (False, "first")
+    assert not {"record_once", "check_once"} & set(store_thread_jobs)
+    assert await store.check_once(call_id, step) == (True, "first")

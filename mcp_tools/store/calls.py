@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 from datetime import timedelta
@@ -208,16 +209,17 @@ def record_failed_once(call_id: Any, step: Step, exc: Exception) -> None:
     """Journal that a ``ctx.once`` effect failed (its class and message): on replay it fails again
     the same way instead of running again, so the handler takes the path it took. A concurrent run
     that journaled the step first keeps its entry."""
-    from django.db import IntegrityError, transaction
+    from django.db import IntegrityError
 
     from ..engine.errors import error_of_once
     from ..engine.journal import failed_once_key
 
     step.status, step.error, step.response = "failed", error_of_once(exc), None
     step.key = failed_once_key(step.key, step.seq)
+    using = _db()
     try:
-        with transaction.atomic(using=_db()):  # a savepoint inside a caller's transaction
-            sql.insert_steps(call_id, _db(), [step], timezone.now())
+        with _savepoint(using):
+            sql.insert_steps(call_id, using, [step], timezone.now())
     except IntegrityError:
         return
     step.persisted = True
@@ -258,16 +260,13 @@ def record_once(call_id: Any, step: Step, value: Any) -> tuple[bool, Any]:
     its value wins and is returned. The step is one INSERT, atomic by itself (a
     savepoint inside a caller's transaction, so a losing insert leaves that usable).
     """
-    from django.db import IntegrityError, transaction
+    from django.db import IntegrityError
 
     using = _db()
     value = _json_value(value)
     done = [Step(seq=step.seq, kind=step.kind, key=step.key, digest=step.digest, response=value, status="done")]
     try:
-        if sql.in_transaction(using):  # a savepoint: a losing insert must not abort the caller's transaction
-            with transaction.atomic(using=using):
-                sql.insert_steps(call_id, using, done, timezone.now())
-        else:
+        with _savepoint(using):
             sql.insert_steps(call_id, using, done, timezone.now())
     except IntegrityError:
         journaled, response = _once_journaled(call_id, step, using, live=False)
@@ -275,6 +274,16 @@ def record_once(call_id: Any, step: Step, value: Any) -> tuple[bool, Any]:
             raise
         return False, response
     return True, value
+
+
+def _savepoint(using: str) -> Any:
+    """A savepoint inside a caller's transaction, so a losing INSERT leaves that usable; nothing
+    around a single statement in autocommit (always so in the event loop's SQLite lane)."""
+    from django.db import transaction
+
+    if sql.lane_running.lane is None and sql.in_transaction(using):
+        return transaction.atomic(using=using)
+    return contextlib.nullcontext()
 
 
 def _json_value(value: Any) -> Any:
