@@ -140,11 +140,22 @@ async def test_a_commit_round_that_loses_its_compare_and_set_in_the_lane_writes_
     assert "commit_round" not in store_thread_jobs
 
 
+def checkpoints_of(lane: Any) -> list[str]:
+    """The threads this lane's checkpoints ran in, from now on."""
+    ran: list[str] = []
+    real = lane.checkpoint
+
+    def counted() -> None:
+        ran.append(threading.current_thread().name)
+        real()
+
+    lane.checkpoint = counted
+    return ran
+
+
 async def settle_checkpoint() -> None:
-    """Let an asked-for checkpoint run to its end in the store's thread."""
-    await asyncio.sleep(0)
-    for job in list(lane_module._pending):
-        await job
+    """Let an asked-for checkpoint run to its end: the store's thread runs its jobs in order."""
+    await store.db(lambda: None)()
 
 
 async def test_past_the_databases_checkpoint_size_the_store_thread_checkpoints_and_truncates_the_log(
@@ -153,24 +164,25 @@ async def test_past_the_databases_checkpoint_size_the_store_thread_checkpoints_a
     monkeypatch.setattr(lane_module, "CHECKPOINT_EVERY", 2)
     call_id = await store.create_call([], **new_call_fields())
     (lane,) = [found for found in lane_module._lanes.values() if found is not None]
+    checkpoints = checkpoints_of(lane)
     lane.checkpoint_bytes = 1  # any WAL is past it
     assert await store.record_progress(call_id, 1, 4, "")  # the second commit: the WAL's size is looked at
-    assert store_thread_jobs == ["_open"]
     await settle_checkpoint()
-    assert store_thread_jobs == ["_open", "_run_checkpoint"]
+    assert checkpoints == ["mcp-tools-store"]
     assert os.stat(lane.wal_path).st_size == 0  # truncated: its size counts the log from here on
     assert await store.record_progress(call_id, 2, 4, "")
-    assert store_thread_jobs == ["_open", "_run_checkpoint"]  # back in the lane
+    assert "record_progress" not in store_thread_jobs  # in the lane before and after
 
 
 async def test_a_checkpointed_log_is_not_checkpointed_again_until_it_has_grown_past_the_size(
-    store_thread_jobs: list[str], monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # SQLite restarts a checkpointed log in place and keeps the file's size: judged by the file,
     # a lane whose checkpoint left it so would ask for one every CHECKPOINT_EVERY commits.
     monkeypatch.setattr(lane_module, "CHECKPOINT_EVERY", 2)
     call_id = await store.create_call([], **new_call_fields())
     (lane,) = [found for found in lane_module._lanes.values() if found is not None]
+    checkpoints = checkpoints_of(lane)
     lane.checkpoint_bytes = 1 << 40
     big = "x" * 3000
     for n in range(200):
@@ -179,11 +191,11 @@ async def test_a_checkpointed_log_is_not_checkpointed_again_until_it_has_grown_p
     for n in range(2):
         await store.record_progress(call_id, n, None, "")
     await settle_checkpoint()
-    assert store_thread_jobs.count("_run_checkpoint") == 1
+    assert len(checkpoints) == 1
     for n in range(6):  # a few pages: far from 256 KB of log
         await store.record_progress(call_id, n, None, "")
         await settle_checkpoint()
-    assert store_thread_jobs.count("_run_checkpoint") == 1
+    assert len(checkpoints) == 1
 
 
 async def test_an_awaited_lane_call_lets_other_tasks_run_and_a_cancel_reach_its_caller() -> None:
@@ -359,3 +371,93 @@ async def test_a_losing_async_once_entry_in_the_lane_returns_the_winners_value(s
     assert await store.record_once(call_id, step, "second") == (False, "first")
     assert not {"record_once", "check_once"} & set(store_thread_jobs)
     assert await store.check_once(call_id, step) == (True, "first")
+
+
+class Order:
+    """As a model instance whose ``__str__`` follows a foreign key: the ORM."""
+
+    def __str__(self) -> str:
+        return f"order of {ToolCall.objects.count()} calls"
+
+
+class ShippingFailed(Exception):
+    def __str__(self) -> str:
+        return f"shipping failed ({ToolCall.objects.count()} calls)"
+
+
+async def test_journaling_a_value_or_failure_whose_str_uses_the_orm_runs_in_the_store_thread(
+    store_thread_jobs: list[str],
+) -> None:
+    from mcp_tools.engine.journal import Step
+
+    call_id = await store.create_call([], **new_call_fields())
+    assert await store.record_once(call_id, Step(seq=0, kind="once", key="order", digest="d"), Order()) == (
+        True, "order of 1 calls")
+    failed = Step(seq=1, kind="once", key="ship", digest="d")
+    await store.record_failed_once(call_id, failed, ShippingFailed())
+    assert failed.persisted and failed.error["message"] == "shipping failed (1 calls)"
+    assert store_thread_jobs.count("record_once") == 1  # the lane sent it on: str() is the caller's code
+
+
+async def test_a_failed_once_is_journaled_under_its_key_when_the_database_is_locked() -> None:
+    from mcp_tools.engine.journal import Step, failed_once_key
+
+    call_id = await store.create_call([], **new_call_fields())
+    other = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # another writer: a sync once in the store's thread, another process
+    release = threading.Timer(0.2, lambda: other.execute("COMMIT"))
+    release.start()
+    try:
+        await store.record_failed_once(call_id, Step(seq=0, kind="once", key="mail", digest="d"), RuntimeError("smtp down"))
+    finally:
+        release.join()
+        other.close()
+    row = await sync_to_async(ToolCall.objects.get)(id=call_id)
+    assert await sync_to_async(list)(row.steps.values_list("key", flat=True)) == [failed_once_key("mail", 0)]
+
+
+async def test_a_checkpoint_asked_for_by_a_loop_that_closes_still_runs_and_leaves_nothing_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(lane_module, "CHECKPOINT_EVERY", 1)
+    call_id = await store.create_call([], **new_call_fields())
+    (lane,) = [found for found in lane_module._lanes.values() if found is not None]
+    lane.checkpoint_bytes = 1
+
+    def in_a_loop_that_closes() -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(store.record_progress(call_id, 1, None, ""))  # asks for a checkpoint
+        finally:
+            loop.close()
+
+    await asyncio.to_thread(in_a_loop_that_closes)
+    await settle_checkpoint()
+    assert lane.checkpointing is False
+    assert os.stat(lane.wal_path).st_size == 0
+
+
+async def test_a_checkpoint_that_readers_keep_from_finishing_is_not_asked_for_again_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(lane_module, "CHECKPOINT_EVERY", 1)
+    call_id = await store.create_call([], **new_call_fields())
+    (lane,) = [found for found in lane_module._lanes.values() if found is not None]
+    checkpoints = checkpoints_of(lane)
+    lane.checkpoint_bytes = 1
+    reader = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None, check_same_thread=False)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM mcp_tools_toolcall").fetchone()  # a read snapshot held open
+        await store.record_progress(call_id, 1, None, "")
+        await settle_checkpoint()
+        assert len(checkpoints) == 1 and os.stat(lane.wal_path).st_size > 0  # could not truncate
+        for n in range(lane_module.CHECKPOINT_BACKOFF - 1):
+            await store.record_progress(call_id, n, None, "")
+            await settle_checkpoint()
+        assert len(checkpoints) == 1  # backed off
+    finally:
+        reader.close()
+    await store.record_progress(call_id, 9, None, "")  # the backoff is over: looked at again
+    await settle_checkpoint()
+    assert len(checkpoints) == 2 and os.stat(lane.wal_path).st_size == 0

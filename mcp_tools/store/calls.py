@@ -263,6 +263,8 @@ def record_once(call_id: Any, step: Step, value: Any) -> tuple[bool, Any]:
     from django.db import IntegrityError
 
     using = _db()
+    if not _plain_json(value):
+        lane.refuse()  # its JSON form calls str() of what it holds: user code, for the store's thread
     value = _json_value(value)
     done = [Step(seq=step.seq, kind=step.kind, key=step.key, digest=step.digest, response=value, status="done")]
     try:
@@ -284,6 +286,17 @@ def _savepoint(using: str) -> Any:
     if sql.lane_running.lane is None and sql.in_transaction(using):
         return transaction.atomic(using=using)
     return contextlib.nullcontext()
+
+
+def _plain_json(value: Any) -> bool:
+    """Whether ``value`` is made of JSON's own types only (its JSON form runs no code of the caller's)."""
+    if value is None or type(value) in (str, int, float, bool):
+        return True
+    if type(value) is list:
+        return all(_plain_json(item) for item in value)
+    if type(value) is dict:
+        return all(type(key) is str and _plain_json(item) for key, item in value.items())
+    return False
 
 
 def _json_value(value: Any) -> Any:

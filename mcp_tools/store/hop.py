@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import logging
 import os
 import queue
 import threading
@@ -43,13 +44,16 @@ from typing import Any, ParamSpec, TypeVar
 
 from django.db import connections
 
+logger = logging.getLogger("mcp_tools.store")
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
 #: How long a connection counts as checked (Django checks once per request; a hop is not a request).
 HEALTH_CHECK_SECONDS = 1.0
 
-Job = tuple[Callable[[], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
+#: A job, the loop that waits for it and its future (None, None: nobody waits, :func:`submit`).
+Job = tuple[Callable[[], Any], "asyncio.AbstractEventLoop | None", "asyncio.Future[Any] | None"]
 
 _lock = threading.Lock()
 _jobs: queue.SimpleQueue[Job] | None = None
@@ -76,9 +80,13 @@ def _serve(jobs: queue.SimpleQueue[Job]) -> None:
         try:
             value = run()
         except BaseException as exc:  # the caller gets it, whatever it is; this thread goes on
-            _hand_over(loop, future, None, exc)
+            if loop is None or future is None:
+                logger.exception("store job %r failed", run)
+            else:
+                _hand_over(loop, future, None, exc)
         else:
-            _hand_over(loop, future, value, None)
+            if loop is not None and future is not None:
+                _hand_over(loop, future, value, None)
 
 
 def _hand_over(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
@@ -148,6 +156,15 @@ def db(fn: Callable[P, R]) -> Callable[P, Any]:
         return await future
 
     return in_store_thread
+
+
+def submit(fn: Callable[[], Any]) -> None:
+    """Run ``fn()`` in the store's thread after the jobs queued before it, waiting for nothing.
+
+    For the store's own housekeeping (a checkpoint): ``fn`` touches no Django connection
+    (no connection rules run around it), and what it raises is logged.
+    """
+    _store_queue().put((fn, None, None))
 
 
 async def close_store_thread_connections() -> None:

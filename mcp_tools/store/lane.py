@@ -61,7 +61,7 @@ from django.dispatch import receiver
 
 from ..conf import mcp_settings
 from . import sql
-from .hop import db
+from .hop import db, submit
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -70,6 +70,8 @@ logger = logging.getLogger("mcp_tools.store")
 
 #: Commits between two looks at the WAL's size.
 CHECKPOINT_EVERY = 64
+#: After a checkpoint that could not finish (readers elsewhere), looks skipped before the next.
+CHECKPOINT_BACKOFF = 8
 
 #: SQLite's primary result codes for "another connection holds the lock".
 _WAIT_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
@@ -98,6 +100,9 @@ class Lane:
         self.commits = 0
         #: A checkpoint was asked of the store's thread and has not run yet (that job clears it).
         self.checkpointing = False
+        #: No look at the WAL's size before this many commits (after a checkpoint that could not finish).
+        self.next_look = 0
+        self.raw_closed = False
         self.statements: LaneStatements | None = None  # made on first use, in the loop's thread
         self.closed = False
         #: Held while a function runs on this connection (event loops in other threads use the store's thread meanwhile).
@@ -124,7 +129,7 @@ class Lane:
         in place, leaves the file as large as it was.
         """
         self.commits += 1
-        if self.commits % CHECKPOINT_EVERY or not self.checkpoint_bytes or self.checkpointing:
+        if self.commits % CHECKPOINT_EVERY or not self.checkpoint_bytes or self.checkpointing or self.commits < self.next_look:
             return
         try:
             size = os.stat(self.wal_path).st_size
@@ -132,30 +137,45 @@ class Lane:
             return
         if size >= self.checkpoint_bytes:
             self.checkpointing = True
-            job = asyncio.ensure_future(_checkpoint(self))
-            _pending.add(job)  # held until it ends (the store's thread runs it whatever becomes of this loop)
-            job.add_done_callback(_pending.discard)
+            submit(self.checkpoint)  # whatever becomes of this loop, the store's thread runs it and clears the flag
 
     def checkpoint(self) -> None:
         """A checkpoint that copies the log back and truncates it, on this connection, in the store's thread.
 
         The lane's functions meanwhile go to the store's thread, where they wait for it, as
         they would for SQLite's own checkpoint there; the loop waits for nothing. With the
-        lane's busy timeout of 0, readers or a writer elsewhere make it stop where it is
-        (it tries again after :data:`CHECKPOINT_EVERY` more commits).
+        lane's busy timeout of 0, readers or a writer elsewhere make it stop where it is;
+        it is tried again after :data:`CHECKPOINT_BACKOFF` × :data:`CHECKPOINT_EVERY` commits.
         """
         try:
-            with self.in_use:
+            self.in_use.acquire()
+            try:
                 if not self.closed:
-                    self.raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                    busy, _, _ = self.raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                    if busy:  # readers (or a writer) elsewhere: the log stays as large for now
+                        self.next_look = self.commits + CHECKPOINT_BACKOFF * CHECKPOINT_EVERY
+            finally:
+                self.release()
         except sqlite3.Error as exc:
             logger.warning("WAL checkpoint of database %r failed: %s", self.alias, exc)
         finally:
             self.checkpointing = False
 
+    def release(self) -> None:
+        """Release :attr:`in_use`, closing the connection first if the lane was closed meanwhile."""
+        try:
+            if self.closed and not self.raw_closed:
+                self._close_raw()
+        finally:
+            self.in_use.release()
+
     def close(self) -> None:
         """Close the connection (the caller holds :attr:`in_use`, or nobody else can)."""
         self.closed = True
+        self._close_raw()
+
+    def _close_raw(self) -> None:
+        self.raw_closed = True
         try:
             self.raw.close()
         except sqlite3.Error:  # pragma: no cover - closing never matters more than what came before
@@ -222,8 +242,6 @@ _lanes: dict[str, Lane | None] = {}
 _lanes_lock = threading.Lock()
 #: Connections a forked child inherited: never used, never closed (the parent still uses the file).
 _inherited: list[Lane] = []
-#: Checkpoint jobs asked for and not ended (an unreferenced task may be collected).
-_pending: set[asyncio.Future[Any]] = set()
 #: alias -> when to try opening its lane again, after an error opening it (say, a lock held elsewhere).
 _retry_at: dict[str, float] = {}
 #: Seconds between two tries at opening a lane that failed to open.
@@ -291,11 +309,6 @@ def _open(alias: str) -> Lane | None:
     return Lane(alias, raw, wrapper, path + "-wal", max(pages, 0) * page_size, max_age)
 
 
-def _run_checkpoint(lane: Lane) -> None:
-    lane.checkpoint()
-
-
-_checkpoint = db(_run_checkpoint)
 _open_in_store_thread = db(_open)
 
 
@@ -332,7 +345,7 @@ async def _lane() -> Lane | None:
                 stale.close()
             finally:
                 stale.in_use.release()
-        else:  # its checkpoint runs in the store's thread: the connection closes when that lets it go
+        else:  # in use (a checkpoint, another loop): whoever holds it closes the connection on release
             stale.closed = True
     return opened if opened is not None and opened.usable() else None
 
@@ -360,7 +373,7 @@ def in_lane(fn: Callable[P, R]) -> Callable[P, Any]:
                 pass
             finally:
                 on_thread.lane = None
-                lane.in_use.release()
+                lane.release()
         result: R = await in_store_thread(*args, **kwargs)
         return result
 
