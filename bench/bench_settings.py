@@ -15,6 +15,8 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 DEBUG = False
 ALLOWED_HOSTS = ["localhost", "127.0.0.1", "[::1]"]
 MCP_TOOLS = {**MCP_TOOLS, "ALLOW_ANONYMOUS": True}
+if os.environ.get("BENCH_NO_LANE"):  # bench/engine.py --no-lane: what the store's thread alone costs
+    MCP_TOOLS["STORE_SQLITE_LANE"] = False
 ROOT_URLCONF = "bench.ref_urls"  # the demo URLs plus /mcp -> a plain async view (used only by ref_apps.django_app)
 
 LOGGING = {

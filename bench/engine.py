@@ -1124,6 +1124,8 @@ def main() -> int:
         suspended, mem_warmup = args.suspended or 10_000, 200
 
     started = time.perf_counter()
+    if args.no_lane:  # read by bench/bench_settings.py (here and in the memory child); override_settings
+        os.environ["BENCH_NO_LANE"] = "1"  # would slow every settings lookup and skew the what-if
     tmp = Path(tempfile.mkdtemp(prefix="mcp-engine-bench-"))
     results: dict[str, Any] = {"quick": args.quick}
     try:
@@ -1137,10 +1139,6 @@ def main() -> int:
             connections.settings["default"]["CONN_HEALTH_CHECKS"] = False  # read at the next connect
             results["database"] += ", what-if CONN_HEALTH_CHECKS off"
         if args.no_lane:
-            from django.conf import settings
-            from django.test import override_settings
-
-            override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "STORE_SQLITE_LANE": False}).enable()
             results["database"] += ", what-if STORE_SQLITE_LANE off"
 
         client = Client(app)
