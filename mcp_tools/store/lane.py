@@ -102,9 +102,10 @@ class Lane:
         self.checkpointing = False
         #: No look at the WAL's size before this many commits (after a checkpoint that could not finish).
         self.next_look = 0
-        self.raw_closed = False
-        self.statements: LaneStatements | None = None  # made on first use, in the loop's thread
+        self.statements: LaneStatements | None = None  # made on first use
+        #: No new function starts on a closed lane; its connection closes as soon as none runs.
         self.closed = False
+        self.raw_closed = False
         #: Held while a function runs on this connection (event loops in other threads use the store's thread meanwhile).
         self.in_use = threading.Lock()
 
@@ -183,7 +184,7 @@ class Lane:
 
 
 class LaneStatements(sql.Statements):
-    """The hot statements on a lane's connection : the event loop's thread, no Django cursor.
+    """The hot statements on a lane's connection: the event loop's thread, no Django cursor.
 
     The lane's checks (nothing watches Django's cursors, a stock backend) were made before
     the function started; here a statement that meets another connection's lock raises
@@ -191,7 +192,7 @@ class LaneStatements(sql.Statements):
     commit is counted for the lane's checkpoints.
     """
 
-    def __init__(self, using: str, lane: Any) -> None:
+    def __init__(self, using: str, lane: Lane) -> None:
         super().__init__(using)
         self.lane = lane
         self.raw = lane.raw
