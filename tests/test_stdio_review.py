@@ -111,3 +111,26 @@ def test_an_rfc_6570_operator_template_is_refused_with_a_clear_error() -> None:
 async def test_the_test_client_reads_a_resource_whose_uri_is_not_ascii() -> None:
     result = await McpTestClient().request("resources/read", {"uri": "test://template/café/data"})
     assert json.loads(result["contents"][0]["text"])["id"] == "café"
+
+
+async def test_a_second_request_with_the_id_of_one_in_flight_is_refused_and_the_first_runs_once() -> None:
+    import asyncio
+
+    from mcp_tools.registry import make_tool, registry
+
+    started: list[int] = []
+
+    async def take_a_while() -> str:
+        """Answer after a moment."""
+        started.append(1)
+        await asyncio.sleep(0.3)
+        return "done"
+
+    call = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "take_a_while", "arguments": {}}})
+    with registry.registered_temporarily(make_tool(take_a_while)):
+        written = await serve_lines([json.dumps(INIT), call, call, PING_3])
+    replies = [m for m in written if m.get("id") == 7]
+    assert [("error" in m, m.get("error", {}).get("code")) for m in replies] == [(True, -32600), (False, None)]
+    assert replies[1]["result"]["content"] == [{"type": "text", "text": "done"}]
+    assert started == [1]
+    assert answered(written, 3)["result"] == {}

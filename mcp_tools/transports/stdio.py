@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from ..conf import mcp_settings
 from ..protocol import jsonrpc, versions
-from ..protocol.errors import INTERNAL_ERROR, McpError
+from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError
 from ..server import RequestContext, dispatch, initialize_result
 from ..server.auth import Principal
 from ..server.flavors import session as session_flavor
@@ -112,6 +112,12 @@ class StdioServer:
             caps = message.params.get("capabilities")
             self.capabilities = caps if isinstance(caps, dict) else {}
             await self.write(jsonrpc.result_message(message.id, initialize_result(self.version, notifications=False)))
+            return
+        if message.id in self.running:
+            # JSON-RPC ids name one request in flight: a second one would take the first's place
+            # (its cancel would reach the wrong request, and the first's end would forget the second).
+            await self.write(jsonrpc.error_message(message.id, McpError(
+                INVALID_REQUEST, "A request with this id is still in progress: ids must be unique")))
             return
         self.running[message.id] = asyncio.ensure_future(self.run(message))
 
