@@ -107,12 +107,14 @@ class ToolCallManager(models.Manager["ToolCall"]):
 
         Succeeds for a working background call that no worker holds, or whose
         worker let its lease run out (it died): that is how a lost worker's call
-        is taken over. Exactly one of several workers wins.
+        is taken over. Exactly one of several workers wins. Never for a call past
+        its expiry (``CALL_TTL``, a task's ``ttl``), even before a sweep marks it so.
         """
         now = timezone.now()
         free = models.Q(lease_expires_at__isnull=True) | models.Q(lease_expires_at__lt=now)
+        unexpired = models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now)
         return bool(
-            self.filter(free, id=call_id, status=CallStatus.WORKING, background=True).update(
+            self.filter(free, unexpired, id=call_id, status=CallStatus.WORKING, background=True).update(
                 worker=worker, lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now
             )
         )
@@ -136,9 +138,13 @@ class ToolCallManager(models.Manager["ToolCall"]):
             for pk in self.filter(lost, status=CallStatus.WORKING, background=True).values_list("id", flat=True)[:1000]
         ]
 
-    def expire_overdue(self) -> int:
+    def expire_overdue(self, call_id: Any = None) -> int:
+        """Mark the live calls past their expiry ``expired`` (only ``call_id``, if given); how many moved."""
         now = timezone.now()
-        return self.filter(status__in=LIVE_STATUSES, expires_at__lt=now).update(
+        rows = self.filter(status__in=LIVE_STATUSES, expires_at__lt=now)
+        if call_id is not None:
+            rows = rows.filter(id=call_id)
+        return rows.update(
             status=CallStatus.EXPIRED, finished_at=now, updated_at=now
         )
 

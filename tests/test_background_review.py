@@ -213,3 +213,24 @@ async def test_a_2026_retry_of_the_round_that_deferred_gets_the_same_task(queued
     replay.cancel()
     assert replay in finished, "the retry got no answer within 5 s (it polls for 30 s, then answers -32603)"
     assert replay.result().json()["result"].get("taskId") == second["result"]["taskId"]
+
+
+async def test_a_queued_call_past_its_expiry_is_expired_by_the_worker_not_run() -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    ran: list[str] = []
+
+    async def late_job() -> str:
+        """Runs on a worker."""
+        ran.append("ran")
+        return "done"
+
+    with registry.registered_temporarily(make_tool(late_job, background=True)):
+        call_id = await sync_to_async(sync_calls.create_call)(
+            [], method="tools/call", tool_name="late_job", arguments={}, principal="anon", protocol_version="2026-07-28",
+            flavor="tasks", status="working", background=True, expires_at=timezone.now() - timedelta(seconds=1))
+        assert await background.run_in_worker(call_id, "w-test") == "expired"
+    row = await sync_to_async(ToolCall.objects.get)(id=call_id)
+    assert (row.status, row.worker, ran) == ("expired", "", [])

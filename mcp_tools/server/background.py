@@ -158,10 +158,15 @@ async def run_in_worker(call_id: str, worker: str, attempt: int = 0) -> str:
     """Run one round of a background call on this worker. Returns what happened, for the log.
 
     ``claimed-elsewhere`` when another worker holds a valid lease or the call is
-    not waiting for a worker (finished, cancelled, waiting for input).
+    not waiting for a worker (finished, cancelled, waiting for input); ``expired``
+    when it waited past its expiry (it is marked so, and does not run).
     """
     lease = float(mcp_settings.WORKER_LEASE_SECONDS)
     if not await store.claim_for_worker(call_id, worker, lease):
+        # A call that waited past its expiry (in the broker, or for a dead worker's lease) ends so
+        # now, not at the next sweep: its task reads failed with the expiry's message at once.
+        if await store.expire_overdue(call_id):
+            return "expired"
         return "claimed-elsewhere"
     loaded = await store.load_call(call_id)
     if loaded is None:

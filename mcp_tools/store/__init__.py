@@ -20,7 +20,7 @@ __all__ = [
     "CallNotLive", "advance", "call_task_id", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "answer_step", "append_event", "call_for_stream", "call_request_id", "session_calls", "call_status", "claim_round",
     "close_connections", "create_call", "create_session", "db", "in_lane", "delete_session", "events_after", "get_session", "load_call",
     "record_once", "check_once", "record_failed_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
-    "subscribers", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "record_progress", "set_stream",
+    "subscribers", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "expire_overdue", "record_progress", "set_stream",
 ]
 
 
@@ -59,6 +59,7 @@ tasks_of = db(sync_calls.tasks_of)
 call_task_id = db(sync_calls.call_task_id)
 touch_live = db(sync_calls.touch_live)
 take_over_round = db(sync_calls.take_over_round)
+expire_overdue = db(sync_calls.expire_overdue)
 
 # -- 2025-11-25 sessions, subscriptions, SSE event log ---------------------------
 create_session = db(sync_sessions.create_session)

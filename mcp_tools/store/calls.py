@@ -387,10 +387,11 @@ def orphaned_background_calls() -> list[str]:
     return ToolCall.objects.orphaned_background_calls()
 
 
-def expire_overdue() -> int:
+def expire_overdue(call_id: Any = None) -> int:
+    """Mark live calls past their expiry ``expired`` (only ``call_id``, if given); how many moved."""
     from ..models import ToolCall
 
-    return ToolCall.objects.expire_overdue()
+    return ToolCall.objects.expire_overdue(call_id)
 
 
 def set_task_id(call_id: Any, task_id: str) -> bool:
