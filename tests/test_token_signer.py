@@ -56,3 +56,11 @@ def test_a_tampered_or_expired_token_is_refused(settings: object) -> None:
         with pytest.raises(tokens.InvalidToken):
             tokens.unseal("request", token, max_age=60)
     assert tokens.unseal("request", token) == {"c": "1", "r": 1}
+
+
+def test_tokens_read_by_orjson_give_what_djangos_serializer_gives() -> None:
+    payload = {"c": "ünï", "r": 2, "n": None, "f": 1.5, "big": 2**70, "l": [True, {"k": "\u2028"}]}
+    data = _CompactJSON().dumps(payload)
+    assert _CompactJSON().loads(data) == signing.JSONSerializer().loads(data) == payload  # 2**70: json's fallback
+    token = tokens.seal("request", payload)
+    assert tokens.unseal("request", token) == payload

@@ -16,10 +16,7 @@ from ..engine.journal import Journal, Step
 from ..states import LIVE_STATUSES, CallStatus
 from . import lane, sql
 
-def _db() -> str:
-    from ..models import ToolCall
-
-    return ToolCall.objects.db
+_db = sql.call_database
 
 
 def load_call(call_id: Any) -> tuple[Any, Journal] | None:

@@ -264,10 +264,7 @@ def _model_signals_heard() -> bool:
     return any(signal.has_listeners(ToolCall) for signal in (pre_init, post_init, pre_save, post_save))
 
 
-def _alias() -> str:
-    from ..models import ToolCall
-
-    return ToolCall.objects.db
+_alias = sql.call_database
 
 
 def _open(alias: str) -> Lane | None:

@@ -70,12 +70,35 @@ def _models() -> tuple[Any, Any]:
     return ToolCall, CallStep
 
 
+def call_database() -> str:
+    """The alias of the database the call tables are on: what the routers choose for ``ToolCall``
+    (``ToolCall.objects.db``), without asking them each time when there are none."""
+    from django.db import DEFAULT_DB_ALIAS, router
+
+    if not router.routers:
+        return DEFAULT_DB_ALIAS
+    ToolCall, _ = _models()
+    alias: str = ToolCall.objects.db
+    return alias
+
+
 def _plain(value: Any) -> Any:
     """A choices enum member as its plain value (drivers adapt exact types only)."""
     return str(value) if isinstance(value, str) and type(value) is not str else value
 
 
-def _preparer(field: Any, connection: Any) -> Prep:
+class _Memo:
+    """The last value a connection's preparers adapted, per kind: a round writes one ``now`` and one
+    call id into several columns and statements, adapted once (a tuple, read and replaced whole)."""
+
+    __slots__ = ("datetime", "uuid")
+
+    def __init__(self) -> None:
+        self.datetime: tuple[Any, Any] = (None, None)
+        self.uuid: tuple[Any, Any] = (None, None)
+
+
+def _preparer(field: Any, connection: Any, memo: _Memo) -> Prep:
     """``value -> database value`` for one field, as ``get_db_prep_save`` would give for plain values."""
     if field.remote_field is not None:  # a foreign key: its target's type
         field = field.target_field
@@ -86,13 +109,13 @@ def _preparer(field: Any, connection: Any) -> Prep:
         return lambda value: None if value is None else adapt_json(value, encoder)
     if kind == "DateTimeField":
         adapt_datetime = ops.adapt_datetimefield_value
-        last: list[Any] = [None, None]  # a round writes one ``now`` into several columns: adapted once
 
         def datetime_value(value: Any) -> Any:
             if value is None:
                 return None
-            if value is not last[0]:
-                last[:] = value, adapt_datetime(value)
+            last = memo.datetime
+            if value is not last[0]:  # the same object: datetimes are immutable
+                last = memo.datetime = value, adapt_datetime(value)
             return last[1]
 
         return datetime_value
@@ -102,9 +125,15 @@ def _preparer(field: Any, connection: Any) -> Prep:
         def uuid_value(value: Any) -> Any:
             if value is None:
                 return None
+            last = memo.uuid
+            if value is last[0] or (type(value) is str and type(last[0]) is str and value == last[0]):
+                return last[1]
+            given = value
             if not isinstance(value, uuid.UUID):
                 value = uuid.UUID(str(value))  # ValueError for what is not a UUID
-            return value if native else value.hex
+            prepared = value if native else value.hex
+            memo.uuid = given, prepared
+            return prepared
 
         return uuid_value
     return _plain
@@ -113,13 +142,13 @@ def _preparer(field: Any, connection: Any) -> Prep:
 class _Columns:
     """The concrete fields of a model as this connection reads and writes them."""
 
-    def __init__(self, model: Any, connection: Any) -> None:
+    def __init__(self, model: Any, connection: Any, memo: _Memo) -> None:
         q = connection.ops.quote_name
         self.table = q(model._meta.db_table)
         self.fields = list(model._meta.concrete_fields)
         self.by_name = {f.name: f for f in self.fields} | {f.attname: f for f in self.fields}
         self.column = {name: q(f.column) for name, f in self.by_name.items()}
-        self.prep = {name: _preparer(f, connection) for name, f in self.by_name.items()}
+        self.prep = {name: _preparer(f, connection, memo) for name, f in self.by_name.items()}
         self.attnames = [f.attname for f in self.fields]
         # What a row gets for a field it is not given: a constant, or a callable default called per row.
         self.defaults = [(f.attname, f.default, None) if f.has_default() and callable(f.default) else (f.attname, None, f.get_default())
@@ -237,8 +266,9 @@ class Statements:
         self.driver_error: type[Exception] = getattr(connection, "Database").Error
         q = connection.ops.quote_name
         self.q = q
-        self.call = call = _Columns(ToolCall, connection)
-        self.step = step = _Columns(CallStep, connection)
+        memo = _Memo()  # one per connection's statements: one thread uses them at a time
+        self.call = call = _Columns(ToolCall, connection, memo)
+        self.step = step = _Columns(CallStep, connection, memo)
         self.pk = call.prep["id"]
         self.live = [str(s) for s in LIVE_STATUSES]
 
