@@ -234,3 +234,27 @@ async def test_a_queued_call_past_its_expiry_is_expired_by_the_worker_not_run() 
         assert await background.run_in_worker(call_id, "w-test") == "expired"
     row = await sync_to_async(ToolCall.objects.get)(id=call_id)
     assert (row.status, row.worker, ran) == ("expired", "", [])
+
+
+def test_a_forked_child_runs_its_calls_on_a_loop_of_its_own() -> None:
+    """A Celery prefork child forked after its parent started the worker loop: the parent's loop has
+    no thread in the child, and a call sent there would wait forever."""
+    import os
+
+    parent_loop = background.worker_loop()
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, then leave at once (no pytest teardown in here)
+        code = 1
+        try:
+            loop = background.worker_loop()
+            done = asyncio.run_coroutine_threadsafe(asyncio.sleep(0, result="ran"), loop).result(timeout=5)
+            os.write(writer, f"{loop is parent_loop} {done}".encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(writer)
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(reader) as report:
+        assert (report.read(), os.waitstatus_to_exitcode(status)) == ("False ran", 0)
+    assert background.worker_loop() is parent_loop  # the parent's own is left as it was

@@ -144,6 +144,17 @@ def worker_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
+def _forget_loop_after_fork() -> None:
+    # A forked child (a Celery prefork worker) has no thread running its parent's loop: a
+    # call sent to that loop would wait forever. The child starts its own on first use.
+    global _loop, _loop_lock
+    _loop = None
+    _loop_lock = threading.Lock()  # another thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_forget_loop_after_fork)
+
+
 def run_call_sync(call_id: str, worker: str, attempt: int = 0) -> str:
     """The body of the ``mcp_tools.run_call`` Celery task: one round, on this process's loop."""
     future = asyncio.run_coroutine_threadsafe(run_in_worker(call_id, worker, attempt), worker_loop())
