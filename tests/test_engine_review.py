@@ -4,7 +4,8 @@ A failed ``ctx.once`` the handler caught broke its next round; an async ``once``
 committed cancel; a lambda returning a coroutine was journaled unrun; ``tools/callSaga`` of a tool on
 a worker answered an internal error; a resent ``resumeSaga`` with a step error was refused, and one
 mixing an error with an unknown step id was accepted; a sampling block's text of the wrong type
-failed the call instead of being refused.
+failed the call instead of being refused; a ``ctx.once`` step another run had journaled as failed
+read as the value None.
 """
 from __future__ import annotations
 
@@ -371,3 +372,48 @@ async def test_i_resume_with_error_of_a_cancelled_saga() -> None:
     assert ok["result"]["isError"] is True and "cancelled" in ok["result"]["content"][0]["text"], ok
     assert body.get("result") == ok["result"], body
     assert await rows() == [("cancelled", 0)]
+
+
+# -- G: a ctx.once step another run journaled as failed, between this run's load and its effect ---
+
+CHARGED: list[str] = []
+
+
+def charge_card() -> str:
+    CHARGED.append("charged")
+    return "charged"
+
+
+async def charge_after_another_run(ctx: ToolContext, async_effect: bool) -> str:
+    """Its first step makes the row; then another run of the call (simulated) journals step 1 as failed."""
+    from mcp_tools.engine.journal import Step
+
+    async def charge_card_async() -> str:
+        return charge_card()
+
+    await ctx.once("prepare", lambda: "ready")
+    if not CHARGED:  # the first run only: the other run's entry is there for every replay
+        CHARGED.append("the other run")
+        await sync_to_async(sync_calls.record_failed_once)(
+            ctx.call_id, Step(seq=1, kind="once", key="charge", digest=""), ValueError("card declined"))
+    try:
+        await ctx.once("charge", charge_card_async if async_effect else charge_card)
+    except ValueError as exc:  # the class and message the other run journaled
+        outcome = f"declined: {exc}"
+    else:
+        outcome = "charged"
+    answer = await ctx.elicit(f"{outcome}. Continue?", SCHEMA, key="go")  # the next round replays the failed step
+    return f"{outcome} ok={answer['ok']}"
+
+
+@pytest.mark.parametrize("async_effect", [False, True])
+async def test_a_once_step_another_run_journaled_as_failed_fails_here_and_on_replay(async_effect: bool) -> None:
+    CHARGED.clear()
+    arguments = {"async_effect": async_effect}
+    with registry.registered_temporarily(make_tool(charge_after_another_run)):
+        first = result_of(await rpc("tools/call", {"name": "charge_after_another_run", "arguments": arguments}))
+        assert first["inputRequests"]["go"]["params"]["message"] == "declined: card declined. Continue?", first
+        second = result_of(await rpc("tools/call", {"name": "charge_after_another_run", "arguments": arguments,
+                                                    "requestState": first["requestState"], "inputResponses": {"go": YES}}))
+    assert second["content"][0]["text"] == "declined: card declined ok=True", second
+    assert CHARGED == ["the other run"], "the effect never ran here"

@@ -241,3 +241,45 @@ def test_an_effect_that_fails_after_another_run_journaled_its_step_returns_that_
 
     assert sync_calls.run_once(call_id, once_step(), effect, (), {}) == (False, "the winner's value")
     assert journaled(call_id) == [], "no failure recorded over the winner's step"
+
+
+def test_a_step_another_run_journaled_as_failed_fails_here_the_same_way_and_the_effect_never_runs() -> None:
+    """Another run of the call (one taken over while alive) journaled the step first, as failed: this
+    run's journal, loaded before that, did not have it. The step fails as that journal says (it read
+    as the value None), for a sync and for an async effect alike."""
+    from mcp_tools.store import OnceFailedElsewhere
+
+    call_id = new_call()
+    assert sync_calls.record_failed_once(call_id, once_step(), ValueError("card declined")) == (False, None)
+    ran: list[str] = []
+
+    with pytest.raises(OnceFailedElsewhere) as failed:
+        sync_calls.run_once(call_id, once_step(), lambda: ran.append("sync") or "charged", (), {})
+    assert (failed.value.key, failed.value.error["message"]) == ("effect-0#failed:0", "card declined")
+    with pytest.raises(OnceFailedElsewhere):
+        sync_calls.check_once(call_id, once_step())  # before an async effect
+    with pytest.raises(OnceFailedElsewhere):
+        sync_calls.record_once(call_id, once_step(), "charged")  # after one that ran meanwhile
+    assert ran == []
+    assert journaled(call_id) == [(0, "failed", None)]
+
+
+def test_an_async_effect_that_fails_after_another_run_journaled_its_step_takes_that_value() -> None:
+    """As for a sync effect: the failure may come from the other run's writes coming first."""
+    call_id = new_call()
+    sync_calls.record_once(call_id, once_step(), {"id": 7})
+    step = once_step()
+
+    assert sync_calls.record_failed_once(call_id, step, RuntimeError("duplicate key")) == (True, {"id": 7})
+    assert (step.key, step.status, step.persisted) == ("effect-0", "pending", False), "the step is left as it was"
+    assert journaled(call_id) == [(0, "done", {"id": 7})]
+
+
+def test_another_step_journaled_at_this_place_is_a_non_deterministic_handler() -> None:
+    from mcp_tools.engine.errors import NonDeterministicHandler
+
+    call_id = new_call()
+    sync_calls.record_once(call_id, Step(seq=0, kind="once", key="refund", digest="d"), "refunded")
+    with pytest.raises(NonDeterministicHandler):
+        sync_calls.run_once(call_id, Step(seq=0, kind="once", key="charge", digest="d"), lambda: "charged", (), {})
+    assert journaled(call_id) == [(0, "done", "refunded")]

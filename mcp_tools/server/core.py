@@ -32,7 +32,7 @@ from django.utils import timezone
 
 from .. import engine, store
 from ..conf import mcp_settings
-from ..engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed
+from ..engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, once_exception
 from ..engine.journal import Journal, Step, digest
 from ..interprocess import cancellation, events, wakeups
 from ..protocol import jsonrpc
@@ -197,30 +197,42 @@ class Runtime:
         if inv.call_id is None:
             await ensure_row(inv, status="working")
         await claim(inv)
+        assert inv.call_id is not None
+        try:
+            recorded = await self._run_once(inv.call_id, step, fn, args, kwargs)
+        except store.CallNotLive:
+            # The call ended (cancelled, expired) while the handler ran: stop before the effect.
+            raise asyncio.CancelledError(cancellation.SERVER_CANCEL) from None
+        except store.OnceFailedElsewhere as elsewhere:
+            # Another run of the call journaled this step first, as failed: it fails here as it
+            # did there, and as every replay of that journal will.
+            step.key, step.status, step.error, step.response, step.persisted = elsewhere.key, "failed", elsewhere.error, None, True
+            raise once_exception(elsewhere.error) from None
+        step.response = recorded
+        step.status = "done"
+        step.persisted = True
+        return recorded
+
+    @staticmethod
+    async def _run_once(call_id: str, step: Step, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Run ``fn`` once for ``step`` and journal it; the step's value (another run's, if it came first)."""
         if asyncio.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
             # An async side effect cannot share the journal's transaction; it runs, then is journaled.
             # Checked first, as a sync one is: it does not start once a cancel has committed, nor
             # when another run journaled the step.
+            journaled, recorded = await store.check_once(call_id, step)
+            if journaled:
+                return recorded
             try:
-                journaled, recorded = await store.check_once(inv.call_id, step)
-            except store.CallNotLive:
-                raise asyncio.CancelledError(cancellation.SERVER_CANCEL) from None
-            if not journaled:
-                try:
-                    value = await fn(*args, **kwargs)
-                except Exception as exc:
-                    await store.record_failed_once(inv.call_id, step, exc)
-                    raise
-                _, recorded = await store.record_once(inv.call_id, step, value)
-        else:
-            try:
-                _, recorded = await store.run_once(inv.call_id, step, fn, args, kwargs)
-            except store.CallNotLive:
-                # The call ended (cancelled, expired) while the handler ran: stop before the effect.
-                raise asyncio.CancelledError(cancellation.SERVER_CANCEL) from None
-        step.response = recorded
-        step.status = "done"
-        step.persisted = True
+                value = await fn(*args, **kwargs)
+            except Exception as exc:
+                elsewhere, recorded = await store.record_failed_once(call_id, step, exc)
+                if elsewhere:  # another run's value is the step's, as for a sync effect
+                    return recorded
+                raise
+            _, recorded = await store.record_once(call_id, step, value)
+            return recorded
+        _, recorded = await store.run_once(call_id, step, fn, args, kwargs)
         return recorded
 
     async def progress(self, inv: engine.Invocation, progress: float, total: float | None, message: str | None) -> None:

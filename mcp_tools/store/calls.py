@@ -184,7 +184,9 @@ def run_once(call_id: Any, step: Step, fn: Any, args: tuple[Any, ...], kwargs: d
         journaled, response = _once_journaled(call_id, step, using, live=False)
         if journaled:
             return False, response
-        record_failed_once(call_id, step, failed.error)
+        elsewhere, response = record_failed_once(call_id, step, failed.error)
+        if elsewhere:
+            return False, response
         raise failed.error from None
     except IntegrityError:
         journaled, response = _once_journaled(call_id, step, using, live=False)
@@ -202,24 +204,31 @@ class _EffectFailed(Exception):
         self.error = error
 
 
-def record_failed_once(call_id: Any, step: Step, exc: Exception) -> None:
+def record_failed_once(call_id: Any, step: Step, exc: Exception) -> tuple[bool, Any]:
     """Journal that a ``ctx.once`` effect failed (its class and message): on replay it fails again
-    the same way instead of running again, so the handler takes the path it took. A concurrent run
-    that journaled the step first keeps its entry."""
+    the same way instead of running again, so the handler takes the path it took.
+
+    ``(False, None)``: the failure stands (journaled: ``step`` becomes the failed entry). When a
+    concurrent run journaled the step first, its entry is the step's, as in :func:`run_once`:
+    ``(True, value)`` for its value (this effect may have failed only because that run's writes
+    came first), or :class:`OnceFailedElsewhere` for its failure; ``step`` is left as it was.
+    """
     from django.db import IntegrityError
 
     from ..engine.errors import error_of_once
     from ..engine.journal import failed_once_key
 
-    step.status, step.error, step.response = "failed", error_of_once(exc), None
-    step.key = failed_once_key(step.key, step.seq)
+    failed = Step(seq=step.seq, kind=step.kind, key=failed_once_key(step.key, step.seq), digest=step.digest,
+                  error=error_of_once(exc), status="failed")
     using = _db()
     try:
         with _savepoint(using):
-            sql.insert_steps(call_id, using, [step], timezone.now())
+            sql.insert_steps(call_id, using, [failed], timezone.now())
     except IntegrityError:
-        return
-    step.persisted = True
+        # A concurrent run's entry, or none to be found (the call's row is gone): then the failure stands.
+        return _once_journaled(call_id, step, using, live=False)
+    step.key, step.status, step.error, step.response, step.persisted = failed.key, "failed", failed.error, None, True
+    return False, None
 
 
 def drop_failed_once_steps(call_id: Any) -> int:
@@ -238,15 +247,39 @@ def check_once(call_id: Any, step: Step) -> tuple[bool, Any]:
 
 def _once_journaled(call_id: Any, step: Step, using: str, live: bool = True) -> tuple[bool, Any]:
     """``(True, value)`` if some run journaled ``step``; else ``(False, None)``, or :class:`CallNotLive` if
-    ``live`` is asked for and the call has ended."""
+    ``live`` is asked for and the call has ended.
+
+    Another run's entry is the step's outcome as this run would have found it in its journal:
+    :class:`OnceFailedElsewhere` if that effect failed, ``NonDeterministicHandler`` if that run
+    journaled another step at this place.
+    """
+    from ..engine.errors import NonDeterministicHandler
+    from ..engine.journal import failed_once_key
     from ..managers import CallNotLive
 
-    status, journaled, response = sql.once_check(call_id, step.seq, using)
-    if journaled:
+    status, journaled = sql.once_check(call_id, step.seq, using)
+    if journaled is not None:
+        key, step_status, response, error = journaled
+        failed = step_status == "failed"
+        if key != (failed_once_key(step.key, step.seq) if failed else step.key):
+            raise NonDeterministicHandler(
+                f"Step {step.seq} of this call was journaled as {key!r} by another run, but this run runs once({step.key!r})")
+        if failed:
+            raise OnceFailedElsewhere(key, error)
         return True, response
     if live and status not in LIVE_STATUSES:
         raise CallNotLive(call_id)
     return False, None
+
+
+class OnceFailedElsewhere(Exception):
+    """Another run of the call journaled this ``ctx.once`` step first, as failed: the step fails as
+    it did there (what a replay of that journal would raise)."""
+
+    def __init__(self, key: str, error: Any) -> None:
+        super().__init__(key)
+        self.key = key
+        self.error = error
 
 
 def record_once(call_id: Any, step: Step, value: Any) -> tuple[bool, Any]:
