@@ -417,3 +417,28 @@ async def test_a_once_step_another_run_journaled_as_failed_fails_here_and_on_rep
                                                     "requestState": first["requestState"], "inputResponses": {"go": YES}}))
     assert second["content"][0]["text"] == "declined: card declined ok=True", second
     assert CHARGED == ["the other run"], "the effect never ran here"
+
+
+# -- H: a client's integer past 64 bits, replayed from a journal carried in requestState ---------
+
+BIG = 2**70 + 1
+NUMBER = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+
+async def ask_a_number_then_go_on(ctx: ToolContext) -> str:
+    first = await ctx.elicit("A number?", NUMBER, key="a")
+    await ctx.elicit("Continue?", SCHEMA, key="b")
+    return repr(first["n"])
+
+
+async def test_a_carried_journal_replays_the_clients_big_integer_as_it_was_answered() -> None:
+    """The token's reader kept it exact (orjson reads it as a rounded float): the same answer
+    whether the round's journal came in the token or from the row."""
+    name = "ask_a_number_then_go_on"
+    with registry.registered_temporarily(make_tool(ask_a_number_then_go_on)):
+        one = result_of(await rpc("tools/call", {"name": name, "arguments": {}}))
+        two = result_of(await rpc("tools/call", {"name": name, "arguments": {}, "requestState": one["requestState"],
+                                                 "inputResponses": {"a": {"action": "accept", "content": {"n": BIG}}}}))
+        three = result_of(await rpc("tools/call", {"name": name, "arguments": {}, "requestState": two["requestState"],
+                                                   "inputResponses": {"b": YES}}))
+    assert three["content"][0]["text"] == repr(BIG), three

@@ -283,3 +283,19 @@ def test_another_step_journaled_at_this_place_is_a_non_deterministic_handler() -
     with pytest.raises(NonDeterministicHandler):
         sync_calls.run_once(call_id, Step(seq=0, kind="once", key="charge", digest="d"), lambda: "charged", (), {})
     assert journaled(call_id) == [(0, "done", "refunded")]
+
+
+def test_a_client_step_at_this_place_under_the_same_key_is_a_non_deterministic_handler() -> None:
+    """Another run suspended on an elicitation at this place, under the key this run's once uses:
+    not this step's value (a replay of that journal raises the same)."""
+    from mcp_tools.engine.errors import NonDeterministicHandler
+
+    call_id = new_call()
+    sync_calls.save_round(call_id, 0, [Step(seq=0, kind="elicitation", key="confirm", digest="e",
+                                            request={"method": "elicitation/create", "params": {}})], status="input_required")
+    once = Step(seq=0, kind="once", key="confirm", digest="o")
+    with pytest.raises(NonDeterministicHandler):
+        sync_calls.check_once(call_id, once)
+    with pytest.raises(NonDeterministicHandler):
+        sync_calls.run_once(call_id, once, lambda: "charged", (), {})
+    assert journaled(call_id) == [(0, "pending", None)]

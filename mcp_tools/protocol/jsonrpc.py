@@ -80,6 +80,12 @@ _DIGITS_AS_ZEROS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in rang
 _LONG_NUMBER = b"0" * 19
 
 
+def may_hold_long_number(data: bytes) -> bool:
+    """Whether JSON text ``data`` may hold an integer past 64 bits, which orjson reads as a rounded
+    float (json reads it exactly): 19 or more digits in a row."""
+    return _LONG_NUMBER in data.translate(_DIGITS_AS_ZEROS)
+
+
 def parse_body(body: bytes) -> Message:
     """Parse one POST body into a :class:`Message`.
 
@@ -87,7 +93,7 @@ def parse_body(body: bytes) -> Message:
     anything that is not a single JSON-RPC 2.0 message (batches included: the
     2025-06-18 and later revisions removed them).
     """
-    if _LONG_NUMBER not in body.translate(_DIGITS_AS_ZEROS):
+    if not may_hold_long_number(body):
         # orjson reads RFC 8259 UTF-8 only (no NaN, no lone surrogates, at most 1024 levels):
         # whatever it refuses is decided by json below, with json's errors. The check above
         # keeps long numbers from it: it reads an integer past 64 bits as a rounded float.

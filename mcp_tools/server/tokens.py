@@ -22,6 +22,7 @@ from django.utils.crypto import salted_hmac
 from django.utils.encoding import force_bytes
 
 from ..conf import mcp_settings
+from ..protocol import jsonrpc
 
 logger = logging.getLogger("mcp_tools.tokens")
 
@@ -40,7 +41,8 @@ def _keys() -> tuple[str, list[str]]:
 
 class _CompactJSON(signing.JSONSerializer):
     """``signing.JSONSerializer`` with one encoder for every token (same bytes, no encoder built per
-    call), read by orjson (the same values for what the encoder writes: ASCII JSON, no NaN)."""
+    call), read by orjson where it reads the same values as json: not where an integer may pass
+    64 bits (orjson rounds it to a float), nor what it refuses (NaN, lone surrogates)."""
 
     _encoder = json.JSONEncoder(separators=(",", ":"))
 
@@ -48,10 +50,12 @@ class _CompactJSON(signing.JSONSerializer):
         return self._encoder.encode(obj).encode("latin-1")
 
     def loads(self, data: bytes) -> Any:
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError:  # what orjson reads otherwise or not at all (integers past 64 bits)
-            return super().loads(data)
+        if not jsonrpc.may_hold_long_number(data):
+            try:
+                return orjson.loads(data)
+            except orjson.JSONDecodeError:
+                pass
+        return super().loads(data)
 
 
 class _Signer(signing.TimestampSigner):

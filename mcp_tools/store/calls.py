@@ -259,11 +259,11 @@ def _once_journaled(call_id: Any, step: Step, using: str, live: bool = True) -> 
 
     status, journaled = sql.once_check(call_id, step.seq, using)
     if journaled is not None:
-        key, step_status, response, error = journaled
+        kind, key, step_status, response, error = journaled
         failed = step_status == "failed"
-        if key != (failed_once_key(step.key, step.seq) if failed else step.key):
+        if kind != "once" or key != (failed_once_key(step.key, step.seq) if failed else step.key):
             raise NonDeterministicHandler(
-                f"Step {step.seq} of this call was journaled as {key!r} by another run, but this run runs once({step.key!r})")
+                f"Step {step.seq} of this call was journaled as {kind} {key!r} by another run, but this run runs once({step.key!r})")
         if failed:
             raise OnceFailedElsewhere(key, error)
         return True, response

@@ -294,11 +294,12 @@ class Statements:
         # Is the call live, and did some run journal step ``seq`` already? (one statement, before an effect)
         self.once_check_sql = (
             f"SELECT c.{call.column['status']}, s.{step.column['seq']}, s.{step.column['response']}, "
-            f"s.{step.column['key']}, s.{step.column['status']}, s.{step.column['error']} "
+            f"s.{step.column['kind']}, s.{step.column['key']}, s.{step.column['status']}, s.{step.column['error']} "
             f"FROM {call.table} c LEFT JOIN {step.table} s ON s.{step.column['call']} = c.{call.column['id']} "
             f"AND s.{step.column['seq']} = %s WHERE c.{call.column['id']} = %s"
         )
-        self.once_converters = [(2 + i, chain, expr) for i, chain, expr in step.converters(("response", "key", "status", "error"), connection)]
+        self.once_converters = [(2 + i, chain, expr)
+                                for i, chain, expr in step.converters(("response", "kind", "key", "status", "error"), connection)]
         self.step_insert_columns = ", ".join(step.column[f] for f in STEP_INSERT_FIELDS)
         self.step_insert_sql = f"INSERT INTO {step.table} ({self.step_insert_columns}) VALUES "  # + the rows
         self.step_placeholders = self._placeholders(step, STEP_INSERT_FIELDS)
@@ -335,15 +336,15 @@ class Statements:
         status, round_number, last_outcome, digest = _convert(row, self.status_converters, self.connection)
         return status, round_number, last_outcome, digest
 
-    def once_check(self, call_id: Any, seq: int) -> tuple[str | None, tuple[str, str, Any, Any] | None]:
-        """``(call status or None, the step at seq as (key, status, response, error), or None)``."""
+    def once_check(self, call_id: Any, seq: int) -> tuple[str | None, tuple[str, str, str, Any, Any] | None]:
+        """``(call status or None, the step at seq as (kind, key, status, response, error), or None)``."""
         with self.cursor() as cursor:
             cursor.execute(self.once_check_sql, [seq, self.pk(call_id)])
             row = cursor.fetchone()
         if row is None:
             return None, None
-        status, step_seq, response, key, step_status, error = _convert(row, self.once_converters, self.connection)
-        return status, None if step_seq is None else (key, step_status, response, error)
+        status, step_seq, response, kind, key, step_status, error = _convert(row, self.once_converters, self.connection)
+        return status, None if step_seq is None else (kind, key, step_status, response, error)
 
     @contextlib.contextmanager
     def cursor(self) -> Iterator[Any]:
@@ -614,7 +615,7 @@ def call_status(call_id: Any, using: str) -> tuple[str, int, Any, str] | None:
     return statements(using).call_status(call_id)
 
 
-def once_check(call_id: Any, seq: int, using: str) -> tuple[str | None, tuple[str, str, Any, Any] | None]:
+def once_check(call_id: Any, seq: int, using: str) -> tuple[str | None, tuple[str, str, str, Any, Any] | None]:
     return statements(using).once_check(call_id, seq)
 
 
