@@ -9,6 +9,8 @@ exception classes, and that query logging, ``execute_wrappers`` and a patched
 from __future__ import annotations
 
 import functools
+import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -143,17 +145,17 @@ def test_a_connections_preparers_share_the_last_adapted_value_and_never_give_a_s
     statements = sql.Statements("default")
     call_prep, step_prep = statements.call.prep, statements.step.prep
     ops = connection.ops
-    first, second = timezone.now(), timezone.now() + timezone.timedelta(seconds=1)
+    first, second = timezone.now(), timezone.now() + timedelta(seconds=1)
     assert call_prep["updated_at"](first) == ops.adapt_datetimefield_value(first)
     assert step_prep["answered_at"](first) is call_prep["finished_at"](first)  # one adaptation, shared
     assert step_prep["answered_at"](second) == ops.adapt_datetimefield_value(second)
     assert call_prep["updated_at"](first) == ops.adapt_datetimefield_value(first)
     one, other = "0f8b6a3e-0000-4000-8000-000000000001", "0f8b6a3e-0000-4000-8000-000000000002"
     native = connection.features.has_native_uuid_field
-    expected = (lambda text: sql.uuid.UUID(text) if native else sql.uuid.UUID(text).hex)
+    expected = (lambda text: uuid.UUID(text) if native else uuid.UUID(text).hex)
     assert call_prep["id"](one) == expected(one)
     assert step_prep["call"]("".join(one)) == expected(one)  # an equal string, another object
     assert step_prep["call"](other) == expected(other)
     with pytest.raises(ValueError):
         call_prep["id"]("not a uuid")
-    assert call_prep["id"](sql.uuid.UUID(one)) == expected(one)
+    assert call_prep["id"](uuid.UUID(one)) == expected(one)

@@ -12,7 +12,8 @@ from typing import Any
 from django.utils import timezone
 
 from ..conf import mcp_settings
-from ..engine.journal import Journal, Step
+from ..engine.errors import NonDeterministicHandler, error_of_once
+from ..engine.journal import Journal, Step, failed_once_key
 from ..states import LIVE_STATUSES, CallStatus
 from . import lane, sql
 
@@ -215,9 +216,6 @@ def record_failed_once(call_id: Any, step: Step, exc: Exception) -> tuple[bool, 
     """
     from django.db import IntegrityError
 
-    from ..engine.errors import error_of_once
-    from ..engine.journal import failed_once_key
-
     failed = Step(seq=step.seq, kind=step.kind, key=failed_once_key(step.key, step.seq), digest=step.digest,
                   error=error_of_once(exc), status="failed")
     using = _db()
@@ -253,8 +251,6 @@ def _once_journaled(call_id: Any, step: Step, using: str, live: bool = True) -> 
     :class:`OnceFailedElsewhere` if that effect failed, ``NonDeterministicHandler`` if that run
     journaled another step at this place.
     """
-    from ..engine.errors import NonDeterministicHandler
-    from ..engine.journal import failed_once_key
     from ..managers import CallNotLive
 
     status, journaled = sql.once_check(call_id, step.seq, using)
