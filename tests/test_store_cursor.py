@@ -159,3 +159,40 @@ def test_a_connections_preparers_share_the_last_adapted_value_and_never_give_a_s
     with pytest.raises(ValueError):
         call_prep["id"]("not a uuid")
     assert call_prep["id"](uuid.UUID(one)) == expected(one)
+
+
+def test_the_preparers_write_the_same_text_as_djangos_adapters() -> None:
+    """The fast paths of JSON and datetime values (``sql._preparer``) write what Django's own adapters write."""
+    import datetime as dt
+    import json
+    import math
+    import zoneinfo
+
+    prep = sql.Statements("default").call.prep
+    ops = connection.ops
+    moments = [
+        timezone.now(),
+        dt.datetime(2026, 11, 25, 20, 30, 1, 0, tzinfo=dt.timezone.utc),  # no microseconds: str() drops them
+        dt.datetime(2026, 3, 29, 1, 30, tzinfo=zoneinfo.ZoneInfo("Europe/Paris")),
+        dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.timezone(timedelta(hours=-5))),
+    ]
+    for moment in moments:
+        assert prep["expires_at"](moment) == ops.adapt_datetimefield_value(moment), moment
+    values: list[Any] = [
+        {"text": "héllo \u2603", "n": [1, 2.5, -0.0, 10**30], "ok": True, "none": None, "nested": {"a": [{}]}},
+        ["\ud800 a lone surrogate", ("a", "tuple")],
+        "a string", 7, 1e300, math.inf, float("nan"), {},
+    ]
+    if connection.vendor != "sqlite":  # psycopg's Jsonb wrapper: the driver writes the text, as for the ORM
+        for value in values:
+            assert repr(prep["arguments"](value).obj) == repr(ops.adapt_json_value(value, None).obj)
+        return
+    for value in values:
+        assert prep["arguments"](value) == ops.adapt_json_value(value, None), value
+    assert json.loads(prep["arguments"](values[0]))["n"][3] == 10**30
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        prep["arguments"]({"when": timezone.now()})  # as json.dumps: the store writes JSON values only
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    with pytest.raises(ValueError, match="Circular reference"):
+        prep["arguments"](cycle)

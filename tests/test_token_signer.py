@@ -67,3 +67,10 @@ def test_tokens_read_by_orjson_give_what_djangos_serializer_gives() -> None:
     assert all(type(n) is int for n in read["big"]), "orjson rounds an integer past 64 bits to a float"
     token = tokens.seal("request", payload)
     assert tokens.unseal("request", token) == payload
+
+
+def test_tokens_are_written_as_djangos_serializer_writes_them() -> None:
+    payload = {"c": "0f8b6a3e", "n": [10**30, 2.5, -1], "t": "ünïcode \ud800", "j": [[0, None, True, {}]]}
+    assert _CompactJSON().dumps(payload) == signing.JSONSerializer().dumps(payload)
+    with pytest.raises(TypeError):
+        _CompactJSON().dumps({"x": object()})

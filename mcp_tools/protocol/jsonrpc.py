@@ -180,21 +180,27 @@ def request_message(request_id: RequestId, method: str, params: dict[str, Any]) 
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
 
 
-def compact_json(*, sort_keys: bool = False) -> Callable[[Any], str]:
-    """``JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str, sort_keys=...).encode``, faster.
+def json_encoder(
+    *, ensure_ascii: bool = False, separators: tuple[str, str] = (",", ":"),
+    default: Callable[[Any], Any] | None = str, sort_keys: bool = False,
+) -> Callable[[Any], str]:
+    """``json.JSONEncoder(ensure_ascii=..., separators=..., default=..., sort_keys=...).encode``, faster.
 
     Calls json's C encoder built once with those options, minus its Python layers and,
     first, its circular-reference guard (a dict insert and delete per container; without
     it the encoder keeps no state between calls, so one serves every call and thread). A
     value that overflows the stack without the guard (a cycle, or nesting too deep) is
     encoded again with it, which raises what ``JSONEncoder.encode`` raises:
-    ``ValueError("Circular reference detected")`` or ``RecursionError``. Same text.
+    ``ValueError("Circular reference detected")`` or ``RecursionError``. Same text; with
+    ``default=None``, what cannot be written raises json's own ``TypeError``.
     """
-    guarded = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str, sort_keys=sort_keys)
+    guarded = json.JSONEncoder(ensure_ascii=ensure_ascii, separators=separators, default=default, sort_keys=sort_keys)
     make_encoder = getattr(json.encoder, "c_make_encoder", None)
     if make_encoder is None:
         return guarded.encode
-    unguarded = make_encoder(None, str, json.encoder.encode_basestring, None, ":", ",", sort_keys, False, True)
+    quote = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
+    key_separator, item_separator = separators[1], separators[0]
+    unguarded = make_encoder(None, guarded.default, quote, None, key_separator, item_separator, sort_keys, False, True)
 
     def encode(value: Any) -> str:
         try:
@@ -203,6 +209,12 @@ def compact_json(*, sort_keys: bool = False) -> Callable[[Any], str]:
             return guarded.encode(value)
 
     return encode
+
+
+def compact_json(*, sort_keys: bool = False) -> Callable[[Any], str]:
+    """``JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=str, sort_keys=...).encode``, faster
+    (:func:`json_encoder`)."""
+    return json_encoder(sort_keys=sort_keys)
 
 
 _encode = compact_json()

@@ -10,7 +10,6 @@ Every failure raises the same :class:`InvalidToken`; the reason is logged.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, cast
 
@@ -44,10 +43,10 @@ class _CompactJSON(signing.JSONSerializer):
     call), read by orjson where it reads the same values as json: not where an integer may pass
     64 bits (orjson rounds it to a float), nor what it refuses (NaN, lone surrogates)."""
 
-    _encoder = json.JSONEncoder(separators=(",", ":"))
+    _encode = staticmethod(jsonrpc.json_encoder(ensure_ascii=True, separators=(",", ":"), default=None))
 
     def dumps(self, obj: Any) -> bytes:
-        return self._encoder.encode(obj).encode("latin-1")
+        return self._encode(obj).encode("latin-1")
 
     def loads(self, data: bytes) -> Any:
         if not jsonrpc.may_hold_long_number(data):

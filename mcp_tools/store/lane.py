@@ -255,13 +255,20 @@ def refuse() -> None:
         raise Fallback()
 
 
-def _model_signals_heard() -> bool:
-    """Whether user code would run inside a lane function: the model signals a row's save or load sends."""
+@functools.cache
+def _row_signals() -> tuple[Any, tuple[Any, ...]]:
+    """The call model and the model signals a row's save or load sends (looked up once: asked per function)."""
     from django.db.models.signals import post_init, post_save, pre_init, pre_save
 
     from ..models import ToolCall
 
-    return any(signal.has_listeners(ToolCall) for signal in (pre_init, post_init, pre_save, post_save))
+    return ToolCall, (pre_init, post_init, pre_save, post_save)
+
+
+def _model_signals_heard() -> bool:
+    """Whether user code would run inside a lane function: the model signals a row's save or load sends."""
+    model, signals = _row_signals()
+    return any(signal.has_listeners(model) for signal in signals)
 
 
 _alias = sql.call_database

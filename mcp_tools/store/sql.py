@@ -42,15 +42,19 @@ import threading
 import types
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
+import datetime as dt
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import django
 from django.db import connections, transaction
+from django.db.backends.base.operations import BaseDatabaseOperations
 from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
+from django.db.backends.sqlite3.operations import DatabaseOperations as SQLiteOperations
 from django.db.backends.utils import CursorWrapper
 
 from ..conf import mcp_settings
+from ..protocol.jsonrpc import json_encoder
 from ..states import LIVE_STATUSES
 
 if TYPE_CHECKING:
@@ -87,6 +91,14 @@ def _plain(value: Any) -> Any:
     return str(value) if isinstance(value, str) and type(value) is not str else value
 
 
+_UTC = dt.timezone.utc
+#: Django's own adapters, which the fast paths of :func:`_preparer` write the same text as.
+_BASE_ADAPT_JSON = BaseDatabaseOperations.adapt_json_value
+_SQLITE_ADAPT_DATETIME = SQLiteOperations.adapt_datetimefield_value
+#: ``json.dumps(value)`` with json's defaults, as Django's ``adapt_json_value`` writes a value without an encoder.
+_django_json_text = json_encoder(ensure_ascii=True, separators=(", ", ": "), default=None)
+
+
 class _Memo:
     """The last value a connection's preparers adapted, per kind: a round writes one ``now`` and one
     call id into several columns and statements, adapted once (a tuple, read and replaced whole)."""
@@ -106,16 +118,26 @@ def _preparer(field: Any, connection: Any, memo: _Memo) -> Prep:
     ops = connection.ops
     if kind == "JSONField":
         adapt_json, encoder = ops.adapt_json_value, field.encoder
+        if encoder is None and type(ops).adapt_json_value is _BASE_ADAPT_JSON and _django_code(_BASE_ADAPT_JSON):
+            # Django's own json.dumps(value) (SQLite and the other text-JSON backends): the same text
+            # from json's C encoder built once (json.dumps builds one per call: 5-6 µs a value).
+            return lambda value: None if value is None else _django_json_text(value)
         return lambda value: None if value is None else adapt_json(value, encoder)
     if kind == "DateTimeField":
         adapt_datetime = ops.adapt_datetimefield_value
+        # SQLite's adapter (make_naive in the connection's zone, then str) of an aware UTC datetime,
+        # the only kind the store writes, into the default UTC zone: the same text, a seventh of the time.
+        utc_text = type(ops).adapt_datetimefield_value is _SQLITE_ADAPT_DATETIME and _django_code(_SQLITE_ADAPT_DATETIME)
 
         def datetime_value(value: Any) -> Any:
             if value is None:
                 return None
             last = memo.datetime
             if value is not last[0]:  # the same object: datetimes are immutable
-                last = memo.datetime = value, adapt_datetime(value)
+                if utc_text and value.tzinfo is _UTC and connection.timezone is _UTC:
+                    last = memo.datetime = value, str(value.replace(tzinfo=None))
+                else:
+                    last = memo.datetime = value, adapt_datetime(value)
             return last[1]
 
         return datetime_value
