@@ -155,7 +155,7 @@ ALLOWED = {
     "engine": {"protocol"},
     "registry": {"protocol", "engine"},
     "interprocess": {"store", "conf", "states"},
-    "store": {"engine", "conf", "models", "managers", "states"},
+    "store": {"protocol", "engine", "conf", "models", "managers", "states"},
     "server": {"protocol", "engine", "registry", "store", "interprocess", "conf", "states"},
     "transports": {"protocol", "registry", "server", "store", "interprocess", "conf"},
 }
