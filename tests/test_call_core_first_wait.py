@@ -216,7 +216,7 @@ async def test_an_operator_cancel_stops_a_fresh_call_taken_over_after_its_first_
         call_id = await sync_to_async(lambda: ToolCall.objects.get().id)()
         assert await core.end_call(str(call_id), "cancelled")
         outcome, inv, _ = await asyncio.wait_for(running, 10)
-    assert outcome == core.ended_answer(inv.state["target"], "cancelled")
+    assert outcome == core.ended_answer(inv.state["target"].method, "cancelled")
     assert await rows() == [("doze", "cancelled")]
 
 

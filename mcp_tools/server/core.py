@@ -435,9 +435,9 @@ def call_ended_error(status: str) -> McpError:
     return McpError(INVALID_PARAMS, f"The call was {status} before it finished.")
 
 
-def ended_answer(target: Target, status: str) -> dict[str, Any]:
-    """What the client gets for a call the server ended (cancelled, expired) before it finished."""
-    if target.method == "tools/call":
+def ended_answer(method: str, status: str) -> dict[str, Any]:
+    """What the client gets for a ``method`` call the server ended (cancelled, expired) before it finished."""
+    if method == "tools/call":
         return error_result(f"The call was {status} before it finished.")
     raise call_ended_error(status)
 
@@ -690,7 +690,7 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
             # The client did not ask for this: it gets an answer saying so, not silence.
             if task is not None and task.cancelling():
                 task.uncancel()
-            return ended_answer(target, await status_of(inv.call_id) if inv.call_id else "cancelled")
+            return ended_answer(target.method, await status_of(inv.call_id) if inv.call_id else "cancelled")
         raise
     except Exception as exc:
         if inv.in_worker and target.tool is not None and isinstance(exc, target.tool.retry_on):
@@ -785,7 +785,7 @@ async def finish(inv: engine.Invocation | None, target: Target, outcome: Any, rc
         await ensure_row(inv, status="working")
     if inv is not None and inv.call_id is not None and not await close_row(inv, round_number, result, **fields):
         # A cancel or expiry committed first: the row keeps it, and the client is told so.
-        return ended_answer(target, await status_of(inv.call_id))
+        return ended_answer(target.method, await status_of(inv.call_id))
     return result
 
 
@@ -975,7 +975,7 @@ async def advance_and_run(
     carried = isinstance(call, CarriedCall)
     if call.status == "cancelled":
         # The caller's own token for a call that was cancelled: say so, not "invalid token".
-        return ended_answer(target, call.status)
+        return ended_answer(target.method, call.status)
     if call.round != round_number:
         async def take_over() -> dict[str, Any]:
             return await rerun_round(call.id, round_number + 1, target, rc, ask=ask, on_defer=on_defer)
@@ -1056,7 +1056,7 @@ async def run_next_round(
         # Another retry advanced the round first, or the call ended meanwhile.
         row = await store.call_status(call.id)
         if row is not None and row[1] == round_number and row[0] in ("cancelled", "expired"):
-            return ended_answer(target, row[0])
+            return ended_answer(target.method, row[0])
         return await repeat_outcome(call.id, round_number, answers_digest, purpose, on_worker=on_worker)
 
 
@@ -1066,7 +1066,7 @@ async def rerun_round(
     """Run a call's current round again from its journal (its answers are recorded already)."""
     loaded = await store.load_call(call_id)
     if loaded is None:
-        return ended_answer(target, "cancelled")
+        return ended_answer(target.method, "cancelled")
     _, journal = loaded
     inv = new_invocation(target, rc, journal, str(call_id))
     outcome = await execute(target, inv)

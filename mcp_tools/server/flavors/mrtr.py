@@ -137,7 +137,7 @@ async def _hold(call_id: str, rc: RequestContext, target: core.Target) -> dict[s
         while True:
             loaded = await store.load_call(call_id)
             if loaded is None:
-                return core.ended_answer(target, "cancelled")
+                return core.ended_answer(target.method, "cancelled")
             row, journal = loaded
             progress = (row.progress, row.progress_total, row.status_message)
             if row.progress is not None and progress != last_progress and rc.emit is not None and rc.progress_token is not None:
@@ -146,7 +146,7 @@ async def _hold(call_id: str, rc: RequestContext, target: core.Target) -> dict[s
             if row.status in ("completed", "failed"):
                 return core.stored_answer(row)
             if row.status in ("cancelled", "expired"):
-                return core.ended_answer(target, row.status)
+                return core.ended_answer(target.method, row.status)
             if row.status == "input_required" and journal.pending:
                 return input_required(call_id, row.round, journal.pending, rc, target)
             await wakeups.wait(event)

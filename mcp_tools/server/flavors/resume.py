@@ -76,7 +76,7 @@ async def resume(
     if row.status in ("completed", "failed"):
         return core.stored_answer(row)
     if row.status in ("cancelled", "expired"):
-        return core.ended_answer(target, row.status)
+        return core.ended_answer(target.method, row.status)
     if row.status == "input_required" and ask_input is not None:
         return await ask_input(row, rc, target)
     return running_answer(str(row.id), rc, target, row)

@@ -93,7 +93,7 @@ async def _rounds(target: core.Target, inv: engine.Invocation, rc: RequestContex
         try:
             journal = await _wait_for_answers(call_id, round_number, rc)
         except CallEnded as ended:
-            return core.ended_answer(target, ended.status)
+            return core.ended_answer(target.method, ended.status)
         round_number += 1
         inv = core.new_invocation(target, rc, journal, call_id)
         outcome = None
@@ -192,7 +192,11 @@ async def follow(
             if row.status in ("completed", "failed"):
                 return core.stored_answer(row)
             if row.status in ("cancelled", "expired"):
-                raise McpError(INVALID_PARAMS, f"The call was {row.status}")
+                if related_task is None:
+                    # This stream carries the call's own request (a held background call, a resumed
+                    # stream): answered as a stream that saw the call end answers it.
+                    return core.ended_answer(row.method, row.status)
+                raise CallEnded(row.status)
             if row.status == "input_required":
                 unsent = [s for s in journal.pending if step_request_id(call_id, s.seq) not in already_sent]
                 if unsent:
