@@ -6,6 +6,7 @@ engine only needs their duck-typed shape (name, permissions, validation, functio
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
@@ -25,7 +26,9 @@ async def run_tool_use(ctx: ToolContext, tools: list[Tool], use: dict[str, Any])
     """Run one ``tool_use`` block the client's model asked for; return its ``tool_result`` block.
 
     Unknown tools, invalid arguments and missing permissions become error
-    results the model can read, never exceptions that fail the whole call.
+    results the model can read, never exceptions that fail the whole call;
+    so do tools this loop cannot run as declared (a context parameter,
+    ``background=True``) and a run past the tool's ``time_limit``.
     """
     use_id = str(use.get("id", ""))
     tool = next((t for t in tools if t.name == use.get("name")), None)
@@ -39,12 +42,25 @@ async def run_tool_use(ctx: ToolContext, tools: list[Tool], use: dict[str, Any])
         return _error_result(use_id, f"{exc.message}: {exc.data}")
     if tool.context_param:
         return _error_result(use_id, f"Tool {tool.name!r} needs a context and cannot run inside sampling")
+    if tool.background:
+        # A background tool is promised a worker: its queue, its retry policy, Celery's hard limit
+        # and a lease another worker takes over. Run here, as one step of another call, it would
+        # get none of them (in the request, it would hold it), so the model goes without it.
+        return _error_result(use_id, f"Tool {tool.name!r} runs on a background worker and cannot run inside sampling")
+    # The tool's time_limit holds here as on a worker (server.core.execute): an overrun is a
+    # tool error the model reads, not a call hung on it. None is no limit.
+    deadline = asyncio.timeout(tool.time_limit)
     try:
-        if tool.is_async:
-            value = await tool.fn(**kwargs)
-        else:
-            value = await sync_to_async(tool.fn, thread_sensitive=tool.thread_sensitive)(**kwargs)
+        async with deadline:
+            if tool.is_async:
+                value = await tool.fn(**kwargs)
+            else:
+                # A sync tool's thread cannot be stopped: past the limit the model is answered
+                # and the thread finishes on its own.
+                value = await sync_to_async(tool.fn, thread_sensitive=tool.thread_sensitive)(**kwargs)
     except Exception as exc:  # the model sees the failure and may try again
+        if isinstance(exc, TimeoutError) and deadline.expired():
+            return _error_result(use_id, f"Tool {tool.name!r} ran out of time ({tool.time_limit:g} s)")
         return _error_result(use_id, f"{type(exc).__name__}: {exc}")
     result = tool.shape_result(value)
     block: dict[str, Any] = {"type": "tool_result", "toolUseId": use_id, "content": result.get("content", [])}

@@ -89,6 +89,7 @@ class Tool:
     task_support: str = "forbidden"
     #: Background work: the Celery queue, a time limit in seconds, and a retry policy
     #: (exceptions that retry the call, how often, and the first delay, doubled each time).
+    #: The time limit also bounds a run by the sampling loop (``ctx.sample(tools=...)``).
     queue: str | None = None
     time_limit: float | None = None
     retry_on: tuple[type[BaseException], ...] = ()

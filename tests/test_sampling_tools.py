@@ -1,0 +1,160 @@
+"""Sampling with tools: the tools the client's model asks for keep what their declaration promises.
+
+A review found that ``ctx.sample(tools=...)`` ran a tool with a ``time_limit`` without it (a tool
+that overran hung the whole call) and ran a ``background=True`` tool inline in the request, away
+from its worker, its queue and its retry policy. Each test below failed before its mend. The
+permission and argument checks (the same as a direct ``tools/call``) are pinned here too.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from mcp_tools import ToolContext
+from mcp_tools.registry import make_tool, registry
+from mcp_tools.transports.http import McpEndpoint
+from tests.asgi_client import call_modern
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+APP = McpEndpoint()
+CAPS = {"sampling": {"tools": {}}}
+RAN: list[str] = []
+#: A run that does not answer within this many seconds hung (the slow tools sleep far longer).
+HUNG = 10.0
+
+
+async def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    response = await asyncio.wait_for(call_modern(APP, method, params, capabilities=CAPS), HUNG)
+    assert response.status == 200, (response.status, response.body)
+    body = response.json()
+    assert "error" not in body, body
+    return body["result"]
+
+
+def uses(*blocks: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": list(blocks), "model": "m", "stopReason": "toolUse"}
+
+
+async def tool_results(agent: Any, *tools: Any, answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """Call ``agent``, answer its first sampling request with ``answer``: the tool results it sends back."""
+    with registry.registered_temporarily(make_tool(agent), *tools):
+        params = {"name": agent.__name__, "arguments": {}}
+        first = await rpc("tools/call", params)
+        (key,) = first["inputRequests"]
+        second = await rpc("tools/call", {**params, "requestState": first["requestState"], "inputResponses": {key: answer}})
+    (key2,) = second["inputRequests"]
+    results: list[dict[str, Any]] = second["inputRequests"][key2]["params"]["messages"][-1]["content"]
+    return results
+
+
+# -- time_limit: an overrunning tool is a tool error for the model, not a hung call --------------
+
+async def slow_lookup(query: str) -> str:
+    """Looks something up, slowly."""
+    RAN.append("slow_lookup")
+    await asyncio.sleep(60)
+    return "found"
+
+
+def slow_sync_lookup(query: str) -> str:
+    """Looks something up, slowly, in a thread."""
+    RAN.append("slow_sync_lookup")
+    time.sleep(1.0)
+    return "found"
+
+
+async def quick_lookup(query: str) -> str:
+    """Raises its own TimeoutError, well within its time limit."""
+    raise TimeoutError("upstream said no")
+
+
+async def lookup_agent(ctx: ToolContext) -> str:
+    result = await ctx.sample("find it", tools=["slow_lookup", "slow_sync_lookup", "quick_lookup"])
+    return result.text
+
+
+LOOKUP_TOOLS = (make_tool(slow_lookup, time_limit=0.2), make_tool(slow_sync_lookup, time_limit=0.2),
+                make_tool(quick_lookup, time_limit=5))
+
+
+async def test_a_tool_that_overruns_its_time_limit_is_a_tool_error() -> None:
+    RAN.clear()
+    # The tool sleeps 60 s: answered within HUNG seconds (rpc's guard), the run stopped at its limit.
+    results = await tool_results(lookup_agent, *LOOKUP_TOOLS,
+                                 answer=uses({"type": "tool_use", "id": "u1", "name": "slow_lookup", "input": {"query": "x"}}))
+    assert RAN == ["slow_lookup"], RAN
+    assert results[0]["isError"] is True, results
+    assert "ran out of time (0.2 s)" in results[0]["content"][0]["text"], results
+
+
+async def test_a_sync_tool_that_overruns_its_time_limit_is_a_tool_error() -> None:
+    RAN.clear()
+    results = await tool_results(lookup_agent, *LOOKUP_TOOLS,
+                                 answer=uses({"type": "tool_use", "id": "u1", "name": "slow_sync_lookup", "input": {"query": "x"}}))
+    assert RAN == ["slow_sync_lookup"], RAN
+    assert results[0]["isError"] is True, results
+    assert "ran out of time (0.2 s)" in results[0]["content"][0]["text"], results
+
+
+async def test_a_tools_own_timeout_error_is_its_failure_not_the_limit() -> None:
+    results = await tool_results(lookup_agent, *LOOKUP_TOOLS,
+                                 answer=uses({"type": "tool_use", "id": "u1", "name": "quick_lookup", "input": {"query": "x"}}))
+    assert results[0]["isError"] is True, results
+    assert results[0]["content"][0]["text"] == "TimeoutError: upstream said no", results
+
+
+# -- background: refused to the model (it would run inline, without its worker's guarantees) -----
+
+async def build_report(rows: int) -> str:
+    """Builds a long report."""
+    RAN.append("build_report")
+    return f"report of {rows} rows"
+
+
+async def report_agent(ctx: ToolContext) -> str:
+    result = await ctx.sample("make a report", tools=["build_report"])
+    return result.text
+
+
+async def test_a_background_tool_is_refused_to_the_model() -> None:
+    RAN.clear()
+    results = await tool_results(report_agent, make_tool(build_report, background=True),
+                                 answer=uses({"type": "tool_use", "id": "u1", "name": "build_report", "input": {"rows": 3}}))
+    assert RAN == [], RAN
+    assert results[0]["isError"] is True, results
+    assert "background worker" in results[0]["content"][0]["text"], results
+
+
+# -- the gates of a direct tools/call: permissions, then arguments -------------------------------
+
+def drop_table(table: str) -> str:
+    """Drops a table."""
+    RAN.append(f"drop:{table}")
+    return "dropped"
+
+
+async def admin_agent(ctx: ToolContext) -> str:
+    result = await ctx.sample("tidy up", tools=["drop_table"])
+    return result.text
+
+
+async def test_permissions_and_arguments_are_checked_as_for_tools_call() -> None:
+    RAN.clear()
+    guarded = make_tool(drop_table, permissions=("auth.delete_user",))
+    with registry.registered_temporarily(guarded):
+        direct = await call_modern(APP, "tools/call", {"name": "drop_table", "arguments": {"table": "users"}}, capabilities=CAPS)
+    assert "error" in direct.json(), direct.body  # the anonymous caller may not call it directly...
+    results = await tool_results(admin_agent, guarded, answer=uses(
+        {"type": "tool_use", "id": "u1", "name": "drop_table", "input": {"table": "users"}},
+    ))
+    assert RAN == [], RAN  # ...nor through the model
+    assert results[0]["isError"] is True and "Permission denied" in results[0]["content"][0]["text"], results
+    results = await tool_results(admin_agent, make_tool(drop_table), answer=uses(
+        {"type": "tool_use", "id": "u1", "name": "drop_table", "input": {"table": 7}},
+    ))
+    assert RAN == [], RAN
+    assert results[0]["isError"] is True and "Invalid arguments" in results[0]["content"][0]["text"], results
