@@ -24,15 +24,16 @@ def mcp_path() -> str:
 def http_urlpatterns() -> list[Any]:
     """URL patterns for Channels' ``URLRouter`` serving MCP at ``MCP_TOOLS["PATH"]``."""
     from .transports.http import McpEndpoint
-    from .transports.oauth import ProtectedResourceMetadata
+    from .transports.oauth import SUFFIXED_ROUTE, ProtectedResourceMetadata
 
     metadata = ProtectedResourceMetadata.as_asgi()
     # Channels' URLRouter takes ASGI applications where Django's path() expects views.
     return [
         path(mcp_path(), McpEndpoint.as_asgi(), name="mcp_tools_endpoint"),  # type: ignore[arg-type]
-        # RFC 9728 metadata (404 unless MCP_TOOLS["OAUTH"] is set): root and path-suffixed forms.
+        # RFC 9728 metadata (404 unless MCP_TOOLS["OAUTH"] is set): root and path-suffixed forms, the
+        # latter for every path the endpoint is served at (this mount, the URLconf's includes, RESOURCE's).
         path(".well-known/oauth-protected-resource", metadata, name="mcp_tools_resource_metadata"),  # type: ignore[arg-type]
-        path(f".well-known/oauth-protected-resource/{mcp_path()}", metadata),  # type: ignore[arg-type]
+        path(SUFFIXED_ROUTE, metadata),  # type: ignore[arg-type]
     ]
 
 

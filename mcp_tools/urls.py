@@ -6,15 +6,15 @@ list: ``urlpatterns += mcp_tools.urls.well_known_urlpatterns`` in the root URLco
 
 from django.urls import path
 
-from .routing import mcp_path
-from .transports.oauth import protected_resource_metadata
+from .transports.oauth import SUFFIXED_ROUTE, protected_resource_metadata
 from .transports.view import mcp_view
 
 app_name = "mcp_tools"
 urlpatterns = [path("", mcp_view, name="endpoint")]
 
-#: RFC 9728 metadata at the root and at the path-suffixed form for MCP_TOOLS["PATH"].
+#: RFC 9728 metadata at the root and at the path-suffixed form for every path the endpoint is
+#: served at (this include under whatever path, the ASGI mount, RESOURCE's path).
 well_known_urlpatterns = [
     path(".well-known/oauth-protected-resource", protected_resource_metadata, name="mcp_tools_resource_metadata"),
-    path(f".well-known/oauth-protected-resource/{mcp_path()}", protected_resource_metadata),
+    path(SUFFIXED_ROUTE, protected_resource_metadata),
 ]

@@ -7,6 +7,7 @@ callers refused; tokens come from DOT's real token endpoint (through the officia
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from asgiref.sync import sync_to_async
 from django.test import override_settings
 
 from mcp_tools.server.oauth import audience_matches
+from tests.asgi_client import modern_message, post_headers, request
 from tests.clients import JSON_ACCEPT, LEGACY, MODERN, LegacySession, ModernClient, final_message, modern_headers, modern_meta
 from tests.conftest import LiveServer
 
@@ -152,20 +154,26 @@ async def test_metadata_is_discovered_from_the_401(oauth_server: LiveServer) -> 
         assert server_metadata["token_endpoint"] == f"{origin(oauth_server)}/o/token/"
 
 
+@pytest.mark.parametrize("mount", ["/mcp", "/mcp-via-django"])
 @pytest.mark.parametrize("mode", MODES)
-async def test_official_client_gets_a_token_from_dot_and_calls_a_scoped_tool(oauth_server: LiveServer, mode: str) -> None:
-    """401 -> resource metadata -> DOT metadata -> client-credentials token (with resource) -> the call."""
+async def test_official_client_gets_a_token_from_dot_and_calls_a_scoped_tool(oauth_server: LiveServer, mode: str, mount: str) -> None:
+    """401 -> resource metadata -> DOT metadata -> client-credentials token (with resource) -> the call.
+
+    Also through the URLconf's include() at /mcp-via-django: the client refused metadata naming /mcp.
+    """
     from mcp import Client
     from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
     from mcp.client.streamable_http import streamable_http_client
 
+    url = oauth_server.url.removesuffix("/mcp") + mount
+
     client_id, secret, _ = await sync_to_async(_client_app)()
     await sync_to_async(_create_product)()
     storage = MemoryStorage()
-    provider = ClientCredentialsOAuthProvider(server_url=oauth_server.url, storage=storage, client_id=client_id, client_secret=secret,
+    provider = ClientCredentialsOAuthProvider(server_url=url, storage=storage, client_id=client_id, client_secret=secret,
                                               scope="mcp inventory:write", issuer=f"{origin(oauth_server)}/o")
     async with httpx2.AsyncClient(auth=provider, timeout=30) as http:
-        async with Client(streamable_http_client(oauth_server.url, http_client=http), mode=mode, read_timeout_seconds=30) as client:
+        async with Client(streamable_http_client(url, http_client=http), mode=mode, read_timeout_seconds=30) as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
             assert "restock" in names
             result = await client.call_tool("restock", {"sku": "OA-1", "quantity": 4})
@@ -175,7 +183,7 @@ async def test_official_client_gets_a_token_from_dot_and_calls_a_scoped_tool(oau
     from oauth2_provider.models import AccessToken
 
     row = await sync_to_async(AccessToken.objects.get)(token_checksum__isnull=False, application__client_id=client_id)
-    assert row.resource == [oauth_server.url]
+    assert row.resource == [url]
     assert storage.tokens is not None
 
 
@@ -276,6 +284,91 @@ async def test_drf_token_still_works_with_oauth_on(oauth_server: LiveServer) -> 
         result = await ModernClient(http, oauth_server.url).request("tools/call", {"name": "restock", "arguments": {"sku": "OA-1", "quantity": 1}})
     assert result.get("isError") is not True, result
     assert await sync_to_async(_stock)() == 2
+
+
+# -- an endpoint served at another path is its own resource ------------------------------------
+
+
+def _oauth_on(**extra: Any) -> Any:
+    """OAuth on (as the live server has it) for an in-process request, anonymous callers refused."""
+    from django.conf import settings
+
+    conf = {key: value for key, value in settings.MCP_TOOLS.items() if key != "OAUTH"}
+    conf.update(ALLOW_ANONYMOUS=False, OAUTH={
+        "AUTHORIZATION_SERVERS": ["/o"], "TOKEN_VERIFIER": "mcp_tools.contrib.oauth_toolkit.OAuthToolkitVerifier",
+        "SCOPES_SUPPORTED": ["mcp"], "REQUIRED_SCOPES": ["mcp"], **extra})
+    return override_settings(MCP_TOOLS=conf)
+
+
+def _site(root_path: str = "") -> Any:
+    """The demo's ASGI application (MCP at /mcp, Django's URLconf with /mcp-via-django behind it), below ``root_path``."""
+    from django.core.handlers.asgi import ASGIHandler
+
+    from mcp_tools.routing import mcp_asgi_app
+
+    app = mcp_asgi_app(ASGIHandler())
+
+    async def below_root(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await app({**scope, "root_path": root_path}, receive, send)
+
+    return below_root
+
+
+async def _list_tools(app: Any, path: str, token: str | None = None) -> Any:
+    headers = post_headers(extra={"mcp-method": "tools/list", **({"authorization": f"Bearer {token}"} if token else {})})
+    return await request(app, "POST", path, headers=headers, body=json.dumps(modern_message("tools/list", {})).encode())
+
+
+def _challenge(response: Any) -> dict[str, str]:
+    header = response.header("www-authenticate") or ""
+    assert header.startswith("Bearer "), (response.status, header)
+    return dict(re.findall(r'(\w+)="([^"]*)"', header))
+
+
+@pytest.mark.parametrize(("root_path", "path"), [("", "/mcp-via-django"), ("/app", "/app/mcp")])
+async def test_an_endpoint_at_another_path_names_its_own_url_as_the_resource(root_path: str, path: str) -> None:
+    """Included under another path (URLconf) or below a root_path (ASGI), the endpoint is the URL clients use.
+
+    The 401 pointed at the metadata of /mcp, whose resource (http://testserver/mcp) the client
+    must refuse (RFC 9728 3.3: not the URL it called), and tokens were checked against /mcp: a
+    token for this URL was refused, one for /mcp accepted.
+    """
+    app, here = _site(root_path), f"http://testserver{path}"
+    mine = await sync_to_async(_token)([here], scope="mcp")
+    other = await sync_to_async(_token)(["http://testserver/mcp"], scope="mcp")
+    with _oauth_on():
+        refused = await _list_tools(app, path)
+        assert refused.status == 401, refused.body
+        metadata_url = _challenge(refused)["resource_metadata"]
+        assert metadata_url == f"http://testserver/.well-known/oauth-protected-resource{path}"
+        accepted = await _list_tools(app, path, mine)
+        foreign = await _list_tools(app, path, other)
+        if not root_path:  # the URLconf mount's metadata is served by the site (below a root_path: the proxy's job)
+            document = (await request(app, "GET", metadata_url.removeprefix("http://testserver"), headers={"host": "testserver"})).json()
+            assert document["resource"] == here
+    assert accepted.status == 200, accepted.body
+    assert "search_products" in {tool["name"] for tool in accepted.json()["result"]["tools"]}
+    assert foreign.status == 401
+    assert "not issued for this resource" in _challenge(foreign)["error_description"]
+
+
+async def test_metadata_is_served_for_the_paths_of_the_endpoint_only() -> None:
+    """The path-suffixed document names the resource of its suffix, for a path an endpoint is served at
+    (the ASGI mount, an include(), RESOURCE's path); other suffixes fall through to the site."""
+
+    async def document(path: str) -> tuple[int, Any]:
+        response = await request(_site(), "GET", "/.well-known/oauth-protected-resource" + path, headers={"host": "testserver"})
+        return response.status, response.json() if response.status == 200 else None
+
+    with _oauth_on():
+        assert (await document("/mcp"))[1]["resource"] == "http://testserver/mcp"
+        assert (await document("/mcp-via-django"))[1]["resource"] == "http://testserver/mcp-via-django"
+        assert (await document(""))[1]["resource"] == "http://testserver/mcp"  # the root form: the ASGI mount
+        assert (await document("/admin/"))[0] == 404
+        assert (await document("/mcp-via-djangox"))[0] == 404
+    with _oauth_on(RESOURCE="http://testserver/public/mcp"):
+        status, found = await document("/public/mcp")
+    assert status == 200 and found["resource"] == "http://testserver/public/mcp"
 
 
 # -- checks ------------------------------------------------------------------------------------

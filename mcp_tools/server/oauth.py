@@ -37,7 +37,7 @@ OAUTH_DEFAULTS: dict[str, Any] = {
     # Import string (or class) of the TokenVerifier that looks bearer tokens up.
     "TOKEN_VERIFIER": None,
     # The canonical URI of the MCP endpoint (RFC 8707 resource). None: built from the
-    # request (scheme, Host, MCP_TOOLS["PATH"]); set it in production behind a proxy.
+    # request (scheme, Host, the path it reached); set it in production behind a proxy.
     "RESOURCE": None,
     # Published in the metadata; the challenge's ``scope`` when REQUIRED_SCOPES is empty.
     "SCOPES_SUPPORTED": [],
@@ -176,28 +176,69 @@ def origin_of(scope: dict[str, Any], headers: dict[str, str]) -> str:
     return f"{scheme}://{host}"
 
 
-def resource_identifier(origin: str) -> str:
+def resource_of(scope: dict[str, Any], headers: dict[str, str]) -> str:
+    """The resource identifier of the endpoint this request reached (see :func:`resource_identifier`)."""
+    return resource_identifier(origin_of(scope, headers), scope.get("path") or None)
+
+
+def resource_identifier(origin: str, path: str | None = None) -> str:
+    """The canonical URI of the endpoint served at ``path`` (RFC 8707 resource): what tokens must name.
+
+    ``RESOURCE`` when set. Else the origin and the path the endpoint is served at, as the client
+    wrote it: the request's ASGI ``path`` (``root_path`` included) for the endpoint, which may be an
+    ``include()`` under any path; ``MCP_TOOLS["PATH"]`` (the ASGI mount) when there is no such
+    path (the root metadata document). Clients refuse metadata whose ``resource`` is not the URL
+    they called (RFC 9728 3.3), and ask for tokens naming it.
+    """
     configured = oauth_setting("RESOURCE")
     if configured:
         return str(configured).rstrip("/")
-    return f"{origin}/{str(mcp_settings.PATH).strip('/')}".rstrip("/")
+    if path is None:
+        return f"{origin}/{str(mcp_settings.PATH).strip('/')}".rstrip("/")
+    return origin + path
 
 
-def metadata_url(origin: str) -> str:
-    """Where the metadata of the resource lives: the path-suffixed well-known URI (RFC 9728 3.1)."""
-    parts = urlsplit(resource_identifier(origin))
-    return urlunsplit((parts.scheme, parts.netloc, WELL_KNOWN + parts.path.rstrip("/"), "", ""))
+def serves_resource(path: str) -> bool:
+    """Whether ``path`` (from ``/``) is where the endpoint is served: its path-suffixed metadata exists.
+
+    ``RESOURCE``'s path when that is set; else the ASGI mount's ``MCP_TOOLS["PATH"]`` or any
+    ``include("mcp_tools.urls")`` of the root URLconf. A path below a ``SCRIPT_NAME`` /
+    ``root_path`` is not in the URLconf: such a site sets ``RESOURCE``.
+    """
+    if path.startswith(WELL_KNOWN + "/"):
+        # Never a resource; resolving it would come back here once per nested prefix (a crafted path's recursion).
+        return False
+    configured = oauth_setting("RESOURCE")
+    if configured:
+        return path.rstrip("/") == urlsplit(str(configured)).path.rstrip("/")
+    if path == "/" + str(mcp_settings.PATH).strip("/"):
+        return True
+    from django.urls import Resolver404, resolve
+
+    try:
+        match = resolve(path)
+    except Resolver404:
+        return False
+    # mcp_tools.urls' endpoint (app_name "mcp_tools"), whatever path and namespace it is included under.
+    return match.url_name == "endpoint" and "mcp_tools" in match.app_names
 
 
-def metadata_document(origin: str) -> dict[str, Any]:
-    """The RFC 9728 protected resource metadata."""
+def metadata_url(resource: str) -> str:
+    """Where the metadata of ``resource`` lives: the path-suffixed well-known URI (RFC 9728 3.1)."""
+    parts = urlsplit(resource)
+    return urlunsplit((parts.scheme, parts.netloc, WELL_KNOWN + parts.path, "", ""))
+
+
+def metadata_document(origin: str, path: str | None = None) -> dict[str, Any]:
+    """The RFC 9728 protected resource metadata of the endpoint at ``path`` (None: the ASGI mount's)."""
+    resource = resource_identifier(origin, path)
     # A path is on the site whose public URL is RESOURCE when that is set (behind a TLS-terminating
     # proxy the request's own scheme is the internal one), else on the request's origin.
-    parts = urlsplit(resource_identifier(origin))
+    parts = urlsplit(resource)
     site = f"{parts.scheme}://{parts.netloc}" if oauth_setting("RESOURCE") else origin
     servers = [site + entry if entry.startswith("/") else entry for entry in oauth_setting("AUTHORIZATION_SERVERS")]
     document: dict[str, Any] = {
-        "resource": resource_identifier(origin),
+        "resource": resource,
         "authorization_servers": servers,
         "bearer_methods_supported": ["header"],
     }
@@ -214,8 +255,8 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def challenge(origin: str, *, error: str | None = None, description: str | None = None, scope: str | None = None) -> str:
-    """A ``WWW-Authenticate`` value: ``Bearer resource_metadata="..."`` plus the error, if any (RFC 6750 3)."""
+def challenge(resource: str, *, error: str | None = None, description: str | None = None, scope: str | None = None) -> str:
+    """A ``WWW-Authenticate`` value: ``Bearer resource_metadata="..."`` (of ``resource``) plus the error, if any (RFC 6750 3)."""
     params: list[tuple[str, str]] = []
     if error:
         params.append(("error", error))
@@ -228,7 +269,7 @@ def challenge(origin: str, *, error: str | None = None, description: str | None 
         scope = " ".join(oauth_setting("SCOPES_SUPPORTED") or oauth_setting("REQUIRED_SCOPES") or ()) or None
     if scope:
         params.append(("scope", scope))
-    params.append(("resource_metadata", metadata_url(origin)))
+    params.append(("resource_metadata", metadata_url(resource)))
     return "Bearer " + ", ".join(f"{name}={_quote(value)}" for name, value in params)
 
 

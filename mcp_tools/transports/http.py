@@ -223,19 +223,20 @@ def _accepts_json_and_sse(headers: dict[str, str]) -> bool:
 
 def _unauthorized(scope: dict[str, Any], headers: dict[str, str], message: str, drf_header: str | None) -> HttpError:
     """A 401; with OAuth on, its challenge points at the protected resource metadata (RFC 9728 5.1)."""
-    header = oauth.challenge(oauth.origin_of(scope, headers)) if oauth.enabled() else drf_header
+    header = oauth.challenge(oauth.resource_of(scope, headers)) if oauth.enabled() else drf_header
     extra = [(b"www-authenticate", header.encode())] if header else []
     return HttpError(401, McpError(INVALID_REQUEST, f"Unauthorized: {message}"), extra_headers=extra)
 
 
 async def authenticate_bearer(scope: dict[str, Any], headers: dict[str, str], token: str) -> Principal:
     """An OAuth bearer token, checked by the configured verifier (401 invalid_token / 403 insufficient_scope)."""
-    origin = oauth.origin_of(scope, headers)
+    # The URL this request reached: an include() under another path is a resource of its own.
+    resource = oauth.resource_of(scope, headers)
     try:
-        principal: Principal = await sync_to_async(oauth.authenticate_bearer, thread_sensitive=True)(token, oauth.resource_identifier(origin))
+        principal: Principal = await sync_to_async(oauth.authenticate_bearer, thread_sensitive=True)(token, resource)
     except oauth.TokenRefused as exc:
         logger.info("Refused a bearer token: %s", exc)
-        header = oauth.challenge(origin, error=exc.error, description=str(exc), scope=exc.scope)
+        header = oauth.challenge(resource, error=exc.error, description=str(exc), scope=exc.scope)
         label = "Forbidden" if exc.status == 403 else "Unauthorized"
         raise HttpError(exc.status, McpError(INVALID_REQUEST, f"{label}: {exc}"), extra_headers=[(b"www-authenticate", header.encode())]) from None
     return principal
@@ -311,7 +312,7 @@ async def check_tool_scopes(scope: dict[str, Any], headers: dict[str, str], meth
     # Granted scopes plus the missing ones, so a step-up keeps what the client had (MCP authorization, Scope Challenge Handling).
     wanted = " ".join(sorted(set(principal.scopes) | set(missing)))
     description = f"Tool {name} needs scope {' '.join(missing)}"
-    header = oauth.challenge(oauth.origin_of(scope, headers), error="insufficient_scope", description=description, scope=wanted)
+    header = oauth.challenge(oauth.resource_of(scope, headers), error="insufficient_scope", description=description, scope=wanted)
     raise HttpError(403, McpError(INVALID_REQUEST, f"Forbidden: {description}"), request_id, extra_headers=[(b"www-authenticate", header.encode())])
 
 

@@ -1,9 +1,10 @@
 """The OAuth 2.0 Protected Resource Metadata document (RFC 9728), as an ASGI app and a Django view.
 
 Served at ``/.well-known/oauth-protected-resource`` and at the path-suffixed form
-``/.well-known/oauth-protected-resource/<MCP path>`` that the MCP authorization spec
-has clients try first; the ``resource_metadata`` of every 401 points at the latter.
-Both answer 404 while ``MCP_TOOLS["OAUTH"]`` is not set.
+``/.well-known/oauth-protected-resource/<path>`` that the MCP authorization spec has
+clients try first, for every path the endpoint is served at (the ASGI mount, an
+``include()`` under any path, ``RESOURCE``'s path); the ``resource_metadata`` of every
+401 points at the latter. Both answer 404 while ``MCP_TOOLS["OAUTH"]`` is not set.
 """
 
 from __future__ import annotations
@@ -12,9 +13,34 @@ import json
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import register_converter
 
 from ..server import oauth
 from .http import _headers, check_origin, HttpError
+
+
+class ResourcePathConverter:
+    """``<mcp_resource:resource_path>``: a path the endpoint is served at (``oauth.serves_resource``).
+
+    Any other suffix does not match, so the site's own routes after the metadata route (another
+    resource's metadata, a 404) still get it: the route must not claim every well-known path.
+    """
+
+    regex = ".+"
+
+    def to_python(self, value: str) -> str:
+        if not oauth.serves_resource("/" + value):
+            raise ValueError(value)
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(ResourcePathConverter, "mcp_resource")
+
+#: The path-suffixed route, for ``path()`` in Channels' URLRouter and in Django's URLconf.
+SUFFIXED_ROUTE = ".well-known/oauth-protected-resource/<mcp_resource:resource_path>"
 
 #: Anyone may read the document, from any origin (it is public by design, RFC 9728 3).
 CORS = [(b"access-control-allow-origin", b"*")]
@@ -41,7 +67,10 @@ class ProtectedResourceMetadata:
             elif not oauth.enabled():
                 status, body = 404, json.dumps({"error": "OAuth is not configured"}).encode()
             else:
-                body = json.dumps(oauth.metadata_document(oauth.origin_of(scope, headers))).encode()
+                # The path-suffixed form describes the endpoint at its suffix; the root form the ASGI mount.
+                suffix = scope.get("url_route", {}).get("kwargs", {}).get("resource_path")
+                document = oauth.metadata_document(oauth.origin_of(scope, headers), "/" + suffix if suffix else None)
+                body = json.dumps(document).encode()
         await send({"type": "http.response.start", "status": status, "headers": extra + CORS})
         await send({"type": "http.response.body", "body": b"" if scope.get("method") == "HEAD" else body})
 
@@ -56,6 +85,6 @@ def protected_resource_metadata(request: HttpRequest, resource_path: str = "") -
         response = JsonResponse({"error": "OAuth is not configured"}, status=404)
     else:
         origin = f"{request.scheme}://{request.get_host()}"
-        response = JsonResponse(oauth.metadata_document(origin))
+        response = JsonResponse(oauth.metadata_document(origin, "/" + resource_path if resource_path else None))
     response["Access-Control-Allow-Origin"] = "*"
     return response
