@@ -107,6 +107,23 @@ async def requeue(call_id: str) -> None:
     await store.db(_queue_after_commit)(call_id, registry.get_tool(row.tool_name), task_id)
 
 
+async def go_on_if_answered(call_id: str) -> bool:
+    """Queue a background call again once every request it waits on is answered; whether this did.
+
+    Whoever records a task's last answer calls it (``tasks/update``, a client's response on any
+    of the caller's streams, the stream that carries the task): the round's compare-and-set lets
+    exactly one of them queue it, and a call answered with no stream open still goes on.
+    """
+    loaded = await store.load_call(call_id)
+    if loaded is None:
+        return False
+    row, journal = loaded
+    if row.status != "input_required" or journal.pending or not await store.claim_round(call_id, row.round):
+        return False
+    await requeue(call_id)
+    return True
+
+
 def _principal_of(row: Any) -> Principal:
     from django.contrib.auth.models import AnonymousUser
 

@@ -256,7 +256,9 @@ async def accept_client_response(message: dict[str, Any], rc: RequestContext) ->
         logger.info("Ignored a response for unknown call %s", call_id)
         return
     row, journal = loaded
-    if row.principal != rc.principal.id or (row.session_id and row.session_id != (rc.session_id or "")):
+    # A background call (a task) belongs to its caller, not to the session that started it: its
+    # requests reach any of the caller's streams (tasks/result), and an answer from there counts.
+    if row.principal != rc.principal.id or (row.session_id and not row.background and row.session_id != (rc.session_id or "")):
         logger.warning("Refused a response for call %s from another principal or session", call_id)
         return
     if row.flavor in ("mrtr", "saga"):
@@ -277,4 +279,7 @@ async def accept_client_response(message: dict[str, Any], rc: RequestContext) ->
             await store.answer_step(call_id, seq, "failed", None, {"code": INVALID_PARAMS, "message": f"Invalid answer: {exc}"})
         else:
             await store.answer_step(call_id, seq, "done", result, None)
+    if row.background:
+        # Its last answer sends it back to a worker here: the stream that carried the request may be gone.
+        await background.go_on_if_answered(call_id)
     await wakeups.notify(call_id)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -101,8 +100,9 @@ def task_fields(row: Any) -> dict[str, Any]:
     """The ``Task`` fields of a call row."""
     ttl_ms = None
     if row.expires_at is not None:
-        # Whole seconds: the expiry was computed a moment before the row's creation time.
-        ttl_ms = max(1, math.ceil((row.expires_at - row.created_at).total_seconds())) * 1000
+        # The row's expiry and creation time are one ``now`` apart by the ttl (create_legacy); a
+        # row written through Model.save gets its own creation time, microseconds later: rounded.
+        ttl_ms = max(1, round((row.expires_at - row.created_at).total_seconds() * 1000))
     fields: dict[str, Any] = {
         "taskId": str(row.id),
         "status": task_status(row),
@@ -131,10 +131,20 @@ async def _own_task(params: dict[str, Any], rc: RequestContext) -> tuple[Any, An
     if not isinstance(task_id, str) or not task_id:
         raise invalid_params('"taskId" must be a non-empty string')
     loaded = await store.load_call(task_id)
-    if loaded is None or loaded[0].principal != rc.principal.id or not loaded[0].background:
-        # Someone else's task is indistinguishable from one that does not exist.
+    if loaded is None or loaded[0].principal != rc.principal.id or not loaded[0].background \
+            or not await _may_call(rc, loaded[0].tool_name, {}):
+        # Someone else's task is indistinguishable from one that does not exist; so is a task of a
+        # tool the caller may not call now (a token without its scope, a permission taken away).
         raise invalid_params("Unknown task", {"taskId": task_id})
     return loaded
+
+
+async def _may_call(rc: RequestContext, tool_name: str, seen: dict[str, bool]) -> bool:
+    """Whether the caller may call ``tool_name`` now, as ``tools/call`` would check (``seen``: answers so far)."""
+    if tool_name not in seen:
+        tool = registry.get_tool(tool_name)
+        seen[tool_name] = tool is not None and await core.permitted(rc.principal, tool.permissions)
+    return seen[tool_name]
 
 
 async def get(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
@@ -178,9 +188,7 @@ async def update(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     call_id = str(row.id)
     for key, answer in responses.items():
         await store.answer_step(call_id, pending[key].seq, "done", answer, None)
-    loaded = await store.load_call(call_id)
-    if loaded is not None and not loaded[1].pending and await store.claim_round(call_id, loaded[0].round):
-        await background.requeue(call_id)
+    await background.go_on_if_answered(call_id)
     await wakeups.notify(call_id)
     return {}
 
@@ -246,7 +254,8 @@ async def create_legacy(params: dict[str, Any], rc: RequestContext) -> dict[str,
     target = await core.resolve_target("tools/call", params, rc.principal)
     rc.flavor = "task"
     inv = core.new_invocation(target, rc)
-    inv.state["row_fields"] = {"expires_at": timezone.now() + timedelta(milliseconds=ttl_ms)}
+    now = timezone.now()  # the row's creation time too: the task lives exactly the ttl it reports
+    inv.state["row_fields"] = {"created_at": now, "expires_at": now + timedelta(milliseconds=ttl_ms)}
     call_id = await background.defer(inv, target, rc, 0)
     loaded = await store.load_call(call_id)
     assert loaded is not None
@@ -298,7 +307,9 @@ async def legacy_list(params: dict[str, Any], rc: RequestContext) -> dict[str, A
         after = (position["t"], position["i"])
     size = int(mcp_settings.PAGE_SIZE)
     rows = await store.tasks_of(rc.principal.id, after, size + 1)
-    result: dict[str, Any] = {"tasks": [legacy_task(row) for row in rows[:size]]}
+    seen: dict[str, bool] = {}
+    # The page's position is kept over every row, listed or not: hidden tasks neither repeat nor shift others.
+    result: dict[str, Any] = {"tasks": [legacy_task(row) for row in rows[:size] if await _may_call(rc, row.tool_name, seen)]}
     if len(rows) > size:
         # A keyset position (the last task's creation time, exactly, and id): tasks created or
         # removed between pages neither repeat nor hide one.

@@ -1,0 +1,126 @@
+"""MCP Tasks (2025-11-25) belong to their caller: answered from any of its sessions, going on once
+answered with no stream open, hidden from a token that may not call their tool, living the ttl they
+report. Each test failed before its fix (a review of the tasks flavor)."""
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from mcp_tools.models import ToolCall
+from mcp_tools.server import background
+from tests.asgi_client import HANDSHAKE, handshake_message, post_headers, post_json
+from tests.clients import create_user_with_token
+from tests.test_background_review import APP, queued  # noqa: F401
+from tests.test_http_spec_edges import Stream, _in_memory_layer  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def open_session(token: str | None = None, capabilities: dict[str, Any] | None = None) -> str:
+    r = await post_json(APP, handshake_message("initialize", {"protocolVersion": HANDSHAKE, "capabilities": capabilities or {},
+                                                              "clientInfo": {"name": "t", "version": "1"}}),
+                        post_headers(version=None, token=token))
+    assert r.status == 200, r.body
+    return r.header("mcp-session-id")
+
+
+async def legacy(session: str, method: str, params: dict[str, Any], token: str | None = None) -> dict[str, Any]:
+    r = await post_json(APP, handshake_message(method, params), post_headers(version=HANDSHAKE, session=session, token=token))
+    assert r.status == 200, (r.status, r.body)
+    return r.json()
+
+
+async def test_a_task_asking_for_input_can_be_answered_from_the_callers_other_session(queued: list[str]) -> None:  # noqa: F811
+    """A user's task outlives the session that started it (tasks/get and tasks/result work from any
+    of the caller's sessions): the answer to its elicitation, POSTed on the session whose
+    tasks/result stream carried it, sends the task back to a worker."""
+    token = await sync_to_async(create_user_with_token)("alice")
+    caps = {"elicitation": {"form": {}}, "tasks": {}}
+    a = await open_session(token, caps)
+    created = await legacy(a, "tools/call", {"name": "confirm_delete", "arguments": {}, "task": {}}, token)
+    task_id = created["result"]["task"]["taskId"]
+    assert await background.run_in_worker(task_id, "w") == "input-required"
+    b = await open_session(token, caps)  # session A expired, or a second client of the same user
+    headers = post_headers(version=HANDSHAKE, session=b, token=token)
+    s = Stream("POST", headers, json.dumps(handshake_message("tasks/result", {"taskId": task_id})).encode())
+    _, ask = await s.wait_for(lambda m: m.get("method") == "elicitation/create")
+    r = await post_json(APP, {"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"confirm": True}}}, headers)
+    assert r.status == 202
+    row = await sync_to_async(ToolCall.objects.get)(id=task_id)
+    s.gone.set()
+    await asyncio.wait_for(s.task, 10)
+    assert (row.status, queued.count(task_id)) == ("working", 2)  # answered, and queued again
+
+
+async def _scoped_job(sku: str) -> dict[str, Any]:
+    """Runs on a worker."""
+    return {"secret": f"restocked {sku}"}
+
+
+async def test_a_token_without_the_tools_scope_cannot_read_or_cancel_its_task(queued: list[str]) -> None:  # noqa: F811
+    """Scopes restrict a tool at every gate (docs/oauth.md): a token of the same user without the
+    tool's scope gets "Unknown task" from tasks/get, tasks/result and tasks/cancel, as tools/call
+    answers "Unknown tool", and tasks/list leaves the task out."""
+    from django.contrib.auth.models import User
+
+    from mcp_tools.protocol.errors import McpError
+    from mcp_tools.registry import make_tool, registry
+    from mcp_tools.server import core
+    from mcp_tools.server.auth import Principal
+    from mcp_tools.server.context import RequestContext
+    from mcp_tools.server.flavors import tasks
+
+    user = await sync_to_async(User.objects.create_user)(username="scoped", password="x")
+    wide = Principal(user=user, id=f"user:{user.pk}", scopes=frozenset({"mcp", "inventory:write"}))
+    narrow = Principal(user=user, id=f"user:{user.pk}", scopes=frozenset({"mcp"}))
+
+    def rc(p: Principal) -> RequestContext:
+        return RequestContext(principal=p, protocol_version=HANDSHAKE, modern=False, client_capabilities={})
+
+    with registry.registered_temporarily(make_tool(_scoped_job, name="scoped_job", background=True, scopes=["inventory:write"])):
+        created = await tasks.create_legacy({"name": "scoped_job", "arguments": {"sku": "A1"}, "task": {}}, rc(wide))
+        task_id = created["task"]["taskId"]
+        assert await background.run_in_worker(task_id, "w") == "finished"
+        # The narrow token cannot call the tool, nor resume it:
+        with pytest.raises(McpError, match="^Unknown tool"):
+            await core.resolve_target("tools/call", {"name": "scoped_job", "arguments": {"sku": "A1"}}, narrow)
+        for call in (tasks.legacy_get, tasks.legacy_result, tasks.legacy_cancel):
+            with pytest.raises(McpError, match="^Unknown task$"):
+                await call({"taskId": task_id}, rc(narrow))
+        assert (await tasks.legacy_list({}, rc(narrow)))["tasks"] == []
+        # The token that may call the tool still reaches its task, and lists it.
+        assert (await tasks.legacy_get({"taskId": task_id}, rc(wide)))["status"] == "completed"
+        assert [t["taskId"] for t in (await tasks.legacy_list({}, rc(wide)))["tasks"]] == [task_id]
+
+
+@pytest.mark.parametrize("ttl", [1500, 60_500])
+async def test_the_task_reports_the_ttl_it_was_given(queued: list[str], ttl: int) -> None:  # noqa: F811
+    """Spec 2025-11-25 tasks, "TTL and Resource Management": receivers MUST include the actual ttl;
+    one the server accepted (any integer of milliseconds in range) is the one the task lives and reports."""
+    s = await open_session()
+    created = await legacy(s, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 30}, "task": {"ttl": ttl}})
+    task_id = created["result"]["task"]["taskId"]
+    got = await legacy(s, "tasks/get", {"taskId": task_id})
+    assert (created["result"]["task"]["ttl"], got["result"]["ttl"]) == (ttl, ttl)
+
+
+async def test_a_task_answered_after_its_result_stream_closed_goes_on(queued: list[str]) -> None:  # noqa: F811
+    """Spec 2025-11-25 tasks, "Task-Augmented Tool Call With Elicitation": the client may close the
+    tasks/result stream that carried the request, answer it, and poll: the task moves back to working."""
+    s = await open_session(capabilities={"elicitation": {"form": {}}})
+    headers = post_headers(version=HANDSHAKE, session=s)
+    created = await legacy(s, "tools/call", {"name": "confirm_delete", "arguments": {}, "task": {}})
+    task_id = created["result"]["task"]["taskId"]
+    assert await background.run_in_worker(task_id, "w") == "input-required"
+    stream = Stream("POST", headers, json.dumps(handshake_message("tasks/result", {"taskId": task_id})).encode())
+    _, ask = await stream.wait_for(lambda m: m.get("method") == "elicitation/create")
+    stream.gone.set()  # the client closes the result stream ...
+    await asyncio.wait_for(stream.task, 10)
+    r = await post_json(APP, {"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"confirm": True}}}, headers)
+    assert r.status == 202  # ... and answers, then polls
+    assert (await legacy(s, "tasks/get", {"taskId": task_id}))["result"]["status"] == "working"
+    assert queued.count(task_id) == 2  # back on a worker
