@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 from django.core import checks
 from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import models, transaction
+from django.db import IntegrityError, models, transaction
 from django.db.models.signals import class_prepared
 from rest_framework.exceptions import ValidationError as DRFValidationError
 
@@ -197,7 +197,8 @@ class ModelAction(base.Declaration):
             arguments = dict(serializer.validated_data)
         if self.confirm:
             title = self._title()
-            message = base.confirm_message(self.confirm, f"{title} {obj}?", obj=obj, **arguments)
+            # The row is "obj" in the template, even where the method has an argument of that name.
+            message = base.confirm_message(self.confirm, f"{title} {obj}?", **{**arguments, "obj": obj})
             base.confirm(ctx, message, f"Not confirmed: {base.verbose(self.model)} {obj} was left unchanged.")
             # The answer came in a later round: journal the change so a repeated round
             # cannot apply it twice.
@@ -221,6 +222,8 @@ class ModelAction(base.Declaration):
             return {"__error__": base.django_validation_errors(exc)}
         except DRFValidationError as exc:
             return {"__error__": base.drf_errors(exc.detail)}
+        except IntegrityError as exc:  # journaled as the step's value: a replay answers the same
+            return {"__error__": base.database_refusal(exc, f"{self._title()} {obj}")}
         except ToolError:
             raise
         output = self.tool.output if self.tool is not None else self._output_spec(fn)

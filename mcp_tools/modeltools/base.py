@@ -20,7 +20,7 @@ from django.core import checks
 from django.core.exceptions import FieldDoesNotExist, ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import models
+from django.db import IntegrityError, models
 from django.utils.text import capfirst, slugify
 from pydantic import Field, TypeAdapter, ValidationError
 
@@ -284,6 +284,48 @@ def validation_error_result(errors: dict[str, list[str]]) -> ToolResult:
         structured_content={"errors": errors},
         is_error=True,
     )
+
+
+def database_refusal(exc: IntegrityError, what: str) -> dict[str, list[str]]:
+    """The errors of a write the database refused (a protected or restricted reference, a unique or
+    foreign-key rule no validator saw), for :func:`validation_error_result`: what, not the database's text."""
+    if isinstance(exc, (models.ProtectedError, models.RestrictedError)):
+        referring = sorted({verbose(type(row), plural=True) for row in getattr(exc, "protected_objects", None)
+                            or getattr(exc, "restricted_objects", None) or ()})
+        message = f"{what} refused: {', '.join(referring) or 'other rows'} still refer to it."
+    else:
+        message = f"{what} refused by the database: it conflicts with existing data (a unique value, or a reference)."
+    return {"non_field_errors": [message]}
+
+
+#: JSON Schema's types, as a JSON value of each is in Python (a bool is not an integer or number here).
+_JSON_TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "string": lambda v: isinstance(v, str),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+    "null": lambda v: v is None,
+}
+
+
+def argument_type_errors(schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str, list[str]]:
+    """Arguments whose JSON type is not the one their property in ``schema`` advertises.
+
+    DRF's fields convert what they are given (``1.5`` to the row id 1, ``"yes"`` to True); a
+    client read the schema, so a value of another type is its mistake, not a value to guess at.
+    The other rules (lengths, choices, formats) are the serializer's, with its messages.
+    """
+    errors: dict[str, list[str]] = {}
+    for name, value in arguments.items():
+        kinds = schema.get("properties", {}).get(name, {}).get("type")
+        if kinds is None:
+            continue
+        kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+        if not any(_JSON_TYPE_CHECKS[kind](value) for kind in kinds if kind in _JSON_TYPE_CHECKS):
+            errors[name] = [f"Expected {' or '.join(kinds)}."]
+    return errors
 
 
 def django_validation_errors(exc: DjangoValidationError) -> dict[str, list[str]]:

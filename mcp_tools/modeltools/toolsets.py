@@ -31,7 +31,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from django.core import checks, signing
 from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import models, transaction
+from django.db import IntegrityError, models, transaction
 from django.db.models import Q
 from pydantic import Field
 from rest_framework.exceptions import ValidationError as DRFValidationError
@@ -47,6 +47,9 @@ ACTIONS = ("list", "retrieve", "create", "update", "delete")
 DEFAULT_PERMISSIONS = {"list": "view", "retrieve": "view", "create": "add", "update": "change", "delete": "delete"}
 
 CURSOR_SALT = "mcp_tools.modeltools.cursor"
+#: A list's ``search``: at most this many words (each is a filter), in at most this many characters.
+MAX_SEARCH_TERMS = 10
+MAX_SEARCH_LENGTH = 200
 
 try:  # django-filter is optional: with it, filterset_fields go through a FilterSet
     import django_filters
@@ -193,20 +196,29 @@ class ModelToolset:
         if self.confirm_delete:
             message = base.confirm_message(self.confirm_delete, f"Delete {label}? This cannot be undone.", obj=obj)
             base.confirm(self.ctx, message, f"Not confirmed: {label} was not deleted.")
-            self.ctx.once("delete", self._destroy, obj)
+            done = self.ctx.once("delete", self._destroy, obj)
         else:
-            self._destroy(obj)
+            done = self._destroy(obj)
+        if isinstance(done, dict):  # the database refused (journaled as such: a replay answers the same)
+            return base.validation_error_result(done)
         return base.structured({"deleted": True, **base.jsonable(lookup)})
 
-    def _destroy(self, obj: Any) -> bool:
-        with transaction.atomic():
-            self.perform_destroy(obj)
+    def _destroy(self, obj: Any) -> bool | dict[str, builtins.list[str]]:
+        """Delete ``obj``: True, or the errors of a delete the database refused (rows still refer to it)."""
+        try:
+            with transaction.atomic():
+                self.perform_destroy(obj)
+        except IntegrityError as exc:  # ProtectedError and RestrictedError are IntegrityErrors
+            return base.database_refusal(exc, f"Deleting {base.verbose(type(obj))} {obj}")
         return True
 
     def _save(self, serializer: Any, perform: Callable[[Any], None]) -> ToolResult:
         unknown = sorted(set(serializer.initial_data) - {name for name, f in serializer.fields.items() if not f.read_only})
         if unknown:
             return base.validation_error_result({name: ["Unknown or read-only field."] for name in unknown})
+        mistyped = base.argument_type_errors(self.tool_input_schema(serializer), serializer.initial_data)
+        if mistyped:
+            return base.validation_error_result(mistyped)
         if not serializer.is_valid():
             return base.validation_error_result(base.drf_errors(serializer.errors))
         try:
@@ -216,7 +228,13 @@ class ModelToolset:
             return base.validation_error_result(base.django_validation_errors(exc))
         except DRFValidationError as exc:  # raised by perform_create / perform_update, as in DRF
             return base.validation_error_result(base.drf_errors(exc.detail))
+        except IntegrityError as exc:  # a unique or reference rule only the database knew of
+            return base.validation_error_result(base.database_refusal(exc, f"Saving the {base.verbose(self.get_model())}"))
         return base.structured(base.jsonable(serializer.data))
+
+    def tool_input_schema(self, serializer: Any) -> dict[str, Any]:
+        """The writable fields' JSON Schema the create and update tools advertise (for the argument types)."""
+        return base.serializer_schema(serializer, writable=True, partial=True)
 
     # -- list helpers -----------------------------------------------------------------------
     @classmethod
@@ -238,7 +256,11 @@ class ModelToolset:
                 queryset = queryset.filter(**filters)
         search = (arguments.get("search") or "").strip()
         if search and self.search_fields:
-            for term in search.split():
+            terms = search.split()
+            if len(terms) > MAX_SEARCH_TERMS:
+                # Each word is a filter (an OR over search_fields): the query grows with them.
+                raise ToolError(f"Search for at most {MAX_SEARCH_TERMS} words at a time.")
+            for term in terms:
                 term_q = Q()
                 for field in self.search_fields:
                     term_q |= Q(**{f"{field}__icontains": term})
@@ -399,15 +421,16 @@ class ModelToolset:
             properties[argument] = {**schema, "description": f"Only {base.verbose(model, True)} whose {field_name} {lookup} this value."}
             fields[argument] = (kind | None, None)
         if cls.search_fields:
-            properties["search"] = {"type": "string", "description": f"Words to look for in {', '.join(cls.search_fields)}."}
-            fields["search"] = (str | None, None)
+            properties["search"] = {"type": "string", "maxLength": MAX_SEARCH_LENGTH,
+                                    "description": f"Up to {MAX_SEARCH_TERMS} words to look for in {', '.join(cls.search_fields)}."}
+            fields["search"] = (Annotated[str, Field(max_length=MAX_SEARCH_LENGTH)] | None, None)
         orderings = [f"{sign}{field}" for field in (cls.ordering_fields or ["pk"]) for sign in ("", "-")]
         properties["ordering"] = {"type": "string", "enum": orderings, "description": f"Sort order (default {cls.default_ordering()})."}
         properties["limit"] = {"type": "integer", "minimum": 1, "maximum": cls.max_page_size,
                                "description": f"Rows per page (default {cls.page_size}, at most {cls.max_page_size})."}
         properties["cursor"] = {"type": "string", "description": "The nextCursor of the previous page."}
         fields["ordering"] = (Literal[tuple(orderings)] | None, None)
-        fields["limit"] = (Annotated[int, Field(ge=1, le=cls.max_page_size)] | None, None)
+        fields["limit"] = (Annotated[int, Field(ge=1, le=cls.max_page_size, strict=True)] | None, None)  # not true, not "5"
         fields["cursor"] = (str | None, None)
         typed = base.typed_validator(name, fields)
         known = set(properties)
@@ -449,7 +472,8 @@ class ModelToolset:
             problems.append(checks.Error(f"{where}.{attribute} names {path!r}, which is not a field of {model.__name__}.",
                                          obj=cls, id="mcp_tools.E030"))
 
-        def resolves(path: str) -> bool:
+        def resolves(path: str, *, one_row: bool = False) -> bool:
+            """Whether ``path`` names a field; with ``one_row``, through relations to one row only."""
             current: Any = model
             for part in path.split("__"):
                 if part == "pk" and current is not None:
@@ -457,6 +481,8 @@ class ModelToolset:
                 try:
                     field = current._meta.get_field(part)
                 except (FieldDoesNotExist, AttributeError):
+                    return False
+                if one_row and (field.one_to_many or field.many_to_many):
                     return False
                 current = field.related_model if field.is_relation else None
             return True
@@ -472,6 +498,11 @@ class ModelToolset:
         for field in [*cls.ordering_fields, *([cls.ordering.lstrip("-")] if cls.ordering else [])]:
             if field != "pk" and not resolves(field):
                 field_error("ordering_fields", field)
+            elif field != "pk" and not resolves(field, one_row=True):
+                # Each row would be listed once per related row, and no single value marks a page's end.
+                problems.append(checks.Error(
+                    f"{where}.ordering_fields names {field!r}, which goes through a relation to many rows: "
+                    "order by a field of the row, or of a row it refers to.", obj=cls, id="mcp_tools.E030"))
         for action in cls.actions:
             if action not in ACTIONS:
                 problems.append(checks.Error(f"{where}.actions names unknown action {action!r}.", obj=cls, id="mcp_tools.E031"))
