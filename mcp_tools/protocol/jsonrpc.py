@@ -15,6 +15,7 @@ so that what is accepted, how it reads and what is written stay ``json``'s
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -56,7 +57,21 @@ class Message:
     __hash__ = None  # type: ignore[assignment]
 
 
-_scan_once = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set in JSONDecoder.__init__, not in the stubs
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):  # 1e400: JSON's grammar allows it, no double holds it (RFC 8259 section 6)
+        raise ValueError(f"the number {text} is out of range")
+    return value
+
+
+#: json's decoder without its extensions: NaN, Infinity and numbers past a double's range are
+#: refused as orjson refuses them (-32700), never read into values no JSON column can store.
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
+_scan_once = _DECODER.scan_once  # type: ignore[attr-defined]  # set in JSONDecoder.__init__, not in the stubs
 _whitespace = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]
 
 
@@ -107,7 +122,7 @@ def parse_body(body: bytes) -> Message:
             # the detection: the same text, decoder and errors.
             payload = _loads_object_text(body.decode("utf-8", "surrogatepass"))
         else:
-            payload = json.loads(body)
+            payload = json.loads(body, parse_constant=_no_constant, parse_float=_finite_float)
     except (ValueError, UnicodeDecodeError) as exc:
         raise McpError(PARSE_ERROR, f"Parse error: {exc}", http_status=400) from None
     except RecursionError:  # "[[[[..." deeper than the interpreter's stack: the decoder recurses per level

@@ -760,6 +760,8 @@ AskForInput = Callable[[str, int, list[Step], "Journal | None"], dict[str, Any]]
 Running = Callable[[str], Awaitable[dict[str, Any]]]
 #: Hands a call whose handler deferred (``ctx.defer()``) at round ``n`` to a worker: ``(inv, n) -> answer``.
 OnDefer = Callable[[engine.Invocation, int], Awaitable[dict[str, Any]]]
+#: What a round whose handler defers answers where the flavor has no way to follow a worker (``on_defer`` None).
+CANNOT_FOLLOW_WORKER = "This tool continues on a background worker, which this kind of call cannot follow."
 
 
 def invalid_token(purpose: str) -> McpError:
@@ -963,15 +965,17 @@ def carried_call(payload: dict[str, Any]) -> tuple[CarriedCall, Journal] | None:
 async def advance_and_run(
     call: Any, journal: Journal, round_number: int, responses: dict[str, Any], target: Target,
     rc: RequestContext, *, purpose: str, ask: AskForInput, strict_keys: bool, running: Running | None = None,
-    on_defer: OnDefer | None = None, on_worker: Running | None = None,
+    on_defer: OnDefer | None = None, on_worker: Running | None = None, answers_digest: str | None = None,
 ) -> dict[str, Any]:
     """Apply a client's answers to a suspended round, then run the next round.
 
     ``ask`` builds the flavor's answer when the call needs input again. Stale or
     concurrent retries of a round are settled by :func:`repeat_outcome` (``on_worker``:
-    the flavor's answer for a call a worker runs now, without queueing it again).
+    the flavor's answer for a call a worker runs now, without queueing it again), by
+    ``answers_digest``: the digest of everything the client sent, ``responses`` by default.
     """
-    answers_digest = digest(responses)
+    if answers_digest is None:
+        answers_digest = digest(responses)
     carried = isinstance(call, CarriedCall)
     if call.status == "cancelled":
         # The caller's own token for a call that was cancelled: say so, not "invalid token".
@@ -1046,7 +1050,8 @@ async def run_next_round(
             return answer
         if isinstance(outcome, engine.Deferred):
             if on_defer is None:
-                return error_result("This tool continues on a background worker, which this kind of call cannot follow.")
+                # The call ends here, as the client is told: not a working row no worker runs.
+                return await finish(inv, target, error_result(CANNOT_FOLLOW_WORKER), rc, next_round)
             await claim(inv)  # the answers are recorded (and the round advanced) before the worker runs
             return await on_defer(inv, next_round)
         return await finish(inv, target, outcome, rc, next_round)
@@ -1076,7 +1081,7 @@ async def rerun_round(
         return answer
     if isinstance(outcome, engine.Deferred):
         if on_defer is None:
-            return error_result("This tool continues on a background worker, which this kind of call cannot follow.")
+            return await finish(inv, target, error_result(CANNOT_FOLLOW_WORKER), rc, round_number)
         return await on_defer(inv, round_number)
     return await finish(inv, target, outcome, rc, round_number)
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from django.utils import timezone
+
 from ... import engine, store
 from ...interprocess import wakeups
 from ...protocol import jsonrpc
@@ -65,10 +67,17 @@ async def _first_round(inv: engine.Invocation, target: core.Target, rc: RequestC
         # Answers the client already sent for steps asked only now (a stateless
         # client may answer in advance): apply and run again.
         applied = False
-        for step in outcome.pending:
-            if step.key in responses:
-                core.apply_answer(step, responses[step.key], step.key)
-                applied = True
+        try:
+            for step in outcome.pending:
+                if step.key in responses:
+                    core.apply_answer(step, responses[step.key], step.key)
+                    applied = True
+        except McpError as exc:
+            if inv.call_id is not None:
+                # The run made its row (a ctx.once effect) and the client gets no requestState to
+                # go on with: the call ends here, failed as the client is told, not working forever.
+                await core.save_outcome(inv, 0, status="failed", error=exc.to_error(), finished_at=timezone.now())
+            raise
         if not applied:
             call_id = await core.suspend(inv, rc, 0)
             return input_required(call_id, 0, outcome.pending, rc, target, core.carriable(inv.journal))

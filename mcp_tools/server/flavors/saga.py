@@ -47,21 +47,12 @@ async def call(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
 
 async def resume(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     """``tools/resumeSaga``: apply ``completedSteps`` to the suspended round and run on."""
-    completed = params.get("completedSteps")
-    if not isinstance(completed, list) or not all(isinstance(s, dict) and isinstance(s.get("stepId"), str) for s in completed):
-        raise invalid_params('"completedSteps" must be an array of {stepId, result | error}')
+    responses, errors = _completed_steps(params.get("completedSteps"))
     payload, row, journal = await core.load_bound_call("saga", params.get("sagaToken"), rc, None, "tools/call")
     rc.flavor = "saga"
     target = await core.resolve_target("tools/call", row.arguments, rc.principal)
     if target.params_digest != row.params_digest:
         raise core.invalid_token("saga")
-    responses: dict[str, Any] = {}
-    errors: dict[str, Any] = {}
-    for entry in completed:
-        if entry.get("error") is not None:
-            errors[entry["stepId"]] = entry["error"] if isinstance(entry["error"], dict) else {"message": str(entry["error"])}
-        else:
-            responses[entry["stepId"]] = entry.get("result")
     # Full history: steps answered in earlier rounds are ignored; ids this call never asked for are refused.
     never_asked = sorted(key for key in {*responses, *errors} if journal.by_key(key) is None)
     if never_asked:
@@ -71,19 +62,46 @@ async def resume(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     def ask(call_id: str, next_round: int, pending: list[Step], carry: Journal | None) -> dict[str, Any]:
         return suspended(call_id, next_round, pending, rc, target)  # saga tokens carry no journal
 
+    # Over every entry, pending or not, results and errors: an identical retry has the identical digest
+    # whichever way its round was first taken (errors of earlier rounds, or none, or new ones).
+    answers_digest = digest({**responses, **{k: {"__error__": e} for k, e in errors.items()}}) if errors else None
     failing_now = any((step := journal.by_key(key)) is not None and step.status == "pending" for key in errors)
     if not errors or (row.round == round_number and not failing_now):
-        return await core.advance_and_run(row, journal, round_number, responses, target, rc, purpose="saga", ask=ask, strict_keys=True)
-    return await _advance_with_failures(row, journal, round_number, responses, errors, target, rc, ask)
+        return await core.advance_and_run(row, journal, round_number, responses, target, rc, purpose="saga", ask=ask,
+                                          strict_keys=True, answers_digest=answers_digest)
+    assert answers_digest is not None
+    return await _advance_with_failures(row, journal, round_number, responses, errors, answers_digest, target, rc, ask)
+
+
+def _completed_steps(completed: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``completedSteps`` as ``(results, errors)`` by stepId, each entry as seed 000's ``SagaStepResult``
+    says: a stepId once, with a result or an error ``{code: number, message: string, data?}``, not both."""
+    if not isinstance(completed, list) or not all(isinstance(s, dict) and isinstance(s.get("stepId"), str) for s in completed):
+        raise invalid_params('"completedSteps" must be an array of {stepId, result | error}')
+    responses: dict[str, Any] = {}
+    errors: dict[str, Any] = {}
+    for entry in completed:
+        step_id = entry["stepId"]
+        if step_id in responses or step_id in errors:
+            raise invalid_params("completedSteps names a step more than once", {"stepId": step_id})
+        error = entry.get("error")
+        if error is None:
+            responses[step_id] = entry.get("result")
+            continue
+        if "result" in entry:
+            raise invalid_params("A completed step has a result or an error, not both", {"stepId": step_id})
+        code = error.get("code") if isinstance(error, dict) else None
+        if isinstance(code, bool) or not isinstance(code, (int, float)) or not isinstance(error.get("message"), str):
+            raise invalid_params('A step\'s "error" must be {code: number, message: string, data?}', {"stepId": step_id})
+        errors[step_id] = error
+    return responses, errors
 
 
 async def _advance_with_failures(
-    row: Any, journal: Journal, round_number: int, responses: dict[str, Any], errors: dict[str, Any],
+    row: Any, journal: Journal, round_number: int, responses: dict[str, Any], errors: dict[str, Any], answers_digest: str,
     target: core.Target, rc: RequestContext, ask: core.AskForInput,
 ) -> dict[str, Any]:
     """A round where some steps failed: journal them as failed, with the others' results."""
-    # Over every entry, pending or not: an identical retry has the identical digest.
-    answers_digest = digest({**responses, **{k: {"__error__": e} for k, e in errors.items()}})
     if row.round != round_number:
         async def take_over() -> dict[str, Any]:
             return await core.rerun_round(row.id, round_number + 1, target, rc, ask=ask, on_defer=None)
