@@ -22,8 +22,10 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
-from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
+from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
+from django.core.exceptions import FieldDoesNotExist, PermissionDenied
+from django.db.models import JSONField, QuerySet
+from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
 from django.utils.html import format_html
@@ -37,6 +39,15 @@ from .interprocess import events
 from .models import TERMINAL_STATUSES, CallStatus, McpSession, ToolCall
 from .states import LIVE_STATUSES
 
+
+def exact_id(search_term: str) -> uuid.UUID | None:
+    """The UUID a search term names (a call id or a Celery task id, looked up exactly), or None."""
+    try:
+        return uuid.UUID(search_term.strip())
+    except ValueError:
+        return None
+
+
 class StatusFilter(admin.SimpleListFilter):
     """Status, with "In flight" (working or waiting for input) as the default view."""
 
@@ -48,8 +59,16 @@ class StatusFilter(admin.SimpleListFilter):
     def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, Any]]:
         return [(self.LIVE, _("In flight")), *CallStatus.choices, (self.ALL, _("All"))]
 
+    def default(self, search_term: str) -> str:
+        """The status shown when none is chosen: "In flight", except for a search by exact id.
+
+        An operator pasting a call id from a log wants that call, finished or not: the
+        default would hide it behind "In flight" and the page would say nothing matched.
+        """
+        return self.ALL if exact_id(search_term) is not None else self.LIVE
+
     def queryset(self, request: Any, queryset: QuerySet[ToolCall]) -> QuerySet[ToolCall]:
-        value = self.value() or self.LIVE
+        value = self.value() or self.default(request.GET.get(SEARCH_VAR, ""))
         if value == self.ALL:
             return queryset
         if value == self.LIVE:
@@ -60,7 +79,7 @@ class StatusFilter(admin.SimpleListFilter):
 
     def choices(self, changelist: Any) -> Any:
         # No blank "All" entry: an unfiltered page is the explicit "all" value, so the default can be "In flight".
-        current = self.value() or self.LIVE
+        current = self.value() or self.default(changelist.query)
         for value, label in self.lookup_choices:
             yield {
                 "selected": current == str(value),
@@ -71,6 +90,22 @@ class StatusFilter(admin.SimpleListFilter):
 
 #: The longest search term the calls' changelist takes.
 MAX_SEARCH_CHARS = 500
+#: Columns the changelist never shows: each may hold megabytes (arguments up to ``MAX_BODY_BYTES``).
+LIST_DEFERRED = ("arguments", "result", "error", "last_outcome", "client_capabilities")
+#: Lookups no changelist URL may use: a pattern the database cannot compile is a 500 on SQLite
+#: (``?tool_name__regex=(``), and a costly one scans the table whatever the indexes.
+REFUSED_LOOKUPS = frozenset({"regex", "iregex"})
+
+
+class ToolCallChangeList(ChangeList):
+    """The calls' changelist: its rows are read without the big JSON columns (:data:`LIST_DEFERRED`).
+
+    Here and not in ``ToolCallAdmin.get_queryset``, which also serves the detail page,
+    where those columns are the report.
+    """
+
+    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[ToolCall]:
+        return super().get_queryset(request, exclude_parameters).defer(*LIST_DEFERRED)
 
 
 @admin.register(ToolCall)
@@ -100,9 +135,8 @@ class ToolCallAdmin(admin.ModelAdmin):
             # Longer terms only make the database's LIKE refuse ("pattern too complex") or crawl.
             self.message_user(request, f"Search terms are limited to {MAX_SEARCH_CHARS} characters.", messages.WARNING)
             return queryset.none(), False
-        try:
-            as_uuid = uuid.UUID(term)
-        except ValueError:
+        as_uuid = exact_id(term)
+        if as_uuid is None:
             return super().get_search_results(request, queryset, search_term)
         # Two lookups, not one OR: the OR would defeat the primary key index.
         by_id = queryset.filter(pk=as_uuid)
@@ -110,6 +144,33 @@ class ToolCallAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:
         return queries.with_step_counts(super().get_queryset(request).select_related("user"))
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return ToolCallChangeList
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """Django's rules, minus what only a crafted URL asks and the database may fail on.
+
+        Refused (a 400, ``DisallowedModelAdminLookup``): regular expressions (an invalid one is
+        a database error, a valid one a full scan) and any lookup into a JSON column (SQLite has
+        no ``contains`` on JSON, and the columns hold megabytes). The list filters and the
+        search use neither.
+        """
+        parts = lookup.split(LOOKUP_SEP)
+        if REFUSED_LOOKUPS.intersection(parts):
+            return False
+        model = self.model
+        for part in parts:
+            try:
+                field = model._meta.get_field(part)
+            except FieldDoesNotExist:
+                break  # a lookup or transform name: Django's own check below judges the rest
+            if isinstance(field, JSONField):
+                return False
+            if field.related_model is None:
+                break
+            model = field.related_model
+        return super().lookup_allowed(lookup, value, request)
 
     # -- columns ---------------------------------------------------------------------
 
@@ -179,7 +240,8 @@ class ToolCallAdmin(admin.ModelAdmin):
                 ended += 1
                 self.log_change(request, call, f"Marked {status} from the admin.")
                 events.publish_changed_sync(call.pk, status)
-        self.message_user(request, f"{ended} call(s) marked {status}.", messages.SUCCESS)
+        if ended:  # "0 calls marked" in green beside the warning below would read as a success
+            self.message_user(request, f"{ended} call(s) marked {status}.", messages.SUCCESS)
         if selected - ended:
             self.message_user(request, f"{selected - ended} selected call(s) had already ended and were left as they are.", messages.WARNING)
         return ended
@@ -210,7 +272,8 @@ class ToolCallAdmin(admin.ModelAdmin):
             retried += 1
             self.log_change(request, call, f"Retried from the admin as call {new_id}.")
             events.publish_changed_sync(new_id, CallStatus.WORKING)
-        self.message_user(request, f"{retried} call(s) started again as new calls.", messages.SUCCESS)
+        if retried:
+            self.message_user(request, f"{retried} call(s) started again as new calls.", messages.SUCCESS)
         if selected - retried:
             self.message_user(request, f"{selected - retried} selected call(s) are not failed background calls and were left as they are.", messages.WARNING)
 
@@ -250,6 +313,13 @@ class ToolCallAdmin(admin.ModelAdmin):
         if not self.has_view_or_change_permission(request, call):
             raise PermissionDenied
         return views.detail(self, request, call)
+
+    def history_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:
+        # Django's looks the call up first, and answers an unknown id with a redirect: the
+        # permission comes first here, as on the report, so no answer tells which ids exist.
+        if not self.has_view_or_change_permission(request):
+            raise PermissionDenied
+        return super().history_view(request, object_id, extra_context)
 
 
 @admin.register(McpSession)

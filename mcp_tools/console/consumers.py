@@ -3,7 +3,10 @@
 Authenticated by the admin's session cookie (``channels.auth.AuthMiddlewareStack``,
 see :func:`mcp_tools.routing.console_websocket_app`); only active staff with the
 ``view_toolcall`` (or ``change_toolcall``) permission are accepted, others are
-closed with code 4403.
+closed with code 4403. Before each push the consumer checks again, from the database,
+that the admin session it was opened with still logs in the same user, and that the
+user may still watch: a logout, an expired session, a password change, or a lost
+permission closes the socket (4403).
 
 Two ways a change reaches an open console:
 
@@ -48,16 +51,53 @@ def can_watch(user: Any) -> bool:
     )
 
 
-def _snapshot_for(user: Any) -> tuple[str, str] | None:
+def session_user(session_key: str) -> Any:
+    """The user the session ``session_key`` authenticates now, read again from the session store;
+    None once it was logged out, flushed or expired, or its auth hash no longer matches the user's
+    (a password change ends it, as Django's ``get_user`` would on the admin's next page).
+
+    Read only: unlike ``django.contrib.auth.get_user`` this never flushes the session or cycles
+    its key (under a fallback ``SECRET_KEY``), which would change the browser's login behind its back.
+    """
+    from importlib import import_module
+
+    from django.conf import settings
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model, load_backend
+    from django.utils.crypto import constant_time_compare
+
+    session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    user_id, backend_path = session.get(SESSION_KEY), session.get(BACKEND_SESSION_KEY)
+    if user_id is None or backend_path not in settings.AUTHENTICATION_BACKENDS:
+        return None
+    user = load_backend(backend_path).get_user(get_user_model()._meta.pk.to_python(user_id))
+    if user is None or not hasattr(user, "get_session_auth_hash"):
+        return user
+    stored = session.get(HASH_SESSION_KEY)
+    hashes = [user.get_session_auth_hash(), *user.get_session_auth_fallback_hash()]
+    return user if stored and any(constant_time_compare(stored, h) for h in hashes) else None
+
+
+def _snapshot_for(user: Any, session_key: str | None) -> tuple[str, str] | None:
     """The dashboard for ``user`` if they may still watch it, read again from the database (staff
-    status and permissions change while a page stays open); None when they may not any more."""
+    status, permissions and the login change while a page stays open); None when they may not any more.
+
+    ``session_key`` is the admin session the socket was opened with: it must still log in the
+    same user (not logged out, expired, or ended by a password change). Without one (a scope
+    authenticated by some other middleware), the user is read again by primary key.
+    """
     from . import queries
     from .display import render_panel
 
     from django.contrib.auth import get_user_model
 
     pk = getattr(user, "pk", None)  # the scope's user is a lazy object: ask the user model itself
-    fresh = get_user_model()._default_manager.filter(pk=pk).first() if pk is not None else None
+    if pk is None:
+        fresh = None
+    elif session_key is not None:
+        fresh = session_user(session_key)
+        fresh = fresh if fresh is not None and fresh.pk == pk else None
+    else:
+        fresh = get_user_model()._default_manager.filter(pk=pk).first()
     if not can_watch(fresh):
         return None
     data = queries.dashboard()
@@ -77,6 +117,8 @@ class ConsoleConsumer(AsyncJsonWebsocketConsumer):
         if not await database_sync_to_async(can_watch)(self.scope.get("user")):
             await self.close(code=FORBIDDEN)
             return
+        # Remembered now: the scope's session object is this connection's copy, it never sees a logout.
+        self.session_key: str | None = getattr(self.scope.get("session"), "session_key", None)
         self.fingerprint = ""
         self.changed: set[str] = set()
         self.wake = asyncio.Event()
@@ -129,7 +171,7 @@ class ConsoleConsumer(AsyncJsonWebsocketConsumer):
 
     async def push(self) -> bool:
         """Send the dashboard; False (and the socket closed, 4403) when the user may not watch any more."""
-        snapshot = await database_sync_to_async(_snapshot_for)(self.scope.get("user"))
+        snapshot = await database_sync_to_async(_snapshot_for)(self.scope.get("user"), self.session_key)
         if snapshot is None:
             await self.close(code=FORBIDDEN)
             return False

@@ -49,11 +49,20 @@ def with_step_counts(queryset: QuerySet[ToolCall]) -> QuerySet[ToolCall]:
     return queryset.annotate(step_count=Subquery(counts, output_field=IntegerField()))
 
 
-def pretty_json(value: Any) -> str:
-    """JSON for reading: indented, non-ASCII kept, anything odd shown as text."""
+#: The most characters of one JSON block the call's page shows (arguments, result, error, a step's
+#: request or answer): a client may send megabytes of arguments, and a browser given them all stalls.
+MAX_JSON_CHARS = 100_000
+
+
+def pretty_json(value: Any, limit: int = MAX_JSON_CHARS) -> str:
+    """JSON for reading: indented, non-ASCII kept, anything odd shown as text, cut after ``limit``
+    characters with a line saying so."""
     if value is None:
         return ""
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    text = json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n… truncated, {len(text):,} characters in all"
 
 
 # -- the dashboard ------------------------------------------------------------------------

@@ -107,8 +107,8 @@ def act(model_admin: ToolCallAdmin, request: HttpRequest, object_id: str, action
     if action_entry is None:
         raise PermissionDenied  # before the lookup: no answer may tell which call ids exist
     call = model_admin.get_object(request, unquote(object_id))
-    if call is None:
-        return redirect(reverse("admin:mcp_tools_toolcall_changelist"))
+    if call is None:  # purged by retention, or a forged id: say so, as Django's own pages do
+        return model_admin._get_obj_does_not_exist_redirect(request, model_admin.opts, object_id)  # type: ignore[attr-defined]
     func = action_entry[0]
     func(model_admin, request, ToolCall.objects.filter(pk=call.pk))
     return redirect(reverse("admin:mcp_tools_toolcall_change", args=[call.pk]))
