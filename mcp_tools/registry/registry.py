@@ -570,8 +570,8 @@ def prompt(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         summary, param_docs = parse_param_docs(func.__doc__)
         arguments = []
         for param in inspect.signature(func).parameters.values():
-            if param.name == context_param:
-                continue
+            if param.name == context_param or param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                continue  # *args / **kwargs name no argument a client could send
             argument: dict[str, Any] = {"name": param.name, "required": param.default is inspect.Parameter.empty}
             if param.name in param_docs:
                 argument["description"] = param_docs[param.name]

@@ -11,13 +11,16 @@ import datetime
 import decimal
 import enum
 import inspect
+import json
 import re
 import sys
 import typing
 from typing import Any, Callable
 
+import orjson
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
+from pydantic.fields import FieldInfo
 
 from ..protocol.errors import invalid_params
 
@@ -228,6 +231,18 @@ def format_validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
     ]
 
 
+def _json_of(arguments: dict[str, Any]) -> bytes | None:
+    """``arguments`` as JSON text for strict validation (what the client sent, or a caller's Python
+    values: dates, UUIDs, decimals as their strings); None for a lone surrogate, which has no UTF-8."""
+    try:
+        return orjson.dumps(arguments)
+    except (orjson.JSONEncodeError, TypeError):  # an integer past 64 bits, a value orjson does not know
+        try:
+            return json.dumps(arguments, ensure_ascii=False, default=str).encode()
+        except (UnicodeEncodeError, ValueError, TypeError, RecursionError):
+            return None
+
+
 def input_from_signature(
     name: str,
     parameters: list[inspect.Parameter],
@@ -239,6 +254,14 @@ def input_from_signature(
     for param in parameters:
         annotation = _pydantic_compatible(hints.get(param.name, Any))
         description = param_docs.get(param.name)
+        if isinstance(param.default, FieldInfo):
+            # ``limit: int = Field(10, ge=1)``: the field itself (its default and constraints), not a
+            # default that is a FieldInfo; the docstring describes it where it does not.
+            field = param.default
+            if description and not field.description:
+                field = FieldInfo.merge_field_infos(field, description=description)
+            fields[param.name] = (annotation, field)
+            continue
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, Field(default, description=description))
     model = create_model(f"{_camel(name)}Arguments", __base__=ArgumentsModel, **fields)
@@ -254,8 +277,14 @@ def input_from_signature(
 
     def validate(arguments: dict[str, Any]) -> dict[str, Any]:
         try:
-            # What model.model_validate(arguments) calls, without its Python layer (about 1 µs per call).
-            instance = model.__pydantic_validator__.validate_python(arguments)
+            # Strict, as JSON: a value is taken only in the JSON type the schema advertises ("5" is
+            # not an integer, 1 not a boolean), and an ISO string is a date, a UUID, a Decimal, as
+            # the schema's formats say. Lax validation would convert what the client got wrong.
+            text = _json_of(arguments)
+            if text is not None:
+                instance = model.__pydantic_validator__.validate_json(text, strict=True)
+            else:  # a lone surrogate, which pydantic's JSON reader refuses: the values as they came
+                instance = model.__pydantic_validator__.validate_python(arguments)
         except ValidationError as exc:
             raise invalid_params(f"Invalid arguments for tool {name!r}", {"errors": format_validation_errors(exc)}) from None
         if as_dict:
@@ -311,8 +340,12 @@ class OutputSpec:
             self.schema = jsonable_schema(self.schema)
 
     def dump(self, value: Any) -> Any:
+        """``value`` as JSON for ``structuredContent``; raises where it does not match the schema, which
+        ``structuredContent`` must conform to (pydantic would only warn, and send it)."""
         assert self.adapter is not None
-        return self.adapter.dump_python(value, mode="json", by_alias=True)
+        dumped = self.adapter.dump_python(value, mode="json", by_alias=True, warnings="error")
+        self.adapter.validate_python(dumped)  # what the serializer lets through untyped (None for an int)
+        return dumped
 
 
 _TEXT_TYPES = {str, type(None), inspect.Signature.empty, Any}

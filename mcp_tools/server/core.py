@@ -119,7 +119,9 @@ async def resolve_target(method: str, params: dict[str, Any], principal: Princip
         prompt = registry.get_prompt(name)
         if prompt is None or not await permitted(principal, prompt.permissions):
             raise invalid_params(f"Unknown prompt: {name}")
-        arguments = params.get("arguments") or {}
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
         if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
             raise invalid_params('"arguments" must be an object of strings')
         missing = [a["name"] for a in prompt.arguments if a["required"] and a["name"] not in arguments]
@@ -778,7 +780,7 @@ async def finish(inv: engine.Invocation | None, target: Target, outcome: Any, rc
         if inv is not None and inv.call_id is not None:
             await claim(inv)  # run the tool again only for the run that owns the round
         inv, outcome = await _converge(inv, target, rc, outcome)
-    result = outcome if isinstance(outcome, dict) else shape_value(target, outcome.value, rc)
+    result = outcome if isinstance(outcome, dict) else shape_result(target, outcome.value, rc)
     if target.method == "tools/call" and "_meta" in result:  # where a nextTool hint would be
         await check_next_tool(result, rc)
     if mcp_settings.RECORD_ALL_CALLS and (inv is None or inv.call_id is None):
@@ -789,6 +791,19 @@ async def finish(inv: engine.Invocation | None, target: Target, outcome: Any, rc
         # A cancel or expiry committed first: the row keeps it, and the client is told so.
         return ended_answer(target.method, await status_of(inv.call_id))
     return result
+
+
+def shape_result(target: Target, value: Any, rc: RequestContext) -> dict[str, Any]:
+    """The wire result of a handler's return value; a value that cannot be one (its structured
+    content does not match the tool's outputSchema, bytes that are not text) is the tool's error."""
+    try:
+        return shape_value(target, value, rc)
+    except Exception:
+        logger.exception("%s %r returned a value that cannot be its result", target.method, target.name)
+        if target.method != "tools/call":
+            raise McpError(INTERNAL_ERROR, f"{target.name!r} returned a value that cannot be its result") from None
+        return error_result(f"The tool {target.name!r} returned a result that does not match its output schema; "
+                            "the server log has the details.")
 
 
 async def close_row(inv: engine.Invocation, round_number: int, result: dict[str, Any], **fields: Any) -> bool:
@@ -828,7 +843,7 @@ async def _converge(inv: engine.Invocation | None, target: Target, rc: RequestCo
             else:
                 # The re-run journaled a step (ctx.once), which gave it a row of its own even so:
                 # that run is over, and its row says how it ended.
-                await close_row(rerun, 0, ended or shape_value(target, again.value, rc))  # type: ignore[union-attr]
+                await close_row(rerun, 0, ended or shape_result(target, again.value, rc))  # type: ignore[union-attr]
         if ended is not None:
             return inv, ended
         assert isinstance(again, engine.Completed)
