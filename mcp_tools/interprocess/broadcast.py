@@ -37,15 +37,20 @@ def shared_layer() -> Any:
     return _shared[0]
 
 
-async def publish(group: str, message: dict[str, Any]) -> None:
-    """Send ``message`` to every process listening on ``group`` (best effort, logged on failure)."""
+async def publish(group: str, message: dict[str, Any]) -> bool:
+    """Send ``message`` to every process listening on ``group`` (best effort, logged on failure).
+
+    Whether it was sent: False without a shared layer, or when the layer failed.
+    """
     layer = shared_layer()
     if layer is None:
-        return
+        return False
     try:
         await layer.group_send(group, message)
     except Exception:
         logger.warning("Could not publish to %s", group, exc_info=True)
+        return False
+    return True
 
 
 def listen(group: str, handler: Callable[[dict[str, Any]], None]) -> None:

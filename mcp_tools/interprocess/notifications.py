@@ -1,15 +1,17 @@
 """Server-initiated notifications for 2025-11-25 sessions: resource updates and list changes.
 
-Each open standalone ``GET`` stream registers here under its session id. A
-notification for a session reaches the stream held by this process directly
-and, through the shared channel layer (when there is one), a stream held by
-any other process.
+Each open standalone ``GET`` stream registers here under its session id (one
+per session: the newest). A notification for a session goes through the shared
+channel layer when there is one (to whichever process holds the stream, this
+one included), else directly to the stream held by this process: once either way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+import uuid
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -23,14 +25,29 @@ _streams: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
 #: 2026-07-28 ``subscriptions/listen`` streams of this process, by resource URI.
 _listeners_by_uri: dict[str, set[asyncio.Queue[str]]] = {}
 UPDATES_GROUP = "mcp_tools.resource_updates"
+#: Put on a standalone stream's queue (by identity): the stream ends.
+END: dict[str, Any] = {"type": "mcp.stream.end"}
 
 
 def group_name(session_id: str) -> str:
     return f"mcp_tools.session.{session_id}"
 
 
-def open_stream(session_id: str, queue: asyncio.Queue[dict[str, Any]]) -> None:
-    _streams.setdefault(session_id, set()).add(queue)
+async def open_stream(session_id: str, queue: asyncio.Queue[dict[str, Any]]) -> tuple[float, str]:
+    """Register a session's standalone stream; it takes over from the session's other ones.
+
+    A session has one standalone stream, the newest: the 2025-11-25 transport forbids sending a
+    message on more than one stream, and a client that reconnects (with ``Last-Event-ID``
+    or not) must not be refused while the server has not yet noticed that the old connection
+    is gone (a 409 would). The older streams of this process end now; those of other
+    processes when the returned stamp reaches them (:func:`relayed`).
+    """
+    stamp = (time.time(), uuid.uuid4().hex)
+    for older in _streams.pop(session_id, ()):
+        older.put_nowait(END)
+    _streams[session_id] = {queue}
+    await broadcast.publish(group_name(session_id), {"type": END["type"], "opened": list(stamp)})
+    return stamp
 
 
 def close_stream(session_id: str, queue: asyncio.Queue[dict[str, Any]]) -> None:
@@ -41,10 +58,34 @@ def close_stream(session_id: str, queue: asyncio.Queue[dict[str, Any]]) -> None:
             _streams.pop(session_id, None)
 
 
+def relayed(event: dict[str, Any], stamp: tuple[float, str]) -> dict[str, Any] | None:
+    """What a stream opened at ``stamp`` does with ``event`` from its session's group: a message
+    to send, :data:`END`, or None (nothing). A stream ends when its session ends or a newer
+    stream of the session opened (in any process; the newest wins a tie)."""
+    if event.get("type") == "mcp.notification":
+        message: dict[str, Any] = event["message"]
+        return message
+    if event.get("type") == END["type"]:
+        opened = event.get("opened")
+        if opened is None or (isinstance(opened, list) and tuple(opened) > stamp):
+            return END
+    return None
+
+
+async def end_streams(session_id: str) -> None:
+    """End the session's standalone streams, in every process (the session ended)."""
+    for queue in _streams.pop(session_id, ()):
+        queue.put_nowait(END)
+    await broadcast.publish(group_name(session_id), {"type": END["type"], "opened": None})
+
+
 async def send_to_session(session_id: str, message: dict[str, Any]) -> None:
+    """Send ``message`` on the session's standalone stream, once: through the shared layer when
+    there is one (it reaches this process's stream too), else directly."""
+    if await broadcast.publish(group_name(session_id), {"type": "mcp.notification", "message": message}):
+        return
     for queue in list(_streams.get(session_id, ())):
         queue.put_nowait(message)
-    await broadcast.publish(group_name(session_id), {"type": "mcp.notification", "message": message})
 
 
 def listen_to_resources(uris: list[str], queue: asyncio.Queue[str]) -> None:

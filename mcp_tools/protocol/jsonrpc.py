@@ -176,6 +176,16 @@ def id_from_text(text: str | None) -> RequestId | None:
     return value if isinstance(value, (str, int)) and not isinstance(value, bool) else text
 
 
+def progress_token(meta: Any) -> str | int | float | None:
+    """A request's ``_meta.progressToken`` if it is one (a string or a number: ``ProgressToken`` in
+    the schema), else None: a token of another type is ignored, and the request gets no progress
+    notifications (a receiver MAY send none) rather than an echo of what no client can match."""
+    if not isinstance(meta, dict):
+        return None
+    token = meta.get("progressToken")
+    return token if isinstance(token, (str, int, float)) and not isinstance(token, bool) else None
+
+
 def result_message(request_id: RequestId | None, result: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 

@@ -67,6 +67,10 @@ NAME_PARAM = {
 }
 
 
+#: Starts the id of a session's standalone (GET) stream: a resumed one goes on as that stream.
+STANDALONE_STREAM_PREFIX = "get-"
+
+
 class HttpError(Exception):
     """An answer to the whole HTTP request (status + JSON-RPC error body)."""
 
@@ -528,18 +532,20 @@ class McpEndpoint:
             client_capabilities=meta[versions.META_CLIENT_CAPABILITIES],
             request_id=request_id,
             log_level=log_level,
-            progress_token=meta.get("progressToken"),
+            progress_token=jsonrpc.progress_token(meta),
             emit=response.event,
         )
         await self.run_request(receive, response, method, params, rc, None)
 
     async def post_handshake(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], message: jsonrpc.Message, response: Response) -> None:
-        version_header = headers.get("mcp-protocol-version")
         if message.kind == "request" and message.method == "initialize":
+            if headers.get("mcp-session-id"):
+                # Initialization is a session's first interaction, once (lifecycle): a client
+                # starts a new session with an initialize that carries no session id.
+                raise HttpError(400, McpError(INVALID_REQUEST, "Invalid Request: initialize must not carry Mcp-Session-Id "
+                                                               "(send it without the header to start a new session)"), message.id)
             await self.initialize(scope, headers, message, response)
             return
-        if version_header is not None and version_header not in versions.HANDSHAKE_VERSIONS:
-            raise HttpError(400, McpError(INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version_header}"), message.id)
         principal, session = await self.session_for(scope, headers, message.id)
         session_id = session.id
         response.session_id = session_id
@@ -556,7 +562,7 @@ class McpEndpoint:
             request_id=message.id,
             session_id=session_id,
             log_level=session.log_level,
-            progress_token=meta.get("progressToken") if isinstance(meta, dict) else None,
+            progress_token=jsonrpc.progress_token(meta),
             emit=response.event,
             stream_id=response.ensure_stream_id,
         )
@@ -574,7 +580,15 @@ class McpEndpoint:
         await self.run_request(receive, response, message.method, message.params, rc, session_id)
 
     async def session_for(self, scope: dict[str, Any], headers: dict[str, str], request_id: Any = None) -> tuple[Principal, Any]:
-        """The caller and their 2025-11-25 session (400 without the header, 404 if unknown, ended or not theirs)."""
+        """The caller and their 2025-11-25 session (400 without the header, 404 if unknown, ended or not theirs).
+
+        A ``MCP-Protocol-Version`` header, when sent, must be a version this transport speaks and the
+        one the session negotiated (400 otherwise, for POST, GET and DELETE alike); without it the
+        request is served as the session's version.
+        """
+        version_header = headers.get("mcp-protocol-version")
+        if version_header is not None and version_header not in versions.HANDSHAKE_VERSIONS:
+            raise HttpError(400, McpError(INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version_header}"), request_id)
         session_id = headers.get("mcp-session-id")
         if not session_id:
             raise HttpError(400, McpError(INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"), request_id)
@@ -582,6 +596,9 @@ class McpEndpoint:
         session = await sessions.get(session_id)
         if session is None or session.principal != principal.id:
             raise HttpError(404, McpError(INVALID_REQUEST, "Session not found"), request_id)
+        if version_header is not None and version_header != session.protocol_version:
+            raise HttpError(400, McpError(INVALID_REQUEST, f"MCP-Protocol-Version {version_header} is not the session's "
+                                                           f"negotiated version ({session.protocol_version})"), request_id)
         if principal.is_anonymous and principal.scopes is None:
             # Anonymous callers are told apart by their session: its id is their secret.
             principal = session.anonymous_principal
@@ -729,6 +746,11 @@ class McpEndpoint:
                     already_sent.add(str(message_id))
                 elif kind == "response":
                     answered.add(message_id)
+        if stream_id.startswith(STANDALONE_STREAM_PREFIX):
+            # The standalone stream (the official client always reconnects it with Last-Event-ID):
+            # it goes on, under the same stream id, once what it missed is replayed.
+            await self.standalone(receive, response)
+            return
         call_id = await store.call_for_stream(stream_id)
         request_id = jsonrpc.id_from_text(await store.call_request_id(call_id)) if call_id is not None else None
         if call_id is None or (request_id is not None and request_id in answered):
@@ -758,7 +780,12 @@ class McpEndpoint:
             watcher.cancel()
 
     async def standalone(self, receive: Any, response: Response) -> None:
-        """The session's standalone stream: list changes, resource updates, keep-alives."""
+        """The session's standalone stream: list changes, resource updates, keep-alives.
+
+        One per session: a new one (a reconnection, resumed or not) takes over and the older
+        one ends (:func:`~mcp_tools.interprocess.notifications.open_stream` says why not a 409),
+        so no message goes out on two streams. It ends too when the session is deleted.
+        """
         assert response.session_id is not None
         session_id = response.session_id
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -766,24 +793,29 @@ class McpEndpoint:
         def on_registry_change(kind: str) -> None:
             queue.put_nowait(jsonrpc.notification_message(f"notifications/{kind}/list_changed"))
 
-        registry.add_listener(on_registry_change)
-        notifications.open_stream(session_id, queue)
         layer = broadcast.shared_layer()
         channel = None
         relay: asyncio.Future[None] | None = None
-        if layer is not None:
-            channel = await layer.new_channel()
-            await layer.group_add(notifications.group_name(session_id), channel)
-
-            async def relay_from_layer() -> None:
-                while True:
-                    event = await layer.receive(channel)
-                    queue.put_nowait(event["message"])
-
-            relay = asyncio.ensure_future(relay_from_layer())
-        await response.start_stream()
-        watcher = asyncio.ensure_future(receive())
+        watcher: asyncio.Future[Any] | None = None
+        registry.add_listener(on_registry_change)
         try:
+            if layer is not None:
+                channel = await layer.new_channel()
+                await layer.group_add(notifications.group_name(session_id), channel)
+            stamp = await notifications.open_stream(session_id, queue)
+            if layer is not None:
+
+                async def relay_from_layer() -> None:
+                    while True:
+                        message = notifications.relayed(await layer.receive(channel), stamp)
+                        if message is not None:
+                            queue.put_nowait(message)
+
+                relay = asyncio.ensure_future(relay_from_layer())
+            if response.stream_id is None:
+                response.stream_id = STANDALONE_STREAM_PREFIX + uuid.uuid4().hex
+            await response.start_stream()
+            watcher = asyncio.ensure_future(receive())
             while True:
                 getter = asyncio.ensure_future(queue.get())
                 done, _ = await asyncio.wait({getter, watcher}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
@@ -791,12 +823,18 @@ class McpEndpoint:
                     getter.cancel()
                     return
                 if getter in done:
-                    await response.event(getter.result())
+                    message = getter.result()
+                    if message is notifications.END:  # the session ended, or a newer stream took over
+                        with contextlib.suppress(OSError):
+                            await response._send({"type": "http.response.body", "body": b""})
+                        return
+                    await response.event(message)
                 else:
                     getter.cancel()
                     await response._send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
         finally:
-            watcher.cancel()
+            if watcher is not None:
+                watcher.cancel()
             registry.remove_listener(on_registry_change)
             notifications.close_stream(session_id, queue)
             if relay is not None:
@@ -809,6 +847,7 @@ class McpEndpoint:
     async def delete(self, scope: dict[str, Any], headers: dict[str, str], response: Response) -> None:
         _, session = await self.session_for(scope, headers)
         await sessions.delete(session.id)
+        await notifications.end_streams(session.id)  # its standalone stream, in whichever process holds it
         # Its calls end with it: no request can reach them now (every one gets 404), so a call
         # waiting for input would wait until CALL_TTL. Its tasks (background calls) go on.
         for call_id in await store.session_calls(session.id):

@@ -126,7 +126,7 @@ class StdioServer:
         return RequestContext(
             principal=self.principal, protocol_version=self.version, modern=False,
             client_capabilities=self.capabilities, request_id=request_id, log_level=self.log_level,
-            progress_token=meta.get("progressToken") if isinstance(meta, dict) else None,
+            progress_token=jsonrpc.progress_token(meta),
             emit=self.write, flavor="stdio",
         )
 
