@@ -204,4 +204,3 @@ async def test_delete_ends_the_session_s_get_stream() -> None:
     assert await _until(s.task.done)
     assert s.sent[-1] == {"type": "http.response.body", "body": b""}  # the response ended, not dropped
     await _close(s)
-
