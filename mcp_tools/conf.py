@@ -35,6 +35,7 @@ DEFAULTS: dict[str, Any] = {
     "PAGE_SIZE": 100,
     # Seconds each process may reuse a 2025-11-25 session it read (0: read it on every request).
     "SESSION_CACHE_SECONDS": 1.0,
+    "SESSION_IDLE_SECONDS": 24 * 3600,
     # SSE events kept per stream for Last-Event-ID replay.
     "EVENT_RETENTION": 500,
     # Keys used to seal requestState / saga / resume tokens. None: SECRET_KEY (+ fallbacks).

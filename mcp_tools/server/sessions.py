@@ -19,6 +19,7 @@ from typing import Any
 
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+from django.utils import timezone
 
 from .. import store
 from ..conf import RELOAD_ON, mcp_settings
@@ -27,6 +28,8 @@ from .auth import Principal, anonymous_principal
 
 GROUP = "mcp_tools.sessions"
 MAX_CACHED = 10_000
+#: A session in use has its ``last_seen_at`` written at most this many times per ``SESSION_IDLE_SECONDS``.
+TOUCHES_PER_IDLE_LIMIT = 24
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,17 @@ async def get(session_id: str) -> SessionInfo | None:
     if row is None:
         _cache.pop(session_id, None)
         return None
+    idle_limit = mcp_settings.SESSION_IDLE_SECONDS
+    if idle_limit is not None:
+        idle = (timezone.now() - row.last_seen_at).total_seconds()
+        if idle > float(idle_limit):
+            # Unused for longer than it may be: ended, as mcp_cleanup would end it (the client
+            # gets 404 and starts a new session, as the spec has it).
+            await delete(session_id)
+            return None
+        if idle > float(idle_limit) / TOUCHES_PER_IDLE_LIMIT:
+            # Read from the table (not this process's cache): written rarely, not once per request.
+            await store.touch_session(session_id)
     info = SessionInfo(row.id, row.protocol_version, row.client_capabilities, row.principal, row.log_level)
     if ttl > 0:
         if len(_cache) >= MAX_CACHED:

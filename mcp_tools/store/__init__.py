@@ -19,7 +19,7 @@ from .lane import close_lanes, in_lane
 
 __all__ = [
     "CallNotLive", "OnceFailedElsewhere", "advance", "call_task_id", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "answer_step", "append_event", "call_for_stream", "call_request_id", "session_calls", "call_status", "claim_round",
-    "close_connections", "create_call", "create_session", "db", "in_lane", "delete_session", "events_after", "get_session", "load_call",
+    "close_connections", "create_call", "create_session", "db", "in_lane", "delete_session", "events_after", "get_session", "load_call", "touch_session",
     "record_once", "check_once", "record_failed_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
     "subscribers", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "expire_overdue", "record_progress", "set_stream",
 ]
@@ -66,6 +66,7 @@ expire_overdue = db(sync_calls.expire_overdue)
 create_session = db(sync_sessions.create_session)
 get_session = db(sync_sessions.get_session)
 delete_session = db(sync_sessions.delete_session)
+touch_session = db(sync_sessions.touch_session)
 set_session_log_level = db(sync_sessions.set_session_log_level)
 subscribe = db(sync_sessions.subscribe)
 unsubscribe = db(sync_sessions.unsubscribe)

@@ -25,6 +25,35 @@ def get_session(session_id: str) -> Any:
     return McpSession.objects.filter(id=session_id).first()
 
 
+def touch_session(session_id: str) -> None:
+    """Record that the session was used now (``last_seen_at``), which keeps it from expiring."""
+    from django.utils import timezone
+
+    from ..models import McpSession
+
+    McpSession.objects.filter(id=session_id).update(last_seen_at=timezone.now())
+
+
+def purge_idle_sessions(idle_seconds: float, *, dry_run: bool = False) -> int:
+    """Delete sessions unused for ``idle_seconds`` (with their subscriptions and replay events); how many."""
+    from datetime import timedelta
+
+    from django.db import transaction
+    from django.utils import timezone
+
+    from ..models import McpSession, StreamEvent
+
+    idle = McpSession.objects.filter(last_seen_at__lt=timezone.now() - timedelta(seconds=idle_seconds))
+    if dry_run:
+        return idle.count()
+    purged = 0
+    while ids := list(idle.order_by().values_list("id", flat=True)[:500]):
+        with transaction.atomic():
+            StreamEvent.objects.filter(session_id__in=ids).delete()
+            purged += McpSession.objects.filter(id__in=ids).delete()[1].get(McpSession._meta.label, 0)
+    return purged
+
+
 def delete_session(session_id: str) -> bool:
     from ..models import McpSession, StreamEvent
 

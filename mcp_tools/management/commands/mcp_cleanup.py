@@ -10,8 +10,8 @@ from django.core.management.base import BaseCommand, CommandError
 class Command(BaseCommand):
     help = (
         "Mark calls that waited longer than MCP_TOOLS['CALL_TTL'] as expired (their tokens are then refused), "
-        "delete SSE replay events older than CALL_TTL, and delete finished calls (with their steps) older than "
-        "MCP_TOOLS['RETAIN_FINISHED_SECONDS'] (or --days)."
+        "delete SSE replay events older than CALL_TTL, 2025-11-25 sessions unused for MCP_TOOLS['SESSION_IDLE_SECONDS'], "
+        "and finished calls (with their steps) older than MCP_TOOLS['RETAIN_FINISHED_SECONDS'] (or --days)."
     )
 
     def add_arguments(self, parser: Any) -> None:
@@ -30,6 +30,7 @@ class Command(BaseCommand):
         from mcp_tools.console.retention import purge_finished_calls, retention_seconds
         from mcp_tools.models import StreamEvent, ToolCall
         from mcp_tools.states import LIVE_STATUSES
+        from mcp_tools.store.sessions import purge_idle_sessions
 
         dry_run = bool(options["dry_run"])
         if options["days"] is not None and options["days"] < 0:
@@ -45,6 +46,11 @@ class Command(BaseCommand):
             expired = ToolCall.objects.expire_overdue()
             events = StreamEvent.objects.purge_older_than(int(mcp_settings.CALL_TTL))
             self.stdout.write(f"Expired {expired} call(s); deleted {events} old stream event(s).")
+        idle = mcp_settings.SESSION_IDLE_SECONDS
+        if idle is not None:
+            sessions = purge_idle_sessions(float(idle), dry_run=dry_run)
+            verb = "Dry run: would delete" if dry_run else "Deleted"
+            self.stdout.write(f"{verb} {sessions} session(s) unused for {float(idle):g} second(s).")
         if keep is None:
             self.stdout.write("Finished calls are kept (RETAIN_FINISHED_SECONDS is None).")
             return

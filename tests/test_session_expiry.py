@@ -1,0 +1,71 @@
+"""A 2025-11-25 session unused for ``SESSION_IDLE_SECONDS`` ends: its next request gets 404 and
+``mcp_cleanup`` deletes it. Before, only a DELETE ended a session, so every anonymous ``initialize``
+left a row for good (a review found it)."""
+
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.core.management import call_command
+from django.utils import timezone
+
+from mcp_tools.models import McpSession, ResourceSubscription
+from mcp_tools.server import sessions
+from tests.asgi_client import HANDSHAKE, handshake_message, post_headers, post_json
+from tests.test_http_spec_edges import APP, open_session, _in_memory_layer  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True)
+DAY = 24 * 3600
+
+
+async def last_used(session: str, seconds_ago: float) -> None:
+    when = timezone.now() - timedelta(seconds=seconds_ago)
+    await sync_to_async(McpSession.objects.filter(id=session).update)(last_seen_at=when)
+    sessions.clear()  # as another process would: it reads the table
+
+
+async def ping(session: str) -> int:
+    response = await post_json(APP, handshake_message("ping"), post_headers(version=HANDSHAKE, session=session))
+    return response.status
+
+
+async def test_a_session_unused_past_the_limit_ends_at_its_next_request() -> None:
+    session = await open_session()
+    await last_used(session, DAY + 60)
+    assert await ping(session) == 404
+    assert not await sync_to_async(McpSession.objects.filter(id=session).exists)()
+
+
+async def test_a_session_in_use_is_kept_alive_with_a_write_now_and_then() -> None:
+    session = await open_session()
+    await last_used(session, 2 * 3600)  # past a 24th of the limit: written again
+    assert await ping(session) == 200
+    seen = await sync_to_async(lambda: McpSession.objects.get(id=session).last_seen_at)()
+    assert timezone.now() - seen < timedelta(minutes=5)
+    await last_used(session, 60)  # recently written: not written again
+    assert await ping(session) == 200
+    assert await sync_to_async(lambda: McpSession.objects.get(id=session).last_seen_at)() < timezone.now() - timedelta(seconds=50)
+
+
+async def test_mcp_cleanup_deletes_idle_sessions_with_their_subscriptions(settings: object) -> None:
+    idle, busy = await open_session(), await open_session()
+    await sync_to_async(ResourceSubscription.objects.create)(session_id=idle, uri="inventory://products")
+    await last_used(idle, DAY + 60)
+    out = io.StringIO()
+    await sync_to_async(call_command)("mcp_cleanup", "--dry-run", stdout=out)
+    assert "would delete 1 session(s)" in out.getvalue()
+    await sync_to_async(call_command)("mcp_cleanup", stdout=out)
+    assert "Deleted 1 session(s)" in out.getvalue()
+    assert await sync_to_async(lambda: sorted(McpSession.objects.values_list("id", flat=True)))() == [busy]
+    assert not await sync_to_async(ResourceSubscription.objects.exists)()
+    assert await ping(busy) == 200
+
+
+async def test_no_limit_keeps_sessions(settings: object) -> None:
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "SESSION_IDLE_SECONDS": None}  # type: ignore[attr-defined]
+    session = await open_session()
+    await last_used(session, 365 * DAY)
+    assert await ping(session) == 200
