@@ -283,10 +283,18 @@ def authenticate_bearer(token: str, resource: str) -> Any:
     if not token:
         raise TokenRefused("Empty bearer token")
     active = verifier()
-    info = active.verify(token)
-    if info is None:
-        raise TokenRefused("The access token is invalid")
-    active.check(info, resource)
+    try:
+        info = active.verify(token)
+        if info is None:
+            raise TokenRefused("The access token is invalid")
+        active.check(info, resource)
+    except TokenRefused:
+        raise
+    except Exception:
+        # A verifier that fails (an introspection endpoint down, timing out, answering garbage)
+        # has not vouched for the token: the client is told so (401), never a 500.
+        logger.exception("The token verifier %r failed", type(active).__name__)
+        raise TokenRefused("The access token could not be verified") from None
     user = info.user
     if user is not None and not getattr(user, "is_active", True):
         raise TokenRefused("The access token's user is inactive")
