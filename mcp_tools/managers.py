@@ -105,13 +105,15 @@ class ToolCallManager(models.Manager["ToolCall"]):
     def claim_for_worker(self, call_id: Any, worker: str, lease_seconds: float) -> bool:
         """Take a queued background call for ``worker`` (compare-and-set).
 
-        Succeeds for a working background call that no worker holds, or whose
-        worker let its lease run out (it died): that is how a lost worker's call
-        is taken over. Exactly one of several workers wins. Never for a call past
-        its expiry (``CALL_TTL``, a task's ``ttl``), even before a sweep marks it so.
+        Succeeds for a working background call that no worker holds (a call waiting
+        for a retry holds a lease with no worker: the sweep's deadline if the retry
+        never comes), or whose worker let its lease run out (it died): that is how a
+        lost worker's call is taken over. Exactly one of several workers wins. Never
+        for a call past its expiry (``CALL_TTL``, a task's ``ttl``), even before a
+        sweep marks it so.
         """
         now = timezone.now()
-        free = models.Q(lease_expires_at__isnull=True) | models.Q(lease_expires_at__lt=now)
+        free = models.Q(worker="") | models.Q(lease_expires_at__isnull=True) | models.Q(lease_expires_at__lt=now)
         unexpired = models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now)
         return bool(
             self.filter(free, unexpired, id=call_id, status=CallStatus.WORKING, background=True).update(

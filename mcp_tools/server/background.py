@@ -23,6 +23,7 @@ import os
 import socket
 import threading
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -82,7 +83,7 @@ async def defer(inv: engine.Invocation, target: core.Target, rc: RequestContext,
     the worker replays them.
     """
     task_id = str(uuid.uuid4())
-    fields = {"background": True, "celery_task_id": task_id}
+    fields: dict[str, Any] = {"background": True, "celery_task_id": task_id}
     if inv.call_id is None:
         inv.state["row_fields"] = {**inv.state.get("row_fields", {}), **fields}
         call_id = await core.ensure_row(inv, status="working")
@@ -219,44 +220,58 @@ async def run_in_worker(call_id: str, worker: str, attempt: int = 0) -> str:
         step.persisted = True
     inv = core.new_invocation(target, rc, journal, call_id)
     inv.in_worker = True
+    inv.state["worker"] = worker  # every write of this run is on condition that this worker still holds the call
     tool = target.tool
-    heartbeat = asyncio.ensure_future(_renew_lease(call_id, worker, lease, asyncio.current_task()))
+    heartbeat = asyncio.ensure_future(_renew_lease(inv, call_id, worker, lease, asyncio.current_task()))
     try:
         try:
             outcome = await core.execute(target, inv)  # the tool's time_limit applies in there
         except McpError as exc:
             # A protocol error: the call failed (a task reports it as "failed" with this error).
             error = {"code": exc.code, "message": exc.message, **({"data": exc.data} if exc.data is not None else {})}
-            await store.save_round(call_id, row.round, [s for s in inv.journal.steps if not s.persisted], status="failed",
-                                   error=error, worker="", lease_expires_at=None, finished_at=timezone.now())
+            if not await store.save_round(call_id, row.round, [s for s in inv.journal.steps if not s.persisted], held_by=worker,
+                                          status="failed", error=error, worker="", lease_expires_at=None, finished_at=timezone.now()):
+                return "stopped"
             await wakeups.notify(call_id)
             return "failed"
         except Exception as exc:  # only the tool's retry_on exceptions get here (see core.execute)
             assert tool is not None
             if attempt < tool.max_retries:
                 logger.info("Background call %s raised %r; retry %d of %d", call_id, exc, attempt + 1, tool.max_retries)
-                await store.save_round(call_id, row.round, [s for s in inv.journal.steps if not s.persisted],
-                                       worker="", lease_expires_at=None)
+                countdown = tool.retry_backoff * 2**attempt
+                # The lease covers the wait for the retry: if its message never comes (the broker lost
+                # it, or refused it), the sweep finds the call past that lease and queues it again.
+                if not await store.save_round(call_id, row.round, [s for s in inv.journal.steps if not s.persisted],
+                                              held_by=worker, worker="",
+                                              lease_expires_at=timezone.now() + timedelta(seconds=countdown + lease)):
+                    return "stopped"
                 # The retry runs failed effects again: that is what retry_on is for.
                 await store.db(store.sync_calls.drop_failed_once_steps)(call_id)
-                raise RetryCall(tool.retry_backoff * 2**attempt) from exc
+                raise RetryCall(countdown) from exc
             outcome = core.error_result(f"The call failed after {attempt + 1} attempts: {type(exc).__name__}: {exc}")
     finally:
         heartbeat.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await heartbeat
-    if isinstance(outcome, engine.NeedsInput):
-        await core.suspend(inv, rc, row.round, worker="", lease_expires_at=None)
-        return "input-required"
-    await core.finish(inv, target, outcome, rc, row.round, worker="", lease_expires_at=None)
+    if inv.state.get("lease_lost"):
+        return "stopped"  # the call ended, or another worker runs it now: this run writes nothing more
+    try:
+        if isinstance(outcome, engine.NeedsInput):
+            await core.suspend(inv, rc, row.round, worker="", lease_expires_at=None)
+            return "input-required"
+        await core.finish(inv, target, outcome, rc, row.round, worker="", lease_expires_at=None)
+    except McpError:  # the row moved on meanwhile (ended, or taken over): it keeps what it says
+        return "stopped"
     return "finished"
 
 
-async def _renew_lease(call_id: str, worker: str, lease: float, handler: asyncio.Task[Any] | None) -> None:
+async def _renew_lease(inv: engine.Invocation, call_id: str, worker: str, lease: float, handler: asyncio.Task[Any] | None) -> None:
     while True:
         await asyncio.sleep(lease / 3)
         if not await store.renew_lease(call_id, worker, lease) and handler is not None:
-            # The call ended (cancelled, expired) or another worker took it over: stop here.
+            # The call ended (cancelled, expired) or another worker took it over: stop here, as
+            # neither a cancel of ours (the row is not this run's to end) nor a result written over.
+            inv.state["lease_lost"] = True
             cancellation.stop_task(handler)
             return
 

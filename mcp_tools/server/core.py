@@ -338,7 +338,8 @@ async def save_outcome(inv: engine.Invocation, round_number: int, **fields: Any)
         if not await store.commit_round(inv.call_id, pending.round, pending.answers, pending.digest, new_steps, **fields):
             raise RoundTaken()
         return True
-    return await store.save_round(inv.call_id, round_number, new_steps, **fields)
+    # A worker's run writes only while it holds the call (another worker may have taken it over).
+    return await store.save_round(inv.call_id, round_number, new_steps, held_by=inv.state.get("worker"), **fields)
 
 
 async def ensure_row(inv: engine.Invocation, *, status: str) -> str:
@@ -680,7 +681,8 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
             with contextlib.suppress(Exception):
                 await recorder
         rc: RequestContext = inv.state["rc"]
-        if inv.call_id is not None and not rc.stream_closed:
+        if inv.call_id is not None and not rc.stream_closed and not inv.state.get("lease_lost"):
+            # (A worker that lost its lease stops without ending the call: it is not its to end.)
             # Shielded: a second cancel must not leave the row behind the handler. A run
             # that has not claimed its round ends the call only if the row is still at
             # that round: a late retry of a round another request advanced ends nothing.

@@ -56,15 +56,19 @@ def create_call(steps: list[Step], **fields: Any) -> str:
     return call_id
 
 
-def save_round(call_id: Any, round_number: int, new_steps: list[Step], **fields: Any) -> bool:
+def save_round(call_id: Any, round_number: int, new_steps: list[Step], held_by: str | None = None, **fields: Any) -> bool:
     """New steps and state of a live call at ``round_number``; False if the call ended or moved on.
 
     Compare-and-set on ``round`` and on a live status: a call cancelled or expired
     meanwhile, or moved on by another process, is left as it is and nothing is written.
+    With ``held_by`` (a worker), also on the call's worker: a worker whose lease another
+    worker took over writes nothing over the run that holds it now.
     """
     now = timezone.now()
-    if not sql.write_round(call_id, _db(), {"round": round_number, "status__in": LIVE_STATUSES},
-                           {"updated_at": now, **fields}, {}, new_steps, now):
+    where: dict[str, Any] = {"round": round_number, "status__in": LIVE_STATUSES}
+    if held_by is not None:
+        where["worker"] = held_by
+    if not sql.write_round(call_id, _db(), where, {"updated_at": now, **fields}, {}, new_steps, now):
         return False
     for step in new_steps:
         step.persisted = True
@@ -340,11 +344,19 @@ def end_call(call_id: Any, status: str, message: str = "", at_round: int | None 
 
 
 def record_progress(call_id: Any, progress: float, total: float | None, message: str) -> bool:
-    """Progress of a live call; False when the call has ended (the handler should stop)."""
+    """Progress of a live call; False when the call has ended (the handler should stop).
+
+    Progress only goes up (the spec: each notification's value increases): a run that starts
+    again (a retry, a worker taking over, a replayed round) and reports less than the row holds
+    writes nothing, and its call goes on.
+    """
     try:
-        return sql.update_call(call_id, _db(), {"status__in": LIVE_STATUSES},
-                               {"progress": progress, "progress_total": total, "status_message": message,
-                                "updated_at": timezone.now()})
+        if sql.update_call(call_id, _db(), {"status__in": LIVE_STATUSES, "progress_below": progress},
+                           {"progress": progress, "progress_total": total, "status_message": message,
+                            "updated_at": timezone.now()}):
+            return True
+        status = sql.call_status(call_id, _db())
+        return status is not None and status[0] in LIVE_STATUSES
     except ValueError:
         return False
 

@@ -493,6 +493,11 @@ class Statements:
                 conditions.append(f"({expires} IS NULL OR {expires} > %s)")
                 params.append(self.call.prep["expires_at"](value))
                 continue
+            if lookup == "progress_below":  # no progress yet, or less than ``value``
+                progress = self.call.column["progress"]
+                conditions.append(f"({progress} IS NULL OR {progress} < %s)")
+                params.append(value)
+                continue
             name, _, op = lookup.partition("__")
             column = self.call.column[name]
             if op == "in":
