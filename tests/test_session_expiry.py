@@ -16,6 +16,7 @@ from mcp_tools.models import McpSession, ResourceSubscription
 from mcp_tools.server import sessions
 from tests.asgi_client import HANDSHAKE, handshake_message, post_headers, post_json
 from tests.test_http_spec_edges import APP, open_session, _in_memory_layer  # noqa: F401
+from tests.test_session_transport_review import Stream, _close, _primed, _until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 DAY = 24 * 3600
@@ -69,3 +70,17 @@ async def test_no_limit_keeps_sessions(settings: object) -> None:
     session = await open_session()
     await last_used(session, 365 * DAY)
     assert await ping(session) == 200
+
+
+async def test_an_expired_session_s_open_stream_ends_when_its_expiry_is_found() -> None:
+    """A session found expired ends as a DELETE ends it: its standalone GET stream ends too
+    (before, the stream stayed open on a session that no longer existed)."""
+    session = await open_session()
+    headers = {**post_headers(version=HANDSHAKE, session=session), "accept": "text/event-stream"}
+    stream = Stream("GET", headers)
+    assert await _until(lambda: _primed(stream))
+    await last_used(session, DAY + 60)
+    assert await ping(session) == 404
+    assert await _until(stream.task.done)
+    assert stream.sent[-1] == {"type": "http.response.body", "body": b""}  # ended, not dropped
+    await _close(stream)

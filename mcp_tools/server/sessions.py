@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from .. import store
 from ..conf import RELOAD_ON, mcp_settings
-from ..interprocess import broadcast
+from ..interprocess import broadcast, notifications
 from .auth import Principal, anonymous_principal
 
 GROUP = "mcp_tools.sessions"
@@ -76,7 +76,7 @@ async def get(session_id: str) -> SessionInfo | None:
         if idle > float(idle_limit):
             # Unused for longer than it may be: ended, as mcp_cleanup would end it (the client
             # gets 404 and starts a new session, as the spec has it).
-            await delete(session_id)
+            await end(session_id, "The session expired")
             return None
         if idle > float(idle_limit) / TOUCHES_PER_IDLE_LIMIT:
             # Read from the table (not this process's cache): written rarely, not once per request.
@@ -99,6 +99,19 @@ async def forget(session_id: str) -> None:
 async def delete(session_id: str) -> None:
     await store.delete_session(session_id)
     await forget(session_id)
+
+
+async def end(session_id: str, reason: str) -> None:
+    """End a session: its row, its standalone stream (in whichever process holds it) and its
+    calls. No request can reach those calls once the session is gone (every one gets 404), so
+    one waiting for input would wait until ``CALL_TTL``; they end cancelled with ``reason``.
+    Its tasks (background calls) go on."""
+    from .core import end_call  # the session layer sits below the call core
+
+    await delete(session_id)
+    await notifications.end_streams(session_id)
+    for call_id in await store.session_calls(session_id):
+        await end_call(call_id, "cancelled", reason)
 
 
 async def set_log_level(session_id: str, level: str) -> None:

@@ -53,7 +53,7 @@ from ..server.auth import (
     authentication_classes,
     credential_headers,
 )
-from ..server.core import Awaiting, end_call, permitted
+from ..server.core import Awaiting, permitted
 from ..server.flavors import session as session_flavor
 
 logger = logging.getLogger("mcp_tools.http")
@@ -846,12 +846,7 @@ class McpEndpoint:
     # -- DELETE ---------------------------------------------------------------------------
     async def delete(self, scope: dict[str, Any], headers: dict[str, str], response: Response) -> None:
         _, session = await self.session_for(scope, headers)
-        await sessions.delete(session.id)
-        await notifications.end_streams(session.id)  # its standalone stream, in whichever process holds it
-        # Its calls end with it: no request can reach them now (every one gets 404), so a call
-        # waiting for input would wait until CALL_TTL. Its tasks (background calls) go on.
-        for call_id in await store.session_calls(session.id):
-            await end_call(call_id, "cancelled", "The client ended its session")
+        await sessions.end(session.id, "The client ended its session")
         await response.json(204, None)
 
 
