@@ -310,8 +310,8 @@ _JSON_TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
 }
 
 
-def argument_type_errors(schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str, list[str]]:
-    """Arguments whose JSON type is not the one their property in ``schema`` advertises.
+def argument_type_errors(properties: dict[str, Any], arguments: dict[str, Any]) -> dict[str, list[str]]:
+    """Arguments whose JSON type is not the one their property in ``properties`` advertises.
 
     DRF's fields convert what they are given (``1.5`` to the row id 1, ``"yes"`` to True); a
     client read the schema, so a value of another type is its mistake, not a value to guess at.
@@ -319,7 +319,7 @@ def argument_type_errors(schema: dict[str, Any], arguments: dict[str, Any]) -> d
     """
     errors: dict[str, list[str]] = {}
     for name, value in arguments.items():
-        kinds = schema.get("properties", {}).get(name, {}).get("type")
+        kinds = properties.get(name, {}).get("type")
         if kinds is None:
             continue
         kinds = [kinds] if isinstance(kinds, str) else list(kinds)
@@ -335,6 +335,17 @@ def django_validation_errors(exc: DjangoValidationError) -> dict[str, list[str]]
 
 
 # -- schemas --------------------------------------------------------------------------------
+
+def field_schemas(serializer: Any, names: Iterable[str]) -> dict[str, Any]:
+    """The JSON Schema of the serializer's fields ``names`` alone, as :func:`serializer_schema`
+    advertises them (a call checks the fields it was given, not the whole serializer's schema:
+    mapping every field costs a create or update ~100 µs)."""
+    from rest_framework.schemas.openapi import AutoSchema
+
+    mapper = AutoSchema()
+    fields = serializer.fields
+    return {name: openapi_to_json_schema(mapper.map_field(fields[name])) for name in names if name in fields}
+
 
 def serializer_schema(serializer: Any, *, writable: bool, partial: bool = False) -> dict[str, Any]:
     """The JSON Schema of a serializer's input (``writable``) or output fields."""

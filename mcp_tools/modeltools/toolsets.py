@@ -216,7 +216,7 @@ class ModelToolset:
         unknown = sorted(set(serializer.initial_data) - {name for name, f in serializer.fields.items() if not f.read_only})
         if unknown:
             return base.validation_error_result({name: ["Unknown or read-only field."] for name in unknown})
-        mistyped = base.argument_type_errors(self.tool_input_schema(serializer), serializer.initial_data)
+        mistyped = base.argument_type_errors(base.field_schemas(serializer, serializer.initial_data), serializer.initial_data)
         if mistyped:
             return base.validation_error_result(mistyped)
         if not serializer.is_valid():
@@ -231,10 +231,6 @@ class ModelToolset:
         except IntegrityError as exc:  # a unique or reference rule only the database knew of
             return base.validation_error_result(base.database_refusal(exc, f"Saving the {base.verbose(self.get_model())}"))
         return base.structured(base.jsonable(serializer.data))
-
-    def tool_input_schema(self, serializer: Any) -> dict[str, Any]:
-        """The writable fields' JSON Schema the create and update tools advertise (for the argument types)."""
-        return base.serializer_schema(serializer, writable=True, partial=True)
 
     # -- list helpers -----------------------------------------------------------------------
     @classmethod
