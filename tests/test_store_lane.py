@@ -5,7 +5,7 @@ lane's, where the database is a SQLite file in WAL mode and nothing watches Djan
 cursors; otherwise, and whenever the database is locked, in the store's thread. These
 tests check which one ran each store function (every job the store's thread runs goes
 through ``hop._job``), that a locked database neither blocks the loop nor loses the
-write, and that the lane leaves checkpoints to the store's thread.
+write, and that the lane leaves checkpoints to a thread of their own, where they hold up no round.
 """
 
 from __future__ import annotations
@@ -154,11 +154,11 @@ def checkpoints_of(lane: Any) -> list[str]:
 
 
 async def settle_checkpoint() -> None:
-    """Let an asked-for checkpoint run to its end: the store's thread runs its jobs in order."""
-    await store.db(lambda: None)()
+    """Let an asked-for checkpoint run to its end: the checkpoint thread runs its jobs in order."""
+    await asyncio.wrap_future(lane_module._checkpoint_thread().submit(lambda: None))
 
 
-async def test_past_the_databases_checkpoint_size_the_store_thread_checkpoints_and_truncates_the_log(
+async def test_past_the_databases_checkpoint_size_the_checkpoint_thread_checkpoints_and_truncates_the_log(
     store_thread_jobs: list[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(lane_module, "CHECKPOINT_EVERY", 2)
@@ -168,10 +168,48 @@ async def test_past_the_databases_checkpoint_size_the_store_thread_checkpoints_a
     lane.checkpoint_bytes = 1  # any WAL is past it
     assert await store.record_progress(call_id, 1, 4, "")  # the second commit: the WAL's size is looked at
     await settle_checkpoint()
-    assert checkpoints == ["mcp-tools-store"]
+    assert [name.partition("_")[0] for name in checkpoints] == ["mcp-tools-checkpoint"]
     assert os.stat(lane.wal_path).st_size == 0  # truncated: its size counts the log from here on
     assert await store.record_progress(call_id, 2, 4, "")
     assert "record_progress" not in store_thread_jobs  # in the lane before and after
+
+
+async def test_rounds_go_on_in_the_lane_while_a_checkpoint_runs(
+    store_thread_jobs: list[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before, the checkpoint ran in the store's thread on the lane's own connection: every lane
+    # function meanwhile went to the store's thread and waited there (65 ms stalls of every
+    # durable round, once per checkpoint, in bench/engine.py).
+    monkeypatch.setattr(lane_module, "CHECKPOINT_EVERY", 1)
+    call_id = await store.create_call([], **new_call_fields())
+    (lane,) = [found for found in lane_module._lanes.values() if found is not None]
+    started, go_on = threading.Event(), threading.Event()
+    connect = sqlite3.connect
+
+    def held_inside_the_checkpoint(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        opened = connect(*args, **kwargs)
+        if threading.current_thread().name.startswith("mcp-tools-checkpoint"):
+            def hold() -> int:  # SQLite calls it while the checkpoint's statement runs
+                started.set()
+                go_on.wait(10)
+                return 0
+            opened.set_progress_handler(hold, 1)
+        return opened
+
+    monkeypatch.setattr(sqlite3, "connect", held_inside_the_checkpoint)
+    lane.checkpoint_bytes = 1
+    assert await store.record_progress(call_id, 1, None, "")  # asks for the checkpoint
+    assert await asyncio.to_thread(started.wait, 10)
+    try:
+        for n in range(2, 6):  # while it runs: in the lane, without waiting for it
+            assert await asyncio.wait_for(store.record_progress(call_id, n, None, ""), 5)
+        assert "record_progress" not in store_thread_jobs
+    finally:
+        go_on.set()
+    await settle_checkpoint()
+    assert os.stat(lane.wal_path).st_size == 0  # the log was copied back and truncated
+    row = await sync_to_async(ToolCall.objects.get)(id=call_id)
+    assert row.progress == 5
 
 
 async def test_a_checkpointed_log_is_not_checkpointed_again_until_it_has_grown_past_the_size(

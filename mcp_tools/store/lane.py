@@ -27,11 +27,13 @@ as before. **The lane never waits on the loop**:
   statement fails at once with ``SQLITE_BUSY``, what the function wrote rolls back, and
   it runs again from the start in the store's thread, where it waits its turn;
 * its connection never checkpoints on the loop (``wal_autocheckpoint = 0``): a checkpoint
-  copies the WAL back into the database file, up to tens of milliseconds with the loop
-  standing still. Every :data:`CHECKPOINT_EVERY` commits the lane looks at the WAL's size
-  and, past the database's own ``wal_autocheckpoint``, has the store's thread checkpoint
-  and truncate the log on the lane's connection (so the file's size keeps measuring the
-  log); meanwhile the lane's functions run in the store's thread.
+  copies the WAL back into the database file and syncs it, up to tens of milliseconds.
+  Every :data:`CHECKPOINT_EVERY` commits the lane looks at the WAL's size and, past the
+  database's own ``wal_autocheckpoint``, a thread of its own (not the store's, not the
+  loop) checkpoints on a connection of its own: first ``PASSIVE``, which copies the log
+  while writers go on (the lane keeps committing on the loop meanwhile), then
+  ``TRUNCATE`` for the few frames written in between, which holds the write lock only
+  that long, and leaves the file empty so its size keeps measuring the log.
 
 An awaited lane function still suspends its caller once, as the hop did: other tasks run
 and a cancel reaches the caller before the function starts.
@@ -45,6 +47,7 @@ without giving the loop back, so nothing interleaves with its transaction.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import logging
 import os
@@ -61,7 +64,7 @@ from django.dispatch import receiver
 
 from ..conf import mcp_settings
 from . import sql
-from .hop import db, submit
+from .hop import db
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -95,10 +98,11 @@ class Lane:
         #: The store thread's Django connection: what watches it must see the statements too.
         self.store_wrapper = store_wrapper
         self.wal_path = wal_path
+        self.database_path = wal_path.removesuffix("-wal")
         self.checkpoint_bytes = checkpoint_bytes
         self.close_at = None if max_age is None else time.monotonic() + max_age
         self.commits = 0
-        #: A checkpoint was asked of the store's thread and has not run yet (that job clears it).
+        #: A checkpoint was asked of the checkpoint thread and has not run yet (that job clears it).
         self.checkpointing = False
         #: No look at the WAL's size before this many commits (after a checkpoint that could not finish).
         self.next_look = 0
@@ -123,7 +127,7 @@ class Lane:
                     or _model_signals_heard())
 
     def committed(self) -> None:
-        """Count a commit; past the database's checkpoint size, ask the store's thread for a checkpoint.
+        """Count a commit; past the database's checkpoint size, ask the checkpoint thread for a checkpoint.
 
         The WAL file's size measures the log since the last checkpoint because the
         checkpoint truncates the file (``TRUNCATE``): SQLite's own, which restarts the log
@@ -138,25 +142,31 @@ class Lane:
             return
         if size >= self.checkpoint_bytes:
             self.checkpointing = True
-            submit(self.checkpoint)  # whatever becomes of this loop, the store's thread runs it and clears the flag
+            try:
+                _checkpoint_thread().submit(self.checkpoint)  # whatever becomes of this loop, it runs and clears the flag
+            except RuntimeError:  # the interpreter is shutting down: no new threads
+                self.checkpointing = False
 
     def checkpoint(self) -> None:
-        """A checkpoint that copies the log back and truncates it, on this connection, in the store's thread.
+        """Copy the log back into the database file and truncate it, in the checkpoint thread, on
+        a connection of its own (never the lane's, so the loop's functions go on meanwhile).
 
-        The lane's functions meanwhile go to the store's thread, where they wait for it, as
-        they would for SQLite's own checkpoint there; the loop waits for nothing. With the
-        lane's busy timeout of 0, readers or a writer elsewhere make it stop where it is;
-        it is tried again after :data:`CHECKPOINT_BACKOFF` × :data:`CHECKPOINT_EVERY` commits.
+        ``PASSIVE`` does the long part (the copy and the file's sync) without taking any lock a
+        writer needs; ``TRUNCATE`` then copies what was committed meanwhile and empties the
+        file, holding the write lock that long (a lane function meeting it goes to the store's
+        thread and waits its turn there). Its busy timeout is 0: readers or a writer elsewhere
+        make it stop where it is, and it is tried again after :data:`CHECKPOINT_BACKOFF` ×
+        :data:`CHECKPOINT_EVERY` commits.
         """
         try:
-            self.in_use.acquire()
+            checkpointer = sqlite3.connect(self.database_path, timeout=0, isolation_level=None, check_same_thread=False)
             try:
-                if not self.closed:
-                    busy, _, _ = self.raw.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-                    if busy:  # readers (or a writer) elsewhere: the log stays as large for now
-                        self.next_look = self.commits + CHECKPOINT_BACKOFF * CHECKPOINT_EVERY
+                checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                busy, _, _ = checkpointer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                if busy:  # readers (or a writer) elsewhere: the log stays as large for now
+                    self.next_look = self.commits + CHECKPOINT_BACKOFF * CHECKPOINT_EVERY
             finally:
-                self.release()
+                checkpointer.close()
         except sqlite3.Error as exc:
             logger.warning("WAL checkpoint of database %r failed: %s", self.alias, exc)
         finally:
@@ -247,6 +257,19 @@ _inherited: list[Lane] = []
 _retry_at: dict[str, float] = {}
 #: Seconds between two tries at opening a lane that failed to open.
 RETRY_OPEN_SECONDS = 5.0
+
+
+#: The thread lanes' checkpoints run in (made on first use; a forked child makes its own).
+_checkpointer: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _checkpoint_thread() -> concurrent.futures.ThreadPoolExecutor:
+    global _checkpointer
+    if _checkpointer is None:
+        with _lanes_lock:
+            if _checkpointer is None:
+                _checkpointer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcp-tools-checkpoint")
+    return _checkpointer
 
 
 def refuse() -> None:
@@ -404,8 +427,10 @@ def _settings_changed(setting: str, **kwargs: Any) -> None:
 
 
 def _forget_lanes_after_fork() -> None:
-    # A forked child (a Celery prefork worker) must not use its parent's SQLite connections.
-    global _lanes_lock
+    # A forked child (a Celery prefork worker) must not use its parent's SQLite connections,
+    # nor its checkpoint thread (threads do not survive a fork).
+    global _lanes_lock, _checkpointer
+    _checkpointer = None
     _inherited.extend(lane for lane in _lanes.values() if lane is not None)
     _lanes.clear()
     _lanes_lock = threading.Lock()  # another thread may have held it at the fork
