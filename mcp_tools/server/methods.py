@@ -71,14 +71,19 @@ def _build_server_info() -> dict[str, Any]:
 
 
 def capabilities(modern: bool) -> dict[str, Any]:
+    """The server's capabilities in either era (``initialize`` or ``server/discover``).
+
+    Both eras declare ``logging`` (the server sends ``notifications/message``; in 2026-07-28 the
+    request's ``_meta`` asks for them instead of ``logging/setLevel``) and resources ``subscribe``
+    (2026-07-28: updates of the URIs a ``subscriptions/listen`` lists in ``resourceSubscriptions``).
+    """
     caps: dict[str, Any] = {
         "tools": {"listChanged": True},
-        "resources": {"listChanged": True} if modern else {"subscribe": True, "listChanged": True},
+        "resources": {"subscribe": True, "listChanged": True},
         "prompts": {"listChanged": True},
         "completions": {},
+        "logging": {},
     }
-    if not modern:
-        caps["logging"] = {}
     # Seed extensions: tool chaining (results may carry _meta.nextTool, checked against the
     # caller) and resume tokens (seed 002) always; sagas (seed 000) when enabled.
     experimental: dict[str, Any] = {"nextTool": {}, "resumeTokens": {}}
