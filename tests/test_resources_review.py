@@ -68,3 +68,106 @@ async def test_discover_declares_resource_subscribe_since_listen_honours_resourc
     capability before subscribing never subscribes."""
     caps = await discover_capabilities()
     assert caps["resources"].get("subscribe") is True, caps["resources"]
+
+
+# -- 4. prompts/get: what a prompt returns is sent as messages no client can read --------------------------
+
+def one_message() -> Any:
+    return {"role": "user", "content": {"type": "text", "text": "Summarise the report."}}
+
+
+def model_content() -> Any:
+    from mcp_types import TextContent
+    return [("user", TextContent(type="text", text="Summarise the report."))]
+
+
+def system_role() -> Any:
+    return [("system", "You are terse.")]
+
+
+@pytest.mark.parametrize("fn", [one_message, model_content, system_role])
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+async def test_prompt_result_is_a_valid_get_prompt_result_or_an_error(fn: Any, era: str) -> None:
+    """core.shape_prompt passes what a prompt returns through unchecked, so prompts/get answers a
+    result that breaks GetPromptResult: a single message dict is iterated as its keys (two user
+    messages "role" and "content"), an mcp_types content model (accepted from tools) is sent as its
+    repr string (jsonrpc.dumps(default=str)), and a role other than "user"/"assistant" goes out as is.
+    The answer must be a valid GetPromptResult (the value converted) or a -32603, never malformed."""
+    from mcp_types import _v2025_11_25, _v2026_07_28
+
+    name = f"review_{fn.__name__}"
+    prompt(name=name)(fn)
+    try:
+        if era == "2026-07-28":
+            body = (await call_modern(APP, "prompts/get", {"name": name})).json()
+            model = _v2026_07_28.GetPromptResult
+        else:
+            body = await legacy(await open_session(), "prompts/get", {"name": name})
+            model = _v2025_11_25.GetPromptResult
+    finally:
+        registry.unregister_prompt(name)
+    if "error" in body:
+        assert body["error"]["code"] == -32603, body
+        return
+    model.model_validate(body["result"])  # raises: the result is not a GetPromptResult
+    assert [m["content"].get("text") for m in body["result"]["messages"]] != ["role", "content"], body
+
+
+async def test_a_prompt_of_model_content_and_an_assistant_message_is_sent_converted() -> None:
+    """The valid shapes go out converted, not refused: a content model as its JSON, a single
+    message dict as one message."""
+    from mcp_types import TextContent
+
+    def conversation() -> Any:
+        return [("user", TextContent(type="text", text="Hi")), {"role": "assistant", "content": "Hello."}]
+
+    prompt(name="review_conversation")(conversation)
+    try:
+        body = (await call_modern(APP, "prompts/get", {"name": "review_conversation"})).json()
+    finally:
+        registry.unregister_prompt("review_conversation")
+    assert body["result"]["messages"] == [
+        {"role": "user", "content": {"type": "text", "text": "Hi"}},
+        {"role": "assistant", "content": {"type": "text", "text": "Hello."}},
+    ], body
+
+
+# -- 5. resources/read: a pydantic model is sent as its repr ----------------------------------------------
+
+async def test_a_resource_returning_a_pydantic_model_reads_as_its_json() -> None:
+    """core.shape_resource JSON-encodes anything that is not str/bytes with json.dumps(default=str), so a
+    resource that returns a pydantic model (as tools may, and as the demo's ProductOut is) is read as
+    the JSON string of its repr ("sku='WID-001' stock=4") labelled application/json, not as the
+    model's JSON object."""
+    from pydantic import BaseModel
+
+    class Stock(BaseModel):
+        sku: str
+        stock: int
+
+    def stock() -> Stock:
+        return Stock(sku="WID-001", stock=4)
+
+    resource("review://stock")(stock)
+    try:
+        body = (await call_modern(APP, "resources/read", {"uri": "review://stock"})).json()
+    finally:
+        registry.unregister_resource("review://stock")
+    content = body["result"]["contents"][0]
+    assert json.loads(content["text"]) == {"sku": "WID-001", "stock": 4}, content
+
+
+async def test_a_resource_may_return_mcp_types_resource_contents() -> None:
+    """What a resource returns may be ready contents as mcp_types models, as a tool may return
+    mcp_types content blocks; before, such a model was read as the JSON string of its repr."""
+    from mcp_types import TextResourceContents
+
+    def contents() -> TextResourceContents:
+        return TextResourceContents(uri="review://contents", mime_type="text/markdown", text="# Stock")
+
+    resource("review://contents")(contents)
+    try:
+        body = (await call_modern(APP, "resources/read", {"uri": "review://contents"})).json()
+    finally:
+        registry.unregister_resource("review://contents")
+    assert body["result"]["contents"] == [{"uri": "review://contents", "mimeType": "text/markdown", "text": "# Stock"}], body

@@ -518,8 +518,9 @@ def resource(
     """Register a resource. A ``uri`` with ``{placeholders}`` registers a template;
     the function then receives the placeholders as keyword arguments.
 
-    The function returns ``str`` (text), ``bytes`` (blob), a dict/list (JSON
-    text) or a list of ready ``contents`` dicts.
+    The function returns ``str`` (text), ``bytes`` (blob), ready ``contents``
+    (dicts with a ``uri``, or ``mcp_types`` resource contents models, alone or in
+    a list), or any other value as JSON text (pydantic models as their JSON).
     """
 
     def decorate(func: F) -> F:
@@ -560,8 +561,10 @@ def prompt(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Register a prompt. Parameters become string arguments (required unless defaulted);
     ``completions`` maps an argument name to ``fn(value, arguments) -> list[str]``.
 
-    The function returns a string (one user message) or a list of messages
-    (``{"role": ..., "content": {...}}`` dicts or ``(role, text)`` pairs).
+    The function returns a message or a list of messages: a string (a user
+    message), a ``{"role": ..., "content": ...}`` dict or a ``(role, content)``
+    pair, the role "user" or "assistant" and the content a string or a content
+    block (a dict or an ``mcp_types`` model).
     """
 
     def decorate(func: F) -> F:

@@ -127,4 +127,11 @@ def is_content_list(value: Any) -> bool:
 
 
 def json_text(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+    """``value`` as JSON text: pydantic models (anywhere in it) as their JSON, anything else unknown as its ``str``."""
+    return json.dumps(value, ensure_ascii=False, default=_jsonable)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True)  # as structuredContent dumps it
+    return str(value)

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import mcp_types
 from asgiref.sync import async_to_sync, sync_to_async
 from django.utils import timezone
 
@@ -40,7 +41,7 @@ from ..protocol.answers import InvalidAnswer, checked_answer
 from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError, invalid_params
 from ..protocol.levels import at_least
 from ..registry import Prompt, Resource, Tool, registry
-from ..registry.results import Pending, ToolError
+from ..registry.results import Pending, ToolError, content_to_wire, json_text
 from . import tokens
 from .auth import Principal
 from .context import RequestContext
@@ -144,19 +145,36 @@ async def resolve_target(method: str, params: dict[str, Any], principal: Princip
     raise McpError(INVALID_PARAMS, f"{method} cannot be called")
 
 
+#: The roles a prompt message may have (``Role``, both eras).
+PROMPT_ROLES = frozenset({"user", "assistant"})
+
+
 def shape_prompt(prompt: Prompt, value: Any) -> dict[str, Any]:
+    """A ``GetPromptResult`` from what a prompt returned: a string or a message, or a list of them.
+
+    A message is a string (a user message), a ``(role, content)`` pair, or a ``{"role", "content"}``
+    dict; content is a string or a content block (a dict or an ``mcp_types`` model). Anything else,
+    and a role other than "user" or "assistant", is a TypeError (the client gets -32603).
+    """
+    items = [value] if isinstance(value, (str, dict)) else list(value or [])
     messages: list[dict[str, Any]] = []
-    items = [value] if isinstance(value, str) else list(value or [])
+    role: Any
+    content: Any
     for item in items:
         if isinstance(item, str):
-            messages.append({"role": "user", "content": {"type": "text", "text": item}})
+            role, content = "user", item
         elif isinstance(item, tuple) and len(item) == 2:
             role, content = item
-            messages.append({"role": role, "content": {"type": "text", "text": content} if isinstance(content, str) else content})
         elif isinstance(item, dict):
-            messages.append(item)
+            role, content = item.get("role"), item.get("content")
         else:
             raise TypeError(f"Prompt {prompt.name!r} returned an unsupported message: {item!r}")
+        if role not in PROMPT_ROLES:
+            raise TypeError(f"Prompt {prompt.name!r} returned a message with role {role!r}; use 'user' or 'assistant'")
+        block = content_to_wire(content)
+        if not isinstance(block.get("type"), str):
+            raise TypeError(f"Prompt {prompt.name!r} returned a message whose content is not a content block: {content!r}")
+        messages.append({"role": role, "content": block})
     result: dict[str, Any] = {"messages": messages}
     if prompt.description:
         result["description"] = prompt.description
@@ -164,18 +182,24 @@ def shape_prompt(prompt: Prompt, value: Any) -> dict[str, Any]:
 
 
 def shape_resource(resource: Resource, uri: str, value: Any) -> dict[str, Any]:
+    """A ``ReadResourceResult`` from what a resource returned: ready ``contents`` (dicts with a
+    ``uri``, or ``mcp_types`` resource contents models), bytes (a blob), a string (text), or any
+    other value as JSON text (pydantic models as their JSON)."""
     import base64
-    import json
 
     mime = resource.mime_type
-    if isinstance(value, list) and all(isinstance(item, dict) and "uri" in item for item in value):
-        return {"contents": value}
+    if isinstance(value, mcp_types.ResourceContents):
+        value = [value]
+    if isinstance(value, list) and all(
+        (isinstance(item, dict) and "uri" in item) or isinstance(item, mcp_types.ResourceContents) for item in value
+    ):
+        return {"contents": [content_to_wire(item) for item in value]}
     if isinstance(value, bytes):
         content: dict[str, Any] = {"uri": uri, "blob": base64.b64encode(value).decode()}
     elif isinstance(value, str):
         content = {"uri": uri, "text": value}
     else:
-        content = {"uri": uri, "text": json.dumps(value, default=str)}
+        content = {"uri": uri, "text": json_text(value)}
         mime = mime or "application/json"
     if mime:
         content["mimeType"] = mime
