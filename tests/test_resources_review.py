@@ -171,3 +171,40 @@ async def test_a_resource_may_return_mcp_types_resource_contents() -> None:
     finally:
         registry.unregister_resource("review://contents")
     assert body["result"]["contents"] == [{"uri": "review://contents", "mimeType": "text/markdown", "text": "# Stock"}], body
+
+
+# -- 6. resource templates: what the matcher accepts ----------------------------------------------------
+
+async def test_a_template_does_not_match_a_uri_with_a_trailing_newline() -> None:
+    """Resource.__post_init__ anchors the pattern with "$", which also matches before a final "\\n": the
+    demo template test://template/{id}/data reads "test://template/x/data\\n" (and echoes that
+    invalid URI in contents[0].uri), while the fixed resource test://static-text\\n is -32602.
+    resources.mdx, Security: "Servers MUST validate all resource URIs"."""
+    uri = "test://template/x/data\n"
+    import base64
+    r = await call_modern(APP, "resources/read", {"uri": uri},
+                          headers={"mcp-name": "=?base64?" + base64.b64encode(uri.encode()).decode() + "?="})
+    body = r.json()
+    assert body.get("error", {}).get("code") == -32602, body
+
+
+async def test_a_fragment_template_variable_is_expanded_as_rfc6570_says() -> None:
+    """{#var} passes the registration check (lstrip("+#")) but is matched like {var}: the "#" the
+    expansion adds is neither required nor stripped. For "review://doc{#section}", RFC 6570 expands
+    section="intro" to "review://doc#intro": the handler gets "#intro" for that URI, and
+    "review://docintro" (which the template cannot produce) is read as section "intro". Either
+    {#var} is refused at registration, as {?q} is, or it is matched as a fragment."""
+    def doc(section: str) -> str:
+        return section
+
+    try:
+        resource("review://doc{#section}")(doc)
+    except Exception:
+        return  # refused at registration, like the other unsupported operators: fine
+    try:
+        body = (await call_modern(APP, "resources/read", {"uri": "review://doc#intro"})).json()
+        stray = (await call_modern(APP, "resources/read", {"uri": "review://docintro"})).json()
+    finally:
+        registry.unregister_resource("review://doc{#section}")
+    assert body["result"]["contents"][0]["text"] == "intro", body
+    assert stray.get("error", {}).get("code") == -32602, stray

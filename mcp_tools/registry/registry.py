@@ -184,20 +184,23 @@ class Resource:
             pattern = ""
             for part in re.split(r"(\{[^}]+\})", self.uri_template):
                 if part.startswith("{") and part.endswith("}"):
-                    var = part[1:-1].lstrip("+#")
-                    if not var.isidentifier():  # {?q}, {/path}, {a,b}: RFC 6570 levels 3 and 4
+                    var = part[2:-1] if part.startswith("{+") else part[1:-1]
+                    # {?q}, {/path}, {a,b}: RFC 6570 levels 3 and 4; {#frag} (level 2) too, whose
+                    # expansion adds a "#" that a {name} pattern would neither require nor strip.
+                    if not var.isidentifier():
                         raise ImproperlyConfigured(
                             f"Resource template {self.uri_template!r}: {part} is not supported; use {{name}} or {{+name}} variables"
                         )
                     pattern += f"(?P<{var}>[^/]+)" if not part.startswith("{+") else f"(?P<{var}>.+)"
                 else:
                     pattern += re.escape(part)
-            self._pattern = re.compile(f"^{pattern}$")
+            # Matched with fullmatch: "$" would also match before a final newline.
+            self._pattern = re.compile(pattern)
 
     def match(self, uri: str) -> dict[str, str] | None:
         if self._pattern is None:
             return None
-        found = self._pattern.match(uri)
+        found = self._pattern.fullmatch(uri)
         # A client expands a variable percent-encoded (RFC 6570): the handler gets the value itself.
         return {name: unquote(value) for name, value in found.groupdict().items()} if found else None
 
@@ -521,6 +524,8 @@ def resource(
     The function returns ``str`` (text), ``bytes`` (blob), ready ``contents``
     (dicts with a ``uri``, or ``mcp_types`` resource contents models, alone or in
     a list), or any other value as JSON text (pydantic models as their JSON).
+    Variables are ``{name}`` (one path segment) or ``{+name}`` (the rest); other
+    RFC 6570 operators raise ``ImproperlyConfigured``.
     """
 
     def decorate(func: F) -> F:
