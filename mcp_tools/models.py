@@ -17,6 +17,12 @@ __all__ = [
 ]
 
 
+#: The longest name a call row keeps (a tool or prompt name, or a resource URI, cut to it).
+CALL_NAME_MAX_LENGTH = 256
+#: The longest URI a resource subscription holds (``resources/subscribe`` refuses longer ones).
+SUBSCRIPTION_URI_MAX_LENGTH = 2048
+
+
 class ToolCall(models.Model):
     """One logical call (of a tool, prompt or resource) from its first request to its end.
 
@@ -26,7 +32,7 @@ class ToolCall(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     method = models.CharField(_("method"), max_length=64, default="tools/call", help_text=_("tools/call, prompts/get or resources/read."))
-    tool_name = models.CharField(_("tool"), max_length=256, help_text=_("Tool or prompt name, or resource URI."))
+    tool_name = models.CharField(_("tool"), max_length=CALL_NAME_MAX_LENGTH, help_text=_("Tool or prompt name, or resource URI."))
     arguments = models.JSONField(_("arguments"), default=dict, help_text=_("Arguments as sent by the client."))
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, verbose_name=_("user"), null=True, blank=True, on_delete=models.SET_NULL,
@@ -156,7 +162,7 @@ class ResourceSubscription(models.Model):
     """A 2025-11-25 session's ``resources/subscribe`` to one URI."""
 
     session = models.ForeignKey(McpSession, verbose_name=_("session"), on_delete=models.CASCADE, related_name="subscriptions")
-    uri = models.CharField(_("URI"), max_length=2048)
+    uri = models.CharField(_("URI"), max_length=SUBSCRIPTION_URI_MAX_LENGTH)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
 
     class Meta:

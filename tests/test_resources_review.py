@@ -208,3 +208,96 @@ async def test_a_fragment_template_variable_is_expanded_as_rfc6570_says() -> Non
         registry.unregister_resource("review://doc{#section}")
     assert body["result"]["contents"][0]["text"] == "intro", body
     assert stray.get("error", {}).get("code") == -32602, stray
+
+
+# -- 3. 2025-11-25: a subscription the client can no longer remove ----------------------------------------
+
+GATED_URI = "review://gated"
+
+
+def gated() -> str:
+    return "secret"
+
+
+async def test_unsubscribe_works_after_the_caller_lost_access_to_the_resource() -> None:
+    """resources/unsubscribe re-checks that the URI names a resource the caller may read
+    (methods._subscription_uri), so once the caller's permission is revoked (or the resource is
+    unregistered) unsubscribe answers -32602 "Resource not found" and the subscription row stays: the
+    session keeps getting notifications/resources/updated for a resource it may no longer read and has
+    no way to stop them. Unsubscribing from one's own subscription must always succeed and remove it."""
+    token = await sync_to_async(create_user_with_token)("reviewer", ("inventory.change_product",))
+    resource(GATED_URI, permissions=["inventory.change_product"])(gated)
+    try:
+        session = await open_session(token)
+        subscribed = await legacy(session, "resources/subscribe", {"uri": GATED_URI}, token)
+        assert subscribed.get("result") == {}, subscribed
+        assert await sync_to_async(ResourceSubscription.objects.filter(session_id=session, uri=GATED_URI).exists)()
+
+        def revoke() -> None:
+            from django.contrib.auth.models import User
+            User.objects.get(username="reviewer").user_permissions.clear()
+
+        await sync_to_async(revoke)()
+        answer = await legacy(session, "resources/unsubscribe", {"uri": GATED_URI}, token)
+        still_subscribed = await sync_to_async(ResourceSubscription.objects.filter(session_id=session, uri=GATED_URI).exists)()
+        notified = await notifications.notify_resource_updated(GATED_URI)
+    finally:
+        registry.unregister_resource(GATED_URI)
+    assert "result" in answer, answer
+    assert not still_subscribed
+    assert notified == 0
+
+
+async def test_unsubscribe_works_after_the_resource_was_unregistered() -> None:
+    """The same with a resource that goes away (a registry that changes at run time, as the
+    notifications/resources/list_changed the server advertises implies): the client hears
+    list_changed, unsubscribes, and is refused, and the row stays until the session ends."""
+    resource("review://transient")(gated)
+    try:
+        session = await open_session()
+        subscribed = await legacy(session, "resources/subscribe", {"uri": "review://transient"})
+        assert "result" in subscribed, subscribed
+    finally:
+        registry.unregister_resource("review://transient")
+    answer = await legacy(session, "resources/unsubscribe", {"uri": "review://transient"})
+    assert "result" in answer, answer
+    assert not await sync_to_async(ResourceSubscription.objects.filter(session_id=session, uri="review://transient").exists)()
+
+
+# -- 7. URIs longer than the tables' columns ---------------------------------------------------------
+
+async def test_subscribing_to_a_uri_longer_than_the_column_is_invalid_params() -> None:
+    """resources/subscribe stores the URI in ResourceSubscription.uri, a CharField(max_length=2048),
+    without bounding it first; a template such as inventory://products/{sku} matches a URI of any
+    length, so on PostgreSQL a longer URI raises DataError inside the handler: -32603 "Internal error"
+    (logged with a traceback), while SQLite silently stores it. The answer is -32602 on any database,
+    and nothing is stored."""
+    uri = "inventory://products/" + "A" * 3000
+    session = await open_session()
+    body = await legacy(session, "resources/subscribe", {"uri": uri})
+    assert body.get("error", {}).get("code") == -32602, body
+    assert not await sync_to_async(ResourceSubscription.objects.filter(session_id=session).exists)()
+
+
+async def test_a_recorded_read_of_a_long_uri_names_its_row_within_the_column(settings: Any) -> None:
+    """resources/read names its call row (ToolCall.tool_name, a CharField(max_length=256)) by the URI,
+    which a template matches at any length: with RECORD_ALL_CALLS (or a read slower than
+    SLOW_CALL_SECONDS) a longer URI made PostgreSQL refuse the row. The row's name is cut to the
+    column, and the whole URI stays in its arguments."""
+    from mcp_tools.models import CALL_NAME_MAX_LENGTH, ToolCall
+
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "RECORD_ALL_CALLS": True}
+    uri = "review://long/" + "A" * 3000
+
+    def long(rest: str) -> str:
+        return "secret"
+
+    resource("review://long/{rest}")(long)
+    try:
+        body = await legacy(await open_session(), "resources/read", {"uri": uri})
+    finally:
+        registry.unregister_resource("review://long/{rest}")
+    assert body["result"]["contents"][0]["text"] == "secret", body
+    row = await sync_to_async(ToolCall.objects.get)(method="resources/read")
+    assert row.tool_name == uri[:CALL_NAME_MAX_LENGTH]
+    assert row.arguments["uri"] == uri

@@ -211,26 +211,29 @@ async def read_resource(params: dict[str, Any], rc: RequestContext) -> dict[str,
 async def subscribe_resource(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     if not rc.session_id:  # stdio, mcp_call: nothing would ever deliver the updates
         raise method_not_found("resources/subscribe (resource subscriptions need a 2025-11-25 HTTP session)")
-    uri = await _subscription_uri(params, rc)
-    await store.subscribe(rc.session_id, uri)
+    uri = _subscription_uri(params)
+    # Refused exactly as resources/read refuses a URI the caller may not read.
+    found = registry.find_resource(uri)
+    if found is None or not await permitted(rc.principal, found[0].permissions):
+        raise McpError(INVALID_PARAMS, "Resource not found", {"uri": uri})
+    if not await store.subscribe(rc.session_id, uri):
+        raise invalid_params("Resource URI too long to subscribe to")
     return {}
 
 
 async def unsubscribe_resource(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
-    uri = await _subscription_uri(params, rc)
+    # Not checked against the registry or the caller's permissions: a session can always drop a
+    # subscription of its own, also once the resource is gone or the caller may no longer read it.
+    uri = _subscription_uri(params)
     if rc.session_id:
         await store.unsubscribe(rc.session_id, uri)
     return {}
 
 
-async def _subscription_uri(params: dict[str, Any], rc: RequestContext) -> str:
-    """The URI of a resource the caller may read (refused exactly as ``resources/read`` refuses)."""
+def _subscription_uri(params: dict[str, Any]) -> str:
     uri = params.get("uri")
     if not isinstance(uri, str):
         raise invalid_params('"uri" must be a string')
-    found = registry.find_resource(uri)
-    if found is None or not await permitted(rc.principal, found[0].permissions):
-        raise McpError(INVALID_PARAMS, "Resource not found", {"uri": uri})
     return uri
 
 

@@ -42,10 +42,13 @@ def create_call(steps: list[Step], **fields: Any) -> str:
     """A new call row with its journal so far (one statement on PostgreSQL, one transaction on SQLite)."""
     from django.db.models.signals import post_save, pre_save
 
-    from ..models import ToolCall
+    from ..models import CALL_NAME_MAX_LENGTH, ToolCall
 
     now = timezone.now()
     fields.setdefault("expires_at", now + timedelta(seconds=mcp_settings.CALL_TTL))
+    # A resources/read row is named by its URI, which may be longer than the column (PostgreSQL
+    # would refuse the row); the name only labels the row, the whole URI is in its arguments.
+    fields["tool_name"] = fields["tool_name"][:CALL_NAME_MAX_LENGTH]
     if pre_save.has_listeners(ToolCall) or post_save.has_listeners(ToolCall):
         # Someone listens for saves: go through Model.save so they hear this one (in the store's thread).
         lane.refuse()

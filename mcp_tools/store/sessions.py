@@ -68,10 +68,15 @@ def set_session_log_level(session_id: str, level: str) -> None:
     McpSession.objects.filter(id=session_id).update(log_level=level)
 
 
-def subscribe(session_id: str, uri: str) -> None:
-    from ..models import ResourceSubscription
+def subscribe(session_id: str, uri: str) -> bool:
+    """Subscribe the session to ``uri``; False, and nothing stored, for a URI longer than the
+    table's column holds (PostgreSQL would refuse it with an error, SQLite keep it anyway)."""
+    from ..models import SUBSCRIPTION_URI_MAX_LENGTH, ResourceSubscription
 
+    if len(uri) > SUBSCRIPTION_URI_MAX_LENGTH:
+        return False
     ResourceSubscription.objects.get_or_create(session_id=session_id, uri=uri)
+    return True
 
 
 def unsubscribe(session_id: str, uri: str) -> None:
