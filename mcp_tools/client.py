@@ -15,9 +15,10 @@ other call. Before a hop the helper checks what the seed asks clients to check:
 the named tool is one ``tools/list`` shows this caller, the arguments validate
 against its ``inputSchema`` (JSON Schema, with ``jsonschema``), the chain is no
 longer than ``max_depth`` calls (5 by default) and it does not come back to a
-call it made already (same tool, same arguments). A chain that breaks a rule
-raises a :class:`ChainError` carrying the steps made so far; nothing is called
-for the offending hop.
+call it made already (same tool, same arguments). A chain that breaks a rule, or
+a server whose ``tools/list`` never ends or whose ``inputSchema`` is no valid
+JSON Schema, raises a :class:`ChainError` carrying the steps made so far;
+nothing is called for the offending hop.
 """
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .protocol.schemas import InvalidSchema, compile_schema, schema_errors
+
 DEFAULT_MAX_DEPTH = 5
+#: The most ``tools/list`` pages the helper reads: a server that pages on and on is refused.
+MAX_LIST_PAGES = 100
 
 
 class ToolClient(Protocol):
@@ -83,11 +88,20 @@ class UnknownChainedTool(ChainError):
 
 
 class InvalidChainArguments(ChainError):
-    """A hop's arguments do not validate against the next tool's ``inputSchema``; ``errors`` lists why."""
+    """A hop's arguments do not validate against the next tool's ``inputSchema`` (or that schema is
+    no valid JSON Schema, so nothing could); ``errors`` lists why."""
 
     def __init__(self, message: str, chain: Chain, hop: dict[str, Any], errors: list[str]) -> None:
         super().__init__(message, chain, hop)
         self.errors = errors
+
+
+class ToolListError(Exception):
+    """``tools/list`` gave no complete listing: a page repeated a cursor, or there were too many pages."""
+
+
+class ToolListFailed(ChainError):
+    """The tools could not be listed to check a hop (:class:`ToolListError`)."""
 
 
 def next_tool(result: Any) -> dict[str, Any] | None:
@@ -101,29 +115,35 @@ def _is_error(result: Any) -> bool:
     return bool(result.get("isError") if isinstance(result, dict) else getattr(result, "is_error", False))
 
 
-async def list_input_schemas(client: ToolClient) -> dict[str, dict[str, Any]]:
-    """``{tool name: inputSchema}`` of every tool ``tools/list`` shows (all pages)."""
+async def list_input_schemas(client: ToolClient, *, max_pages: int = MAX_LIST_PAGES) -> dict[str, dict[str, Any]]:
+    """``{tool name: inputSchema}`` of every tool ``tools/list`` shows (all pages).
+
+    Raises :class:`ToolListError` when a page names a cursor the listing gave already, or
+    the listing runs past ``max_pages`` pages: a server that pages on would hold the caller for good.
+    """
     schemas: dict[str, dict[str, Any]] = {}
     cursor: str | None = None
-    while True:
+    cursors: set[str] = set()
+    for _ in range(max_pages):
         listed = await (client.list_tools(cursor=cursor) if cursor else client.list_tools())
         for tool in listed.tools:
             schemas[tool.name] = tool.input_schema if hasattr(tool, "input_schema") else tool.inputSchema
         cursor = getattr(listed, "next_cursor", None) or getattr(listed, "nextCursor", None)
         if not cursor:
             return schemas
+        if cursor in cursors:
+            raise ToolListError(f"tools/list gave the cursor {cursor!r} twice: its pages would never end")
+        cursors.add(cursor)
+    raise ToolListError(f"tools/list has more than {max_pages} pages")
 
 
 def validation_errors(schema: dict[str, Any], arguments: Any) -> list[str]:
-    """Why ``arguments`` do not fit ``schema`` (JSON Schema; empty when they do)."""
-    from jsonschema import validators
+    """Why ``arguments`` do not fit ``schema`` (JSON Schema; empty when they do).
 
-    validator_class = validators.validator_for(schema, default=validators.Draft202012Validator)
-    validator = validator_class(schema)
-    return [
-        f"{'.'.join(str(part) for part in error.absolute_path) or '(arguments)'}: {error.message}"
-        for error in sorted(validator.iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path)))
-    ]
+    Raises :class:`~mcp_tools.protocol.schemas.InvalidSchema` (a ``ValueError``) when ``schema``
+    itself is no valid JSON Schema.
+    """
+    return schema_errors(compile_schema(schema), arguments)
 
 
 def _call_key(tool: str, arguments: dict[str, Any]) -> str:
@@ -142,7 +162,8 @@ async def call_tool_chain(
     ``max_depth`` is the most calls one chain may make (the first included).
     A result with ``isError`` ends the chain. Raises :class:`ChainTooDeep`,
     :class:`ChainCycle`, :class:`UnknownChainedTool` or
-    :class:`InvalidChainArguments` instead of making a hop that breaks a rule.
+    :class:`InvalidChainArguments` instead of making a hop that breaks a rule,
+    and :class:`ToolListFailed` when ``tools/list`` does not end.
     """
     if max_depth < 1:
         raise ValueError("max_depth must be at least 1")
@@ -167,11 +188,18 @@ async def call_tool_chain(
             raise ChainCycle(f"The chain comes back to {next_name} with the same arguments: {' -> '.join([*chain.tools, next_name])}",
                              chain, hint)
         if schemas is None or next_name not in schemas:
-            schemas = await list_input_schemas(client)  # listed again once: the tool list may have changed
+            try:
+                schemas = await list_input_schemas(client)  # listed again once: the tool list may have changed
+            except ToolListError as exc:
+                raise ToolListFailed(f"Cannot check {tool}'s hop to {next_name}: {exc}", chain, hint) from None
         schema = schemas.get(next_name)
         if schema is None:
             raise UnknownChainedTool(f"{tool} chains to {next_name!r}, which this client's tools/list does not show", chain, hint)
-        errors = validation_errors(schema, next_args)
+        try:
+            errors = validation_errors(schema, next_args)
+        except InvalidSchema as exc:  # nothing could validate against it: the hop is not checked, so not made
+            raise InvalidChainArguments(f"{tool} chains to {next_name}, whose inputSchema is no valid JSON Schema: {exc}",
+                                        chain, hint, [f"invalid inputSchema: {exc}"]) from None
         if errors:
             raise InvalidChainArguments(f"{tool} chains to {next_name} with invalid arguments: {'; '.join(errors)}",
                                         chain, hint, errors)
