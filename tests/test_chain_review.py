@@ -1,15 +1,23 @@
-"""Tool chaining found wanting by a review: the client against servers that answer badly."""
+"""Tool chaining found wanting by a review: the client against servers that answer badly, and
+the server's ``_meta.nextTool`` (sent only when the caller could make that call, docs/protocol.md)."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 
+import jsonschema
 import mcp_types as t
 import pytest
+from asgiref.sync import sync_to_async
 from mcp import Client
 from mcp.server import Server
 
 from mcp_tools.client import ChainError, ToolListFailed, call_tool_chain
+from mcp_tools.registry import make_tool, registry
+from mcp_tools.registry.results import ToolResult
+from tests.asgi_client import call_modern
+from tests.clients import create_user_with_token
 
 MODES = ["legacy", "2026-07-28"]
 
@@ -61,3 +69,72 @@ async def test_a_broken_input_schema_is_a_chain_error(mode: str) -> None:
     async with Client(bad_server(broken_schema=True), mode=mode) as client:
         with pytest.raises(ChainError):
             await call_tool_chain(client, "a")
+
+
+# -- the server: a hint goes out only if it fits the next tool's advertised inputSchema ------
+
+
+async def suggests_bad_order() -> ToolResult:
+    # shop.orders.create advertises "number" as a string and no "bogus" field.
+    return ToolResult(content=["make an order"], next_tool=("shop.orders.create", {"number": 12345, "total": "lots", "bogus": True}))
+
+
+def takes_nothing(note: str = "") -> str:
+    return "ok"
+
+
+async def suggests_null_arguments() -> ToolResult:
+    return ToolResult(content=["next"], next_tool=("takes_nothing", None))  # type: ignore[arg-type]
+
+
+async def _call(name: str, token: str | None = None) -> dict:
+    from demo_site.asgi import application
+
+    response = await call_modern(application, "tools/call", {"name": name, "arguments": {}}, token=token)
+    assert response.status == 200
+    return response.json()["result"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_hint_whose_arguments_break_the_next_tools_schema_is_dropped() -> None:
+    from demo_site.asgi import application
+
+    token = await sync_to_async(create_user_with_token)("clerk", ("shop.add_order", "shop.view_order"))
+    with registry.registered_temporarily(make_tool(suggests_bad_order)):
+        result = await _call("suggests_bad_order", token)
+        listed = (await call_modern(application, "tools/list", {}, token=token)).json()["result"]["tools"]
+    schema = next(tool["inputSchema"] for tool in listed if tool["name"] == "shop.orders.create")
+    hint = result.get("_meta", {}).get("nextTool")
+    if hint is not None:  # kept: then it must at least fit the schema the server advertises for that tool
+        errors = [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(hint.get("arguments", {}))]
+        assert errors == [], f"nextTool sent with arguments its tool refuses: {errors}"
+    assert "nextTool" not in result.get("_meta", {})  # these arguments break it: dropped
+    assert result["content"] == [{"type": "text", "text": "make an order"}]
+
+
+def on_day(day: datetime.date) -> str:
+    return day.isoformat()
+
+
+async def suggests_a_day() -> ToolResult:
+    return ToolResult(content=["next"], next_tool=("on_day", {"day": datetime.date(2025, 1, 2)}))
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_hint_is_checked_in_its_wire_form() -> None:
+    # The client reads the date as its ISO string, which fits {"type": "string", "format": "date"}.
+    with registry.registered_temporarily(make_tool(on_day), make_tool(suggests_a_day)):
+        result = await _call("suggests_a_day")
+    assert result["_meta"]["nextTool"] == {"tool": "on_day", "arguments": {"day": "2025-01-02"}}
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_hint_is_sent_in_the_seed_shape() -> None:
+    # Seed 001: nextTool {tool: string, arguments?: Record<string, any>}; null is no object
+    # (and mcp_tools.client refuses such a hint as malformed).
+    with registry.registered_temporarily(make_tool(takes_nothing), make_tool(suggests_null_arguments)):
+        result = await _call("suggests_null_arguments")
+    hint = result.get("_meta", {}).get("nextTool")
+    if hint is not None:
+        assert isinstance(hint.get("arguments", {}), dict), hint
+    assert hint == {"tool": "takes_nothing"}  # no arguments: the key is left out

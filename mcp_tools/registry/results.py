@@ -24,7 +24,8 @@ class ToolResult:
 
     ``next_tool`` sets ``_meta.nextTool`` (tool chaining): the server checks
     that the named tool exists, that the caller may call it and that the
-    arguments validate before sending it.
+    arguments pass its validation and its advertised ``inputSchema`` before
+    sending it.
     """
 
     content: list[Any] = field(default_factory=list)

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from pydantic.fields import FieldInfo
 
 from ..protocol.errors import invalid_params
+from ..protocol.schemas import compile_schema, schema_errors
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -218,10 +219,24 @@ class InputSpec:
 
     schema: dict[str, Any]
     validate: Callable[[dict[str, Any]], dict[str, Any]]
+    _schema_validator: Any = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         # Every way of building a tool (hints, serializers, model toolsets) ends here.
         self.schema = jsonable_schema(self.schema)
+
+    def schema_errors(self, arguments: Any) -> list[str]:
+        """Why ``arguments`` (JSON values, as a client reads them) break the advertised ``schema``,
+        checked as a client checks them (:mod:`mcp_tools.protocol.schemas`); empty when they fit.
+
+        ``validate`` may check less (a model toolset's create leaves it to the serializer) or
+        something else (a serializer's rules); this is what a client holds the arguments to.
+        The compiled validator is kept. Raises
+        :class:`~mcp_tools.protocol.schemas.InvalidSchema` if ``schema`` is no valid JSON Schema.
+        """
+        if self._schema_validator is None:
+            self._schema_validator = compile_schema(self.schema)
+        return schema_errors(self._schema_validator, arguments)
 
 
 def format_validation_errors(exc: ValidationError) -> list[dict[str, Any]]:

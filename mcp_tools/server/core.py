@@ -20,6 +20,7 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import json
 import logging
 import time
 import types
@@ -40,6 +41,7 @@ from ..protocol import jsonrpc
 from ..protocol.answers import InvalidAnswer, checked_answer
 from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError, invalid_params
 from ..protocol.levels import at_least
+from ..protocol.schemas import InvalidSchema
 from ..registry import Prompt, Resource, Tool, registry
 from ..registry.results import Pending, ToolError, content_to_wire, json_text
 from . import tokens
@@ -745,29 +747,43 @@ async def check_next_tool(result: dict[str, Any], rc: RequestContext) -> None:
     """Tool chaining (seed 001): keep ``_meta.nextTool`` only if the caller could make that call.
 
     The named tool must exist and be visible to the caller, and the arguments
-    must validate against its schema; otherwise the hint is dropped (and logged),
-    never sent half-right.
+    (an object; ``None`` is sent as no ``arguments``) must pass both the tool's own
+    validation and its advertised ``inputSchema``, which is what a client checks
+    before the hop; otherwise the hint is dropped (and logged), never sent half-right.
     """
     meta = result.get("_meta")
     hint = meta.get("nextTool") if isinstance(meta, dict) else None
     if hint is None:
         return
+    assert isinstance(meta, dict)
     reason = None
     name = hint.get("tool") if isinstance(hint, dict) else None
     tool = registry.get_tool(name) if isinstance(name, str) else None
+    arguments = hint.get("arguments") if isinstance(hint, dict) else None
     if tool is None or not await permitted(rc.principal, tool.permissions):
         reason = f"unknown tool {name!r}"
+    elif arguments is not None and not isinstance(arguments, dict):
+        reason = f"arguments must be an object, not {type(arguments).__name__}"
     else:
         try:
-            tool.validate_arguments(hint.get("arguments", {}))
+            tool.validate_arguments(arguments)
+            # The wire form: what the client will hold to the schema (a date is its ISO string there).
+            errors = tool.input.schema_errors(json.loads(jsonrpc.dumps(arguments or {})))
         except McpError as exc:
             reason = f"invalid arguments: {exc.data}"
+        except InvalidSchema as exc:
+            reason = f"the inputSchema of {name!r} is no valid JSON Schema: {exc}"
+        else:
+            if errors:
+                reason = f"arguments break the inputSchema of {name!r}: {'; '.join(errors)}"
     if reason is not None:
         logger.warning("Dropped _meta.nextTool from a result: %s", reason)
-        assert isinstance(meta, dict)
         del meta["nextTool"]
         if not meta:
             del result["_meta"]
+    elif "arguments" in hint and arguments is None:
+        # The seed's shape is ``arguments?: object``: a null would be refused by the client as malformed.
+        meta["nextTool"] = {key: value for key, value in hint.items() if key != "arguments"}
 
 
 def apply_answer(step: Step, answer: Any, key: str) -> None:
