@@ -62,6 +62,13 @@ def _check_constraints(name: str, value: Any, schema: dict[str, Any]) -> None:
         raise InvalidAnswer(f"field {name!r}: {error.message}")
 
 
+def check_field(name: str, value: Any, schema: dict[str, Any]) -> None:
+    """Raise :class:`InvalidAnswer` unless ``value`` fits the form field ``name`` of a ``requestedSchema``
+    (its type, choices, lengths, ranges, formats): the check each field of an accepted form gets."""
+    _check_value(name, value, schema)
+    _check_constraints(name, value, schema)
+
+
 #: What each kind of sampling content block must carry, and of which type (2025-11-25 schema).
 _BLOCK_FIELDS: dict[str, dict[str, type]] = {
     "text": {"text": str},
@@ -97,8 +104,7 @@ def check_answer(method: str, params: dict[str, Any], answer: Any) -> None:
                     raise InvalidAnswer(f"required field {required!r} is missing")
             for name, value in content.items():
                 if name in properties:  # others are dropped by checked_answer, not refused
-                    _check_value(name, value, properties[name])
-                    _check_constraints(name, value, properties[name])
+                    check_field(name, value, properties[name])
         return
     if method == "sampling/createMessage":
         if answer.get("role") != "assistant":

@@ -4,8 +4,9 @@ The call goes through the same method table as the HTTP endpoint (``tools/list``
 ``tools/call`` of the 2026-07-28 era), as a given user, with no server and no client.
 When the tool asks something, the operator answers on the terminal: each field of an
 elicitation form is prompted with its type, choices and default, and a sampling
-request shows the conversation and takes the "model's" reply as typed text. Useful
-for trying and debugging tools::
+request shows the conversation and takes the "model's" reply as typed text. A
+paged result (``nextResumeToken``) is followed to its last page, each page printed
+as it comes (``--max-pages`` stops sooner). Useful for trying and debugging tools::
 
     python manage.py mcp_call echo --arg text=hello --user admin
     python manage.py mcp_call deploy --arg service=api --user admin
@@ -25,6 +26,8 @@ from typing import Any, TextIO
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
+
+from mcp_tools.protocol.answers import check_field
 
 #: What the terminal "client" can answer: forms and URLs, the operator as the model
 #: (tool use included), and the working directory as its root.
@@ -100,7 +103,11 @@ class TerminalAnswerer:
         return {"action": "accept", "content": content}
 
     def ask_field(self, name: str, prop: dict[str, Any], required: bool) -> Any:
-        """Prompt one form field until the typed text fits its schema (empty: default or skip)."""
+        """Prompt one form field until the typed text fits its schema (empty: default or skip).
+
+        A value is held to the whole field schema (lengths, patterns, formats, ranges, item
+        counts) by the check the server gives the answer, so what it would refuse is asked again.
+        """
         choices = field_choices(prop)
         kind = prop.get("type", "string")
         label = prop.get("title") or name
@@ -135,9 +142,12 @@ class TerminalAnswerer:
                 self.out.write("  This field is required.\n", ending="")
                 continue
             try:
-                return parse_field(typed, prop, choices)
+                value = parse_field(typed, prop, choices)
+                check_field(name, value, prop)  # an InvalidAnswer is a ValueError
             except ValueError as exc:
                 self.out.write(f"  {exc}\n", ending="")
+                continue
+            return value
 
     def url_elicitation(self, params: dict[str, Any]) -> dict[str, Any]:
         self.out.write(f"\nThe tool asks: {params.get('message', '')}\n  Open: {params.get('url', '')}\n", ending="")
@@ -201,7 +211,8 @@ def field_choices(prop: dict[str, Any]) -> list[tuple[Any, str]]:
 
 
 def parse_field(typed: str, prop: dict[str, Any], choices: list[tuple[Any, str]]) -> Any:
-    """The value of one typed form field; ``ValueError`` says why it does not fit."""
+    """The value of one typed form field, of the field's type; ``ValueError`` says why the text
+    is none (the field's other constraints are :func:`~mcp_tools.protocol.answers.check_field`'s)."""
     kind = prop.get("type", "string")
 
     def pick(text: str) -> Any:
@@ -224,14 +235,9 @@ def parse_field(typed: str, prop: dict[str, Any], choices: list[tuple[Any, str]]
         raise ValueError("Type yes or no")
     if kind in ("integer", "number"):
         try:
-            number: float | int = int(typed) if kind == "integer" else float(typed)
+            return int(typed) if kind == "integer" else float(typed)
         except ValueError:
             raise ValueError(f"Not {'an integer' if kind == 'integer' else 'a number'}: {typed!r}") from None
-        if "minimum" in prop and number < prop["minimum"]:
-            raise ValueError(f"At least {prop['minimum']}")
-        if "maximum" in prop and number > prop["maximum"]:
-            raise ValueError(f"At most {prop['maximum']}")
-        return number
     return typed
 
 
@@ -321,14 +327,19 @@ class InProcessCaller:
                 return tools
             params = {"cursor": page["nextCursor"]}
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        params: dict[str, Any] = {"name": name, "arguments": arguments}
+    async def call_tool(self, name: str, arguments: dict[str, Any], resume_token: str | None = None) -> dict[str, Any]:
+        """One ``tools/call`` answered to its end (the operator answers what it asks); ``resume_token``
+        asks for the page a result's ``nextResumeToken`` names."""
+        call: dict[str, Any] = {"name": name, "arguments": arguments}
+        if resume_token is not None:
+            call["resumeToken"] = resume_token
+        params = call
         for _ in range(self.max_rounds):
             result = await self.request("tools/call", params)
             if result.get("resultType") != "input_required":
                 return result
             responses = {key: self.answerer.answer(key, request) for key, request in result["inputRequests"].items()}
-            params = {"name": name, "arguments": arguments, "inputResponses": responses, "requestState": result.get("requestState")}
+            params = {**call, "inputResponses": responses, "requestState": result.get("requestState")}
         raise CommandError(f"{name} still asked for input after {self.max_rounds} rounds")
 
 
@@ -341,8 +352,32 @@ def format_error_data(data: Any) -> str:
     return f"\n  {json.dumps(data, default=str)}"
 
 
+def value_types(schema: Any) -> set[str]:
+    """The JSON types a field's schema lets through: its ``type``, else the types of its ``enum`` or
+    ``const`` values, and those of its ``anyOf`` / ``oneOf`` branches (``str | None`` is
+    ``anyOf [string, null]``); empty when the schema says nothing of types."""
+    if not isinstance(schema, dict):
+        return set()
+    declared = schema.get("type")
+    types = {declared} if isinstance(declared, str) else {str(kind) for kind in declared} if isinstance(declared, list) else set()
+    if not types:
+        values = [*(schema.get("enum") or []), *([schema["const"]] if "const" in schema else [])]
+        types = {"string" if isinstance(value, str) else "null" if value is None else "other" for value in values}
+    for key in ("anyOf", "oneOf"):
+        for branch in schema.get(key) or []:
+            types |= value_types(branch)
+    return types
+
+
+def takes_text(schema: Any) -> bool:
+    """Whether a field takes only text (a string or a choice of strings, optional or not)."""
+    types = value_types(schema)
+    return "string" in types and types <= {"string", "null"}
+
+
 def parse_arguments(pairs: list[str], json_args: str | None, schema: dict[str, Any] | None) -> dict[str, Any]:
-    """Tool arguments from ``--json-args`` then ``--arg k=v`` (a value is JSON unless the field is a string)."""
+    """Tool arguments from ``--json-args`` then ``--arg k=v`` (a value is JSON unless the field takes
+    only text, :func:`takes_text`: ``note=123`` is the text ``"123"`` for a ``str | None`` field)."""
     arguments: dict[str, Any] = {}
     if json_args:
         try:
@@ -358,8 +393,8 @@ def parse_arguments(pairs: list[str], json_args: str | None, schema: dict[str, A
         if not sep or not key:
             raise CommandError(f"--arg takes KEY=VALUE, got {pair!r}")
         prop = properties.get(key)
-        if not isinstance(prop, dict) or prop.get("type") == "string" or prop.get("enum") and all(isinstance(v, str) for v in prop["enum"]):
-            # A string field (or a name the schema does not know): the text as typed.
+        if not isinstance(prop, dict) or takes_text(prop):
+            # A text field (or a name the schema does not know): the text as typed.
             arguments[key] = raw
             continue
         try:
@@ -416,9 +451,14 @@ def add_call_arguments(parser: CommandParser, *, call: bool = True) -> None:
     if not call:
         return
     parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
-                        help="A tool argument (repeatable). VALUE is parsed as JSON unless the field is a string.")
+                        help="A tool argument (repeatable). VALUE is parsed as JSON unless the field takes only text "
+                             "(a string or a choice of strings, optional or not; send null with --json-args).")
     parser.add_argument("--json-args", metavar="JSON", help="All arguments as one JSON object (--arg values override it).")
-    parser.add_argument("--json", action="store_true", dest="raw_json", help="Print the whole tools/call result as JSON.")
+    parser.add_argument("--json", action="store_true", dest="raw_json",
+                        help="Print the whole tools/call result as JSON (a paged result: one JSON document a page).")
+    parser.add_argument("--max-pages", type=int, metavar="N",
+                        help="A paged result (nextResumeToken) is followed to its last page, each page printed as it "
+                             "comes; stop after N pages instead (stderr then says that more remain).")
     parser.add_argument("--no-input", "--noinput", action="store_false", dest="interactive",
                         help="Fail instead of prompting when the tool asks for input.")
 
@@ -440,19 +480,41 @@ def run_list(command: BaseCommand, options: dict[str, Any]) -> None:
 
 
 def run_call(command: BaseCommand, options: dict[str, Any]) -> None:
-    """Call ``options['tool']`` and print its result; a tool error is a CommandError (exit status 1)."""
+    """Call ``options['tool']`` and print its result; a tool error is a CommandError (exit status 1).
+
+    A page that carries ``nextResumeToken`` is printed, then the same call is made with that
+    ``resumeToken`` for the next page, up to ``--max-pages`` pages: a terminal user asked for the
+    tool's answer, and a first page printed alone would pass for all of it.
+    """
     caller = _caller(command, options)
     name = options["tool"]
+    max_pages = options.get("max_pages")
+    if max_pages is not None and max_pages < 1:
+        raise CommandError("--max-pages must be at least 1")
 
-    async def call() -> dict[str, Any]:
+    async def call() -> None:
         schema = next((tool.get("inputSchema") for tool in await caller.list_tools() if tool.get("name") == name), None)
         arguments = parse_arguments(options.get("arg") or [], options.get("json_args"), schema)
-        return await caller.call_tool(name, arguments)
+        token: str | None = None
+        for page in itertools.count(1):
+            result = await caller.call_tool(name, arguments, token)
+            print_result(command, name, result, raw_json=bool(options.get("raw_json")))
+            token = result.get("nextResumeToken")
+            if not token:
+                return
+            if page == max_pages:
+                note = f"({name} has more pages; printed {page}: raise or drop --max-pages for the rest)\n"
+                command.stderr.write(note, str, ending="")  # plain: a note, not the wrapper's error style
+                return
 
-    result = _run(call())
-    if options.get("raw_json"):
+    _run(call())
+
+
+def print_result(command: BaseCommand, name: str, result: dict[str, Any], *, raw_json: bool) -> None:
+    """Print one ``tools/call`` result (one page); a tool error is a CommandError."""
+    if raw_json:
         command.stdout.write(json.dumps(result, indent=2, ensure_ascii=False, default=str))
     if result.get("isError"):
         raise CommandError(f"{name} failed: {describe_content(result.get('content') or [])}")
-    if not options.get("raw_json"):
+    if not raw_json:
         command.stdout.write(format_result(result))
