@@ -281,9 +281,12 @@ def test_serializer_input_schema() -> None:
     assert "note" in schema["properties"]
 
 
-def test_serializer_input_validates_and_converts() -> None:
+def test_serializer_input_validates_strictly_as_json() -> None:
+    # As for type-hinted tools: a value of another JSON type than the schema's is refused, not converted.
     built = make_tool(place_order, serializer=OrderSerializer)
-    assert built.validate_arguments({"sku": "A-1", "quantity": "3"}) == {"sku": "A-1", "quantity": 3}
+    assert built.validate_arguments({"sku": "A-1", "quantity": 3}) == {"sku": "A-1", "quantity": 3}
+    error = _validation_error(built, {"sku": "A-1", "quantity": "3"})
+    assert error.data["errors"] == [{"field": "quantity", "message": "Expected integer.", "type": "json_type"}]
 
 
 def test_serializer_validation_errors_name_the_fields() -> None:

@@ -29,7 +29,7 @@ from ..engine.errors import ElicitationCancelled, ElicitationDeclined
 from ..protocol.errors import invalid_params
 from ..registry import Tool, registry
 from ..registry.results import ToolError, ToolResult
-from ..registry.schemas import InputSpec, OutputSpec, format_validation_errors, openapi_to_json_schema
+from ..registry.schemas import InputSpec, OutputSpec, argument_type_errors, format_validation_errors, openapi_to_json_schema
 
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
@@ -296,36 +296,6 @@ def database_refusal(exc: IntegrityError, what: str) -> dict[str, list[str]]:
     else:
         message = f"{what} refused by the database: it conflicts with existing data (a unique value, or a reference)."
     return {"non_field_errors": [message]}
-
-
-#: JSON Schema's types, as a JSON value of each is in Python (a bool is not an integer or number here).
-_JSON_TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "string": lambda v: isinstance(v, str),
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-    "null": lambda v: v is None,
-}
-
-
-def argument_type_errors(properties: dict[str, Any], arguments: dict[str, Any]) -> dict[str, list[str]]:
-    """Arguments whose JSON type is not the one their property in ``properties`` advertises.
-
-    DRF's fields convert what they are given (``1.5`` to the row id 1, ``"yes"`` to True); a
-    client read the schema, so a value of another type is its mistake, not a value to guess at.
-    The other rules (lengths, choices, formats) are the serializer's, with its messages.
-    """
-    errors: dict[str, list[str]] = {}
-    for name, value in arguments.items():
-        kinds = properties.get(name, {}).get("type")
-        if kinds is None:
-            continue
-        kinds = [kinds] if isinstance(kinds, str) else list(kinds)
-        if not any(_JSON_TYPE_CHECKS[kind](value) for kind in kinds if kind in _JSON_TYPE_CHECKS):
-            errors[name] = [f"Expected {' or '.join(kinds)}."]
-    return errors
 
 
 def django_validation_errors(exc: DjangoValidationError) -> dict[str, list[str]]:

@@ -74,10 +74,25 @@ def parse_param_docs(doc: str | None) -> tuple[str, dict[str, str]]:
     return "\n".join(summary_lines).strip(), params
 
 
+#: Keywords whose value maps names (a property's, a definition's) to schemas: the names are no keywords.
+SCHEMA_MAP_KEYWORDS = frozenset({"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"})
+
+
+def map_subschemas(schema: dict[str, Any], convert: Callable[[Any], Any], skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """``schema``'s keywords (but ``skip``) with ``convert`` applied to each value that is or holds
+    schemas: into each schema of a name-to-schema map, so a property named ``title`` or
+    ``minimum`` is never read as that keyword."""
+    return {
+        key: {name: convert(sub) for name, sub in value.items()} if key in SCHEMA_MAP_KEYWORDS and isinstance(value, dict)
+        else convert(value)
+        for key, value in schema.items() if key not in skip
+    }
+
+
 def _strip_titles(schema: Any) -> Any:
     """Drop pydantic's generated ``title`` keys on properties: noise for models reading the schema."""
     if isinstance(schema, dict):
-        cleaned = {k: _strip_titles(v) for k, v in schema.items()}
+        cleaned = map_subschemas(schema, _strip_titles)
         props = cleaned.get("properties")
         if isinstance(props, dict):
             for prop in props.values():
@@ -165,7 +180,9 @@ def jsonable_schema(schema: Any) -> Any:
     converted: dict[str, Any] = {}
     for key, value in schema.items():
         key = str(key)
-        if key in _NUMBER_KEYWORDS and not isinstance(value, bool):
+        if key in SCHEMA_MAP_KEYWORDS and isinstance(value, dict):  # names, then schemas
+            converted[key] = {str(name): jsonable_schema(sub) for name, sub in value.items()}
+        elif key in _NUMBER_KEYWORDS and not isinstance(value, bool):
             converted[key] = _number(value)
         elif key in _COUNT_KEYWORDS:
             converted[key] = int(_number(value))
@@ -193,7 +210,7 @@ def openapi_to_json_schema(schema: Any) -> Any:
         return [openapi_to_json_schema(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    converted = {key: openapi_to_json_schema(value) for key, value in schema.items() if key != "nullable"}
+    converted = map_subschemas(schema, openapi_to_json_schema, skip=frozenset({"nullable"}))
     if converted.get("format") == "decimal" and converted.get("type") == "string":
         # DRF reads decimals from numbers or strings and writes strings; multipleOf on floats misleads.
         converted["type"] = ["string", "number"]
@@ -309,6 +326,37 @@ def input_from_signature(
     return InputSpec(schema=schema, validate=validate)
 
 
+#: JSON Schema's types, as a JSON value of each is in Python (a bool is not an integer or number here).
+_JSON_TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "string": lambda v: isinstance(v, str),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+    "null": lambda v: v is None,
+}
+
+
+def argument_type_errors(properties: dict[str, Any], arguments: dict[str, Any]) -> dict[str, list[str]]:
+    """Arguments whose JSON type is not the one their property in ``properties`` advertises.
+
+    DRF's fields convert what they are given (``1.5`` to the row id 1, ``"yes"`` to True, ``"5"``
+    to 5); a client read the schema, so a value of another type is its mistake, not a value to
+    guess at. The other rules (lengths, choices, formats) are the serializer's, with its messages.
+    """
+    errors: dict[str, list[str]] = {}
+    for name, value in arguments.items():
+        kinds = properties.get(name, {}).get("type")
+        if kinds is None:
+            continue
+        kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+        if not any(_JSON_TYPE_CHECKS[kind](value) for kind in kinds if kind in _JSON_TYPE_CHECKS):
+            errors[name] = [f"Expected {' or '.join(kinds)}."]
+    return errors
+
+
+
 def input_from_serializer(name: str, serializer_class: type) -> InputSpec:
     """Describe and validate arguments with a DRF ``Serializer`` class."""
     from rest_framework.schemas.openapi import AutoSchema
@@ -324,16 +372,27 @@ def input_from_serializer(name: str, serializer_class: type) -> InputSpec:
     schema = {"type": "object", "properties": properties, **({"required": required} if required else {})}
 
     def validate(arguments: dict[str, Any]) -> dict[str, Any]:
+        mistyped = argument_type_errors(properties, arguments)
+        if mistyped:  # strict as JSON, as for type-hinted tools: never converted
+            errors = [{"field": field, "message": " ".join(messages), "type": "json_type"} for field, messages in mistyped.items()]
+            raise invalid_params(f"Invalid arguments for tool {name!r}", {"errors": errors})
         serializer = serializer_class(data=arguments)
         if not serializer.is_valid():
             errors = [
-                {"field": field, "message": " ".join(str(m) for m in (messages if isinstance(messages, list) else [messages]))}
+                {"field": field, "message": " ".join(str(m) for m in listed), "type": _error_code(listed)}
                 for field, messages in serializer.errors.items()
+                for listed in [messages if isinstance(messages, list) else [messages]]
             ]
             raise invalid_params(f"Invalid arguments for tool {name!r}", {"errors": errors})
         return dict(serializer.validated_data)
 
     return InputSpec(schema=schema, validate=validate)
+
+
+def _error_code(messages: list[Any]) -> str:
+    """DRF's code of a field's first error (``invalid``, ``required``, ``max_length``...), as the
+    ``type`` a pydantic error carries."""
+    return str(getattr(messages[0], "code", None) or "invalid") if messages else "invalid"
 
 
 @dataclasses.dataclass(slots=True)
