@@ -11,9 +11,9 @@ from django.utils.html import escape
 
 def index(request: HttpRequest) -> HttpResponse:
     """A one-page explanation of where the MCP endpoint is and how to call it."""
-    from mcp_tools.conf import mcp_settings
+    from mcp_tools.conf import endpoint_path, mcp_settings
 
-    endpoint = request.build_absolute_uri("/" + mcp_settings.PATH.lstrip("/"))
+    endpoint = request.build_absolute_uri(endpoint_path())
     anonymous = bool(mcp_settings.ALLOW_ANONYMOUS)
     auth_note = (
         "Anonymous callers are allowed."

@@ -124,6 +124,12 @@ class McpToolsSettings:
 mcp_settings = McpToolsSettings()
 
 
+def endpoint_path() -> str:
+    """``MCP_TOOLS["PATH"]`` as served: from ``/``, with its trailing slash if it has one (Django's
+    style ``/api/mcp/`` is served at ``/api/mcp/``, not somewhere else)."""
+    return "/" + str(mcp_settings.PATH).lstrip("/")
+
+
 #: Django settings whose change invalidates what modules derived from MCP_TOOLS. Each
 #: module that caches something derived connects its own ``setting_changed``
 #: receiver (as DRF and Channels do), so this module imports nobody.

@@ -16,9 +16,10 @@ from django.urls import path
 
 
 def mcp_path() -> str:
-    from .conf import mcp_settings
+    """The endpoint's route in a ``URLRouter``: ``MCP_TOOLS["PATH"]`` without its leading ``/``."""
+    from .conf import endpoint_path
 
-    return str(mcp_settings.PATH).strip("/")
+    return endpoint_path()[1:]
 
 
 def http_urlpatterns() -> list[Any]:

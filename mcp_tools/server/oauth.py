@@ -22,7 +22,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
-from ..conf import RELOAD_ON, mcp_settings
+from ..conf import RELOAD_ON, endpoint_path, mcp_settings
 from ..registry.registry import SCOPE_PERMISSION_PREFIX
 
 logger = logging.getLogger("mcp_tools.oauth")
@@ -194,7 +194,7 @@ def resource_identifier(origin: str, path: str | None = None) -> str:
     if configured:
         return str(configured).rstrip("/")
     if path is None:
-        return f"{origin}/{str(mcp_settings.PATH).strip('/')}".rstrip("/")
+        return origin + endpoint_path()
     return origin + path
 
 
@@ -211,7 +211,7 @@ def serves_resource(path: str) -> bool:
     configured = oauth_setting("RESOURCE")
     if configured:
         return path.rstrip("/") == urlsplit(str(configured)).path.rstrip("/")
-    if path == "/" + str(mcp_settings.PATH).strip("/"):
+    if path == endpoint_path():
         return True
     from django.urls import Resolver404, resolve
 
