@@ -195,7 +195,10 @@ class ToolContext:
         :class:`ElicitationCancelled` when the user does not accept.
         """
         caps = self.client_capabilities.get("elicitation")
-        self._require({"elicitation": {"form": {}}}, isinstance(caps, dict) and ("form" in caps or not caps.get("url") or not caps))
+        # Form mode, when declared, or when no mode is: an empty object means form mode only (the
+        # 2025-11-25 back-compatibility rule), as any object did before modes existed. A client that
+        # declared URL mode alone is never sent a form (servers MUST NOT send an undeclared mode).
+        self._require({"elicitation": {"form": {}}}, isinstance(caps, dict) and ("form" in caps or "url" not in caps))
         requested = _flat_elicitation_schema(schema or {"type": "object", "properties": {}})
         params: dict[str, Any] = {"mode": "form", "message": message, "requestedSchema": requested}
         if self._inv.protocol_version < "2025-11-25":
