@@ -98,7 +98,45 @@ async def test_form_elicitation_is_not_sent_to_a_client_that_declared_url_mode_o
 # -- 3. the uri and date-time formats are not checked ----------------------------------------------------
 
 
+@pytest.mark.parametrize("content", [
+    {"site": "not a uri at all", "when": "2025-01-01T10:00:00Z"},
+    {"site": "https://example.com/", "when": "yesterday"},
+])
+async def test_an_answer_breaking_a_uri_or_date_time_format_is_refused(app: Any, content: dict[str, Any]) -> None:
+    """docs/durable-calls.md: a form answer is checked against the whole requestedSchema, formats included.
+    The spec supports four formats (email, uri, date, date-time); jsonschema's FormatChecker checks uri and
+    date-time only when optional packages (rfc3987, rfc3339-validator) are installed, and neither is a dependency."""
+    first = (await _first(app, "ask_formats"))["result"]
+    body = await _answer(app, "ask_formats", first, "fmt", content)
+    assert "error" in body and body["error"]["code"] == -32602, f"reached the handler: {body}"
 
 
+async def test_an_answer_breaking_date_time_is_refused_not_a_failed_call(app: Any) -> None:
+    first = (await _first(app, "ask_meeting"))["result"]
+    assert first["inputRequests"]["meeting"]["params"]["requestedSchema"]["properties"]["when"]["format"] == "date-time"
+    bad = await _answer(app, "ask_meeting", first, "meeting", {"when": "yesterday"})
+    assert "error" in bad and bad["error"]["code"] == -32602, f"the call did not stay waiting: {bad}"
+    good = await _answer(app, "ask_meeting", first, "meeting", {"when": "2025-01-01T10:00:00+00:00"})
+    assert good.get("result", {}).get("content") == [{"type": "text", "text": "2025-01-01T10:00:00+00:00"}], good
 
 
+@pytest.mark.parametrize(("fmt", "good", "bad"), [
+    ("uri", ["https://example.com/a?b=c#d", "mailto:a@b.org", "urn:isbn:0451450523", "http://[::1]:8080/"],
+     ["not a uri at all", "/relative/path", "//example.com/x", "https://exa mple.com", "http://x/%zz", "https://bücher.de"]),
+    ("date-time", ["2025-01-01T10:00:00Z", "2025-01-01t10:00:00.5z", "2025-01-01T10:00:00+05:30", "1998-12-31T23:59:60Z"],
+     ["yesterday", "2025-01-01T10:00:00", "2025-01-01 10:00:00Z", "2025-02-30T10:00:00Z", "2025-01-01T24:00:00Z",
+      "1998-12-31T22:59:60Z", "2025-01-01T10:00:00+24:00"]),
+    ("email", ["a@b.org", "first.last+tag@example.co.uk", '"a b"@x.org', "u@[192.0.2.1]", "u@[IPv6:2001:db8::1]"],
+     ["a", "a@", "@b.org", "a..b@c.org", "a b@c.org", "a@-b.org", "u@[::1]"]),
+])
+def test_the_spec_s_formats_are_checked_by_their_rfcs(fmt: str, good: list[str], bad: list[str]) -> None:
+    """RFC 3986 (uri), RFC 3339 (date-time), RFC 5321 (email), as JSON Schema defines the formats (jsonschema's
+    own checker let all of these through but the "date" one, which it checks well already)."""
+    from mcp_tools.protocol.answers import InvalidAnswer, check_answer
+
+    params = {"mode": "form", "requestedSchema": {"type": "object", "properties": {"v": {"type": "string", "format": fmt}}}}
+    for value in good:
+        check_answer("elicitation/create", params, {"action": "accept", "content": {"v": value}})
+    for value in bad:
+        with pytest.raises(InvalidAnswer):
+            check_answer("elicitation/create", params, {"action": "accept", "content": {"v": value}})

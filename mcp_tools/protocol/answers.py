@@ -6,7 +6,11 @@ before it reaches the journal, so a handler never replays garbage.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
+
+from .formats import CHECKERS
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -44,16 +48,31 @@ _SCALAR_TYPES = frozenset({"string", "integer", "number", "boolean"})
 _format_checker: Any = None
 
 
+def _answer_format_checker() -> Any:
+    """jsonschema's format checker, with the elicitation formats checked by :mod:`.formats`
+    (jsonschema's own check ``uri`` and ``date-time`` only with optional packages)."""
+    from jsonschema import FormatChecker
+
+    checker = FormatChecker()  # this instance's own copy of the known formats: registering here changes no other
+    for name, check in CHECKERS.items():
+        checker.checks(name)(functools.partial(_string_fits, check))
+    return checker
+
+
+def _string_fits(check: Callable[[str], bool], value: Any) -> bool:
+    return not isinstance(value, str) or check(value)  # a format says nothing about other types
+
+
 def _check_constraints(name: str, value: Any, schema: dict[str, Any]) -> None:
     """The rest of what the field's schema says (lengths, ranges, formats, array items), by jsonschema."""
     if schema.get("type") in _SCALAR_TYPES and _CHECKED_BY_TYPE.issuperset(schema):
         return  # nothing left to check (a validator costs more than the rest of the answer's checks)
-    from jsonschema import Draft202012Validator, FormatChecker
+    from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
 
     global _format_checker
     if _format_checker is None:
-        _format_checker = FormatChecker()  # stateless: one for the process
+        _format_checker = _answer_format_checker()  # stateless: one for the process
     try:
         error = next(Draft202012Validator(schema, format_checker=_format_checker).iter_errors(value), None)
     except SchemaError:  # the server's own schema: not the client's fault, and checked by type above
