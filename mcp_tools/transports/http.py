@@ -572,8 +572,13 @@ class McpEndpoint:
             await response.json(202, None)
             return
         if message.kind == "response":
-            await session_flavor.accept_client_response(message.raw, rc)
-            await response.json(202, None)
+            refused = await session_flavor.accept_client_response(message.raw, rc)
+            if refused is None:
+                await response.json(202, None)
+            else:
+                # A response the server cannot accept: an HTTP error status, and a JSON-RPC error that
+                # has no id (the 2025-11-25 transport); its id is the server's request's, not one to answer.
+                await response.json(400, {"jsonrpc": "2.0", "error": refused.to_error()})
             return
         if principal.scopes is not None:  # an OAuth token (what check_tool_scopes looks at)
             await check_tool_scopes(scope, headers, message.method, message.params, principal, message.id)

@@ -97,6 +97,7 @@ class StdioServer:
 
     async def handle(self, message: jsonrpc.Message) -> None:
         if message.kind == "response":
+            # A response is not answered (JSON-RPC): one refused is only logged (by the flavor).
             await session_flavor.accept_client_response(message.raw, self.context(None, None))
             return
         if message.kind == "notification":

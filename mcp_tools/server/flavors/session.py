@@ -24,13 +24,14 @@ from ...engine.journal import Journal, Step
 from ...interprocess import wakeups
 from ...protocol import jsonrpc
 from ...protocol.answers import InvalidAnswer, checked_answer
-from ...protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
+from ...protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
 from .. import background, core
 from ..context import RequestContext
 
 logger = logging.getLogger("mcp_tools.calls")
 
 STEP_ID_PREFIX = "mcp_tools"
+_LIVE = ("working", "input_required")
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 
 
@@ -244,42 +245,61 @@ async def _owner_gone(call_id: str, row: Any) -> bool:
     return True
 
 
-async def accept_client_response(message: dict[str, Any], rc: RequestContext) -> None:
-    """A client's JSON-RPC response to one of our requests (any process may receive it)."""
+def _not_waiting() -> McpError:
+    """What a response gets when no request of its session waits for it: unknown, forged, another
+    session's or caller's, a multi-round-trip call's, of a call that ended, or answered already."""
+    return McpError(INVALID_REQUEST, "No request of this session is waiting for a response with this id")
+
+
+async def accept_client_response(message: dict[str, Any], rc: RequestContext) -> McpError | None:
+    """A client's JSON-RPC response to one of our requests (any process may receive it).
+
+    Returns None when it is accepted: journaled, or the very answer the step has already
+    (delivered again: nothing changes). Otherwise the error that says why not, and nothing
+    changed: the 2025-11-25 transport answers a response it cannot accept with an HTTP error
+    status. An answer that does not fit its request leaves the step waiting, so the client
+    can answer again, as a 2026-07-28 call refuses such an answer and keeps waiting.
+    """
     parsed = parse_step_request_id(message.get("id"))
     if parsed is None:
-        logger.info("Ignored a response to an unknown request id %r", message.get("id"))
-        return
+        logger.info("Refused a response to an unknown request id %r", message.get("id"))
+        return _not_waiting()
     call_id, seq = parsed
     loaded = await store.load_call(call_id)
     if loaded is None:
-        logger.info("Ignored a response for unknown call %s", call_id)
-        return
+        logger.info("Refused a response for unknown call %s", call_id)
+        return _not_waiting()
     row, journal = loaded
     # A background call (a task) belongs to its caller, not to the session that started it: its
     # requests reach any of the caller's streams (tasks/result), and an answer from there counts.
     if row.principal != rc.principal.id or (row.session_id and not row.background and row.session_id != (rc.session_id or "")):
         logger.warning("Refused a response for call %s from another principal or session", call_id)
-        return
+        return _not_waiting()
     if row.flavor in ("mrtr", "saga"):
         # Those calls take their answers in their own requests, with the round's token.
         logger.warning("Refused a session response for %s call %s", row.flavor, call_id)
-        return
+        return _not_waiting()
     step = journal.at(seq)
-    if step is None or step.status != "pending" or step.request is None:
-        logger.info("Ignored a response for step %s of call %s: not pending", seq, call_id)
-        return
+    if step is None or step.request is None:
+        logger.info("Refused a response for step %s of call %s: no such request", seq, call_id)
+        return _not_waiting()
+    waiting = step.status == "pending" and row.status in _LIVE
     if "error" in message:
         error = message["error"] if isinstance(message["error"], dict) else {"message": str(message["error"])}
-        await store.answer_step(call_id, seq, "failed", None, error)
+        answer: tuple[str, Any, Any] = ("failed", None, error)
     else:
         try:
-            result = checked_answer(step.request["method"], step.request.get("params", {}), message.get("result"))
+            answer = ("done", checked_answer(step.request["method"], step.request.get("params", {}), message.get("result")), None)
         except InvalidAnswer as exc:
-            await store.answer_step(call_id, seq, "failed", None, {"code": INVALID_PARAMS, "message": f"Invalid answer: {exc}"})
-        else:
-            await store.answer_step(call_id, seq, "done", result, None)
+            logger.info("Refused an answer to step %s of call %s: %s", seq, call_id, exc)
+            return McpError(INVALID_PARAMS, f"Invalid answer: {exc}") if waiting else _not_waiting()
+    if step.status != "pending" and (step.status, step.response, step.error) == answer:
+        return None  # the same answer delivered again (a client retrying its POST): accepted, as it was
+    if not waiting or not await store.answer_step(call_id, seq, *answer):
+        logger.info("Refused a response for step %s of call %s: answered already, or the call ended", seq, call_id)
+        return _not_waiting()
     if row.background:
         # Its last answer sends it back to a worker here: the stream that carried the request may be gone.
         await background.go_on_if_answered(call_id)
     await wakeups.notify(call_id)
+    return None
