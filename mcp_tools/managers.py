@@ -15,11 +15,17 @@ from django.core.exceptions import ValidationError
 from django.db import models, transaction
 from django.utils import timezone
 
-from .states import LIVE_STATUSES, CallStatus, StepStatus
+from .states import LIVE_STATUSES, CallStatus, StepStatus, WireFlavor
 
 if TYPE_CHECKING:
     from .engine.journal import Step
     from .models import ToolCall
+
+
+def _held_by_lease(now: Any) -> models.Q:
+    """A working background call (not a task) with an unexpired lease: a worker runs it, or it waits for
+    a ``retry_on`` retry. ``CALL_TTL`` does not end it (see :meth:`ToolCallManager.overdue`)."""
+    return models.Q(status=CallStatus.WORKING, background=True, lease_expires_at__gt=now) & ~models.Q(flavor=WireFlavor.TASK)
 
 
 class ToolCallManager(models.Manager["ToolCall"]):
@@ -109,12 +115,12 @@ class ToolCallManager(models.Manager["ToolCall"]):
         for a retry holds a lease with no worker: the sweep's deadline if the retry
         never comes), or whose worker let its lease run out (it died): that is how a
         lost worker's call is taken over. Exactly one of several workers wins. Never
-        for a call past its expiry (``CALL_TTL``, a task's ``ttl``), even before a
-        sweep marks it so.
+        for an :meth:`overdue` call, even before a sweep marks it so.
         """
         now = timezone.now()
         free = models.Q(worker="") | models.Q(lease_expires_at__isnull=True) | models.Q(lease_expires_at__lt=now)
-        unexpired = models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now)
+        # Not overdue: a retry's lease holds the call past CALL_TTL as a worker's does (see overdue()).
+        unexpired = models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now) | _held_by_lease(now)
         return bool(
             self.filter(free, unexpired, id=call_id, status=CallStatus.WORKING, background=True).update(
                 worker=worker, lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now
@@ -140,10 +146,21 @@ class ToolCallManager(models.Manager["ToolCall"]):
             for pk in self.filter(lost, status=CallStatus.WORKING, background=True).values_list("id", flat=True)[:1000]
         ]
 
-    def expire_overdue(self, call_id: Any = None) -> int:
-        """Mark the live calls past their expiry ``expired`` (only ``call_id``, if given); how many moved."""
+    def overdue(self) -> models.QuerySet[ToolCall]:
+        """Live calls past their expiry: ``CALL_TTL`` after they were made, or a task's ``ttl``.
+
+        Not a background call (other than a task) that a worker runs now, or will run for a
+        ``retry_on`` retry: it holds an unexpired lease. ``CALL_TTL`` is how long a call may wait
+        (for input, for a worker); such a call waits for nothing. A task's ``ttl`` is the
+        client's own limit on the whole task, and holds while a worker runs it.
+        """
         now = timezone.now()
-        rows = self.filter(status__in=LIVE_STATUSES, expires_at__lt=now)
+        return self.filter(status__in=LIVE_STATUSES, expires_at__lt=now).exclude(_held_by_lease(now))
+
+    def expire_overdue(self, call_id: Any = None) -> int:
+        """Mark the :meth:`overdue` calls ``expired`` (only ``call_id``, if given); how many moved."""
+        now = timezone.now()
+        rows = self.overdue()
         if call_id is not None:
             rows = rows.filter(id=call_id)
         return rows.update(

@@ -9,7 +9,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 class Command(BaseCommand):
     help = (
-        "Mark calls that waited longer than MCP_TOOLS['CALL_TTL'] as expired (their tokens are then refused), "
+        "Mark calls older than MCP_TOOLS['CALL_TTL'] (tasks: past their ttl) as expired, but for background calls "
+        "a worker still holds (their tokens are then refused); "
         "delete SSE replay events older than CALL_TTL, 2025-11-25 sessions unused for MCP_TOOLS['SESSION_IDLE_SECONDS'], "
         "and finished calls (with their steps) older than MCP_TOOLS['RETAIN_FINISHED_SECONDS'] (or --days)."
     )
@@ -29,7 +30,6 @@ class Command(BaseCommand):
         from mcp_tools.conf import mcp_settings
         from mcp_tools.console.retention import purge_finished_calls, retention_seconds
         from mcp_tools.models import StreamEvent, ToolCall
-        from mcp_tools.states import LIVE_STATUSES
         from mcp_tools.store.sessions import purge_idle_sessions
 
         dry_run = bool(options["dry_run"])
@@ -37,7 +37,7 @@ class Command(BaseCommand):
             raise CommandError("--days must not be negative")
         keep = options["days"] * 86400 if options["days"] is not None else retention_seconds()
         if dry_run:
-            expired = ToolCall.objects.filter(status__in=LIVE_STATUSES, expires_at__lt=timezone.now()).count()
+            expired = ToolCall.objects.overdue().count()
             events = StreamEvent.objects.filter(
                 created_at__lt=timezone.now() - timedelta(seconds=int(mcp_settings.CALL_TTL))
             ).count()
