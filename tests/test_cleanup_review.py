@@ -72,8 +72,81 @@ def test_a_call_waiting_for_its_retry_past_call_ttl_is_still_run_by_a_worker() -
 # -- 3. idle-session cleanup leaves an open listening stream subscribed to nothing ------------------------------
 
 
+@pytest.mark.django_db(transaction=True)
+async def test_cleanup_does_not_leave_an_open_stream_listening_to_a_deleted_session() -> None:
+    """A client holding the session's GET stream open (listening for resource updates) sends no request for a
+    day. mcp_cleanup deletes the session and its subscriptions, but the stream stays open with keep-alives: the
+    client believes it is subscribed and silently hears nothing more. DELETE ends the session's streams
+    (notifications.end_streams); the idle purge does not, and an open stream does not count as use either.
+    Either keep a session with an open stream, or end its streams so the client reconnects, gets 404 and
+    starts a new session."""
+    session = await open_session()
+    await sync_to_async(ResourceSubscription.objects.create)(session_id=session, uri="inventory://products/WID-001")
+    stream = Stream("GET", post_headers(version=HANDSHAKE, session=session, extra={"accept": "text/event-stream"}))
+    await asyncio.wait_for(stream.got.wait(), 5)
+    assert any(m["type"] == "http.response.start" and m["status"] == 200 for m in stream.sent), stream.sent
+    when = timezone.now() - timedelta(seconds=DAY + 60)
+    await sync_to_async(McpSession.objects.filter(id=session).update)(last_seen_at=when)
+    sessions.clear()
+    await sync_to_async(call_command)("mcp_cleanup", stdout=io.StringIO())
+    kept = await sync_to_async(McpSession.objects.filter(id=session).exists)()
+    if not kept:
+        try:
+            await asyncio.wait_for(asyncio.shield(stream.task), 3)
+        except asyncio.TimeoutError:
+            pass
+    stream.gone.set()
+    ended = stream.task.done()
+    await asyncio.wait_for(stream.task, 20)
+    assert kept or ended, "the session and its subscriptions were deleted while its stream stayed open"
 
 
 # -- 4. idle-session cleanup leaves the session's waiting calls live (DELETE ends them) --------------------------
 
 
+@pytest.mark.django_db(transaction=True)
+async def test_idle_session_cleanup_ends_the_session_s_waiting_calls(settings: object) -> None:
+    """tests/test_http_spec_edges.py::test_deleting_the_session_ends_its_call_waiting_for_input: once the
+    session is gone nobody can answer its calls, so they must not stay input_required until CALL_TTL. The same
+    holds when the session ends because it was idle (SESSION_IDLE_SECONDS shorter than CALL_TTL)."""
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "SESSION_IDLE_SECONDS": 3600}  # type: ignore[attr-defined]
+    session = await open_session({"elicitation": {}})
+    call = await sync_to_async(ToolCall.objects.create)(
+        tool_name="test_elicitation", principal=f"session:{session}", flavor="session", params_digest="0" * 64,
+        session_id=session, status="input_required", expires_at=timezone.now() + timedelta(hours=20),
+    )
+    when = timezone.now() - timedelta(hours=2)
+    await sync_to_async(McpSession.objects.filter(id=session).update)(last_seen_at=when)
+    sessions.clear()
+    await sync_to_async(call_command)("mcp_cleanup", stdout=io.StringIO())
+    assert not await sync_to_async(McpSession.objects.filter(id=session).exists)()
+    await sync_to_async(call.refresh_from_db)()
+    assert call.status not in ("input_required", "working"), call.status
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_client_listening_on_its_get_stream_keeps_its_session(settings: object) -> None:
+    """A client that only listens (its GET stream open, no request) uses its session: the stream records
+    that now and then (at most 24 times per SESSION_IDLE_SECONDS, as requests do), and the idle purge keeps it."""
+    from mcp_tools.interprocess import notifications
+
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "SESSION_IDLE_SECONDS": 24}  # type: ignore[attr-defined]  # recorded every second
+    session = await open_session()
+    stream = Stream("GET", post_headers(version=HANDSHAKE, session=session, extra={"accept": "text/event-stream"}))
+    try:
+        await asyncio.wait_for(stream.got.wait(), 5)
+        await sync_to_async(McpSession.objects.filter(id=session).update)(last_seen_at=timezone.now() - timedelta(hours=1))
+        await asyncio.sleep(1.1)
+        await notifications.send_to_session(session, {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        await stream.wait_for(lambda m: m.get("method") == "notifications/tools/list_changed")
+        for _ in range(40):
+            seen = await sync_to_async(McpSession.objects.values_list("last_seen_at", flat=True).get)(id=session)
+            if timezone.now() - seen < timedelta(seconds=10):
+                break
+            await asyncio.sleep(0.05)
+        sessions.clear()
+        await sync_to_async(call_command)("mcp_cleanup", stdout=io.StringIO())
+        assert await sync_to_async(McpSession.objects.filter(id=session).exists)(), "a listening client's session was purged"
+    finally:
+        stream.gone.set()
+        await asyncio.wait_for(stream.task, 20)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils import timezone
@@ -96,22 +97,52 @@ async def forget(session_id: str) -> None:
     await broadcast.publish(GROUP, {"type": "mcp.session.changed", "session_id": session_id})
 
 
-async def delete(session_id: str) -> None:
-    await store.delete_session(session_id)
-    await forget(session_id)
-
-
 async def end(session_id: str, reason: str) -> None:
     """End a session: its row, its standalone stream (in whichever process holds it) and its
     calls. No request can reach those calls once the session is gone (every one gets 404), so
     one waiting for input would wait until ``CALL_TTL``; they end cancelled with ``reason``.
     Its tasks (background calls) go on."""
+    await store.delete_session(session_id)
+    await _ended([session_id], reason)
+
+
+def purge_idle(idle_seconds: float, *, dry_run: bool = False) -> int:
+    """Delete the sessions unused for ``idle_seconds``, each ended as :func:`end` ends one; how many (sync).
+
+    ``mcp_cleanup`` runs it. A stream reached through a shared channel layer ends; with the
+    in-memory layer, only one this process holds (the stream's own process ends it when
+    its client next asks for the session, which is gone).
+    """
+    def deleted(ids: list[str]) -> None:
+        async_to_sync(_ended)(ids, "The session expired")
+
+    return store.sync_sessions.purge_idle_sessions(idle_seconds, dry_run=dry_run, deleted=deleted)
+
+
+async def _ended(session_ids: list[str], reason: str) -> None:
+    """What ends with sessions whose rows were deleted: their cached copies, standalone streams and calls."""
     from .core import end_call  # the session layer sits below the call core
 
-    await delete(session_id)
-    await notifications.end_streams(session_id)
-    for call_id in await store.session_calls(session_id):
+    for session_id in session_ids:
+        await forget(session_id)
+        await notifications.end_streams(session_id)
+    for call_id in await store.session_calls(*session_ids):
         await end_call(call_id, "cancelled", reason)
+
+
+async def keep_in_use(session_id: str, recorded: float) -> float:
+    """A client listening on the session's standalone stream uses the session, though it sends nothing.
+
+    ``recorded``: when this stream last recorded that (``time.monotonic()``); returns when it
+    last did now. Written at most :data:`TOUCHES_PER_IDLE_LIMIT` times per ``SESSION_IDLE_SECONDS``,
+    as :func:`get` writes it.
+    """
+    idle_limit = mcp_settings.SESSION_IDLE_SECONDS
+    now = time.monotonic()
+    if idle_limit is None or now - recorded < float(idle_limit) / TOUCHES_PER_IDLE_LIMIT:
+        return recorded
+    await store.touch_session(session_id)
+    return now
 
 
 async def set_log_level(session_id: str, level: str) -> None:

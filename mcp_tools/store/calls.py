@@ -378,12 +378,12 @@ def call_status(call_id: Any) -> tuple[str, int, Any, str] | None:
         return None
 
 
-def session_calls(session_id: str) -> list[str]:
-    """The live calls a 2025-11-25 session holds: not its background calls (its tasks), which
+def session_calls(*session_ids: str) -> list[str]:
+    """The live calls 2025-11-25 sessions hold: not their background calls (their tasks), which
     belong to the caller and outlive the session."""
     from ..models import ToolCall
 
-    rows = ToolCall.objects.filter(session_id=session_id, background=False, status__in=LIVE_STATUSES)
+    rows = ToolCall.objects.filter(session_id__in=session_ids, background=False, status__in=LIVE_STATUSES)
     return [str(call_id) for call_id in rows.values_list("id", flat=True)]
 
 

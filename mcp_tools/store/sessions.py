@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 from ..conf import mcp_settings
@@ -34,8 +35,12 @@ def touch_session(session_id: str) -> None:
     McpSession.objects.filter(id=session_id).update(last_seen_at=timezone.now())
 
 
-def purge_idle_sessions(idle_seconds: float, *, dry_run: bool = False) -> int:
-    """Delete sessions unused for ``idle_seconds`` (with their subscriptions and replay events); how many."""
+def purge_idle_sessions(idle_seconds: float, *, dry_run: bool = False,
+                        deleted: Callable[[list[str]], None] | None = None) -> int:
+    """Delete sessions unused for ``idle_seconds`` (with their subscriptions and replay events); how many.
+
+    In batches, each in a transaction; ``deleted`` hears the ids of each batch once it committed.
+    """
     from datetime import timedelta
 
     from django.db import transaction
@@ -51,6 +56,8 @@ def purge_idle_sessions(idle_seconds: float, *, dry_run: bool = False) -> int:
         with transaction.atomic():
             StreamEvent.objects.filter(session_id__in=ids).delete()
             purged += McpSession.objects.filter(id__in=ids).delete()[1].get(McpSession._meta.label, 0)
+        if deleted is not None:
+            deleted(ids)
     return purged
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from typing import Any
 from urllib.parse import urlsplit
@@ -821,7 +822,9 @@ class McpEndpoint:
                 response.stream_id = STANDALONE_STREAM_PREFIX + uuid.uuid4().hex
             await response.start_stream()
             watcher = asyncio.ensure_future(receive())
+            in_use = time.monotonic()
             while True:
+                in_use = await sessions.keep_in_use(session_id, in_use)  # a listening client is not idle
                 getter = asyncio.ensure_future(queue.get())
                 done, _ = await asyncio.wait({getter, watcher}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
                 if watcher in done:

@@ -30,7 +30,7 @@ class Command(BaseCommand):
         from mcp_tools.conf import mcp_settings
         from mcp_tools.console.retention import purge_finished_calls, retention_seconds
         from mcp_tools.models import StreamEvent, ToolCall
-        from mcp_tools.store.sessions import purge_idle_sessions
+        from mcp_tools.server.sessions import purge_idle
 
         dry_run = bool(options["dry_run"])
         if options["days"] is not None and options["days"] < 0:
@@ -48,7 +48,7 @@ class Command(BaseCommand):
             self.stdout.write(f"Expired {expired} call(s); deleted {events} old stream event(s).")
         idle = mcp_settings.SESSION_IDLE_SECONDS
         if idle is not None:
-            sessions = purge_idle_sessions(float(idle), dry_run=dry_run)
+            sessions = purge_idle(float(idle), dry_run=dry_run)
             verb = "Dry run: would delete" if dry_run else "Deleted"
             self.stdout.write(f"{verb} {sessions} session(s) unused for {float(idle):g} second(s).")
         if keep is None:
