@@ -67,6 +67,30 @@ def test_a_call_waiting_for_its_retry_past_call_ttl_is_still_run_by_a_worker() -
 # -- 2. --days values that are not a usable number crash with a traceback ---------------------------------
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("days", ["nan", "inf"])
+def test_days_that_are_not_a_finite_number_are_refused_before_anything_changes(days: str) -> None:
+    """`--days nan` (ValueError from timedelta) and `--days inf` (OverflowError) escaped as raw exceptions,
+    after the command had expired calls already. They are refused like `--days -1` (CommandError), first."""
+    overdue = ToolCall.objects.create(
+        tool_name="t", principal="user:1", flavor="session", params_digest="0" * 64, status="input_required",
+        expires_at=timezone.now() - timedelta(minutes=5),
+    )
+    with pytest.raises(CommandError):
+        call_command("mcp_cleanup", "--days", days, stdout=io.StringIO())
+    overdue.refresh_from_db()
+    assert overdue.status == "input_required"
+
+
+@pytest.mark.django_db
+def test_days_reaching_back_before_the_year_1_keep_every_finished_call() -> None:
+    """`--days 1000000`: a cutoff before datetime.min (OverflowError) means that no call ended that long ago."""
+    done = ToolCall.objects.create(tool_name="t", principal="user:1", flavor="session", params_digest="0" * 64, status="completed")
+    ToolCall.objects.filter(id=done.id).update(updated_at=timezone.now() - timedelta(days=400))
+    out = io.StringIO()
+    call_command("mcp_cleanup", "--days", "1000000", stdout=out)
+    assert ToolCall.objects.filter(id=done.id).exists()
+    assert "Deleted 0 finished call(s)" in out.getvalue(), out.getvalue()
 
 
 # -- 3. idle-session cleanup leaves an open listening stream subscribed to nothing ------------------------------

@@ -40,7 +40,10 @@ def purge_finished_calls(older_than_seconds: float, *, dry_run: bool = False, ba
     ``(status, -updated_at)`` index finds them. Live calls are never touched.
     With ``dry_run``, counts what would go and deletes nothing.
     """
-    cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    try:
+        cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+    except OverflowError:  # before the year 1: no call ended that long ago
+        return Purged(0, 0)
     finished = ToolCall.objects.filter(status__in=list(TERMINAL_STATUSES), updated_at__lt=cutoff)
     if dry_run:
         return Purged(finished.count(), CallStep.objects.filter(call__in=finished.values("pk")).count())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -33,6 +34,9 @@ class Command(BaseCommand):
         from mcp_tools.server.sessions import purge_idle
 
         dry_run = bool(options["dry_run"])
+        # Checked before anything is changed: nan or inf would fail halfway through.
+        if options["days"] is not None and not math.isfinite(options["days"]):
+            raise CommandError("--days must be a finite number")
         if options["days"] is not None and options["days"] < 0:
             raise CommandError("--days must not be negative")
         keep = options["days"] * 86400 if options["days"] is not None else retention_seconds()
