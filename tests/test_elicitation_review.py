@@ -93,6 +93,15 @@ async def test_form_elicitation_is_not_sent_to_a_client_that_declared_url_mode_o
 # -- 2. a model constraint requestedSchema does not carry (pattern): a non-matching answer kills the call ---------
 
 
+async def test_an_answer_breaking_a_pydantic_pattern_is_refused_and_the_call_still_waits(app: Any) -> None:
+    """_model_elicitation_schema keeps no "pattern" (nor exclusiveMinimum/Maximum, multipleOf), so the answer
+    passes the arrival check, is journaled, and model_validate then raises StepFailed on replay: the call
+    ends as a failed tool call on one typo, with no chance to answer again."""
+    first = (await _first(app, "ask_code"))["result"]
+    bad = await _answer(app, "ask_code", first, "code", {"code": "abc"})
+    assert "error" in bad and bad["error"]["code"] == -32602, f"the call did not stay waiting: {bad}"
+    good = await _answer(app, "ask_code", first, "code", {"code": "ABC"})
+    assert good.get("result", {}).get("content") == [{"type": "text", "text": "ABC"}], good
 
 
 # -- 3. the uri and date-time formats are not checked ----------------------------------------------------
@@ -140,3 +149,31 @@ def test_the_spec_s_formats_are_checked_by_their_rfcs(fmt: str, good: list[str],
     for value in bad:
         with pytest.raises(InvalidAnswer):
             check_answer("elicitation/create", params, {"action": "accept", "content": {"v": value}})
+
+
+async def test_the_model_s_own_schema_stays_on_the_server(app: Any) -> None:
+    """What the answer is checked against beyond requestedSchema is journaled with the step, not sent."""
+    first = (await _first(app, "ask_code"))["result"]
+    assert set(first["inputRequests"]["code"]) == {"method", "params"}, first["inputRequests"]["code"]
+    assert "pattern" not in json.dumps(first["inputRequests"]), first["inputRequests"]
+
+
+class Quantity(BaseModel):
+    count: int = Field(gt=0, multiple_of=5)
+    note: str = Field(default="", max_length=10)
+
+
+def test_constraints_requested_schema_cannot_carry_are_checked_against_the_model_s_schema() -> None:
+    from mcp_tools.engine.context import _model_answer_schema, _model_elicitation_schema
+    from mcp_tools.protocol.answers import InvalidAnswer, checked_step_answer
+
+    assert _model_answer_schema(Meeting) is None  # requestedSchema says all (no journal bloat)
+    request = {"method": "elicitation/create",
+               "params": {"mode": "form", "message": "How many?", "requestedSchema": _model_elicitation_schema(Quantity)},
+               "answerSchema": _model_answer_schema(Quantity)}
+    assert checked_step_answer(request, {"action": "accept", "content": {"count": 10, "extra": 1}}) == {
+        "action": "accept", "content": {"count": 10}}
+    for count in (0, 7):
+        with pytest.raises(InvalidAnswer, match="count"):
+            checked_step_answer(request, {"action": "accept", "content": {"count": count}})
+    assert checked_step_answer(request, {"action": "decline"}) == {"action": "decline"}

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from asgiref.sync import async_to_sync
 from pydantic import BaseModel, ValidationError
 
+from ..protocol.answers import ANSWER_SCHEMA
 from ..protocol.errors import MISSING_CLIENT_CAPABILITY, McpError
 from ..protocol.levels import LOG_LEVELS
 from .errors import Defer, ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, Suspend, once_exception
@@ -60,6 +61,7 @@ class StepRequest(typing.Generic[T]):
         key: str | None,
         convert: Callable[[Any], T],
         fresh_id: str | None = None,
+        answer_schema: dict[str, Any] | None = None,
     ) -> None:
         self.ctx = ctx
         self.kind = kind
@@ -70,6 +72,9 @@ class StepRequest(typing.Generic[T]):
         #: A parameter given a new unique value when the step is first asked, kept in the journal
         #: (and out of the digest that replays compare).
         self.fresh_id = fresh_id
+        #: What the answer must fit beyond what the wire's request says, journaled with the step
+        #: (under :data:`~mcp_tools.protocol.answers.ANSWER_SCHEMA`) and never sent.
+        self.answer_schema = answer_schema
 
     def __await__(self) -> typing.Generator[Any, None, T]:
         return self._single().__await__()
@@ -86,11 +91,39 @@ def _flat_elicitation_schema(schema: type[BaseModel] | dict[str, Any]) -> dict[s
     return _model_elicitation_schema(schema)
 
 
+#: What a field of ``requestedSchema`` says (the spec's restricted schema, and what clients take of JSON Schema).
+_WIRE_KEYWORDS = frozenset({
+    "type", "title", "description", "enum", "default", "minimum", "maximum", "minLength", "maxLength", "format",
+    "enumNames", "oneOf", "items", "minItems", "maxItems",
+})
+#: Keywords that assert nothing about an answer.
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly", "$comment"})
+
+
 @functools.lru_cache(maxsize=256)
 def _model_elicitation_schema(schema: type[BaseModel]) -> dict[str, Any]:
     # Cached: handlers replay every answered step on every round, and generating a
     # model's JSON schema dominated replay time (docs/performance-durable.md).
     raw = schema.model_json_schema()
+    properties = {name: {k: v for k, v in prop.items() if k in _WIRE_KEYWORDS} for name, prop in _inlined_properties(raw).items()}
+    result: dict[str, Any] = {"type": "object", "properties": properties}
+    if raw.get("required"):
+        result["required"] = raw["required"]
+    return result
+
+
+@functools.lru_cache(maxsize=256)
+def _model_answer_schema(schema: type[BaseModel]) -> dict[str, Any] | None:
+    """The model's whole JSON schema when its fields assert more than ``requestedSchema`` can carry
+    (``pattern``, ``exclusiveMinimum``, ``multipleOf``...), else None: an answer is checked against
+    it when it arrives, so one that the model would refuse on replay is refused then instead."""
+    raw = schema.model_json_schema()
+    said = _WIRE_KEYWORDS | _ANNOTATIONS
+    return raw if any(not said.issuperset(prop) for prop in _inlined_properties(raw).values()) else None
+
+
+def _inlined_properties(raw: dict[str, Any]) -> dict[str, Any]:
+    """A model JSON schema's properties, each with its ``$ref`` inlined and ``Optional`` unwrapped."""
     defs = raw.get("$defs", {})
     properties: dict[str, Any] = {}
     for name, prop in raw.get("properties", {}).items():
@@ -103,12 +136,8 @@ def _model_elicitation_schema(schema: type[BaseModel]) -> dict[str, Any]:
             branches = [b for b in prop["anyOf"] if b.get("type") != "null"]
             if len(branches) == 1:
                 prop = {**branches[0], **{k: v for k, v in prop.items() if k != "anyOf"}}
-        prop = {k: v for k, v in prop.items() if k in {"type", "title", "description", "enum", "default", "minimum", "maximum", "minLength", "maxLength", "format", "enumNames", "oneOf", "items", "minItems", "maxItems"}}
         properties[name] = prop
-    result: dict[str, Any] = {"type": "object", "properties": properties}
-    if raw.get("required"):
-        result["required"] = raw["required"]
-    return result
+    return properties
 
 
 def _as_messages(messages: str | Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -218,9 +247,11 @@ class ToolContext:
             except ValidationError as exc:
                 raise StepFailed(f"The answer to {message!r} does not fit {model.__name__}: {exc.errors(include_url=False)}") from None
 
-        # The answer's shape was checked against requestedSchema when it arrived
-        # (mcp_tools.protocol.answers); the model adds its own constraints here.
-        return StepRequest(self, "elicit", "elicitation/create", params, self._key("elicit", key), convert)
+        # The answer was checked when it arrived (mcp_tools.protocol.answers) against requestedSchema
+        # and, for what that cannot say, the model's own schema; validators of the model's own code
+        # can still refuse it here.
+        return StepRequest(self, "elicit", "elicitation/create", params, self._key("elicit", key), convert,
+                           answer_schema=_model_answer_schema(model) if model is not None else None)
 
     def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None, key: str | None = None) -> StepRequest[None]:
         """Send the user to ``url`` (URL mode); returns when they accept."""
@@ -359,6 +390,8 @@ class ToolContext:
             if step is None:
                 if request.fresh_id is not None:
                     wire = {"method": request.method, "params": {**request.params, request.fresh_id: uuid.uuid4().hex}}
+                if request.answer_schema is not None:
+                    wire = {**wire, ANSWER_SCHEMA: request.answer_schema}
                 step = Step(seq=seq, kind=request.kind, key=request.key or f"step-{seq}", digest=step_digest, request=wire)
                 journal.steps.append(step)
             elif step.kind != request.kind or step.key != request.key or step.digest != step_digest:

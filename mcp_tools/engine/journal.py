@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..protocol.answers import ANSWER_SCHEMA
 from ..protocol.jsonrpc import compact_json
 
 _canonical_json = compact_json(sort_keys=True)
@@ -24,7 +25,8 @@ def digest(value: Any) -> str:
 
 @dataclass
 class Step:
-    """One journal entry. ``request`` is ``{"method", "params"}`` for client requests."""
+    """One journal entry. ``request`` is ``{"method", "params"}`` for client requests (and, for an
+    elicitation whose model asserts more than its ``requestedSchema`` says, :data:`ANSWER_SCHEMA`)."""
 
     seq: int
     kind: str
@@ -39,6 +41,14 @@ class Step:
     @property
     def answered(self) -> bool:
         return self.status != "pending"
+
+    @property
+    def wire_request(self) -> dict[str, Any] | None:
+        """The request as the client is sent it: without what the server keeps for itself (:data:`ANSWER_SCHEMA`)."""
+        request = self.request
+        if request is None or ANSWER_SCHEMA not in request:
+            return request
+        return {key: value for key, value in request.items() if key != ANSWER_SCHEMA}
 
 
 def failed_once_key(key: str, seq: int) -> str:

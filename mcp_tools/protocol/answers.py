@@ -22,6 +22,11 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+#: The key of a journaled step request that holds what the answer must fit beyond the request's
+#: own params (a pydantic model's whole JSON schema): kept by the server, never sent.
+ANSWER_SCHEMA = "answerSchema"
+
+
 class InvalidAnswer(ValueError):
     """The answer does not fit the request it answers."""
 
@@ -48,15 +53,18 @@ _SCALAR_TYPES = frozenset({"string", "integer", "number", "boolean"})
 _format_checker: Any = None
 
 
-def _answer_format_checker() -> Any:
+def _formats() -> Any:
     """jsonschema's format checker, with the elicitation formats checked by :mod:`.formats`
     (jsonschema's own check ``uri`` and ``date-time`` only with optional packages)."""
-    from jsonschema import FormatChecker
+    global _format_checker
+    if _format_checker is None:  # stateless: one for the process
+        from jsonschema import FormatChecker
 
-    checker = FormatChecker()  # this instance's own copy of the known formats: registering here changes no other
-    for name, check in CHECKERS.items():
-        checker.checks(name)(functools.partial(_string_fits, check))
-    return checker
+        checker = FormatChecker()  # this instance's own copy of the known formats: registering here changes no other
+        for name, check in CHECKERS.items():
+            checker.checks(name)(functools.partial(_string_fits, check))
+        _format_checker = checker
+    return _format_checker
 
 
 def _string_fits(check: Callable[[str], bool], value: Any) -> bool:
@@ -70,11 +78,8 @@ def _check_constraints(name: str, value: Any, schema: dict[str, Any]) -> None:
     from jsonschema import Draft202012Validator
     from jsonschema.exceptions import SchemaError
 
-    global _format_checker
-    if _format_checker is None:
-        _format_checker = _answer_format_checker()  # stateless: one for the process
     try:
-        error = next(Draft202012Validator(schema, format_checker=_format_checker).iter_errors(value), None)
+        error = next(Draft202012Validator(schema, format_checker=_formats()).iter_errors(value), None)
     except SchemaError:  # the server's own schema: not the client's fault, and checked by type above
         return
     if error is not None:
@@ -156,6 +161,21 @@ def checked_answer(method: str, params: dict[str, Any], answer: Any) -> Any:
         if not set(content) <= set(properties):
             return {**answer, "content": {name: value for name, value in content.items() if name in properties}}
     return answer
+
+
+def checked_step_answer(request: dict[str, Any], answer: Any) -> Any:
+    """:func:`checked_answer` for a journaled step request; an accepted form answer must also fit the
+    request's :data:`ANSWER_SCHEMA`, if it has one."""
+    checked = checked_answer(request["method"], request.get("params", {}), answer)
+    schema = request.get(ANSWER_SCHEMA)
+    if schema is not None and checked.get("action") == "accept":
+        from jsonschema import Draft202012Validator
+
+        error = next(Draft202012Validator(schema, format_checker=_formats()).iter_errors(checked.get("content") or {}), None)
+        if error is not None:
+            where = "/".join(str(part) for part in error.absolute_path)
+            raise InvalidAnswer(f"field {where!r}: {error.message}" if where else error.message)
+    return checked
 
 
 def step_type(method: str) -> str:

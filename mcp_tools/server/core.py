@@ -38,7 +38,7 @@ from ..engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterm
 from ..engine.journal import Journal, Step, digest
 from ..interprocess import cancellation, events, wakeups
 from ..protocol import jsonrpc
-from ..protocol.answers import InvalidAnswer, checked_answer
+from ..protocol.answers import InvalidAnswer, checked_step_answer
 from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError, invalid_params
 from ..protocol.levels import at_least
 from ..protocol.schemas import InvalidSchema
@@ -790,7 +790,7 @@ def apply_answer(step: Step, answer: Any, key: str) -> None:
     """Check one answer against its step's request and record it (in memory)."""
     assert step.request is not None
     try:
-        answer = checked_answer(step.request["method"], step.request.get("params", {}), answer)
+        answer = checked_step_answer(step.request, answer)
     except InvalidAnswer as exc:
         raise invalid_params(f"Invalid input response for {key!r}: {exc}", {"key": key}) from None
     step.response = answer

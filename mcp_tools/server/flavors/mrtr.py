@@ -34,7 +34,7 @@ def input_required(call_id: str, round_number: int, pending: list[Step], rc: Req
     """The ``InputRequiredResult`` for one suspended round (its token carrying ``carry``, see :func:`core.seal`)."""
     return {
         "resultType": "input_required",
-        "inputRequests": {step.key: step.request for step in pending},
+        "inputRequests": {step.key: step.wire_request for step in pending},
         "requestState": core.seal("request", call_id, round_number, rc, target, carry),
     }
 

@@ -23,7 +23,7 @@ from ...conf import mcp_settings
 from ...engine.journal import Journal, Step
 from ...interprocess import wakeups
 from ...protocol import jsonrpc
-from ...protocol.answers import InvalidAnswer, checked_answer
+from ...protocol.answers import InvalidAnswer, checked_step_answer
 from ...protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
 from .. import background, core
 from ..context import RequestContext
@@ -289,7 +289,7 @@ async def accept_client_response(message: dict[str, Any], rc: RequestContext) ->
         answer: tuple[str, Any, Any] = ("failed", None, error)
     else:
         try:
-            answer = ("done", checked_answer(step.request["method"], step.request.get("params", {}), message.get("result")), None)
+            answer = ("done", checked_step_answer(step.request, message.get("result")), None)
         except InvalidAnswer as exc:
             logger.info("Refused an answer to step %s of call %s: %s", seq, call_id, exc)
             return McpError(INVALID_PARAMS, f"Invalid answer: {exc}") if waiting else _not_waiting()

@@ -38,7 +38,7 @@ from django.utils import timezone
 from ... import store
 from ...conf import mcp_settings
 from ...interprocess import wakeups
-from ...protocol.answers import InvalidAnswer, checked_answer
+from ...protocol.answers import InvalidAnswer, checked_step_answer
 from ...protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, McpError, invalid_params
 from ...registry import registry
 from ...protocol import jsonrpc
@@ -160,7 +160,7 @@ async def get(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     elif status == "failed":
         detailed["error"] = row.error or {"code": -32603, "message": EXPIRED_MESSAGE if row.status == "expired" else "The task failed"}
     elif status == "input_required":
-        detailed["inputRequests"] = {step.key: step.request for step in journal.pending}
+        detailed["inputRequests"] = {step.key: step.wire_request for step in journal.pending}
     return detailed
 
 
@@ -182,7 +182,7 @@ async def update(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     for key, answer in list(responses.items()):  # check every answer before recording any
         step = pending[key]
         try:
-            responses[key] = checked_answer(step.request["method"], step.request.get("params", {}), answer)
+            responses[key] = checked_step_answer(step.request, answer)
         except InvalidAnswer as exc:
             raise invalid_params(f"Invalid input response for {key!r}: {exc}", {"key": key}) from None
     call_id = str(row.id)
