@@ -174,3 +174,14 @@ async def test_a_client_listening_on_its_get_stream_keeps_its_session(settings: 
     finally:
         stream.gone.set()
         await asyncio.wait_for(stream.task, 20)
+
+
+@pytest.mark.django_db
+def test_old_replay_events_are_purged_in_batches() -> None:
+    """StreamEvent.purge_older_than deletes the events older than its cutoff a batch at a time, oldest first."""
+    from mcp_tools.models import StreamEvent
+
+    events = [StreamEvent.objects.create(session_id="s", stream_id="x", payload=str(n)) for n in range(7)]
+    StreamEvent.objects.filter(id__in=[e.id for e in events[:5]]).update(created_at=timezone.now() - timedelta(days=2))
+    assert StreamEvent.objects.purge_older_than(DAY, batch=2) == 5
+    assert sorted(StreamEvent.objects.values_list("payload", flat=True)) == ["5", "6"]
