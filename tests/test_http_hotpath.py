@@ -39,7 +39,7 @@ def test_mcp_router_finds_the_endpoint_mounted_at_the_configured_path() -> None:
     assert isinstance(router.endpoint, McpEndpoint)
     assert router.path == "/mcp"
     with override_settings(MCP_TOOLS={"PATH": "/api/v1/mcp/"}):
-        assert mcp_asgi_app(Recorder()).path == "/api/v1/mcp"
+        assert mcp_asgi_app(Recorder()).path == "/api/v1/mcp/"  # served as written (tests/test_path_setting.py)
 
 
 async def test_mcp_router_serves_the_mcp_path_with_the_endpoint() -> None:
