@@ -167,6 +167,12 @@ def submit(fn: Callable[[], Any]) -> None:
     _store_queue().put((fn, None, None))
 
 
+def close_thread_connections() -> None:
+    """Close the calling thread's database connections (a thread about to end: Django keeps one
+    per thread, and one left in an ended thread stays open until the process exits)."""
+    connections.close_all()
+
+
 async def close_store_thread_connections() -> None:
     """Close the store thread's database connections (tests before dropping their database; shutdown)."""
     if _jobs is None:

@@ -56,6 +56,7 @@ from ..server.auth import (
 )
 from ..server.core import Awaiting, permitted
 from ..server.flavors import session as session_flavor
+from ..server.threads import RequestThread
 
 logger = logging.getLogger("mcp_tools.http")
 
@@ -405,36 +406,39 @@ class McpEndpoint:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             raise ValueError(f"McpEndpoint serves HTTP, not {scope['type']}")
-        headers = _headers(scope)
-        response = Response(send, None, event_ids=False)
-        try:
-            check_origin(headers)
-            method = scope["method"]
-            version_header = headers.get("mcp-protocol-version")
-            if method == "POST":
-                await self.post(scope, receive, headers, response)
-            elif method == "GET":
-                if versions.is_modern(version_header):
-                    raise HttpError(405, McpError(INVALID_REQUEST, "Method not allowed: the 2026-07-28 protocol has no GET stream"), extra_headers=[(b"allow", b"POST")])
-                await self.get(scope, receive, headers, send)
-            elif method == "DELETE":
-                if versions.is_modern(version_header):
-                    raise HttpError(405, McpError(INVALID_REQUEST, "Method not allowed"), extra_headers=[(b"allow", b"POST")])
-                await self.delete(scope, headers, response)
-            else:
-                raise HttpError(405, McpError(INVALID_REQUEST, f"Method not allowed: {method}"), extra_headers=[(b"allow", b"GET, POST, DELETE")])
-        except HttpError as exc:
-            logger.info("%s %s -> %s: %s", scope["method"], scope.get("path"), exc.status, exc.error.message)
-            if not response.closed and not response.streaming:
-                await response.json(exc.status, jsonrpc.error_message(exc.request_id, exc.error), exc.extra_headers)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            # A failure of ours (database down, a bug): logged with its traceback here,
-            # answered without one.
-            logger.exception("Internal error serving %s %s", scope["method"], scope.get("path"))
-            if not response.closed and not response.streaming:
-                await response.json(500, jsonrpc.error_message(None, McpError(INTERNAL_ERROR, "Internal error")))
+        # Its thread-sensitive sync code (sync tools, DRF authentication, an OAuth verifier) runs
+        # in a thread of its own, not one the whole process shares (server/threads.py).
+        async with RequestThread():
+            headers = _headers(scope)
+            response = Response(send, None, event_ids=False)
+            try:
+                check_origin(headers)
+                method = scope["method"]
+                version_header = headers.get("mcp-protocol-version")
+                if method == "POST":
+                    await self.post(scope, receive, headers, response)
+                elif method == "GET":
+                    if versions.is_modern(version_header):
+                        raise HttpError(405, McpError(INVALID_REQUEST, "Method not allowed: the 2026-07-28 protocol has no GET stream"), extra_headers=[(b"allow", b"POST")])
+                    await self.get(scope, receive, headers, send)
+                elif method == "DELETE":
+                    if versions.is_modern(version_header):
+                        raise HttpError(405, McpError(INVALID_REQUEST, "Method not allowed"), extra_headers=[(b"allow", b"POST")])
+                    await self.delete(scope, headers, response)
+                else:
+                    raise HttpError(405, McpError(INVALID_REQUEST, f"Method not allowed: {method}"), extra_headers=[(b"allow", b"GET, POST, DELETE")])
+            except HttpError as exc:
+                logger.info("%s %s -> %s: %s", scope["method"], scope.get("path"), exc.status, exc.error.message)
+                if not response.closed and not response.streaming:
+                    await response.json(exc.status, jsonrpc.error_message(exc.request_id, exc.error), exc.extra_headers)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # A failure of ours (database down, a bug): logged with its traceback here,
+                # answered without one.
+                logger.exception("Internal error serving %s %s", scope["method"], scope.get("path"))
+                if not response.closed and not response.streaming:
+                    await response.json(500, jsonrpc.error_message(None, McpError(INTERNAL_ERROR, "Internal error")))
 
     # -- POST ---------------------------------------------------------------------------
     async def read_body(self, receive: Any, headers: dict[str, str]) -> bytes:
