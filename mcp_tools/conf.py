@@ -85,6 +85,7 @@ DEFAULTS: dict[str, Any] = {
     "STDIO_USER": None,
     # After stdin closes, mcp_stdio finishes the requests it accepted and writes their replies
     # for at most this many seconds; then the rest are cancelled and answered with an error.
+    # SIGTERM ends it at once (docs/settings.md).
     "STDIO_SHUTDOWN_GRACE_SECONDS": 10.0,
     # Autodiscover each installed app's mcp_tools.py module.
     "AUTODISCOVER": True,

@@ -26,11 +26,11 @@ async def test_completion_with_a_malformed_context_is_invalid_params(context: An
 
 
 async def test_stdio_refused_log_level_keeps_the_previous_one() -> None:
-    out = io.StringIO()
-    server = StdioServer(ANONYMOUS, reader=io.StringIO(""), writer=out)
+    out = io.BytesIO()
+    server = StdioServer(ANONYMOUS, reader=io.BytesIO(), writer=out)
     bad = jsonrpc.classify({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": "loud"}})
     await server.run(bad)
-    assert '"code":-32602' in out.getvalue()
+    assert b'"code":-32602' in out.getvalue()
     assert server.log_level == "info"
     good = jsonrpc.classify({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "error"}})
     await server.run(good)

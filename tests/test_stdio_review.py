@@ -31,8 +31,8 @@ PING_3 = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping"})
 
 
 async def serve_lines(lines: list[str]) -> list[dict[str, Any]]:
-    reader = io.StringIO("".join(line + "\n" for line in lines))
-    writer = io.StringIO()
+    reader = io.BytesIO("".join(line + "\n" for line in lines).encode())
+    writer = io.BytesIO()
     await StdioServer(ANONYMOUS, reader, writer, grace=2).serve()
     return [json.loads(line) for line in writer.getvalue().splitlines() if line.strip()]
 

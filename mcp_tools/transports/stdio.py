@@ -4,6 +4,13 @@ Serves the same registry and call service as HTTP, in the handshake era.
 Requests run concurrently; server-to-client requests (elicitation, sampling)
 go out on stdout and the client's answers come back on stdin.
 
+The streams are bytes, always UTF-8 as the spec says, whatever the locale (a
+Windows child's pipes use the ANSI code page): a line that is not UTF-8 is
+answered ``-32700`` like any line that is not JSON. A thread of its own reads
+the input, so sync tools never starve it (``thread_sensitive=False`` ones share
+the loop's default executor), and each request's thread-sensitive sync code runs
+in a thread of its own (:class:`~mcp_tools.server.threads.RequestThread`).
+
 When stdin closes, the server stops reading but finishes the requests it has
 already accepted and writes their replies, for at most
 ``MCP_TOOLS["STDIO_SHUTDOWN_GRACE_SECONDS"]`` (a client commonly closes stdin
@@ -11,7 +18,8 @@ right after its last request and reads stdout to the end). A request still
 running after the grace period is cancelled and answered with an error, so
 every accepted request gets exactly one reply. A request waiting for the
 client's answer (elicitation, sampling) cannot get one after stdin closed: it
-waits out the grace period too.
+waits out the grace period too. :meth:`StdioServer.stop` (the command's SIGTERM)
+ends the grace period at once.
 """
 
 from __future__ import annotations
@@ -19,28 +27,51 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sys
-from typing import Any, TextIO
+import threading
+from typing import Any, BinaryIO
 
 from ..conf import mcp_settings
 from ..protocol import jsonrpc, versions
-from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError
+from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
 from ..server import RequestContext, dispatch, initialize_result
 from ..server.auth import Principal
 from ..server.flavors import session as session_flavor
+from ..server.threads import RequestThread
 
 logger = logging.getLogger("mcp_tools.stdio")
 
 
+def claim_stdio() -> tuple[BinaryIO, BinaryIO]:
+    """This process's stdin and stdout for the protocol alone: ``(reader, writer)``, binary.
+
+    The protocol keeps private copies of file descriptors 0 and 1. Descriptor 1 and
+    ``sys.stdout`` then write to stderr, descriptor 0 and ``sys.stdin`` read nothing:
+    ``print()`` in a tool, a C extension or a subprocess can no longer put a line that is not
+    an MCP message on the protocol stream (the spec: the server MUST NOT write anything else
+    to stdout), nor a subprocess read the client's messages.
+    """
+    sys.stdout.flush()
+    reader = os.fdopen(os.dup(0), "rb")
+    writer = os.fdopen(os.dup(1), "wb")
+    nothing = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(nothing, 0)
+    os.close(nothing)
+    os.dup2(2, 1)
+    sys.stdin = open(os.devnull)  # noqa: SIM115 - the process's stdin from now on
+    sys.stdout = sys.stderr
+    return reader, writer
+
+
 class StdioServer:
-    """One client on a pair of text streams (stdin/stdout by default).
+    """One client on a pair of binary streams (:func:`claim_stdio` for the process's own).
 
     ``grace``: seconds to finish accepted requests after the input closes
     (``None``: the ``STDIO_SHUTDOWN_GRACE_SECONDS`` setting).
     """
 
-    def __init__(self, principal: Principal, reader: TextIO = sys.stdin, writer: TextIO = sys.stdout,
-                 grace: float | None = None) -> None:
+    def __init__(self, principal: Principal, reader: BinaryIO, writer: BinaryIO, grace: float | None = None) -> None:
         self.principal = principal
         self.reader = reader
         self.writer = writer
@@ -48,6 +79,10 @@ class StdioServer:
         #: Set when the input closed: requests still running are finishing, then cancelled.
         self.closing = False
         self._output_closed = False
+        self._stopped = False
+        #: What the requests cancelled at shutdown did not finish within (said in their error replies).
+        self._deadline = "within the grace period after stdin closed"
+        self._lines: asyncio.Queue[bytes] = asyncio.Queue()
         self.version = versions.LATEST_HANDSHAKE
         self.capabilities: dict[str, Any] = {}
         self.log_level = "info"
@@ -55,31 +90,77 @@ class StdioServer:
         self._write_lock = asyncio.Lock()
 
     async def write(self, message: dict[str, Any]) -> None:
+        """Write one message as a line of UTF-8 JSON (nothing once the client closed its end)."""
+        data = jsonrpc.dumps(message) + b"\n"
         async with self._write_lock:
             if self._output_closed:
                 return
-            line = jsonrpc.dumps(message).decode() + "\n"
             try:
-                self.writer.write(line)
+                self.writer.write(data)
                 self.writer.flush()
-            except (BrokenPipeError, ValueError):  # the client closed stdout (ValueError: a closed file)
+            except OSError:  # BrokenPipeError among them: the client closed stdout
                 self._output_closed = True
+            except ValueError:
+                if not self.writer.closed:
+                    raise
+                self._output_closed = True  # "I/O operation on closed file"
 
     async def serve(self) -> None:
+        """Serve until the input ends (or :meth:`stop`), then finish the requests accepted."""
         loop = asyncio.get_running_loop()
+        threading.Thread(target=self._read_lines, args=(loop,), name="mcp-tools-stdio-reader", daemon=True).start()
         while True:
-            line = await loop.run_in_executor(None, self.reader.readline)
-            if not line:
+            line = await self._lines.get()
+            if not line or self._stopped:
                 break
-            if not line.strip():
-                continue
             try:
-                message = jsonrpc.parse_body(line.encode("utf-8", "surrogatepass"))
-            except McpError as exc:
-                await self.write(jsonrpc.error_message(None, exc))
-                continue
-            await self.handle(message)
+                await self.receive(line)
+            except Exception:  # no line may end the server
+                logger.exception("Unhandled error serving a line of input")
         await self.finish_accepted()
+
+    def _read_lines(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The reader thread: each line of input into the queue, then ``b""`` at its end.
+
+        Not the loop's default executor: sync tools with ``thread_sensitive=False`` share it,
+        and with all of its threads busy no line (a ping, ``notifications/cancelled``) was read.
+        """
+        while True:
+            try:
+                line = self.reader.readline()
+            except (OSError, ValueError):  # the input broke, or was closed
+                line = b""
+            try:
+                loop.call_soon_threadsafe(self._lines.put_nowait, line)
+            except RuntimeError:  # the loop is closed: nobody reads any more
+                return
+            if not line:
+                return
+
+    def stop(self) -> None:
+        """Stop now (the command's SIGTERM): read no more, and end the requests still running
+        as the end of the grace period ends them (cancelled, each answered with an error)."""
+        self._stopped = True
+        self.grace = 0.0
+        self._deadline = "before the server was stopped (SIGTERM)"
+        self._lines.put_nowait(b"")
+        if self.closing:
+            # stdin closed first (as the official client does before its SIGTERM): the grace
+            # period being waited out ends now.
+            for task in self.running.values():
+                if not task.cancelling():
+                    task.cancel()
+
+    async def receive(self, line: bytes) -> None:
+        """Serve one line of input."""
+        if not line.strip():
+            return
+        try:
+            message = jsonrpc.parse_body(line)
+        except McpError as exc:
+            await self.write(jsonrpc.error_message(None, exc))
+            return
+        await self.handle(message)
 
     async def finish_accepted(self) -> None:
         """The input closed: let accepted requests finish and reply, for at most the grace period."""
@@ -109,7 +190,11 @@ class StdioServer:
                     task.cancel()
             return
         if message.method == "initialize":
-            self.version = versions.negotiate_handshake(message.params.get("protocolVersion"))
+            requested = message.params.get("protocolVersion")
+            if not isinstance(requested, str):  # as HTTP answers it
+                await self.write(jsonrpc.error_message(message.id, McpError(INVALID_PARAMS, 'initialize needs "protocolVersion"')))
+                return
+            self.version = versions.negotiate_handshake(requested)
             caps = message.params.get("capabilities")
             self.capabilities = caps if isinstance(caps, dict) else {}
             await self.write(jsonrpc.result_message(message.id, initialize_result(self.version, notifications=False)))
@@ -132,23 +217,25 @@ class StdioServer:
         )
 
     async def run(self, message: jsonrpc.Message) -> None:
-        try:
-            result = await dispatch(message.method, message.params, self.context(message.id, message.params))
-            if message.method == "logging/setLevel":
-                # Only after dispatch accepted the level: a refused request changes nothing.
-                self.log_level = message.params["level"]
-            await self.write(jsonrpc.result_message(message.id, result))
-        except McpError as exc:
-            await self.write(jsonrpc.error_message(message.id, exc))
-        except asyncio.CancelledError:
-            # Cancelled by the client (notifications/cancelled): no reply, as the spec says.
-            # Cancelled at shutdown: the client is still reading stdout and waits for one.
-            if self.closing:
-                await self.write(jsonrpc.error_message(message.id, McpError(
-                    INTERNAL_ERROR, "Server shutting down: the request did not finish within the grace period after stdin closed")))
-        except Exception:
-            logger.exception("Unhandled error in %s", message.method)
-            await self.write(jsonrpc.error_message(message.id, McpError(INTERNAL_ERROR, "Internal error")))
-        finally:
-            with contextlib.suppress(KeyError):
-                del self.running[message.id]
+        # The reply goes out before the request's thread (if it made one) closes its connections.
+        async with RequestThread():
+            try:
+                result = await dispatch(message.method, message.params, self.context(message.id, message.params))
+                if message.method == "logging/setLevel":
+                    # Only after dispatch accepted the level: a refused request changes nothing.
+                    self.log_level = message.params["level"]
+                await self.write(jsonrpc.result_message(message.id, result))
+            except McpError as exc:
+                await self.write(jsonrpc.error_message(message.id, exc))
+            except asyncio.CancelledError:
+                # Cancelled by the client (notifications/cancelled): no reply, as the spec says.
+                # Cancelled at shutdown: the client is still reading stdout and waits for one.
+                if self.closing:
+                    await self.write(jsonrpc.error_message(message.id, McpError(
+                        INTERNAL_ERROR, f"Server shutting down: the request did not finish {self._deadline}")))
+            except Exception:
+                logger.exception("Unhandled error in %s", message.method)
+                await self.write(jsonrpc.error_message(message.id, McpError(INTERNAL_ERROR, "Internal error")))
+            finally:
+                with contextlib.suppress(KeyError):
+                    del self.running[message.id]

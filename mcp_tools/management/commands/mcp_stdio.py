@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import signal
 import sys
 from typing import Any
 
@@ -21,10 +24,26 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        """Serve until stdin closes (or SIGTERM), then end the process."""
         from mcp_tools.management.commands.mcp_call import principal_for
-        from mcp_tools.transports.stdio import StdioServer
+        from mcp_tools.transports.stdio import StdioServer, claim_stdio
 
         # stdout carries the protocol: send every log line to stderr.
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
         principal = principal_for(options.get("user"))  # the same rules as mcp_call (an inactive user is refused)
-        asyncio.run(StdioServer(principal, grace=options.get("grace")).serve())
+        server = StdioServer(principal, *claim_stdio(), grace=options.get("grace"))
+
+        async def serve() -> None:
+            with contextlib.suppress(NotImplementedError):  # no signal handlers in Windows' event loops
+                # A client that gives up waiting for the exit sends SIGTERM (the official Python
+                # client 2 s after closing stdin): the calls in flight then end cancelled and are
+                # answered, instead of dying with the process and staying input_required.
+                asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, server.stop)
+            await server.serve()
+
+        asyncio.run(serve())
+        # Every accepted request has its reply. Exit now: interpreter exit would wait for the
+        # threads of sync tools cancelled at the end of the grace period (a thread cannot be
+        # stopped), past the grace period the setting promises.
+        sys.stderr.flush()
+        os._exit(0)

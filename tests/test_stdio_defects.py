@@ -1,0 +1,200 @@
+"""``manage.py mcp_stdio``: what a review found, each failing before its mend.
+
+A line that is not UTF-8 ended the server; text went through the locale's encoding, and one
+reply it could not encode silenced every later one; ``print()`` in a tool wrote on the protocol
+stream; a slow sync tool held every other request's sync code; sync tools starved the reading
+of stdin; a sync tool still running kept the process alive past the grace period; SIGTERM left
+calls waiting for input in flight. The server runs as a real child process
+(:class:`tests.stdio_harness.StdioProcess`) on the tests' database, with ``tests.stdio_app``'s
+tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import signal
+import time
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from mcp_tools.server.auth import ANONYMOUS
+from mcp_tools.transports.stdio import StdioServer
+from tests.stdio_harness import StdioProcess, call
+
+pytestmark = [pytest.mark.live, pytest.mark.django_db(transaction=True)]
+
+PING = {"jsonrpc": "2.0", "id": "ping", "method": "ping"}
+
+
+async def started(*args: str, env: dict[str, str] | None = None, capabilities: dict[str, Any] | None = None) -> StdioProcess:
+    process = await StdioProcess(*args, env=env).start()
+    await process.handshake(capabilities=capabilities)
+    return process
+
+
+# -- encoding: the wire is UTF-8 (spec: "JSON-RPC messages MUST be UTF-8 encoded") ----------------
+
+@pytest.mark.parametrize("env", [{"PYTHONIOENCODING": "utf-8"}, {}], ids=["strict-utf8-stdio", "this-machine-locale"])
+async def test_a_line_of_invalid_utf8_is_a_parse_error_and_the_server_goes_on(django_db_setup: None, env: dict[str, str]) -> None:
+    """A UTF-8 locale with strict decoding made ``readline`` raise: the server died with a traceback.
+    Under the C.UTF-8 locale the bytes came in as lone surrogates and were served as text."""
+    process = await started(env=env)
+    try:
+        await process.send_bytes(b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"\xff\xfe"}}}\n')
+        await process.send(PING)
+        await process.reply_to("ping", 10)
+        assert [m["error"]["code"] for m in process.received if m.get("id") is None and "error" in m] == [-32700], process.received
+        assert not [m for m in process.received if m.get("id") == 1], "the invalid bytes were served as text"
+    finally:
+        await process.stop()
+
+
+async def _cp1252_server_with_a_product() -> StdioProcess:
+    from demo_site.inventory.models import Product
+
+    await sync_to_async(Product.objects.create)(sku="CRB-1", name="Crème brûlée ✓", price=Decimal("4.50"), stock=3)
+    # Windows gives a child's pipes the ANSI code page (cp1252) unless PYTHONUTF8 is set.
+    return await started(env={"PYTHONIOENCODING": "cp1252"})
+
+
+async def test_a_reply_holding_non_ascii_text_is_written_whatever_the_locale(django_db_setup: None) -> None:
+    """The reply's "✓" (outside cp1252) raised UnicodeEncodeError, which write() took for "the client
+    closed stdout" (a ValueError): that reply and every later one were dropped, silently."""
+    process = await _cp1252_server_with_a_product()
+    try:
+        await process.send(call(1, "search_products", {"query": "CRB"}))
+        found = await process.reply_to(1, 10)
+        assert [p["name"] for p in found["result"]["structuredContent"]["result"]] == ["Crème brûlée ✓"]
+        await process.send(PING)
+        assert (await process.reply_to("ping", 10))["result"] == {}
+    finally:
+        await process.stop()
+
+
+async def test_a_request_holding_non_ascii_text_is_read_as_utf8_whatever_the_locale(django_db_setup: None) -> None:
+    """The client's UTF-8 "brûlée" was decoded with the locale's code page: the tool searched for "brÃ»lÃ©e"."""
+    process = await _cp1252_server_with_a_product()
+    try:
+        # As the official client writes it: raw UTF-8 (pydantic's model_dump_json), not \u escapes.
+        await process.send(json.dumps(call(1, "search_products", {"query": "brûlée"}), ensure_ascii=False))
+        found = await process.reply_to(1, 10)
+        assert [p["sku"] for p in found["result"]["structuredContent"]["result"]] == ["CRB-1"], found
+    finally:
+        await process.stop()
+
+
+# -- stdout carries nothing but MCP messages --------------------------------------------------------
+
+async def test_a_tool_that_prints_does_not_corrupt_stdout(django_db_setup: None) -> None:
+    """``print()`` in a tool (or in any library it calls) went to the protocol stream; it goes to stderr."""
+    process = await started()
+    try:
+        await process.send(call(1, "chatty", {"text": "hi"}))
+        assert (await process.reply_to(1))["result"]["content"][0]["text"] == "hi"
+        not_mcp = [m for m in process.received if "__not_json__" in m or m.get("jsonrpc") != "2.0"]
+        assert not_mcp == [], f"non-MCP lines on stdout: {not_mcp}"
+        process.close_stdin()
+        await process.wait_exit(15)
+        assert b"debug: chatty called with 'hi'" in process.stderr
+    finally:
+        await process.stop()
+
+
+# -- concurrency ---------------------------------------------------------------------------------------
+
+async def test_a_slow_sync_tool_does_not_hold_up_other_sync_requests(django_db_setup: None) -> None:
+    """All thread-sensitive sync code of the process (tools, resources, completers) shared asgiref's one
+    thread: a sync tool taking 4 s held every other sync tool and resource read for those 4 s."""
+    process = await started()
+    try:
+        await process.send(call(1, "slow_sync", {"seconds": 4}))
+        await asyncio.sleep(0.3)
+        began = time.monotonic()
+        await process.send(call(2, "quick_sync", {"text": "q"}))
+        await process.send({"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": "inventory://products"}})
+        assert (await process.reply_to(2, 15))["result"]["content"][0]["text"] == "q"
+        assert "result" in await process.reply_to(3, 15)
+        waited = time.monotonic() - began
+        assert waited < 2.0, f"the quick requests waited {waited:.1f} s for the slow one"
+        assert (await process.reply_to(1, 15))["result"]["content"][0]["text"] == "slept 4.0"
+    finally:
+        await process.stop()
+
+
+async def test_reading_stdin_is_not_starved_by_sync_tools(django_db_setup: None) -> None:
+    """stdin was read in the loop's default executor, the pool thread_sensitive=False sync code uses too
+    (min(32, cpus + 4) threads): with that many such calls running, no line was read (no ping, no
+    notifications/cancelled) until one of them finished."""
+    busy = min(32, (os.cpu_count() or 1) + 4) + 1
+    process = await started()
+    try:
+        for i in range(busy):
+            await process.send(call(i, "nap_free", {"seconds": 5}))
+        await asyncio.sleep(0.5)
+        began = time.monotonic()
+        await process.send(PING)
+        await process.reply_to("ping", 20)
+        waited = time.monotonic() - began
+        assert waited < 2.0, f"the ping was read {waited:.1f} s late"
+    finally:
+        await process.stop()
+
+
+# -- shutdown --------------------------------------------------------------------------------------------
+
+async def test_the_server_exits_soon_after_the_grace_period_even_with_a_sync_tool_running(django_db_setup: None) -> None:
+    """The grace period ended with the request answered, but the process stayed alive until the sync
+    tool's thread returned (interpreter exit joins executor threads): 30 s here, not grace + a moment."""
+    process = await started("--grace", "1")
+    try:
+        await process.send(call(1, "slow_sync", {"seconds": 30}))
+        await asyncio.sleep(0.5)
+        began = time.monotonic()
+        process.close_stdin()
+        assert "shutting down" in (await process.reply_to(1, 10))["error"]["message"]
+        assert await process.wait_exit(10) == 0
+        assert time.monotonic() - began < 5
+    finally:
+        await process.stop()
+
+
+@pytest.mark.parametrize("stdin_closed_first", [False, True], ids=["sigterm", "stdin-closed-then-sigterm"])
+async def test_sigterm_ends_the_calls_in_flight_as_end_of_input_does(django_db_setup: None, stdin_closed_first: bool) -> None:
+    """Clients escalate to SIGTERM when the server does not exit (the official client 2 s after closing
+    stdin, within the 10 s default grace): the process died on the spot and a call waiting for the
+    user's answer was left ``input_required`` for CALL_TTL (a day), though nothing can answer it."""
+    from mcp_tools.models import ToolCall
+
+    process = await started(capabilities={"elicitation": {"form": {}}, "sampling": {}})
+    try:
+        await process.send(call(1, "deploy", {"service": "sigterm"}))
+        await process.wait_for(lambda m: m.get("method") == "elicitation/create")
+        if stdin_closed_first:
+            process.close_stdin()
+            await asyncio.sleep(0.5)
+        assert process.proc is not None
+        began = time.monotonic()
+        process.proc.send_signal(signal.SIGTERM)
+        assert await process.wait_exit(15) == 0
+        assert time.monotonic() - began < 5, "SIGTERM ended the grace period"
+        assert "SIGTERM" in (await process.reply_to(1, 1))["error"]["message"]
+    finally:
+        await process.stop()
+    statuses = await sync_to_async(lambda: list(ToolCall.objects.filter(tool_name="deploy").values_list("status", flat=True)))()
+    assert statuses == ["cancelled"], statuses
+
+
+# -- initialize ------------------------------------------------------------------------------------------
+
+async def test_initialize_without_a_protocol_version_is_invalid_params_as_over_http() -> None:
+    init = {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {"capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    writer = io.BytesIO()
+    await StdioServer(ANONYMOUS, io.BytesIO(json.dumps(init).encode() + b"\n"), writer, grace=2).serve()
+    [reply] = [json.loads(line) for line in writer.getvalue().splitlines()]
+    assert reply["id"] == "init" and reply["error"]["code"] == -32602
