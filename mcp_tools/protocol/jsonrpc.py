@@ -106,7 +106,8 @@ def parse_body(body: bytes) -> Message:
 
     Raises :class:`McpError` with -32700 for malformed JSON and -32600 for
     anything that is not a single JSON-RPC 2.0 message (batches included: the
-    2025-06-18 and later revisions removed them).
+    2025-06-18 and later revisions removed them; refusing them under 2025-03-26
+    is a known deviation, docs/protocol.md).
     """
     if not may_hold_long_number(body):
         # orjson reads RFC 8259 UTF-8 only (no NaN, no lone surrogates, at most 1024 levels):
