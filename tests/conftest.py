@@ -175,7 +175,9 @@ def _close_worker_thread_connections(django_db_setup: None, django_db_blocker: o
     with django_db_blocker.unblock():  # type: ignore[attr-defined]
         async_to_sync(sync_to_async(connections.close_all, thread_sensitive=True))()
         from mcp_tools import store
+        from mcp_tools.server import threads
 
+        threads.close_idle_threads()  # request threads kept for later requests, with their connections
         async_to_sync(store.close_connections)()
         connection = connections["default"]
         if connection.vendor == "postgresql":

@@ -53,11 +53,14 @@ async def test_a_slow_sync_tool_does_not_hold_up_another_requests_sync_tool() ->
         assert text_of(await slow) == "released"
 
 
-async def test_the_database_connection_a_request_thread_opened_is_closed_when_the_request_ends() -> None:
-    """A connection left in an ended thread would stay open (PostgreSQL then refuses to drop the
-    test database: "being accessed by other users")."""
-    used: list[Any] = []
+@pytest.fixture(autouse=True)
+def _no_idle_threads() -> Any:
+    threads.close_idle_threads()
+    yield
+    threads.close_idle_threads()
 
+
+def count_products_tool(used: list[Any]) -> Any:
     def count_products() -> int:
         """Count the products."""
         from django.db import connections
@@ -65,10 +68,37 @@ async def test_the_database_connection_a_request_thread_opened_is_closed_when_th
         used.append(connections["default"])  # this thread's (django.db.connection would be a proxy)
         return Product.objects.count()
 
-    with registry.registered_temporarily(make_tool(count_products)):
-        assert text_of(await call_modern(APP, "tools/call", {"name": "count_products", "arguments": {}})) == "0"
+    return make_tool(count_products)
+
+
+async def test_with_conn_max_age_0_a_request_thread_closes_its_connection_when_the_request_ends() -> None:
+    """As Django does at a request's end: with CONN_MAX_AGE = 0 (its default) no connection outlives
+    the request (one left in a thread would also keep PostgreSQL from dropping the test database)."""
+    from django.db import connections
+
+    configured = connections.settings["default"]["CONN_MAX_AGE"]
+    connections.settings["default"]["CONN_MAX_AGE"] = 0  # what a new connection reads (the demo's is 60)
+    used: list[Any] = []
+    try:
+        with registry.registered_temporarily(count_products_tool(used)):
+            assert text_of(await call_modern(APP, "tools/call", {"name": "count_products", "arguments": {}})) == "0"
+    finally:
+        connections.settings["default"]["CONN_MAX_AGE"] = configured
     [connection] = used
     assert connection.connection is None
+
+
+async def test_a_later_request_reuses_an_idle_thread_and_its_connection() -> None:
+    """With CONN_MAX_AGE > 0 (the demo's 60 s) a request's thread waits for the next request and
+    keeps its connection, as Django keeps one per thread: no new thread, no new connection."""
+    used: list[Any] = []
+    with registry.registered_temporarily(count_products_tool(used)):
+        for _ in range(2):
+            assert text_of(await call_modern(APP, "tools/call", {"name": "count_products", "arguments": {}})) == "0"
+    first, second = used
+    assert first is second and first.connection is not None
+    threads.close_idle_threads()  # ends them, closing their connections
+    assert first.connection is None
 
 
 async def test_a_request_that_runs_no_sync_code_starts_no_thread(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,11 +118,8 @@ async def test_a_request_that_runs_no_sync_code_starts_no_thread(monkeypatch: py
         return text
 
     with registry.registered_temporarily(make_tool(sync_echo)):
-        assert text_of(await call_modern(APP, "tools/call", {"name": "sync_echo", "arguments": {"text": "sync"}})) == "sync"
-    assert len(made) == 1
-    for _ in range(100):  # the thread ends right after closing its connections
-        if not any(thread.name.startswith("mcp-tools-request") for thread in threading.enumerate()):
-            break
-        await asyncio.sleep(0.02)
-    else:
-        pytest.fail("the request's thread did not end")
+        for _ in range(3):
+            assert text_of(await call_modern(APP, "tools/call", {"name": "sync_echo", "arguments": {"text": "sync"}})) == "sync"
+    assert len(made) == 1  # one thread, reused by the later requests
+    threads.close_idle_threads()
+    assert not any(thread.name.startswith("mcp-tools-request") for thread in threading.enumerate())

@@ -13,12 +13,15 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any
 
 from asgiref.sync import SyncToAsync, ThreadSensitiveContext
+from django.db import close_old_connections
 
 from .. import store
 
@@ -30,6 +33,36 @@ _current_context = SyncToAsync.thread_sensitive_context
 _context_executors = SyncToAsync.context_to_thread_executor
 
 
+#: Idle request threads kept for later requests: a request's sync code reuses one, and the
+#: database connections it keeps as ``CONN_MAX_AGE`` allows, instead of starting a thread and
+#: connecting again. Past this many idle ones, a thread ends with its request.
+MAX_IDLE_THREADS = 16
+_idle: list[ThreadPoolExecutor] = []
+_idle_lock = threading.Lock()
+
+
+def _new_thread() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-tools-request")
+
+
+def _borrow() -> ThreadPoolExecutor | None:
+    with _idle_lock:
+        return _idle.pop() if _idle else None
+
+
+def _give_back(pool: ThreadPoolExecutor) -> None:
+    with _idle_lock:
+        if len(_idle) < MAX_IDLE_THREADS:
+            _idle.append(pool)
+            return
+    _end_thread(pool)
+
+
+def _end_thread(pool: ThreadPoolExecutor) -> None:
+    pool.submit(_close_connections)
+    pool.shutdown(wait=False)
+
+
 def _close_connections() -> None:
     try:
         store.close_thread_connections()
@@ -37,8 +70,19 @@ def _close_connections() -> None:
         logger.exception("Could not close a request thread's database connections")
 
 
+def _request_boundary() -> None:
+    """What Django runs in a request's thread as the request starts and ends
+    (``request_started`` / ``request_finished``): close the connections that are past
+    ``CONN_MAX_AGE`` (0, Django's default: every one), broken, or left in a transaction, and
+    have the next use health-check a kept one (``CONN_HEALTH_CHECKS``)."""
+    try:
+        close_old_connections()
+    except Exception:
+        logger.exception("Could not close a request thread's old database connections")
+
+
 class _RequestExecutor(Executor):
-    """The one thread of a request's thread-sensitive sync code, started by its first job."""
+    """The one thread of a request's thread-sensitive sync code, taken by its first job."""
 
     def __init__(self) -> None:
         self._pool: ThreadPoolExecutor | None = None
@@ -51,32 +95,60 @@ class _RequestExecutor(Executor):
             # before requests had threads of their own, in the thread the process shares.
             return SyncToAsync.single_thread_executor.submit(fn, *args, **kwargs)
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-tools-request")
+            reused = _borrow()
+            if reused is not None:
+                reused.submit(_request_boundary)  # a new request in this thread, as Django starts one
+            self._pool = reused or _new_thread()
         future = self._last = self._pool.submit(fn, *args, **kwargs)
         return future
 
     def end(self) -> asyncio.Future[None] | None:
-        """The request is over: after its last job the thread closes its database connections
-        and ends. Returns the close to wait for, when the thread is idle; None when there is no
-        thread, or when it still runs a job the request stopped waiting for (cancelled: a thread
-        cannot be stopped), which the close then follows without holding the request."""
+        """The request is over: after its last job its thread closes the connections Django would
+        close at a request's end and goes back to the idle threads. Returns that close to wait
+        for; None when there is no thread, or when it still runs a job the request stopped
+        waiting for (cancelled: a thread cannot be stopped): that thread is not reused, it
+        closes its connections after the job and ends, without holding the request."""
         self._ended = True
         pool = self._pool
         if pool is None:
             return None
         assert self._last is not None
-        idle = self._last.done()
-        closed = pool.submit(_close_connections)
-        pool.shutdown(wait=False)
-        return asyncio.wrap_future(closed) if idle else None
+        if not self._last.done():
+            _end_thread(pool)
+            return None
+        finished = pool.submit(_request_boundary)
+        finished.add_done_callback(lambda _: _give_back(pool))
+        return asyncio.wrap_future(finished)
+
+
+def close_idle_threads() -> None:
+    """End the idle request threads, each closing its database connections (tests before
+    dropping their database; shutdown)."""
+    with _idle_lock:
+        idle = _idle[:]
+        _idle.clear()
+    for pool in idle:
+        _end_thread(pool)
+        pool.shutdown(wait=True)
+
+
+def _forget_idle_threads_after_fork() -> None:
+    # Threads do not survive a fork (a Celery prefork worker): the child starts its own.
+    global _idle_lock
+    _idle.clear()
+    _idle_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_idle_threads_after_fork)
 
 
 class RequestThread:
     """``async with RequestThread():`` around one request: its thread-sensitive sync code runs in
     a thread of its own, started when the request first runs some, so requests no longer wait
-    for each other's sync code. At the end the thread closes the database connections it
-    opened and ends (Django closes a thread's connections only when told to: one left in an
-    ended thread would stay open until the garbage collector found it).
+    for each other's sync code. At the end the thread closes the database connections Django
+    closes at a request's end (all of them with ``CONN_MAX_AGE = 0``) and waits, idle, for a
+    later request (up to :data:`MAX_IDLE_THREADS`; past that it closes them all and ends: one
+    left open in an ended thread would stay open until the garbage collector found it).
 
     Inside an enclosing context (the endpoint served as a Django view, under Django's ASGI
     handler) the enclosing request's thread serves, as asgiref does for nested contexts.
