@@ -1,0 +1,35 @@
+"""docs/settings.md lists every ``MCP_TOOLS`` key (README: "every key and its default"), and only those.
+
+A review of the docs found 13 keys of ``conf.DEFAULTS`` without a row; this keeps the
+table and the defaults from drifting apart again.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from mcp_tools.conf import DEFAULTS
+
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
+
+
+def documented_keys() -> set[str]:
+    """The keys named in the first column of the page's table (a cell may name several: `A` / `B`)."""
+    keys: set[str] = set()
+    for line in PAGE.read_text().splitlines():
+        if not line.startswith("|"):
+            continue
+        first_cell = line.split("|")[1]
+        keys.update(re.findall(r"`([A-Z][A-Z0-9_]*)`", first_cell))
+    return keys
+
+
+def test_every_setting_has_a_row_in_the_settings_page() -> None:
+    missing = sorted(set(DEFAULTS) - documented_keys())
+    assert not missing, f"MCP_TOOLS keys without a row in docs/settings.md: {missing}"
+
+
+def test_every_row_of_the_settings_page_is_a_setting() -> None:
+    unknown = sorted(documented_keys() - set(DEFAULTS))
+    assert not unknown, f"docs/settings.md documents keys that MCP_TOOLS does not have: {unknown}"
