@@ -2,17 +2,26 @@
 
 ``McpTestClient`` talks to the endpoint in process (no server, no sockets), in
 the 2026-07-28 era, and answers ``input_required`` rounds with a function you
-give it, so a durable tool can be tested end to end in a plain async test::
+give it, so a durable tool can be tested end to end in a plain async test
+(pytest-django, pytest-asyncio in auto mode; here the demo's ``deploy``, which asks the
+user, then the client's model)::
+
+    import pytest
 
     from mcp_tools.testing import McpTestClient
 
-    async def test_deploy(db):
-        client = McpTestClient(answer=lambda key, request: {"action": "accept", "content": {"env": "staging"}})
-        result = await client.call_tool("deploy", {"service": "api"})
+    def answer(key, request):
+        if request["method"] == "elicitation/create":
+            return {"action": "accept", "content": {"env": "staging"}}
+        return {"role": "assistant", "content": {"type": "text", "text": "safe"}, "model": "test"}
+
+    @pytest.mark.django_db(transaction=True)
+    async def test_deploy():
+        result = await McpTestClient(answer=answer).call_tool("deploy", {"service": "api"})
         assert result["structuredContent"]["env"] == "staging"
 
-Tests that touch the database need ``transaction=True`` (the endpoint reaches the
-ORM from a worker thread). ``registry.registered_temporarily(make_tool(fn))``
+Tests that touch the database need ``transaction=True``, as here (the endpoint reaches
+the ORM from a worker thread). ``registry.registered_temporarily(make_tool(fn))``
 registers a tool for the length of a ``with`` block.
 """
 
