@@ -14,15 +14,19 @@ from mcp_tools.conf import DEFAULTS
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 
 
-def documented_keys() -> set[str]:
-    """The keys named in the first column of the page's table (a cell may name several: `A` / `B`)."""
-    keys: set[str] = set()
+def documented_rows() -> list[str]:
+    """The keys named in the first column of the page's table, one entry per naming (a cell may name several: `A` / `B`)."""
+    keys: list[str] = []
     for line in PAGE.read_text().splitlines():
         if not line.startswith("|"):
             continue
         first_cell = line.split("|")[1]
-        keys.update(re.findall(r"`([A-Z][A-Z0-9_]*)`", first_cell))
+        keys.extend(re.findall(r"`([A-Z][A-Z0-9_]*)`", first_cell))
     return keys
+
+
+def documented_keys() -> set[str]:
+    return set(documented_rows())
 
 
 def test_every_setting_has_a_row_in_the_settings_page() -> None:
@@ -33,3 +37,9 @@ def test_every_setting_has_a_row_in_the_settings_page() -> None:
 def test_every_row_of_the_settings_page_is_a_setting() -> None:
     unknown = sorted(documented_keys() - set(DEFAULTS))
     assert not unknown, f"docs/settings.md documents keys that MCP_TOOLS does not have: {unknown}"
+
+
+def test_no_setting_has_two_rows() -> None:
+    rows = documented_rows()
+    twice = sorted({key for key in rows if rows.count(key) > 1})
+    assert not twice, f"docs/settings.md documents these keys in more than one row: {twice}"
