@@ -21,7 +21,6 @@ from types import TracebackType
 from typing import Any
 
 from asgiref.sync import SyncToAsync, ThreadSensitiveContext
-from django.db import close_old_connections
 
 from .. import store
 
@@ -71,12 +70,9 @@ def _close_connections() -> None:
 
 
 def _request_boundary() -> None:
-    """What Django runs in a request's thread as the request starts and ends
-    (``request_started`` / ``request_finished``): close the connections that are past
-    ``CONN_MAX_AGE`` (0, Django's default: every one), broken, or left in a transaction, and
-    have the next use health-check a kept one (``CONN_HEALTH_CHECKS``)."""
+    """A request starts or ends in this thread: Django's connection rules for it."""
     try:
-        close_old_connections()
+        store.close_old_thread_connections()
     except Exception:
         logger.exception("Could not close a request thread's old database connections")
 

@@ -42,7 +42,7 @@ import time
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from django.db import connections
+from django.db import close_old_connections, connections
 
 logger = logging.getLogger("mcp_tools.store")
 
@@ -171,6 +171,14 @@ def close_thread_connections() -> None:
     """Close the calling thread's database connections (a thread about to end: Django keeps one
     per thread, and one left in an ended thread stays open until the process exits)."""
     connections.close_all()
+
+
+def close_old_thread_connections() -> None:
+    """What Django does in a request's thread as the request starts and ends (``request_started`` /
+    ``request_finished``): close the calling thread's connections that are past ``CONN_MAX_AGE``
+    (0, Django's default: every one), broken or left in a transaction, and have a kept one
+    health-checked at its next use (``CONN_HEALTH_CHECKS``)."""
+    close_old_connections()
 
 
 async def close_store_thread_connections() -> None:
