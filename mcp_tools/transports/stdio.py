@@ -178,8 +178,9 @@ class StdioServer:
 
     async def handle(self, message: jsonrpc.Message) -> None:
         if message.kind == "response":
-            # A response is not answered (JSON-RPC): one refused is only logged (by the flavor).
-            await session_flavor.accept_client_response(message.raw, self.context(None, None))
+            # A response is not answered (JSON-RPC): an answer that does not fit its request fails
+            # its step (the handler hears of it), anything else refused is only logged (by the flavor).
+            await session_flavor.accept_client_response(message.raw, self.context(None, None), can_refuse=False)
             return
         if message.kind == "notification":
             if message.method == "notifications/cancelled":

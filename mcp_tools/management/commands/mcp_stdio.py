@@ -40,10 +40,12 @@ class Command(BaseCommand):
                 # answered, instead of dying with the process and staying input_required.
                 asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, server.stop)
             await server.serve()
+            # Every accepted request has its reply. Exit now, from inside the loop: asyncio.run
+            # would wait for the loop's executor threads (a thread_sensitive=False tool's) and
+            # interpreter exit for the other sync tools' threads, cancelled at the end of the
+            # grace period (a thread cannot be stopped), past the grace period the setting promises.
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
 
         asyncio.run(serve())
-        # Every accepted request has its reply. Exit now: interpreter exit would wait for the
-        # threads of sync tools cancelled at the end of the grace period (a thread cannot be
-        # stopped), past the grace period the setting promises.
-        sys.stderr.flush()
-        os._exit(0)

@@ -251,7 +251,7 @@ def _not_waiting() -> McpError:
     return McpError(INVALID_REQUEST, "No request of this session is waiting for a response with this id")
 
 
-async def accept_client_response(message: dict[str, Any], rc: RequestContext) -> McpError | None:
+async def accept_client_response(message: dict[str, Any], rc: RequestContext, *, can_refuse: bool = True) -> McpError | None:
     """A client's JSON-RPC response to one of our requests (any process may receive it).
 
     Returns None when it is accepted: journaled, or the very answer the step has already
@@ -259,6 +259,10 @@ async def accept_client_response(message: dict[str, Any], rc: RequestContext) ->
     changed: the 2025-11-25 transport answers a response it cannot accept with an HTTP error
     status. An answer that does not fit its request leaves the step waiting, so the client
     can answer again, as a 2026-07-28 call refuses such an answer and keeps waiting.
+
+    ``can_refuse=False`` (stdio, where a response gets no answer, so a client would never
+    learn its answer was refused): an answer that does not fit its request fails the step
+    instead, and the handler gets the error (``StepFailed``) at once.
     """
     parsed = parse_step_request_id(message.get("id"))
     if parsed is None:
@@ -291,8 +295,10 @@ async def accept_client_response(message: dict[str, Any], rc: RequestContext) ->
         try:
             answer = ("done", checked_step_answer(step.request, message.get("result")), None)
         except InvalidAnswer as exc:
-            logger.info("Refused an answer to step %s of call %s: %s", seq, call_id, exc)
-            return McpError(INVALID_PARAMS, f"Invalid answer: {exc}") if waiting else _not_waiting()
+            if can_refuse or not waiting:
+                logger.info("Refused an answer to step %s of call %s: %s", seq, call_id, exc)
+                return McpError(INVALID_PARAMS, f"Invalid answer: {exc}") if waiting else _not_waiting()
+            answer = ("failed", None, {"code": INVALID_PARAMS, "message": f"Invalid answer: {exc}"})
     if step.status != "pending" and (step.status, step.response, step.error) == answer:
         return None  # the same answer delivered again (a client retrying its POST): accepted, as it was
     if not waiting or not await store.answer_step(call_id, seq, *answer):
