@@ -29,7 +29,7 @@ from ..engine.errors import ElicitationCancelled, ElicitationDeclined
 from ..protocol.errors import invalid_params
 from ..registry import Tool, registry
 from ..registry.results import ToolError, ToolResult
-from ..registry.schemas import InputSpec, OutputSpec, argument_type_errors, format_validation_errors, openapi_to_json_schema
+from ..registry.schemas import InputSpec, OutputSpec, argument_type_errors, format_validation_errors, openapi_to_json_schema, serializer_mapper
 
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
@@ -310,18 +310,23 @@ def field_schemas(serializer: Any, names: Iterable[str]) -> dict[str, Any]:
     """The JSON Schema of the serializer's fields ``names`` alone, as :func:`serializer_schema`
     advertises them (a call checks the fields it was given, not the whole serializer's schema:
     mapping every field costs a create or update ~100 µs)."""
-    from rest_framework.schemas.openapi import AutoSchema
-
-    mapper = AutoSchema()
+    mapper = serializer_mapper()
     fields = serializer.fields
-    return {name: openapi_to_json_schema(mapper.map_field(fields[name])) for name in names if name in fields}
+    schemas: dict[str, Any] = {}
+    for name in names:
+        field = fields.get(name)
+        if field is None:
+            continue
+        mapped = mapper.map_field(field)
+        if getattr(field, "allow_null", False):  # what map_serializer adds to map_field's schema
+            mapped["nullable"] = True
+        schemas[name] = openapi_to_json_schema(mapped)
+    return schemas
 
 
 def serializer_schema(serializer: Any, *, writable: bool, partial: bool = False) -> dict[str, Any]:
     """The JSON Schema of a serializer's input (``writable``) or output fields."""
-    from rest_framework.schemas.openapi import AutoSchema
-
-    mapped = AutoSchema().map_serializer(serializer)
+    mapped = serializer_mapper().map_serializer(serializer)
     properties: dict[str, Any] = {}
     for name, prop in mapped.get("properties", {}).items():
         prop = openapi_to_json_schema(prop)

@@ -10,6 +10,7 @@ import dataclasses
 import datetime
 import decimal
 import enum
+import functools
 import inspect
 import json
 import re
@@ -357,11 +358,33 @@ def argument_type_errors(properties: dict[str, Any], arguments: dict[str, Any]) 
 
 
 
-def input_from_serializer(name: str, serializer_class: type) -> InputSpec:
-    """Describe and validate arguments with a DRF ``Serializer`` class."""
+@functools.cache
+def _mapper_class() -> type:
+    from rest_framework import serializers
     from rest_framework.schemas.openapi import AutoSchema
 
-    mapped = AutoSchema().map_serializer(serializer_class())
+    class FieldMapper(AutoSchema):
+        """DRF's OpenAPI mapping, but a ``JSONField`` takes any JSON value (DRF says ``object``,
+        and the strict type check would then refuse the lists, strings and numbers it reads)."""
+
+        def map_field(self, field: Any) -> dict[str, Any]:
+            if isinstance(field, serializers.JSONField):
+                return {}
+            mapped: dict[str, Any] = super().map_field(field)
+            return mapped
+
+    return FieldMapper
+
+
+def serializer_mapper() -> Any:
+    """A mapper of DRF serializers and fields to OpenAPI schemas (:func:`openapi_to_json_schema` turns
+    them into JSON Schema), made lazily: DRF reads its settings on import."""
+    return _mapper_class()()
+
+
+def input_from_serializer(name: str, serializer_class: type) -> InputSpec:
+    """Describe and validate arguments with a DRF ``Serializer`` class."""
+    mapped = serializer_mapper().map_serializer(serializer_class())
     # Read-only fields are ignored on input: offering them would only mislead the model.
     properties = {
         name: {key: value for key, value in openapi_to_json_schema(prop).items() if key not in ("readOnly", "writeOnly")}
