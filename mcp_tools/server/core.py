@@ -158,7 +158,8 @@ def shape_prompt(prompt: Prompt, value: Any) -> dict[str, Any]:
     dict; content is a string or a content block (a dict or an ``mcp_types`` model). Anything else,
     and a role other than "user" or "assistant", is a TypeError (the client gets -32603).
     """
-    items = [value] if isinstance(value, (str, dict)) else list(value or [])
+    single = isinstance(value, (str, dict)) or (isinstance(value, tuple) and len(value) == 2 and value[0] in PROMPT_ROLES)
+    items = [value] if single else list(value or [])
     messages: list[dict[str, Any]] = []
     role: Any
     content: Any
@@ -940,10 +941,13 @@ def carriable(journal: Journal) -> Journal | None:
     Everything in it came from the client or was shown to it (the requests, the
     client's own answers); a ``ctx.once`` step holds a server-side value that the
     token, signed but not encrypted, must not reveal, so a journal with one is not
-    carried. Only an advance of the round changes a row's journal.
+    carried, nor one with a step that keeps its model's whole schema for the server
+    (``answerSchema``, see ``Step.wire_request``). Only an advance of the round changes a
+    row's journal.
     """
     steps = journal.steps
-    if steps and all(step.kind != "once" for step in steps):
+    # Nor one whose request keeps a schema for the server alone (a model's answerSchema: never sent).
+    if steps and all(step.kind != "once" and step.wire_request is step.request for step in steps):
         return journal
     return None
 
