@@ -170,7 +170,8 @@ def _forget_loop_after_fork() -> None:
     _loop_lock = threading.Lock()  # another thread may have held it at the fork
 
 
-os.register_at_fork(after_in_child=_forget_loop_after_fork)
+if hasattr(os, "register_at_fork"):  # POSIX only (no fork on Windows)
+    os.register_at_fork(after_in_child=_forget_loop_after_fork)
 
 
 def run_call_sync(call_id: str, worker: str, attempt: int = 0) -> str:

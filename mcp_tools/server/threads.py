@@ -82,7 +82,8 @@ class _RequestExecutor(Executor):
 
     def __init__(self) -> None:
         self._pool: ThreadPoolExecutor | None = None
-        self._last: Future[Any] | None = None
+        #: Every job submitted: one may still run after a later one was cancelled before it started.
+        self._jobs: list[Future[Any]] = []
         self._ended = False
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
@@ -95,7 +96,8 @@ class _RequestExecutor(Executor):
             if reused is not None:
                 reused.submit(_request_boundary)  # a new request in this thread, as Django starts one
             self._pool = reused or _new_thread()
-        future = self._last = self._pool.submit(fn, *args, **kwargs)
+        future = self._pool.submit(fn, *args, **kwargs)
+        self._jobs.append(future)
         return future
 
     def end(self) -> asyncio.Future[None] | None:
@@ -108,8 +110,7 @@ class _RequestExecutor(Executor):
         pool = self._pool
         if pool is None:
             return None
-        assert self._last is not None
-        if not self._last.done():
+        if not all(job.done() for job in self._jobs):
             _end_thread(pool)
             return None
         finished = pool.submit(_request_boundary)
@@ -135,7 +136,8 @@ def _forget_idle_threads_after_fork() -> None:
     _idle_lock = threading.Lock()
 
 
-os.register_at_fork(after_in_child=_forget_idle_threads_after_fork)
+if hasattr(os, "register_at_fork"):  # POSIX only (no fork on Windows)
+    os.register_at_fork(after_in_child=_forget_idle_threads_after_fork)
 
 
 class RequestThread:

@@ -112,7 +112,8 @@ def _forget_thread_after_fork() -> None:
     _last_check.clear()
 
 
-os.register_at_fork(after_in_child=_forget_thread_after_fork)
+if hasattr(os, "register_at_fork"):  # POSIX only (no fork on Windows)
+    os.register_at_fork(after_in_child=_forget_thread_after_fork)
 
 
 def _before_job() -> None:

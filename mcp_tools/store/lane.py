@@ -438,4 +438,5 @@ def _forget_lanes_after_fork() -> None:
         lane.closed = True
 
 
-os.register_at_fork(after_in_child=_forget_lanes_after_fork)
+if hasattr(os, "register_at_fork"):  # POSIX only (no fork on Windows)
+    os.register_at_fork(after_in_child=_forget_lanes_after_fork)
