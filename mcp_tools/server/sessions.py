@@ -77,7 +77,7 @@ async def get(session_id: str) -> SessionInfo | None:
         if idle > float(idle_limit):
             # Unused for longer than it may be: ended, as mcp_cleanup would end it (the client
             # gets 404 and starts a new session, as the spec has it).
-            await end(session_id, "The session expired")
+            await end(session_id, "The session expired", expired=True)
             return None
         if idle > float(idle_limit) / TOUCHES_PER_IDLE_LIMIT:
             # Read from the table (not this process's cache): written rarely, not once per request.
@@ -97,13 +97,15 @@ async def forget(session_id: str) -> None:
     await broadcast.publish(GROUP, {"type": "mcp.session.changed", "session_id": session_id})
 
 
-async def end(session_id: str, reason: str) -> None:
+async def end(session_id: str, reason: str, *, expired: bool = False) -> None:
     """End a session: its row, its standalone stream (in whichever process holds it) and its
     calls. No request can reach those calls once the session is gone (every one gets 404), so
     one waiting for input would wait until ``CALL_TTL``; they end cancelled with ``reason``.
-    Its tasks (background calls) go on."""
+    Its tasks (background calls) go on. A session that ``expired`` (unused for
+    ``SESSION_IDLE_SECONDS``) ends only its calls waiting for input: one still working may
+    have its client waiting on the POST's open stream for a result it will still get."""
     await store.delete_session(session_id)
-    await _ended([session_id], reason)
+    await _ended([session_id], reason, waiting_only=expired)
 
 
 def purge_idle(idle_seconds: float, *, dry_run: bool = False) -> int:
@@ -114,19 +116,20 @@ def purge_idle(idle_seconds: float, *, dry_run: bool = False) -> int:
     its client next asks for the session, which is gone).
     """
     def deleted(ids: list[str]) -> None:
-        async_to_sync(_ended)(ids, "The session expired")
+        async_to_sync(_ended)(ids, "The session expired", waiting_only=True)
 
     return store.sync_sessions.purge_idle_sessions(idle_seconds, dry_run=dry_run, deleted=deleted)
 
 
-async def _ended(session_ids: list[str], reason: str) -> None:
-    """What ends with sessions whose rows were deleted: their cached copies, standalone streams and calls."""
+async def _ended(session_ids: list[str], reason: str, *, waiting_only: bool = False) -> None:
+    """What ends with sessions whose rows were deleted: their cached copies, standalone streams and
+    calls (``waiting_only``: the calls waiting for input)."""
     from .core import end_call  # the session layer sits below the call core
 
     for session_id in session_ids:
         await forget(session_id)
         await notifications.end_streams(session_id)
-    for call_id in await store.session_calls(*session_ids):
+    for call_id in await store.session_calls(*session_ids, waiting_only=waiting_only):
         await end_call(call_id, "cancelled", reason)
 
 

@@ -378,12 +378,13 @@ def call_status(call_id: Any) -> tuple[str, int, Any, str] | None:
         return None
 
 
-def session_calls(*session_ids: str) -> list[str]:
-    """The live calls 2025-11-25 sessions hold: not their background calls (their tasks), which
-    belong to the caller and outlive the session."""
+def session_calls(*session_ids: str, waiting_only: bool = False) -> list[str]:
+    """The live calls 2025-11-25 sessions hold (``waiting_only``: those waiting for input): not their
+    background calls (their tasks), which belong to the caller and outlive the session."""
     from ..models import ToolCall
 
-    rows = ToolCall.objects.filter(session_id__in=session_ids, background=False, status__in=LIVE_STATUSES)
+    statuses = (CallStatus.INPUT_REQUIRED,) if waiting_only else LIVE_STATUSES
+    rows = ToolCall.objects.filter(session_id__in=session_ids, background=False, status__in=statuses)
     return [str(call_id) for call_id in rows.values_list("id", flat=True)]
 
 
