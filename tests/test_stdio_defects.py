@@ -16,7 +16,6 @@ import io
 import json
 import os
 import signal
-import time
 from decimal import Decimal
 from typing import Any
 
@@ -113,16 +112,14 @@ async def test_a_slow_sync_tool_does_not_hold_up_other_sync_requests(django_db_s
     thread: a sync tool taking 4 s held every other sync tool and resource read for those 4 s."""
     process = await started()
     try:
-        await process.send(call(1, "slow_sync", {"seconds": 4}))
+        await process.send(call(1, "slow_sync", {"seconds": 60}))
         await asyncio.sleep(0.3)
-        began = time.monotonic()
         await process.send(call(2, "quick_sync", {"text": "q"}))
         await process.send({"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": "inventory://products"}})
-        assert (await process.reply_to(2, 15))["result"]["content"][0]["text"] == "q"
-        assert "result" in await process.reply_to(3, 15)
-        waited = time.monotonic() - began
-        assert waited < 2.0, f"the quick requests waited {waited:.1f} s for the slow one"
-        assert (await process.reply_to(1, 15))["result"]["content"][0]["text"] == "slept 4.0"
+        assert (await process.reply_to(2, 30))["result"]["content"][0]["text"] == "q"
+        assert "result" in await process.reply_to(3, 30)
+        # Answered while the slow one still runs (held up, they came after its 60 s).
+        assert not any(message.get("id") == 1 for message in process.received)
     finally:
         await process.stop()
 
@@ -135,13 +132,12 @@ async def test_reading_stdin_is_not_starved_by_sync_tools(django_db_setup: None)
     process = await started()
     try:
         for i in range(busy):
-            await process.send(call(i, "nap_free", {"seconds": 5}))
+            await process.send(call(i, "nap_free", {"seconds": 60}))
         await asyncio.sleep(0.5)
-        began = time.monotonic()
         await process.send(PING)
-        await process.reply_to("ping", 20)
-        waited = time.monotonic() - began
-        assert waited < 2.0, f"the ping was read {waited:.1f} s late"
+        await process.reply_to("ping", 30)
+        # Read and answered while every such call still runs (starved, it was read after their 60 s).
+        assert not any(message.get("id") in range(busy) for message in process.received)
     finally:
         await process.stop()
 
@@ -155,11 +151,9 @@ async def test_the_server_exits_soon_after_the_grace_period_even_with_a_sync_too
     try:
         await process.send(call(1, "slow_sync", {"seconds": 30}))
         await asyncio.sleep(0.5)
-        began = time.monotonic()
         process.close_stdin()
         assert "shutting down" in (await process.reply_to(1, 10))["error"]["message"]
-        assert await process.wait_exit(10) == 0
-        assert time.monotonic() - began < 5
+        assert await process.wait_exit(15) == 0  # the tool's thread runs 30 s: it did not hold the exit
     finally:
         await process.stop()
 
@@ -171,7 +165,7 @@ async def test_sigterm_ends_the_calls_in_flight_as_end_of_input_does(django_db_s
     user's answer was left ``input_required`` for CALL_TTL (a day), though nothing can answer it."""
     from mcp_tools.models import ToolCall
 
-    process = await started(capabilities={"elicitation": {"form": {}}, "sampling": {}})
+    process = await started("--grace", "120", capabilities={"elicitation": {"form": {}}, "sampling": {}})
     try:
         await process.send(call(1, "deploy", {"service": "sigterm"}))
         await process.wait_for(lambda m: m.get("method") == "elicitation/create")
@@ -179,10 +173,8 @@ async def test_sigterm_ends_the_calls_in_flight_as_end_of_input_does(django_db_s
             process.close_stdin()
             await asyncio.sleep(0.5)
         assert process.proc is not None
-        began = time.monotonic()
         process.proc.send_signal(signal.SIGTERM)
-        assert await process.wait_exit(15) == 0
-        assert time.monotonic() - began < 5, "SIGTERM ended the grace period"
+        assert await process.wait_exit(30) == 0  # within the 120 s grace: SIGTERM ended it
         assert "SIGTERM" in (await process.reply_to(1, 1))["error"]["message"]
     finally:
         await process.stop()
