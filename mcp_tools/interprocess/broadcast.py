@@ -2,12 +2,25 @@
 
 With the in-memory layer (one process) there is nobody to tell, and these are no-ops;
 every caller keeps a local path that works without them.
+
+A process hears a group through a channel it adds to the group. Two things undo that
+membership behind its back: channels-redis drops a member ``group_expiry`` seconds
+(one day by default) after it was added, at the next ``group_send`` to the group, and a
+Redis that restarts or fails over empty has forgotten every group. :func:`follow` keeps
+its membership: it adds its channel again every third of ``group_expiry``, and when
+receiving fails in a way that may have lost the groups, every channel of the process
+adds itself again, retried after a pause that doubles up to :data:`RETRY_MAX_SECONDS`
+while the layer is down. What is sent to a channel while it does not receive waits for
+it; what is sent to a group while the channel is out of it is lost.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import random
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +32,14 @@ logger = logging.getLogger("mcp_tools.broadcast")
 _listeners: dict[str, asyncio.Task[None]] = {}
 #: ``[layer or None]`` once asked (every finished durable round publishes a wakeup); reset when CHANNEL_LAYERS changes.
 _shared: list[Any] = []
+#: Pauses before joining a group again after the layer failed: the first, and the longest (doubling between).
+RETRY_FIRST_SECONDS = 0.5
+RETRY_MAX_SECONDS = 30.0
+#: The longest a channel stays in a group without being added again: the bound on how long a
+#: Redis that came back empty without a connection failing (within redis-py's retries) goes unnoticed.
+REFRESH_MAX_SECONDS = 300.0
+#: channels-redis's and the in-memory layer's default ``group_expiry``.
+DEFAULT_GROUP_EXPIRY = 86400
 
 
 @receiver(setting_changed)
@@ -56,23 +77,126 @@ async def publish(group: str, message: dict[str, Any]) -> bool:
 def listen(group: str, handler: Callable[[dict[str, Any]], None]) -> None:
     """Run ``handler`` for every message published on ``group``, for the life of this event loop.
 
-    A listener that stopped (the layer failed) or belongs to another event loop (a
-    loop that ended: tests, ``async_to_sync``) is started again on the running one.
+    One listener per group and process (:func:`follow`); one that belongs to another
+    event loop (a loop that ended: tests, ``async_to_sync``) is started again on the running one.
     """
     running = _listeners.get(group)
     if running is not None and not running.done() and running.get_loop() is asyncio.get_running_loop():
         return
+    if shared_layer() is None:
+        return
+    _listeners[group] = asyncio.ensure_future(follow(group, handler))
+
+
+async def join(group: str) -> str | None:
+    """A new channel of this process, added to ``group``; None without a shared layer or when it failed (logged).
+
+    For a caller that must be in the group before it goes on; it then hands the channel to :func:`follow`.
+    """
+    layer = shared_layer()
+    if layer is None:
+        return None
+    try:
+        channel: str = await layer.new_channel()
+        await layer.group_add(group, channel)
+    except Exception:
+        logger.info("Could not join %s", group, exc_info=True)  # follow() warns if it cannot either
+        return None
+    return channel
+
+
+async def follow(group: str, handler: Callable[[dict[str, Any]], None], channel: str | None = None) -> None:
+    """Run ``handler`` for every message published on ``group`` until the task is cancelled.
+
+    ``channel`` is one :func:`join` already added to the group (else a new one is added while
+    it starts receiving). The membership is kept up (see the module's docstring); on
+    cancellation the channel leaves the group. A handler that raises is logged; the next
+    message is handled all the same.
+    """
     layer = shared_layer()
     if layer is None:
         return
+    joined = channel is not None
+    if channel is None:
+        channel = await layer.new_channel()
+    membership = asyncio.ensure_future(_stay_in(layer, group, channel, joined))
+    loop = asyncio.get_running_loop()
+    pause = RETRY_FIRST_SECONDS
+    try:
+        while True:
+            started = loop.time()
+            try:
+                message = await layer.receive(channel)
+            except Exception as exc:
+                # Only one of the process's channels reads from Redis at a time (channels-redis):
+                # when its read fails the connection may have gone to a Redis that lost its groups.
+                if not _timed_out(exc):
+                    _layer_lost()
+                if loop.time() - started > pause:  # not a layer that fails at once: no backing off
+                    pause = RETRY_FIRST_SECONDS
+                logger.info("Receiving on %s failed; again within %.1f s", group, pause, exc_info=True)
+                await asyncio.sleep(random.uniform(pause / 2, pause))
+                pause = min(pause * 2, RETRY_MAX_SECONDS)
+                continue
+            try:
+                handler(message)
+            except Exception:
+                logger.exception("A listener of %s failed on %r", group, message.get("type"))
+    finally:
+        membership.cancel()
+        with contextlib.suppress(Exception):
+            await layer.group_discard(group, channel)
 
-    async def receive_forever() -> None:
+
+async def _stay_in(layer: Any, group: str, channel: str, joined: bool) -> None:
+    """Keep ``channel`` in ``group``: add it (again) every third of ``group_expiry`` (at most every
+    :data:`REFRESH_MAX_SECONDS`), and at once when receiving showed the layer failed."""
+    every = min(float(getattr(layer, "group_expiry", DEFAULT_GROUP_EXPIRY)) / 3, REFRESH_MAX_SECONDS)
+    pause = RETRY_FIRST_SECONDS
+    failing = False  # the last add failed: the first failure is a warning, the retries are not
+    while True:
+        if joined:
+            lost = _lost_event()
+            with contextlib.suppress(TimeoutError):
+                # Spread out a little: the channels of a process joined together (a restart) add again apart.
+                await asyncio.wait_for(lost.wait(), random.uniform(0.8, 1.0) * every)
+            if lost.is_set():
+                await asyncio.sleep(random.uniform(0, RETRY_FIRST_SECONDS))
         try:
-            channel = await layer.new_channel()
             await layer.group_add(group, channel)
-            while True:
-                handler(await layer.receive(channel))
-        except Exception:  # logged here, not "never retrieved" at exit; the next listen() starts again
-            logger.warning("Stopped listening on %s", group, exc_info=True)
+        except Exception:
+            logger.log(logging.INFO if failing else logging.WARNING, "Could not join %s; trying again within %.1f s",
+                       group, pause, exc_info=not failing)
+            joined, failing = False, True
+            await asyncio.sleep(random.uniform(pause / 2, pause))
+            pause = min(pause * 2, RETRY_MAX_SECONDS)
+            continue
+        joined, failing, pause = True, False, RETRY_FIRST_SECONDS
 
-    _listeners[group] = asyncio.ensure_future(receive_forever())
+
+#: Per event loop: set when the layer failed under this process (then replaced), so every channel adds itself again.
+_lost: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Event] = weakref.WeakKeyDictionary()
+
+
+def _lost_event() -> asyncio.Event:
+    loop = asyncio.get_running_loop()
+    event = _lost.get(loop)
+    if event is None:
+        event = _lost[loop] = asyncio.Event()
+    return event
+
+
+def _layer_lost() -> None:
+    event = _lost.pop(asyncio.get_running_loop(), None)
+    if event is not None:
+        event.set()
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """Whether a read timed out (redis-py 8 gives up on a blocking read after its ``socket_timeout``,
+    5 s by default): Redis was there, and nothing it held was lost."""
+    try:
+        from redis.exceptions import TimeoutError as RedisTimeout
+    except ImportError:
+        return isinstance(exc, TimeoutError)
+    return isinstance(exc, (TimeoutError, RedisTimeout))

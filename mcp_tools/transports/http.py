@@ -803,25 +803,26 @@ class McpEndpoint:
         def on_registry_change(kind: str) -> None:
             queue.put_nowait(jsonrpc.notification_message(f"notifications/{kind}/list_changed"))
 
-        layer = broadcast.shared_layer()
-        channel = None
+        group = notifications.group_name(session_id)
         relay: asyncio.Future[None] | None = None
         watcher: asyncio.Future[Any] | None = None
         registry.add_listener(on_registry_change)
         try:
-            if layer is not None:
-                channel = await layer.new_channel()
-                await layer.group_add(notifications.group_name(session_id), channel)
+            # In the session's group before the stream opens, so it misses nothing sent from then on. A
+            # layer that fails (Redis down, its connection pool exhausted) does not refuse the stream:
+            # it opens on this process's notifications and the relay joins the group once it can.
+            channel = await broadcast.join(group)
             stamp = await notifications.open_stream(session_id, queue)
-            if layer is not None:
+            if broadcast.shared_layer() is not None:
 
-                async def relay_from_layer() -> None:
-                    while True:
-                        message = notifications.relayed(await layer.receive(channel), stamp)
-                        if message is not None:
-                            queue.put_nowait(message)
+                def relay_event(event: dict[str, Any]) -> None:
+                    message = notifications.relayed(event, stamp)
+                    if message is not None:
+                        queue.put_nowait(message)
 
-                relay = asyncio.ensure_future(relay_from_layer())
+                # Stays in the group (re-added before group_expiry, rejoined after the layer failed),
+                # so a stream open for days, or across a Redis restart, still hears its session.
+                relay = asyncio.ensure_future(broadcast.follow(group, relay_event, channel))
             if response.stream_id is None:
                 response.stream_id = STANDALONE_STREAM_PREFIX + uuid.uuid4().hex
             await response.start_stream()
@@ -851,9 +852,7 @@ class McpEndpoint:
             notifications.close_stream(session_id, queue)
             if relay is not None:
                 relay.cancel()
-            if layer is not None and channel is not None:
-                with contextlib.suppress(Exception):
-                    await layer.group_discard(notifications.group_name(session_id), channel)
+                await asyncio.wait({relay})  # its channel has left the group
 
     # -- DELETE ---------------------------------------------------------------------------
     async def delete(self, scope: dict[str, Any], headers: dict[str, str], response: Response) -> None:
