@@ -180,7 +180,7 @@ async def until_heard(messages: Messages, uri: str, actor: LegacySession | Moder
 # -- group_expiry: channels-redis drops a group member that long after it joined -------------------------
 
 
-async def test_get_stream_still_hears_updates_after_group_expiry(start_server: type[LiveServer], own_redis: OwnRedis) -> None:
+async def test_get_stream_still_hears_updates_after_group_expiry(own_redis: OwnRedis, start_server: type[LiveServer]) -> None:
     """A standalone GET stream lives as long as its client keeps it (keep-alives every 15 s): one older
     than ``group_expiry`` (a day by default) still hears of an update made in another process."""
     token = await restocker("expiry-get")
@@ -197,7 +197,7 @@ async def test_get_stream_still_hears_updates_after_group_expiry(start_server: t
     assert heard["method"] == UPDATED and heard["params"]["uri"] == uri
 
 
-async def test_cancel_from_another_process_after_group_expiry(start_server: type[LiveServer], own_redis: OwnRedis) -> None:
+async def test_cancel_from_another_process_after_group_expiry(own_redis: OwnRedis, start_server: type[LiveServer]) -> None:
     """A's cancellation listener joined ``mcp_tools.cancel`` at its first call; past ``group_expiry``
     a ``notifications/cancelled`` POSTed to B still stops the handler running on A."""
     server_a, server_b = two_servers(start_server, own_redis, MCP_TESTS_GROUP_EXPIRY=str(EXPIRY))
@@ -215,7 +215,7 @@ async def test_cancel_from_another_process_after_group_expiry(start_server: type
     assert not any("result" in m for m in seen), "the handler ran to completion: the cancel sent to B never reached A"
 
 
-async def test_listen_stream_hears_its_own_process_s_updates_after_group_expiry(start_server: type[LiveServer], own_redis: OwnRedis) -> None:
+async def test_listen_stream_hears_its_own_process_s_updates_after_group_expiry(own_redis: OwnRedis, start_server: type[LiveServer]) -> None:
     """2026-07-28 ``subscriptions/listen`` on A, the update made on A too: with a shared layer it goes only
     through ``mcp_tools.resource_updates``, which A joined once. Past ``group_expiry`` A still hears it."""
     token = await restocker("expiry-listen")
@@ -239,7 +239,7 @@ async def test_listen_stream_hears_its_own_process_s_updates_after_group_expiry(
 # -- Redis restarts: the listeners join again --------------------------------------------------------------
 
 
-async def test_get_stream_hears_updates_again_once_redis_is_back(start_server: type[LiveServer], own_redis: OwnRedis) -> None:
+async def test_get_stream_hears_updates_again_once_redis_is_back(own_redis: OwnRedis, start_server: type[LiveServer]) -> None:
     """A session's GET stream on A, open across a Redis restart, hears of a later update made on B.
 
     The stream keeps sending keep-alives, so the client has no reason to reconnect: deaf from
@@ -259,7 +259,7 @@ async def test_get_stream_hears_updates_again_once_redis_is_back(start_server: t
     assert heard["method"] == UPDATED
 
 
-async def test_cancel_reaches_a_call_that_started_before_a_redis_restart(start_server: type[LiveServer], own_redis: OwnRedis) -> None:
+async def test_cancel_reaches_a_call_that_started_before_a_redis_restart(own_redis: OwnRedis, start_server: type[LiveServer]) -> None:
     """A handler runs on A; Redis restarts; once it is back, the client's ``notifications/cancelled``
     lands on B, and A's cancellation listener, listening again, stops the handler.
 
@@ -283,7 +283,7 @@ async def test_cancel_reaches_a_call_that_started_before_a_redis_restart(start_s
     assert not any("result" in m for m in seen), "the handler ran to completion: the cancel sent to B after Redis came back never reached A"
 
 
-async def test_get_stream_opens_while_redis_is_down_and_hears_updates_once_it_is_back(start_server: type[LiveServer], own_redis: OwnRedis) -> None:
+async def test_get_stream_opens_while_redis_is_down_and_hears_updates_once_it_is_back(own_redis: OwnRedis, start_server: type[LiveServer]) -> None:
     """A GET that opens the standalone stream while Redis is down (connection refused) is not a 500:
     the stream opens (POSTed calls go on without the layer too), and hears of updates made in
     another process once Redis is back, without the client reconnecting."""
@@ -300,3 +300,33 @@ async def test_get_stream_opens_while_redis_is_down_and_hears_updates_once_it_is
             own_redis.start()
             heard = await until_heard(messages, uri, actor)
     assert heard is not None, "the stream opened while Redis was down never heard of an update once it was back"
+
+
+# -- notifications/cancelled of a call that waits for input, its stream held by another process ------------
+
+
+async def test_cancel_in_one_process_of_a_call_waiting_on_another_s_stream_ends_it_once(own_redis: OwnRedis, start_server: type[LiveServer]) -> None:
+    """The call waits for input on its stream in A; the client's cancel lands on B. B cancels A's handler
+    through the layer and, finding the call waiting, ends it too (the call of a closed stream has no
+    handler anywhere): whichever ends it first, A's stream ends without carrying the call on."""
+    server_a, server_b = two_servers(start_server, own_redis)
+    async with http_client() as http:
+        session = await LegacySession.open(http, server_a.url)
+        params = {"name": "deploy", "arguments": {"service": "cancel-elsewhere"}}
+        async with session.stream("tools/call", params) as (request_id, response), messages_of(response) as messages:
+            elicit = await messages.next(15)
+            assert elicit is not None and elicit["method"] == "elicitation/create"
+            cancelled = await session.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                            "params": {"requestId": request_id, "reason": "test"}}, url=server_b.url)
+            assert cancelled.status_code == 202
+            after = await messages.until_ended(10)
+        statuses = await sync_to_async(_statuses, thread_sensitive=True)(session.session_id)
+    assert statuses == ["cancelled"]
+    # No response is due to a cancelled request; one saying the call was cancelled is harmless.
+    assert all(m.get("id") == request_id and m["result"]["isError"] for m in after), after
+
+
+def _statuses(session_id: str) -> list[str]:
+    from mcp_tools.models import ToolCall
+
+    return list(ToolCall.objects.filter(session_id=session_id).values_list("status", flat=True))

@@ -90,11 +90,12 @@ def _on_cancel(message: dict[str, Any]) -> None:
         _cancel_local(message.get("session_id", ""), message.get("request_id"))
 
 
-async def cancel(session_id: str, request_id: Any) -> None:
-    """Cancel the request's handler here, or ask the other processes to."""
+async def cancel(session_id: str, request_id: Any) -> bool:
+    """Cancel the request's handler here, or ask the other processes to; whether it ran here."""
     if _cancel_local(session_id, request_id):
-        return
+        return True
     await broadcast.publish(GROUP, {"type": "mcp.cancel", "session_id": session_id, "request_id": request_id})
+    return False
 
 
 async def stop_call(call_id: str) -> None:

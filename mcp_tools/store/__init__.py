@@ -18,7 +18,7 @@ from .hop import close_old_thread_connections, close_store_thread_connections, c
 from .lane import close_lanes, in_lane
 
 __all__ = [
-    "CallNotLive", "OnceFailedElsewhere", "advance", "call_task_id", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "answer_step", "append_event", "call_for_stream", "call_request_id", "session_calls", "call_status", "claim_round",
+    "CallNotLive", "OnceFailedElsewhere", "advance", "call_task_id", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "answer_step", "append_event", "call_for_stream", "call_request_id", "session_calls", "waiting_session_call", "call_status", "claim_round",
     "close_connections", "close_old_thread_connections", "close_thread_connections", "create_call", "create_session", "db", "in_lane", "delete_session", "events_after", "get_session", "load_call", "touch_session",
     "record_once", "check_once", "record_failed_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
     "subscribers", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "expire_overdue", "record_progress", "set_stream",
@@ -53,6 +53,7 @@ set_stream = db(sync_calls.set_stream)
 call_status = in_lane(sync_calls.call_status)
 call_request_id = db(sync_calls.call_request_id)
 session_calls = db(sync_calls.session_calls)
+waiting_session_call = db(sync_calls.waiting_session_call)
 call_for_stream = db(sync_calls.call_for_stream)
 claim_for_worker = db(sync_calls.claim_for_worker)
 renew_lease = db(sync_calls.renew_lease)

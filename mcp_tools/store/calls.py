@@ -14,7 +14,7 @@ from django.utils import timezone
 from ..conf import mcp_settings
 from ..engine.errors import NonDeterministicHandler, error_of_once
 from ..engine.journal import Journal, Step, failed_once_key
-from ..states import LIVE_STATUSES, CallStatus
+from ..states import LIVE_STATUSES, CallStatus, WireFlavor
 from . import lane, sql
 
 _db = sql.call_database
@@ -386,6 +386,16 @@ def session_calls(*session_ids: str, waiting_only: bool = False) -> list[str]:
     statuses = (CallStatus.INPUT_REQUIRED,) if waiting_only else LIVE_STATUSES
     rows = ToolCall.objects.filter(session_id__in=session_ids, background=False, status__in=statuses)
     return [str(call_id) for call_id in rows.values_list("id", flat=True)]
+
+
+def waiting_session_call(session_id: str, request_id: str) -> tuple[str, int] | None:
+    """``(call id, round)`` of the call a 2025-11-25 session's request started (``request_id`` as the
+    row keeps it) if it waits for the client's input; None otherwise (no row, or it runs or ended)."""
+    from ..models import ToolCall
+
+    row = (ToolCall.objects.filter(session_id=session_id, request_id=request_id, flavor=WireFlavor.SESSION,
+                                   status=CallStatus.INPUT_REQUIRED).values_list("id", "round").first())
+    return (str(row[0]), row[1]) if row is not None else None
 
 
 def call_request_id(call_id: Any) -> str | None:

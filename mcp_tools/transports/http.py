@@ -573,7 +573,7 @@ class McpEndpoint:
         )
         if message.kind == "notification":
             if message.method == "notifications/cancelled":
-                await cancellation.cancel(session_id, message.params.get("requestId"))
+                await session_flavor.cancel_request(session_id, message.params.get("requestId"))
             await response.json(202, None)
             return
         if message.kind == "response":

@@ -21,7 +21,7 @@ from django.utils import timezone
 from ... import engine, store
 from ...conf import mcp_settings
 from ...engine.journal import Journal, Step
-from ...interprocess import wakeups
+from ...interprocess import cancellation, wakeups
 from ...protocol import jsonrpc
 from ...protocol.answers import InvalidAnswer, checked_step_answer
 from ...protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
@@ -249,6 +249,24 @@ def _not_waiting() -> McpError:
     """What a response gets when no request of its session waits for it: unknown, forged, another
     session's or caller's, a multi-round-trip call's, of a call that ended, or answered already."""
     return McpError(INVALID_REQUEST, "No request of this session is waiting for a response with this id")
+
+
+async def cancel_request(session_id: str, request_id: Any) -> None:
+    """``notifications/cancelled`` in a session: stop the request's handler, and end its call if it waits for input.
+
+    The handler is cancelled where it runs (here, or in another process through a shared
+    layer). A call whose stream closed while it waited for input has no handler anywhere (it
+    waits to be resumed with ``Last-Event-ID``): it ends cancelled here, so that neither an
+    answer nor a resumed stream carries it on. Only a call still waiting at the round read
+    moves (compare-and-set): a stream of another process that waits on it and stops for the
+    same cancel finds it ended and answers nothing more, and a round that started meanwhile
+    (its answers came) is left to the broadcast, as a running handler is.
+    """
+    if await cancellation.cancel(session_id, request_id) or not isinstance(request_id, (str, int)):
+        return
+    waiting = await store.waiting_session_call(session_id, jsonrpc.id_text(request_id))
+    if waiting is not None and await store.end_call(waiting[0], "cancelled", "", waiting[1]):
+        await core.after_end(waiting[0])
 
 
 async def accept_client_response(message: dict[str, Any], rc: RequestContext, *, can_refuse: bool = True) -> McpError | None:
