@@ -160,6 +160,19 @@ async def watcher_and_actor(http: Any, server_a: LiveServer, server_b: LiveServe
     return watcher, await LegacySession.open(http, server_b.url)
 
 
+@contextlib.asynccontextmanager
+async def listening(http: Any, server: LiveServer, uri: str) -> AsyncIterator[Messages]:
+    """A 2026-07-28 ``subscriptions/listen`` stream for ``uri``'s updates, acknowledged."""
+    params = {"notifications": {"resourceSubscriptions": [uri]}, "_meta": modern_meta()}
+    body = {"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen", "params": params}
+    async with http.stream("POST", server.url, json=body, headers=modern_headers("subscriptions/listen", params)) as stream, \
+            messages_of(stream) as messages:
+        assert stream.status_code == 200
+        ack = await messages.next(10)
+        assert ack is not None and ack["method"] == "notifications/subscriptions/acknowledged"
+        yield messages
+
+
 async def restock(client: LegacySession | ModernClient, sku: str) -> None:
     await client.request("tools/call", {"name": "restock", "arguments": {"sku": sku, "quantity": 1}})
 
@@ -221,14 +234,8 @@ async def test_listen_stream_hears_its_own_process_s_updates_after_group_expiry(
     token = await restocker("expiry-listen")
     server_a = start_server(env=own_redis.server_env(MCP_TESTS_GROUP_EXPIRY=str(EXPIRY))).start()
     uri = "inventory://products/GAD-001"
-    params = {"notifications": {"resourceSubscriptions": [uri]}, "_meta": modern_meta()}
-    body = {"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen", "params": params}
     async with http_client(token) as http:
-        async with http.stream("POST", server_a.url, json=body, headers=modern_headers("subscriptions/listen", params)) as stream, \
-                messages_of(stream) as messages:
-            assert stream.status_code == 200
-            ack = await messages.next(10)
-            assert ack is not None and ack["method"] == "notifications/subscriptions/acknowledged"
+        async with listening(http, server_a, uri) as messages:
             await asyncio.sleep(EXPIRY + 1.5)  # A's listener joined the group longer ago than group_expiry
             await restock(ModernClient(http, server_a.url), "GAD-001")
             update = await messages.next(10)
@@ -330,3 +337,54 @@ def _statuses(session_id: str) -> list[str]:
     from mcp_tools.models import ToolCall
 
     return list(ToolCall.objects.filter(session_id=session_id).values_list("status", flat=True))
+
+
+# -- resource updates: one message per process, each subscribed stream hears it once ---------------------
+
+
+async def test_each_subscribed_stream_hears_an_update_once_past_the_layer_s_capacity(own_redis: OwnRedis, start_server: type[LiveServer]) -> None:
+    """More sessions subscribed to one resource than the layer's ``capacity``, their GET streams on A;
+    the resource changes on B. All of A's channels share one channels-redis inbox, which drops what
+    comes past ``capacity``: one message per subscribed session left most of them unheard (a
+    ``capacity`` of 3 here stands for the default 100 and a few hundred sessions). Each hears it once."""
+    sessions_count = 50
+    token = await restocker("fan-out")
+    server_a, server_b = two_servers(start_server, own_redis, MCP_TESTS_CAPACITY="3")
+    uri = "inventory://products/WID-001"
+    async with http_client(token) as http, contextlib.AsyncExitStack() as streams:
+        watchers = []
+        for _ in range(sessions_count):
+            watcher, actor = await watcher_and_actor(http, server_a, server_b, uri)
+            stream = await streams.enter_async_context(http.stream("GET", server_a.url, headers=standalone_headers(watcher)))
+            assert stream.status_code == 200  # registered: it hears what is sent from now on
+            watchers.append(await streams.enter_async_context(messages_of(stream)))
+        await restock(actor, "WID-001")
+        heard: list[list[dict[str, Any]]] = [[] for _ in watchers]
+
+        async def take(index: int, timeout: float) -> None:
+            """What the stream hears until one message is the update, or none came within ``timeout``."""
+            while (message := await watchers[index].next(timeout)) is not None:
+                heard[index].append(message)
+                if message.get("params", {}).get("uri") == uri:
+                    return
+
+        await asyncio.gather(*(take(i, 20) for i in range(sessions_count)))
+        await asyncio.gather(*(take(i, 1) for i in range(sessions_count)))  # room for a second copy to arrive
+    counts = [sum(1 for m in messages if m.get("params", {}).get("uri") == uri) for messages in heard]
+    assert counts.count(0) == 0, f"{counts.count(0)} of {sessions_count} subscribed streams never heard of the update"
+    assert max(counts) == 1, f"streams heard of the update {sorted(set(counts))} times"
+
+
+async def test_listen_stream_hears_its_own_process_s_update_while_redis_is_down(own_redis: OwnRedis, start_server: type[LiveServer]) -> None:
+    """``subscriptions/listen`` on A, the update made on A while Redis is down: the publish fails, and
+    A's own streams are told directly (as a 2025-11-25 session's stream on A is)."""
+    token = await restocker("down-listen")
+    server_a = start_server(env=own_redis.server_env()).start()
+    uri = "inventory://products/GAD-001"
+    async with http_client(token) as http:
+        async with listening(http, server_a, uri) as messages:
+            own_redis.stop()
+            await restock(ModernClient(http, server_a.url), "GAD-001")
+            update = await messages.next(10)
+    assert update is not None, "the listen stream never heard of an update made in its own process while Redis was down"
+    assert update["params"]["uri"] == uri

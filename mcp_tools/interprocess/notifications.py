@@ -4,6 +4,14 @@ Each open standalone ``GET`` stream registers here under its session id (one
 per session: the newest). A notification for a session goes through the shared
 channel layer when there is one (to whichever process holds the stream, this
 one included), else directly to the stream held by this process: once either way.
+
+A resource update is one message on :data:`UPDATES_GROUP` however many sessions
+subscribed, not one per session: all the channels of a process share one
+channels-redis inbox, which drops what comes past its ``capacity`` (100 by
+default). Each process tells its own streams: the ``subscriptions/listen``
+streams that asked for the URI, and the standalone streams of the sessions
+subscribed to it (its ``ResourceSubscription`` rows, read by each process that
+holds standalone streams).
 """
 
 from __future__ import annotations
@@ -46,6 +54,7 @@ async def open_stream(session_id: str, queue: asyncio.Queue[dict[str, Any]]) -> 
     for older in _streams.pop(session_id, ()):
         older.put_nowait(END)
     _streams[session_id] = {queue}
+    broadcast.listen(UPDATES_GROUP, _on_update)
     await broadcast.publish(group_name(session_id), {"type": END["type"], "opened": list(stamp)})
     return stamp
 
@@ -92,7 +101,7 @@ def listen_to_resources(uris: list[str], queue: asyncio.Queue[str]) -> None:
     """Deliver updates of ``uris`` to a ``subscriptions/listen`` stream's queue (as the URI)."""
     for uri in uris:
         _listeners_by_uri.setdefault(uri, set()).add(queue)
-    broadcast.listen(UPDATES_GROUP, lambda message: _deliver_to_listeners(message.get("uri", "")))
+    broadcast.listen(UPDATES_GROUP, _on_update)
 
 
 def stop_listening(uris: list[str], queue: asyncio.Queue[str]) -> None:
@@ -109,6 +118,34 @@ def _deliver_to_listeners(uri: str) -> None:
         queue.put_nowait(uri)
 
 
+async def _deliver_to_streams(uri: str, session_ids: list[str] | None = None) -> None:
+    """Tell this process's standalone streams of the sessions subscribed to ``uri`` (read if not given)."""
+    if session_ids is None:
+        try:
+            session_ids = await store.subscribers(uri)
+        except Exception:
+            logger.warning("Could not read the subscribers of %s", uri, exc_info=True)
+            return
+    message = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
+    for session_id in session_ids:
+        for queue in list(_streams.get(session_id, ())):
+            queue.put_nowait(message)
+
+
+#: Deliveries in progress (the loop keeps only a weak reference to a task).
+_deliveries: set[asyncio.Task[None]] = set()
+
+
+def _on_update(message: dict[str, Any]) -> None:
+    """A resource update published on :data:`UPDATES_GROUP` (by any process, this one included)."""
+    uri = message.get("uri", "")
+    _deliver_to_listeners(uri)
+    if _streams:  # a process without standalone streams reads no subscriptions
+        task = asyncio.ensure_future(_deliver_to_streams(uri))
+        _deliveries.add(task)
+        task.add_done_callback(_deliveries.discard)
+
+
 async def notify_resource_updated(uri: str) -> int:
     """Tell every session subscribed to ``uri`` that it changed (``notifications/resources/updated``).
 
@@ -118,17 +155,12 @@ async def notify_resource_updated(uri: str) -> int:
     resource changes (from a view, a signal handler, a Celery task); use
     :func:`notify_resource_updated_sync` from sync code.
     """
-    # 2026-07-28 listen streams: through the shared layer (which reaches this process
-    # too), or directly when there is no other process to tell.
-    if broadcast.shared_layer() is not None:
-        await broadcast.publish(UPDATES_GROUP, {"type": "mcp.resource.updated", "uri": uri})
-    else:
-        _deliver_to_listeners(uri)
-    # 2025-11-25 sessions that subscribed.
     session_ids = await store.subscribers(uri)
-    message = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
-    for session_id in session_ids:
-        await send_to_session(session_id, message)
+    # One message for every process (this one too), whose streams hear of it from there; when
+    # there is no other process to tell, or the layer failed, this process's streams directly.
+    if not await broadcast.publish(UPDATES_GROUP, {"type": "mcp.resource.updated", "uri": uri}):
+        _deliver_to_listeners(uri)
+        await _deliver_to_streams(uri, session_ids)
     return len(session_ids)
 
 
