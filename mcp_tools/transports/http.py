@@ -54,7 +54,7 @@ from ..server.auth import (
     authentication_classes,
     credential_headers,
 )
-from ..server.core import Awaiting, permitted
+from ..server.core import Awaiting, end_call, permitted
 from ..server.flavors import session as session_flavor
 from ..server.threads import RequestThread
 
@@ -771,11 +771,20 @@ class McpEndpoint:
                             client_capabilities=session.client_capabilities, request_id=request_id, session_id=session.id,
                             log_level=session.log_level, emit=response.event, stream_id=lambda: stream_id)
         task = asyncio.ensure_future(session_flavor.continue_call(call_id, rc, already_sent))
+        if request_id is not None:
+            # The request goes on on this stream: the client's notifications/cancelled stops it here.
+            cancellation.register(session.id, request_id, task)
         watcher = asyncio.ensure_future(receive())
         try:
             done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
             if task not in done:
                 task.cancel()
+                return
+            if task.cancelled():
+                # notifications/cancelled: the call ends cancelled (a handler running here ended it
+                # already; one that waited, or runs elsewhere, ends now) and the client expects no response.
+                await end_call(call_id, "cancelled", "The client cancelled the request")
+                await response._send({"type": "http.response.body", "body": b""})
                 return
             try:
                 result = task.result()
@@ -788,6 +797,8 @@ class McpEndpoint:
                 await response._send({"type": "http.response.body", "body": b""})
         finally:
             watcher.cancel()
+            if request_id is not None:
+                cancellation.unregister(session.id, request_id)
 
     async def standalone(self, receive: Any, response: Response) -> None:
         """The session's standalone stream: list changes, resource updates, keep-alives.
