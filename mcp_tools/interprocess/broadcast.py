@@ -128,16 +128,19 @@ async def follow(group: str, handler: Callable[[dict[str, Any]], None], channel:
             try:
                 message = await layer.receive(channel)
             except Exception as exc:
+                if _timed_out(exc) and loop.time() - started >= 1:  # an idle read that gave up (redis-py 8): Redis is there
+                    logger.debug("Receiving on %s timed out; receiving again", group)
+                    continue
                 # Only one of the process's channels reads from Redis at a time (channels-redis):
                 # when its read fails the connection may have gone to a Redis that lost its groups.
-                if not _timed_out(exc):
-                    _layer_lost()
+                _layer_lost()
                 if loop.time() - started > pause:  # not a layer that fails at once: no backing off
                     pause = RETRY_FIRST_SECONDS
-                logger.info("Receiving on %s failed; again within %.1f s", group, pause, exc_info=True)
+                _layer_failed(f"receiving on {group}", exc, pause)
                 await asyncio.sleep(random.uniform(pause / 2, pause))
                 pause = min(pause * 2, RETRY_MAX_SECONDS)
                 continue
+            _layer_answers()
             try:
                 handler(message)
             except Exception:
@@ -153,7 +156,6 @@ async def _stay_in(layer: Any, group: str, channel: str, joined: bool) -> None:
     :data:`REFRESH_MAX_SECONDS`), and at once when receiving showed the layer failed."""
     every = min(float(getattr(layer, "group_expiry", DEFAULT_GROUP_EXPIRY)) / 3, REFRESH_MAX_SECONDS)
     pause = RETRY_FIRST_SECONDS
-    failing = False  # the last add failed: the first failure is a warning, the retries are not
     while True:
         if joined:
             lost = _lost_event()
@@ -164,14 +166,14 @@ async def _stay_in(layer: Any, group: str, channel: str, joined: bool) -> None:
                 await asyncio.sleep(random.uniform(0, RETRY_FIRST_SECONDS))
         try:
             await layer.group_add(group, channel)
-        except Exception:
-            logger.log(logging.INFO if failing else logging.WARNING, "Could not join %s; trying again within %.1f s",
-                       group, pause, exc_info=not failing)
-            joined, failing = False, True
+        except Exception as exc:
+            _layer_failed(f"joining {group}", exc, pause)
+            joined = False
             await asyncio.sleep(random.uniform(pause / 2, pause))
             pause = min(pause * 2, RETRY_MAX_SECONDS)
             continue
-        joined, failing, pause = True, False, RETRY_FIRST_SECONDS
+        _layer_answers()
+        joined, pause = True, RETRY_FIRST_SECONDS
 
 
 #: Per event loop: set when the layer failed under this process (then replaced), so every channel adds itself again.
@@ -193,10 +195,36 @@ def _layer_lost() -> None:
 
 
 def _timed_out(exc: BaseException) -> bool:
-    """Whether a read timed out (redis-py 8 gives up on a blocking read after its ``socket_timeout``,
-    5 s by default): Redis was there, and nothing it held was lost."""
+    """Whether an idle read timed out (redis-py 8 gives up on a blocking read after its
+    ``socket_timeout``, 5 s by default): Redis was there, and nothing it held was lost.
+
+    Not a timeout connecting: a Redis that could not be reached may come back empty.
+    A partition that keeps connections open and silent, then heals to a Redis that
+    restarted meanwhile, looks like idle reads: the periodic re-add covers it
+    (every third of ``group_expiry``, at most :data:`REFRESH_MAX_SECONDS`).
+    """
     try:
         from redis.exceptions import TimeoutError as RedisTimeout
     except ImportError:
-        return isinstance(exc, TimeoutError)
-    return isinstance(exc, (TimeoutError, RedisTimeout))
+        return isinstance(exc, TimeoutError) and "connect" not in str(exc).lower()
+    return isinstance(exc, (TimeoutError, RedisTimeout)) and "connect" not in str(exc).lower()
+
+
+#: Per event loop: the layer is failing under this process (logged once per outage, not per channel).
+_failing: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, bool] = weakref.WeakKeyDictionary()
+
+
+def _layer_failed(what: str, exc: BaseException, pause: float) -> None:
+    """Log a failure of the layer: a warning at the first of an outage in this process, then
+    debug lines (a process with a thousand open streams would log a thousand a second)."""
+    loop = asyncio.get_running_loop()
+    if _failing.get(loop):
+        logger.debug("The channel layer still fails (%s: %s); again within %.1f s", what, exc, pause)
+        return
+    _failing[loop] = True
+    logger.warning("The channel layer fails (%s: %s); every listener of this process tries again with backoff", what, exc)
+
+
+def _layer_answers() -> None:
+    if _failing.pop(asyncio.get_running_loop(), None):
+        logger.info("The channel layer answers again")
