@@ -170,11 +170,17 @@ class StdioServer:
             return
         grace = float(mcp_settings.STDIO_SHUTDOWN_GRACE_SECONDS if self.grace is None else self.grace)
         _, late = await asyncio.wait(pending, timeout=max(grace, 0.0))
-        for task in late:
-            task.cancel()
-        if late:
-            # Each cancelled request writes its error reply on the way out (see run()).
-            await asyncio.wait(late, timeout=5)
+        # Each cancelled request writes its error reply on the way out (see run()). A cancel is
+        # sent again while a request goes on: one can be lost on the way (Python 3.11's
+        # asyncio.wait_for returns the result of what it waited for when that completes as the
+        # cancel arrives), and the request then waited on until the process exited, unanswered.
+        for _ in range(50):
+            late = {task for task in late if not task.done()}
+            if not late:
+                break
+            for task in late:
+                task.cancel()
+            await asyncio.wait(late, timeout=0.1)
 
     async def handle(self, message: jsonrpc.Message) -> None:
         if message.kind == "response":
