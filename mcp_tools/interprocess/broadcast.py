@@ -128,6 +128,7 @@ async def follow(group: str, handler: Callable[[dict[str, Any]], None], channel:
             try:
                 message = await layer.receive(channel)
             except Exception as exc:
+                _raise_if_cancelled(exc)
                 if _timed_out(exc) and loop.time() - started >= 1:  # an idle read that gave up (redis-py 8): Redis is there
                     logger.debug("Receiving on %s timed out; receiving again", group)
                     continue
@@ -167,6 +168,7 @@ async def _stay_in(layer: Any, group: str, channel: str, joined: bool) -> None:
         try:
             await layer.group_add(group, channel)
         except Exception as exc:
+            _raise_if_cancelled(exc)
             _layer_failed(f"joining {group}", exc, pause)
             joined = False
             await asyncio.sleep(random.uniform(pause / 2, pause))
@@ -192,6 +194,19 @@ def _layer_lost() -> None:
     event = _lost.pop(asyncio.get_running_loop(), None)
     if event is not None:
         event.set()
+
+
+def _raise_if_cancelled(exc: BaseException) -> None:
+    """Raise the cancel a timeout inside the layer turned into its own error.
+
+    On Python 3.11 ``asyncio.timeout`` (redis-py's read timeout) raises ``TimeoutError`` for a
+    cancel that arrives as it expires, and the cancel is lost: a listener caught that error and
+    received again for good, and its event loop never closed (a test run hung at teardown).
+    The task still counts the cancel it was asked for (``Task.cancelling()``).
+    """
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError() from exc
 
 
 def _timed_out(exc: BaseException) -> bool:
