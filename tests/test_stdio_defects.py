@@ -144,12 +144,14 @@ async def test_reading_stdin_is_not_starved_by_sync_tools(django_db_setup: None)
 
 # -- shutdown --------------------------------------------------------------------------------------------
 
-async def test_the_server_exits_soon_after_the_grace_period_even_with_a_sync_tool_running(django_db_setup: None) -> None:
+@pytest.mark.parametrize("tool", ["slow_sync", "nap_free"], ids=["thread-sensitive", "thread_sensitive=False"])
+async def test_the_server_exits_soon_after_the_grace_period_even_with_a_sync_tool_running(django_db_setup: None, tool: str) -> None:
     """The grace period ended with the request answered, but the process stayed alive until the sync
-    tool's thread returned (interpreter exit joins executor threads): 30 s here, not grace + a moment."""
+    tool's thread returned: interpreter exit joins the request threads, and asyncio.run() the loop's
+    default executor (where thread_sensitive=False tools run). 30 s here, not grace + a moment."""
     process = await started("--grace", "1")
     try:
-        await process.send(call(1, "slow_sync", {"seconds": 30}))
+        await process.send(call(1, tool, {"seconds": 30}))
         await asyncio.sleep(0.5)
         process.close_stdin()
         assert "shutting down" in (await process.reply_to(1, 10))["error"]["message"]

@@ -163,6 +163,7 @@ async def _stay_in(layer: Any, group: str, channel: str, joined: bool) -> None:
             with contextlib.suppress(TimeoutError):
                 # Spread out a little: the channels of a process joined together (a restart) add again apart.
                 await asyncio.wait_for(lost.wait(), random.uniform(0.8, 1.0) * every)
+            _raise_if_cancelled(None)  # a cancel wait_for lost as the event was set
             if lost.is_set():
                 await asyncio.sleep(random.uniform(0, RETRY_FIRST_SECONDS))
         try:
@@ -196,7 +197,7 @@ def _layer_lost() -> None:
         event.set()
 
 
-def _raise_if_cancelled(exc: BaseException) -> None:
+def _raise_if_cancelled(exc: BaseException | None) -> None:
     """Raise the cancel a timeout inside the layer turned into its own error.
 
     On Python 3.11 ``asyncio.timeout`` (redis-py's read timeout) raises ``TimeoutError`` for a
