@@ -152,7 +152,11 @@ async def test_idle_session_cleanup_ends_the_session_s_waiting_calls(settings: o
 async def test_a_client_listening_on_its_get_stream_keeps_its_session(settings: object) -> None:
     """A client that only listens (its GET stream open, no request) uses its session: the stream records
     that now and then (at most 24 times per SESSION_IDLE_SECONDS, as requests do), and the idle purge keeps it."""
-    from mcp_tools.interprocess import notifications
+    from mcp_tools.registry import make_tool, registry
+
+    async def cleanup_review_probe() -> str:
+        """A tool registered while the stream is open: the stream tells the client the list changed."""
+        return "probe"
 
     settings.MCP_TOOLS = {**settings.MCP_TOOLS, "SESSION_IDLE_SECONDS": 24}  # type: ignore[attr-defined]  # recorded every second
     session = await open_session()
@@ -161,8 +165,8 @@ async def test_a_client_listening_on_its_get_stream_keeps_its_session(settings: 
         await asyncio.wait_for(stream.got.wait(), 5)
         await sync_to_async(McpSession.objects.filter(id=session).update)(last_seen_at=timezone.now() - timedelta(hours=1))
         await asyncio.sleep(1.1)
-        await notifications.send_to_session(session, {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
-        await stream.wait_for(lambda m: m.get("method") == "notifications/tools/list_changed")
+        with registry.registered_temporarily(make_tool(cleanup_review_probe)):
+            await stream.wait_for(lambda m: m.get("method") == "notifications/tools/list_changed")
         for _ in range(40):
             seen = await sync_to_async(McpSession.objects.values_list("last_seen_at", flat=True).get)(id=session)
             if timezone.now() - seen < timedelta(seconds=10):

@@ -154,12 +154,11 @@ def test_across_processes_the_newest_stream_wins() -> None:
     now = time.time()
     mine = (now, "b")
     opened = {"type": notifications.END["type"], "opened": [now + 1, "a"]}
-    assert notifications.relayed(opened, mine) is notifications.END
-    assert notifications.relayed({**opened, "opened": [now - 1, "z"]}, mine) is None
-    assert notifications.relayed({**opened, "opened": list(mine)}, mine) is None  # its own
-    assert notifications.relayed({**opened, "opened": None}, mine) is notifications.END  # the session ended
-    message = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": URI}}
-    assert notifications.relayed({"type": "mcp.notification", "message": message}, mine) == message
+    assert notifications.ends_stream(opened, mine)
+    assert not notifications.ends_stream({**opened, "opened": [now - 1, "z"]}, mine)
+    assert not notifications.ends_stream({**opened, "opened": list(mine)}, mine)  # its own
+    assert notifications.ends_stream({**opened, "opened": None}, mine)  # the session ended
+    assert not notifications.ends_stream({"type": "mcp.resource.updated", "uri": URI}, mine)
 
 
 async def test_with_a_shared_layer_a_stream_gets_each_notification_once(monkeypatch: Any) -> None:

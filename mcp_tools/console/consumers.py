@@ -27,6 +27,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from ..interprocess import broadcast
 from ..interprocess.events import CONSOLE_GROUP
 
 #: How often an open console looks at the table for changes nobody announced.
@@ -155,9 +156,7 @@ class ConsoleConsumer(AsyncJsonWebsocketConsumer):
         loop = asyncio.get_running_loop()
         last_push = loop.time()
         while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), TICK_SECONDS)
-            if self.wake.is_set():
+            if await broadcast.wait_set(self.wake, TICK_SECONDS):
                 self.wake.clear()
                 if not await self.push():
                     return

@@ -159,12 +159,8 @@ async def _stay_in(layer: Any, group: str, channel: str, joined: bool) -> None:
     pause = RETRY_FIRST_SECONDS
     while True:
         if joined:
-            lost = _lost_event()
-            with contextlib.suppress(TimeoutError):
-                # Spread out a little: the channels of a process joined together (a restart) add again apart.
-                await asyncio.wait_for(lost.wait(), random.uniform(0.8, 1.0) * every)
-            _raise_if_cancelled(None)  # a cancel wait_for lost as the event was set
-            if lost.is_set():
+            # Spread out a little: the channels of a process joined together (a restart) add again apart.
+            if await wait_set(_lost_event(), random.uniform(0.8, 1.0) * every):
                 await asyncio.sleep(random.uniform(0, RETRY_FIRST_SECONDS))
         try:
             await layer.group_add(group, channel)
@@ -195,6 +191,19 @@ def _layer_lost() -> None:
     event = _lost.pop(asyncio.get_running_loop(), None)
     if event is not None:
         event.set()
+
+
+async def wait_set(event: asyncio.Event, timeout: float) -> bool:
+    """Wait until ``event`` is set or ``timeout`` seconds passed; whether it is set.
+
+    A cancel that arrives as the event is set is raised, not lost: on Python 3.11
+    ``asyncio.wait_for`` then returns what it waited for and drops the cancel, and a
+    caller's loop would go on, cancelled, until its process ends (or hang whoever awaits it).
+    """
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), timeout)
+    _raise_if_cancelled(None)
+    return event.is_set()
 
 
 def _raise_if_cancelled(exc: BaseException | None) -> None:

@@ -67,18 +67,15 @@ def close_stream(session_id: str, queue: asyncio.Queue[dict[str, Any]]) -> None:
             _streams.pop(session_id, None)
 
 
-def relayed(event: dict[str, Any], stamp: tuple[float, str]) -> dict[str, Any] | None:
-    """What a stream opened at ``stamp`` does with ``event`` from its session's group: a message
-    to send, :data:`END`, or None (nothing). A stream ends when its session ends or a newer
-    stream of the session opened (in any process; the newest wins a tie)."""
-    if event.get("type") == "mcp.notification":
-        message: dict[str, Any] = event["message"]
-        return message
-    if event.get("type") == END["type"]:
-        opened = event.get("opened")
-        if opened is None or (isinstance(opened, list) and tuple(opened) > stamp):
-            return END
-    return None
+def ends_stream(event: dict[str, Any], stamp: tuple[float, str]) -> bool:
+    """Whether ``event`` from its session's group ends a stream opened at ``stamp``: the session
+    ended, or a newer stream of the session opened (in any process; the newest wins a tie).
+    Notifications themselves do not travel on the session's group: resource updates go to every
+    process (:data:`UPDATES_GROUP`), list changes come from each process's own registry."""
+    if event.get("type") != END["type"]:
+        return False
+    opened = event.get("opened")
+    return opened is None or (isinstance(opened, list) and tuple(opened) > stamp)
 
 
 async def end_streams(session_id: str) -> None:
@@ -86,15 +83,6 @@ async def end_streams(session_id: str) -> None:
     for queue in _streams.pop(session_id, ()):
         queue.put_nowait(END)
     await broadcast.publish(group_name(session_id), {"type": END["type"], "opened": None})
-
-
-async def send_to_session(session_id: str, message: dict[str, Any]) -> None:
-    """Send ``message`` on the session's standalone stream, once: through the shared layer when
-    there is one (it reaches this process's stream too), else directly."""
-    if await broadcast.publish(group_name(session_id), {"type": "mcp.notification", "message": message}):
-        return
-    for queue in list(_streams.get(session_id, ())):
-        queue.put_nowait(message)
 
 
 def listen_to_resources(uris: list[str], queue: asyncio.Queue[str]) -> None:

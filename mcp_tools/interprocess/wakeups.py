@@ -66,11 +66,6 @@ async def listening(call_id: str) -> Any:
 
 
 async def wait(event: asyncio.Event, timeout: float = POLL_SECONDS) -> None:
-    with contextlib.suppress(asyncio.TimeoutError):
-        await asyncio.wait_for(event.wait(), timeout)
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        # A cancel that Python 3.11's wait_for lost (it returns when what it waited for completes
-        # as the cancel arrives): the caller's loop would wait on, cancelled, until its process ends.
-        raise asyncio.CancelledError()
+    """Wait for a wake-up of ``event`` (or ``timeout``: the poll), then re-arm it."""
+    await broadcast.wait_set(event, timeout)
     event.clear()

@@ -827,9 +827,8 @@ class McpEndpoint:
             if broadcast.shared_layer() is not None:
 
                 def relay_event(event: dict[str, Any]) -> None:
-                    message = notifications.relayed(event, stamp)
-                    if message is not None:
-                        queue.put_nowait(message)
+                    if notifications.ends_stream(event, stamp):
+                        queue.put_nowait(notifications.END)
 
                 # Stays in the group (re-added before group_expiry, rejoined after the layer failed),
                 # so a stream open for days, or across a Redis restart, still hears its session.
