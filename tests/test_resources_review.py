@@ -188,6 +188,27 @@ async def test_a_template_does_not_match_a_uri_with_a_trailing_newline() -> None
     assert body.get("error", {}).get("code") == -32602, body
 
 
+@pytest.mark.parametrize("uri", ["test://template/x\ny/data", "test://template/x y/data", "test://template/x\ty/data"])
+async def test_a_template_variable_does_not_match_whitespace_inside_a_uri(uri: str) -> None:
+    """A URI has no whitespace or control characters (RFC 3986; RFC 6570 expansion encodes them):
+    "test://template/x\ny/data" is no URI the demo's test://template/{id}/data gives, so it is not read."""
+    import base64
+    r = await call_modern(APP, "resources/read", {"uri": uri},
+                          headers={"mcp-name": "=?base64?" + base64.b64encode(uri.encode()).decode() + "?="})
+    body = r.json()
+    assert body.get("error", {}).get("code") == -32602, body
+
+
+def test_a_reserved_template_variable_takes_slashes_but_not_spaces() -> None:
+    from mcp_tools.registry import Resource
+
+    template = Resource(uri=None, uri_template="files:///{+path}", name="files", title=None, description=None,
+                        mime_type=None, fn=lambda path: path, is_async=False, permissions=(), completions={})
+    assert template.match("files:///a/b%20c.txt") == {"path": "a/b c.txt"}
+    assert template.match("files:///a/b c.txt") is None
+    assert template.match("files:///a\nb") is None
+
+
 async def test_a_fragment_template_variable_is_expanded_as_rfc6570_says() -> None:
     """{#var} passes the registration check (lstrip("+#")) but is matched like {var}: the "#" the
     expansion adds is neither required nor stripped. For "review://doc{#section}", RFC 6570 expands

@@ -27,6 +27,9 @@ from . import results
 from .schemas import InputSpec, OutputSpec, input_from_serializer, input_from_signature, output_from_annotation, parse_param_docs
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
+#: What a resource template's ``{name}`` and ``{+name}`` variables match in a URI.
+_VARIABLE = r"[^/\x00-\x20\x7f]+"
+_RESERVED_VARIABLE = r"[^\x00-\x20\x7f]+"
 
 
 class AlreadyRegistered(Exception):
@@ -191,7 +194,9 @@ class Resource:
                         raise ImproperlyConfigured(
                             f"Resource template {self.uri_template!r}: {part} is not supported; use {{name}} or {{+name}} variables"
                         )
-                    pattern += f"(?P<{var}>[^/]+)" if not part.startswith("{+") else f"(?P<{var}>.+)"
+                    # A URI has no spaces or control characters (RFC 3986): an expansion never gives one,
+                    # so a variable does not match one; {name} also stops at "/", which it would encode.
+                    pattern += f"(?P<{var}>{_VARIABLE if not part.startswith('{+') else _RESERVED_VARIABLE})"
                 else:
                     pattern += re.escape(part)
             # Matched with fullmatch: "$" would also match before a final newline.
