@@ -11,6 +11,7 @@ does the checks every verifier needs, subclasses only find the token.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -301,10 +302,15 @@ def authenticate_bearer(token: str, resource: str) -> Any:
     if user is not None and getattr(user, "is_authenticated", False):
         # The same id as the user's other credentials: a refreshed token keeps its calls and sessions.
         principal_id = f"user:{user.pk}"
-    else:
+    elif info.client_id:
         # A token acting for no user (client credentials without an owner): the client is the caller.
         user = AnonymousUser()
-        principal_id = f"oauth-client:{info.client_id or 'unknown'}"
+        principal_id = f"oauth-client:{info.client_id}"
+    else:
+        # Neither a user nor a client (RFC 7662 makes client_id optional): the token is the caller.
+        # One shared id for all such tokens would let each continue the others' calls.
+        user = AnonymousUser()
+        principal_id = "oauth-token:" + hashlib.sha256(token.encode()).hexdigest()[:32]
     return Principal(user=user, id=principal_id, auth=info, scopes=frozenset(info.scopes))
 
 
