@@ -115,7 +115,9 @@ class ToolCallAdmin(admin.ModelAdmin):
     list_filter = (
         StatusFilter, "tool_name", "flavor", "background", ("user", admin.RelatedOnlyFieldListFilter), "created_at",
     )
-    search_fields = ("tool_name", "=id", "principal", "=celery_task_id", "=session_id")
+    # Principals and sessions by exact match only: a substring search would let staff who may only
+    # look find an anonymous caller's session id (its credential) a character at a time.
+    search_fields = ("tool_name", "=id", "=principal", "=celery_task_id", "=session_id")
     list_select_related = ("user",)
     list_per_page = 50
     # No date_hierarchy: its MIN/MAX and per-day queries scan the table (0.3 s on PostgreSQL,
@@ -325,7 +327,7 @@ class ToolCallAdmin(admin.ModelAdmin):
 @admin.register(McpSession)
 class McpSessionAdmin(admin.ModelAdmin):
     list_display = ("id", "protocol_version", "principal", "log_level", "created_at", "last_seen_at")
-    search_fields = ("=id", "principal")
+    search_fields = ("=id", "=principal")
     readonly_fields = [f.name for f in McpSession._meta.fields]
 
     def has_add_permission(self, request: Any) -> bool:

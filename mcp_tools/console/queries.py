@@ -27,12 +27,35 @@ ROW_FIELDS = ("id", "tool_name", "status", "principal", "user__username", "flavo
               "finished_at", "progress", "progress_total")
 
 
+#: The principal of an anonymous 2025-11-25 caller: its session id, which is its whole credential.
+ANONYMOUS_SESSION_PREFIX = "anonymous:session:"
+
+
+def session_label(session_id: str) -> str:
+    """A session id as the console shows it: enough to tell sessions apart, never the whole id.
+
+    An anonymous caller's session id is its only credential (whoever sends it is that caller),
+    so staff who may only look must not be able to copy it from a page.
+    """
+    return f"{session_id[:8]}…" if len(session_id) > 8 else session_id
+
+
+def principal_shown(principal: str) -> str:
+    """A principal id as the console shows it: an anonymous caller's session id shortened."""
+    if principal.startswith(ANONYMOUS_SESSION_PREFIX):
+        return ANONYMOUS_SESSION_PREFIX + session_label(principal[len(ANONYMOUS_SESSION_PREFIX):])
+    return principal
+
+
 def principal_label(username: str | None, principal: str) -> str:
-    """A principal as an operator reads it: the username, "anonymous", or the raw id of a deleted user."""
+    """A principal as an operator reads it: the username, "anonymous", or the raw id of a deleted user
+    (an anonymous caller's session id shortened, see :func:`session_label`)."""
     if username:
         return username
     if principal.startswith("user:"):
         return f"{principal} (deleted user)"
+    if principal.startswith(ANONYMOUS_SESSION_PREFIX):
+        return f"anonymous (session {session_label(principal[len(ANONYMOUS_SESSION_PREFIX):])})"
     return principal or "anonymous"
 
 

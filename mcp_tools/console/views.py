@@ -81,6 +81,8 @@ def detail(model_admin: ToolCallAdmin, request: HttpRequest, call: ToolCall) -> 
         badge=status_badge(call.status, call.get_status_display()),
         bar=progress_bar(call.progress, call.progress_total),
         who=queries.principal_label(call.user.get_username() if call.user else None, call.principal),
+        principal=queries.principal_shown(call.principal),
+        session=queries.session_label(call.session_id),
         worker=worker_state(call),
         arguments=queries.pretty_json(queries.call_arguments(call)),
         result=queries.pretty_json(call.result),
