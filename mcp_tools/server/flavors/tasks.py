@@ -58,7 +58,9 @@ def negotiated(rc: RequestContext) -> bool:
 
 
 def missing_extension(message: str) -> McpError:
-    return McpError(MISSING_CLIENT_CAPABILITY, message, {"requiredCapabilities": {"extensions": {EXTENSION: {}}}})
+    """-32021 for a request that needs the extension; over HTTP a 400, as the 2026-07-28 spec asks of every
+    MissingRequiredClientCapability answer (a client tells a modern server apart by that 400 body)."""
+    return McpError(MISSING_CLIENT_CAPABILITY, message, {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}, http_status=400)
 
 
 def require_negotiated(rc: RequestContext, method: str) -> None:
