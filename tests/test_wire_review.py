@@ -3,15 +3,23 @@ missing tasks extension, the id of an Invalid Request, media types, and CORS for
 origins. Each test failed before its fix."""
 from __future__ import annotations
 
+import io
+import json
 from typing import Any
 
 import pytest
 
 from mcp_tools.registry import make_tool, registry
-from tests.asgi_client import call_modern
+from mcp_tools.server.auth import ANONYMOUS
+from mcp_tools.transports.stdio import StdioServer
+from tests.asgi_client import HANDSHAKE, MODERN, call_modern, post_headers, request
 from tests.test_http_spec_edges import APP, _in_memory_layer  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _meta(**extra: Any) -> dict[str, Any]:
+    return {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}, **extra}
 
 
 # -- 1. MissingRequiredClientCapability of the tasks extension is a 400 ---------------------------------
@@ -38,3 +46,44 @@ async def test_missing_tasks_extension_is_a_400(method: str, params: dict[str, A
     body = response.json()
     assert body["error"]["code"] == -32021, body
     assert response.status == 400, (response.status, body)
+
+
+# -- 2. an Invalid Request whose id is readable is answered with that id --------------------------------
+
+READABLE_ID_CHANGES = [{"params": [1]}, {"params": None}, {"jsonrpc": "1.0"}, {"method": ""}, {"method": 5}]
+
+
+@pytest.mark.parametrize("change", READABLE_ID_CHANGES)
+async def test_invalid_request_with_a_readable_id_answers_with_that_id(change: dict[str, Any]) -> None:
+    """2026-07-28 basic/index, Responses: "Error responses MUST include the same ID as the request they
+    correspond to (except in error cases where the ID could not be read due a malformed request)"
+    (JSON-RPC 2.0 5: null only "if there was an error in detecting the id"). A request with a valid id 7 and
+    params that are an array (or null, or a wrong jsonrpc / method) was answered with "id": null."""
+    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"_meta": _meta()}, **change}
+    response = await request(APP, "POST", headers=post_headers(extra={"mcp-method": "tools/list"}), body=json.dumps(message).encode())
+    body = response.json()
+    assert response.status == 400 and body["error"]["code"] == -32600, body
+    assert body["id"] == 7, body
+
+
+@pytest.mark.parametrize("message", [
+    {"jsonrpc": "2.0", "id": True, "method": "tools/list"},  # an id that is no RequestId
+    {"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"},
+    {"jsonrpc": "2.0", "id": 7, "error": "boom"},  # a response: its id is the server's request's, not one to answer
+    [{"jsonrpc": "2.0", "id": 7, "method": "tools/list"}],  # a batch
+])
+async def test_invalid_request_whose_id_cannot_be_read_answers_null(message: Any) -> None:
+    """The control: an id that is not a string or integer, a response's id and a batch's are not answered."""
+    response = await request(APP, "POST", headers=post_headers(version=HANDSHAKE), body=json.dumps(message).encode())
+    body = response.json()
+    assert response.status == 400 and body["error"]["code"] == -32600 and body["id"] is None, body
+
+
+@pytest.mark.parametrize("change", READABLE_ID_CHANGES)
+async def test_stdio_invalid_request_with_a_readable_id_answers_with_that_id(change: dict[str, Any]) -> None:
+    """The stdio transport reads a line the same way and answers with the id too."""
+    writer = io.BytesIO()
+    server = StdioServer(ANONYMOUS, io.BytesIO(), writer)
+    await server.receive(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/list", **change}).encode())
+    answer = json.loads(writer.getvalue())
+    assert answer["error"]["code"] == -32600 and answer["id"] == 7, answer

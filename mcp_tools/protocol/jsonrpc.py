@@ -57,6 +57,18 @@ class Message:
     __hash__ = None  # type: ignore[assignment]
 
 
+class InvalidMessage(McpError):
+    """A message that is not one JSON-RPC 2.0 message (-32600), or not JSON at all (-32700); HTTP 400.
+
+    ``request_id`` is the id its error answer carries: the request's, when it could be read
+    (JSON-RPC 2.0 section 5), else None.
+    """
+
+    def __init__(self, message: str, request_id: RequestId | None = None, *, code: int = INVALID_REQUEST) -> None:
+        super().__init__(code, message, http_status=400)
+        self.request_id = request_id
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
@@ -104,7 +116,7 @@ def may_hold_long_number(data: bytes) -> bool:
 def parse_body(body: bytes) -> Message:
     """Parse one POST body into a :class:`Message`.
 
-    Raises :class:`McpError` with -32700 for malformed JSON and -32600 for
+    Raises :class:`InvalidMessage` with -32700 for malformed JSON and -32600 for
     anything that is not a single JSON-RPC 2.0 message (batches included: the
     2025-06-18 and later revisions removed them; refusing them under 2025-03-26
     is a known deviation, docs/protocol.md).
@@ -125,36 +137,50 @@ def parse_body(body: bytes) -> Message:
         else:
             payload = json.loads(body, parse_constant=_no_constant, parse_float=_finite_float)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise McpError(PARSE_ERROR, f"Parse error: {exc}", http_status=400) from None
+        raise InvalidMessage(f"Parse error: {exc}", code=PARSE_ERROR) from None
     except RecursionError:  # "[[[[..." deeper than the interpreter's stack: the decoder recurses per level
-        raise McpError(PARSE_ERROR, "Parse error: the JSON nests too deeply", http_status=400) from None
+        raise InvalidMessage("Parse error: the JSON nests too deeply", code=PARSE_ERROR) from None
     return classify(payload)
 
 
 def classify(payload: Any) -> Message:
-    """Check the JSON-RPC shape of a decoded message and say what it is."""
+    """Check the JSON-RPC shape of a decoded message and say what it is.
+
+    Raises :class:`InvalidMessage`, which carries the request's id when that could be read
+    (:func:`_readable_id`): the error answer repeats it.
+    """
     if isinstance(payload, list):
-        raise McpError(INVALID_REQUEST, "Invalid request: batch requests are not supported", http_status=400)
+        raise InvalidMessage("Invalid request: batch requests are not supported")
     if not isinstance(payload, dict):
-        raise McpError(INVALID_REQUEST, "Invalid request: a JSON-RPC message must be an object", http_status=400)
+        raise InvalidMessage("Invalid request: a JSON-RPC message must be an object")
     if payload.get("jsonrpc") != "2.0":
-        raise McpError(INVALID_REQUEST, 'Invalid request: "jsonrpc" must be "2.0"', http_status=400)
+        raise InvalidMessage('Invalid request: "jsonrpc" must be "2.0"', _readable_id(payload))
     has_id = "id" in payload
     if has_id:
         request_id = payload["id"]
         if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
-            raise McpError(INVALID_REQUEST, 'Invalid request: "id" must be a string or an integer', http_status=400)
+            raise InvalidMessage('Invalid request: "id" must be a string or an integer')
     if "method" in payload:
         if not isinstance(payload["method"], str) or not payload["method"]:
-            raise McpError(INVALID_REQUEST, 'Invalid request: "method" must be a non-empty string', http_status=400)
+            raise InvalidMessage('Invalid request: "method" must be a non-empty string', _readable_id(payload))
         if "params" in payload and not isinstance(payload["params"], dict):
-            raise McpError(INVALID_REQUEST, 'Invalid request: "params" must be an object', http_status=400)
+            raise InvalidMessage('Invalid request: "params" must be an object', _readable_id(payload))
         return Message("request" if has_id else "notification", payload)
     if has_id and (("result" in payload) != ("error" in payload)):
         if "error" in payload and not isinstance(payload["error"], dict):
-            raise McpError(INVALID_REQUEST, 'Invalid response: "error" must be an object', http_status=400)
+            raise InvalidMessage('Invalid response: "error" must be an object')
         return Message("response", payload)
-    raise McpError(INVALID_REQUEST, "Invalid request: not a JSON-RPC request, notification or response", http_status=400)
+    raise InvalidMessage("Invalid request: not a JSON-RPC request, notification or response")
+
+
+def _readable_id(payload: dict[str, Any]) -> RequestId | None:
+    """The id an Invalid Request's error answers with: JSON-RPC 2.0 section 5 (and MCP) has it null only
+    when the id "could not be read". A request's (a message with ``method``) valid id is repeated; a
+    response's id is the server's own request's, not one to answer (its refusal names none)."""
+    request_id = payload.get("id")
+    if "method" in payload and isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+        return request_id
+    return None
 
 
 def id_text(request_id: RequestId | None) -> str:

@@ -472,8 +472,8 @@ class McpEndpoint:
         body = await self.read_body(receive, headers)
         try:
             message = jsonrpc.parse_body(body)
-        except McpError as exc:
-            raise HttpError(400, exc) from None
+        except jsonrpc.InvalidMessage as exc:
+            raise HttpError(400, exc, exc.request_id) from None
         version_header = headers.get("mcp-protocol-version")
         try:
             if version_header in versions.MODERN_VERSIONS or (

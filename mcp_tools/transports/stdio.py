@@ -157,8 +157,8 @@ class StdioServer:
             return
         try:
             message = jsonrpc.parse_body(line)
-        except McpError as exc:
-            await self.write(jsonrpc.error_message(None, exc))
+        except jsonrpc.InvalidMessage as exc:
+            await self.write(jsonrpc.error_message(exc.request_id, exc))
             return
         await self.handle(message)
 
