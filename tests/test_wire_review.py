@@ -3,6 +3,7 @@ missing tasks extension, the id of an Invalid Request, media types, and CORS for
 origins. Each test failed before its fix."""
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from typing import Any
@@ -13,7 +14,7 @@ from mcp_tools.registry import make_tool, registry
 from mcp_tools.server.auth import ANONYMOUS
 from mcp_tools.transports.stdio import StdioServer
 from tests.asgi_client import HANDSHAKE, MODERN, call_modern, post_headers, request
-from tests.test_http_spec_edges import APP, _in_memory_layer  # noqa: F401
+from tests.test_http_spec_edges import APP, Stream, _in_memory_layer, open_session  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -87,3 +88,60 @@ async def test_stdio_invalid_request_with_a_readable_id_answers_with_that_id(cha
     await server.receive(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/list", **change}).encode())
     answer = json.loads(writer.getvalue())
     assert answer["error"]["code"] == -32600 and answer["id"] == 7, answer
+
+
+async def _start(stream: Stream) -> dict[str, Any]:
+    """The ``http.response.start`` a :class:`Stream` got, waited for."""
+    async def started() -> dict[str, Any]:
+        while not stream.sent:
+            stream.got.clear()
+            await stream.got.wait()
+        return stream.sent[0]
+    return await asyncio.wait_for(started(), 10)
+
+
+def _header(start: dict[str, Any], name: str) -> str | None:
+    return next((v.decode("latin-1") for k, v in start["headers"] if k.decode("latin-1").lower() == name), None)
+
+
+# -- 3. media types are case-insensitive, and matched whole ----------------------------------------------
+
+
+@pytest.mark.parametrize("header, value", [
+    ("content-type", "Application/JSON"),
+    ("content-type", "application/json ; charset=UTF-8"),
+    ("accept", "Application/JSON, Text/Event-Stream"),
+    ("accept", "text/event-stream;q=0.9,application/json"),
+    ("accept", "application/*, text/*"),
+    ("accept", "*/*"),
+])
+async def test_media_types_are_case_insensitive(header: str, value: str) -> None:
+    """RFC 9110 8.3.1: "The type and subtype tokens are case-insensitive" (Content-Type and Accept alike);
+    the 2026-07-28 transport only asks that Accept list both types. "Application/JSON" got 415 and an
+    upper-case Accept 406."""
+    response = await call_modern(APP, "tools/list", headers={header: value})
+    assert response.status == 200, (response.status, response.body)
+
+
+@pytest.mark.parametrize("header, value, status", [
+    ("content-type", "application/jsonx", 415),
+    ("content-type", "application/json-seq", 415),
+    ("accept", "application/jsonx, text/event-streamy", 406),
+    ("accept", "application/json", 406),
+])
+async def test_media_types_are_matched_whole(header: str, value: str, status: int) -> None:
+    """A media type that only starts with (or contains) application/json is another type: refused."""
+    response = await call_modern(APP, "tools/list", headers={header: value})
+    assert response.status == status, (response.status, response.body)
+
+
+async def test_get_stream_accept_is_case_insensitive() -> None:
+    """The GET stream's Accept is read the same way (406 only when text/event-stream is not listed)."""
+    session = await open_session()
+    refused = await request(APP, "GET", headers={"host": "testserver", "accept": "text/event-streamy", "mcp-session-id": session})
+    assert refused.status == 406, refused.body
+    stream = Stream("GET", {"host": "testserver", "accept": "Text/Event-Stream", "mcp-session-id": session})
+    try:
+        assert (await _start(stream))["status"] == 200
+    finally:
+        stream.gone.set()

@@ -222,9 +222,27 @@ def check_origin(headers: dict[str, str]) -> None:
     raise HttpError(403, McpError(INVALID_REQUEST, "Forbidden: invalid Origin header"))
 
 
+def media_type(value: str) -> str:
+    """A ``Content-Type`` value's ``type/subtype``: parameters dropped, lower-cased (RFC 9110 8.3.1: the
+    tokens are case-insensitive), so ``Application/JSON; charset=utf-8`` is ``application/json`` and
+    ``application/jsonx`` is not."""
+    return value.partition(";")[0].strip().lower()
+
+
+def media_ranges(accept: str) -> set[str]:
+    """The media ranges an ``Accept`` value lists (RFC 9110 12.5.1), each as :func:`media_type` reads it."""
+    return {media_type(item) for item in accept.split(",")}
+
+
 def _accepts_json_and_sse(headers: dict[str, str]) -> bool:
-    accept = headers.get("accept", "")
-    return "*/*" in accept or ("application/json" in accept and "text/event-stream" in accept)
+    ranges = media_ranges(headers.get("accept", ""))
+    return "*/*" in ranges or (
+        ("application/json" in ranges or "application/*" in ranges) and ("text/event-stream" in ranges or "text/*" in ranges))
+
+
+def _accepts_sse(headers: dict[str, str]) -> bool:
+    ranges = media_ranges(headers.get("accept", ""))
+    return "text/event-stream" in ranges or "text/*" in ranges or "*/*" in ranges
 
 
 def _unauthorized(scope: dict[str, Any], headers: dict[str, str], message: str, drf_header: str | None) -> HttpError:
@@ -464,8 +482,7 @@ class McpEndpoint:
             chunks.append(chunk)
 
     async def post(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], response: Response) -> None:
-        content_type = headers.get("content-type", "")
-        if not content_type.startswith("application/json"):
+        if media_type(headers.get("content-type", "")) != "application/json":
             raise HttpError(415, McpError(INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json"))
         if not _accepts_json_and_sse(headers):
             raise HttpError(406, McpError(INVALID_REQUEST, "Not Acceptable: Accept must list application/json and text/event-stream"))
@@ -721,7 +738,7 @@ class McpEndpoint:
 
     # -- GET: the standalone stream, or a resumed one ----------------------------------
     async def get(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], send: Any) -> None:
-        if "text/event-stream" not in headers.get("accept", "") and "*/*" not in headers.get("accept", ""):
+        if not _accepts_sse(headers):
             raise HttpError(406, McpError(INVALID_REQUEST, "Not Acceptable: Accept must list text/event-stream"))
         principal, session = await self.session_for(scope, headers)
         session_id = session.id
