@@ -9,11 +9,13 @@ import json
 from typing import Any
 
 import pytest
+from django.conf import settings
+from django.test import override_settings
 
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.server.auth import ANONYMOUS
 from mcp_tools.transports.stdio import StdioServer
-from tests.asgi_client import HANDSHAKE, MODERN, call_modern, post_headers, request
+from tests.asgi_client import HANDSHAKE, MODERN, call_modern, modern_message, post_headers, request
 from tests.test_http_spec_edges import APP, Stream, _in_memory_layer, open_session  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -145,3 +147,101 @@ async def test_get_stream_accept_is_case_insensitive() -> None:
         assert (await _start(stream))["status"] == 200
     finally:
         stream.gone.set()
+
+
+# -- 4. CORS for allowed browser origins ----------------------------------------------------------------
+
+ORIGIN = "http://localhost:3000"  # allowed: derived from the test ALLOWED_HOSTS, as the origin tests use it
+
+
+async def test_an_allowed_browser_origin_can_preflight_and_read_the_answer() -> None:
+    """docs/settings.md: ALLOWED_ORIGINS are the "Browser origins allowed" (None derives them from
+    ALLOWED_HOSTS). A browser's POST with Content-Type application/json and Mcp-* headers is preceded by a
+    CORS preflight (OPTIONS), which got 405; and the POST's answer carried no Access-Control-Allow-Origin
+    (nor Access-Control-Expose-Headers: Mcp-Session-Id), so a browser client at an allowed origin could use
+    neither era. The endpoint is a bare ASGI app, so Django CORS middleware cannot add them."""
+    preflight = await request(APP, "OPTIONS", headers={
+        "host": "testserver", "origin": ORIGIN, "access-control-request-method": "POST",
+        "access-control-request-headers": "content-type, mcp-protocol-version, mcp-method, Mcp-Param-Zone"})
+    assert preflight.status == 204, (preflight.status, preflight.body)
+    assert preflight.header("access-control-allow-origin") == ORIGIN
+    assert "Origin" in preflight.header("vary").split(", ")
+    assert set(preflight.header("access-control-allow-methods").split(", ")) == {"GET", "POST", "DELETE"}
+    allowed = {name.strip().lower() for name in preflight.header("access-control-allow-headers").split(",")}
+    assert {"content-type", "mcp-protocol-version", "mcp-method", "mcp-param-zone"} <= allowed, allowed
+    assert int(preflight.header("access-control-max-age")) > 0
+    answer = await call_modern(APP, "tools/list", headers={"origin": ORIGIN})
+    assert answer.status == 200
+    assert answer.header("access-control-allow-origin") == ORIGIN, answer.headers
+    assert answer.header("vary") == "Origin"
+    exposed = {name.strip().lower() for name in answer.header("access-control-expose-headers").split(",")}
+    assert {"mcp-session-id", "mcp-protocol-version", "www-authenticate"} <= exposed
+
+
+async def test_a_preflight_without_request_headers_gets_the_fixed_list() -> None:
+    """No Access-Control-Request-Headers (or an unreadable one): the headers the transport reads."""
+    for extra in ({}, {"access-control-request-headers": "content-type, bad header"}):
+        preflight = await request(APP, "OPTIONS", headers={
+            "host": "testserver", "origin": ORIGIN, "access-control-request-method": "POST", **extra})
+        assert preflight.status == 204
+        allowed = {name.strip() for name in preflight.header("access-control-allow-headers").split(",")}
+        assert {"content-type", "accept", "authorization", "mcp-protocol-version", "mcp-session-id",
+                "last-event-id", "mcp-method", "mcp-name", "x-mcp-client-secret"} <= allowed, allowed
+        assert "bad header" not in allowed
+
+
+async def test_error_answers_and_handshake_streams_carry_cors_headers() -> None:
+    """An error answer (here a 400 and a 404) and a 2025-11-25 session's answers carry them too, as does
+    the initialize that hands the Mcp-Session-Id out."""
+    bad = await request(APP, "POST", headers=post_headers(extra={"origin": ORIGIN}), body=b"{")
+    assert bad.status == 400 and bad.header("access-control-allow-origin") == ORIGIN
+    unknown = await request(APP, "GET", headers={"host": "testserver", "accept": "text/event-stream",
+                                                 "mcp-session-id": "nope", "origin": ORIGIN})
+    assert unknown.status == 404 and unknown.header("access-control-allow-origin") == ORIGIN
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "b", "version": "1"}}}
+    opened = await request(APP, "POST", headers=post_headers(version=None, extra={"origin": ORIGIN}), body=json.dumps(init).encode())
+    assert opened.status == 200 and opened.header("mcp-session-id")
+    assert opened.header("access-control-allow-origin") == ORIGIN
+    stream = Stream("GET", {"host": "testserver", "accept": "text/event-stream",
+                            "mcp-session-id": opened.header("mcp-session-id") or "", "origin": ORIGIN})
+    try:
+        start = await _start(stream)
+        assert start["status"] == 200 and _header(start, "access-control-allow-origin") == ORIGIN
+    finally:
+        stream.gone.set()
+
+
+async def test_no_origin_no_cors_headers_and_a_disallowed_origin_is_refused() -> None:
+    """Without Origin (not a browser's cross-origin request) nothing is added; a disallowed origin's preflight
+    and request are refused (403) as before, without CORS headers; a plain OPTIONS is still a 405."""
+    plain = await call_modern(APP, "tools/list")
+    assert plain.status == 200 and not any(name.startswith("access-control-") for name, _ in plain.headers)
+    options = await request(APP, "OPTIONS", headers={"host": "testserver"})
+    assert options.status == 405 and options.header("access-control-allow-origin") is None
+    for method in ("OPTIONS", "POST"):
+        refused = await request(APP, method, headers=post_headers(extra={
+            "origin": "http://evil.example", "access-control-request-method": "POST"}), body=b"{}")
+        assert refused.status == 403 and refused.header("access-control-allow-origin") is None, method
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "ALLOWED_ORIGINS": ["https://app.example"]}):
+        preflight = await request(APP, "OPTIONS", headers={
+            "host": "testserver", "origin": "https://app.example", "access-control-request-method": "POST"})
+        assert preflight.status == 204 and preflight.header("access-control-allow-origin") == "https://app.example"
+        refused = await request(APP, "OPTIONS", headers={
+            "host": "testserver", "origin": ORIGIN, "access-control-request-method": "POST"})
+        assert refused.status == 403
+
+
+async def test_the_urlconf_mount_answers_cors_too() -> None:
+    """``include("mcp_tools.urls")`` runs the same endpoint behind Django's middleware: the same preflight
+    and headers."""
+    from django.core.handlers.asgi import ASGIHandler
+
+    django_app = ASGIHandler()
+    preflight = await request(django_app, "OPTIONS", "/mcp-via-django", headers={
+        "host": "testserver", "origin": ORIGIN, "access-control-request-method": "POST",
+        "access-control-request-headers": "content-type, mcp-method"})
+    assert preflight.status == 204 and preflight.header("access-control-allow-origin") == ORIGIN, preflight.headers
+    answer = await request(django_app, "POST", "/mcp-via-django", headers=post_headers(extra={"mcp-method": "tools/list", "origin": ORIGIN}),
+                           body=json.dumps(modern_message("tools/list")).encode())
+    assert answer.status == 200 and answer.header("access-control-allow-origin") == ORIGIN, answer.headers

@@ -195,8 +195,12 @@ def _host_allowed(host: str) -> bool:
     return bool(domain) and validate_host(domain, _allowed_hosts())
 
 
-def check_origin(headers: dict[str, str]) -> None:
-    """DNS-rebinding protection: the Host and any Origin must be ours (403 otherwise)."""
+def check_origin(headers: dict[str, str]) -> str | None:
+    """DNS-rebinding protection: the Host and any Origin must be ours (403 otherwise).
+
+    Returns the request's ``Origin`` once allowed (None without one): the origin a browser
+    client's CORS answer names (:func:`cors_headers`).
+    """
     host = headers.get("host")
     if host is not None:
         known = _hot().hosts
@@ -210,16 +214,61 @@ def check_origin(headers: dict[str, str]) -> None:
             raise HttpError(403, McpError(INVALID_REQUEST, "Forbidden: invalid Host header"))
     origin = headers.get("origin")
     if origin is None:
-        return
+        return None
     allowed = mcp_settings.ALLOWED_ORIGINS
     if allowed is not None:
         if origin in allowed or "*" in allowed:
-            return
+            return origin
     else:
         parts = urlsplit(origin)
         if parts.hostname and validate_host(parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]", _allowed_hosts()):
-            return
+            return origin
     raise HttpError(403, McpError(INVALID_REQUEST, "Forbidden: invalid Origin header"))
+
+
+#: Response headers a browser script may read (CORS hides all but a few by default): the session id,
+#: the protocol version, and the challenge of a 401 / 403 (MCP authorization starts from it).
+CORS_EXPOSED = b"Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate"
+CORS_METHODS = b"GET, POST, DELETE"
+#: Seconds a browser may reuse a preflight's answer (Chromium caps it at 7200).
+CORS_MAX_AGE = b"7200"
+#: Request headers a preflight allows when it names none it can be answered with (see :func:`preflight_headers`).
+CORS_REQUEST_HEADERS = ("content-type", "accept", "authorization", "mcp-protocol-version", "mcp-session-id",
+                        "last-event-id", "mcp-method", "mcp-name")
+#: RFC 9110 5.6.2 tchar: what a header name is made of.
+_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")
+
+
+def cors_headers(origin: str) -> list[tuple[bytes, bytes]]:
+    """The CORS headers of every answer to an allowed browser origin (errors and SSE streams included).
+
+    No ``Access-Control-Allow-Credentials``: a cross-origin page sends its credentials in a header
+    (``Authorization``); with cookies allowed, any page at an allowed origin could act with the user's
+    Django session.
+    """
+    return [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin"),
+            (b"access-control-expose-headers", CORS_EXPOSED)]
+
+
+def preflight_headers(origin: str, headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    """The answer to an allowed origin's CORS preflight (``OPTIONS`` with ``Access-Control-Request-Method``).
+
+    It allows the request headers the browser asks for: the origin is trusted, and what a request may
+    carry is not a fixed list (``Mcp-Param-*`` headers are per tool, authenticators read headers of
+    their own). When it asks for none, or names something that is no header name, the answer lists the
+    headers this transport reads.
+    """
+    requested = [name.strip().lower() for name in headers.get("access-control-request-headers", "").split(",")]
+    if not all(name and _TOKEN_CHARS.issuperset(name) for name in requested):
+        secret = str(mcp_settings.ANONYMOUS_SECRET_HEADER or "").lower()
+        carriers = [name for name in _hot().carriers or () if name != "cookie"]  # no script sets a Cookie header
+        requested = [*CORS_REQUEST_HEADERS, *((secret,) if secret else ()), *carriers]
+    return [(b"access-control-allow-origin", origin.encode("latin-1")),
+            (b"access-control-allow-methods", CORS_METHODS),
+            (b"access-control-allow-headers", ", ".join(dict.fromkeys(requested)).encode("latin-1")),
+            (b"access-control-max-age", CORS_MAX_AGE),
+            # The allowed headers echo the request's: a cache must tell preflights apart by them too.
+            (b"vary", b"Origin, Access-Control-Request-Headers")]
 
 
 def media_type(value: str) -> str:
@@ -351,9 +400,14 @@ class Response:
         self.stream_id: str | None = None
         self.closed = False
         self._lock: asyncio.Lock | None = None  # made when the response first streams (most never do)
+        #: The CORS headers of an allowed browser origin's request (:func:`cors_headers`), else None.
+        self.cors: list[tuple[bytes, bytes]] | None = None
 
     def _base_headers(self) -> list[tuple[bytes, bytes]]:
-        return [(b"mcp-session-id", self.session_id.encode())] if self.session_id else []
+        headers = [(b"mcp-session-id", self.session_id.encode())] if self.session_id else []
+        if self.cors:
+            headers += self.cors
+        return headers
 
     def ensure_stream_id(self) -> str:
         """The id of this response's SSE stream, made on first use (a call that asks for input
@@ -374,6 +428,8 @@ class Response:
             headers = [] if status == 204 else [(b"content-length", b"0")]
         if self.session_id:
             headers.append((b"mcp-session-id", self.session_id.encode()))
+        if self.cors:
+            headers += self.cors
         if extra:
             headers += extra
         await self._send({"type": "http.response.start", "status": status, "headers": headers})
@@ -430,15 +486,20 @@ class McpEndpoint:
             headers = _headers(scope)
             response = Response(send, None, event_ids=False)
             try:
-                check_origin(headers)
+                origin = check_origin(headers)
                 method = scope["method"]
+                if origin is not None:  # a browser's request, from an origin allowed: CORS (docs/protocol.md)
+                    if method == "OPTIONS" and "access-control-request-method" in headers:
+                        await response.json(204, None, preflight_headers(origin, headers))
+                        return
+                    response.cors = cors_headers(origin)
                 version_header = headers.get("mcp-protocol-version")
                 if method == "POST":
                     await self.post(scope, receive, headers, response)
                 elif method == "GET":
                     if versions.is_modern(version_header):
                         raise HttpError(405, McpError(INVALID_REQUEST, "Method not allowed: the 2026-07-28 protocol has no GET stream"), extra_headers=[(b"allow", b"POST")])
-                    await self.get(scope, receive, headers, send)
+                    await self.get(scope, receive, headers, response)
                 elif method == "DELETE":
                     if versions.is_modern(version_header):
                         raise HttpError(405, McpError(INVALID_REQUEST, "Method not allowed"), extra_headers=[(b"allow", b"POST")])
@@ -737,13 +798,15 @@ class McpEndpoint:
             notifications.stop_listening(uris, updates)
 
     # -- GET: the standalone stream, or a resumed one ----------------------------------
-    async def get(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], send: Any) -> None:
+    async def get(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], response: Response) -> None:
         if not _accepts_sse(headers):
             raise HttpError(406, McpError(INVALID_REQUEST, "Not Acceptable: Accept must list text/event-stream"))
         principal, session = await self.session_for(scope, headers)
         session_id = session.id
         await self.read_body(receive, headers)  # consume http.request: the next receive() is the disconnect
-        response = Response(send, session_id, event_ids=True)
+        # The request's own response (its CORS headers, and an error after the stream started is not a second start).
+        response.session_id = session_id
+        response.event_ids = True
         given = headers.get("last-event-id", "").strip()
         if given:
             last_event_id = ascii_number(given)
