@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -284,7 +285,12 @@ def media_ranges(accept: str) -> set[str]:
 
 
 def _accepts_json_and_sse(headers: dict[str, str]) -> bool:
-    ranges = media_ranges(headers.get("accept", ""))
+    return _accept_lists_json_and_sse(headers.get("accept", ""))
+
+
+@functools.lru_cache(maxsize=256)  # a client sends the same Accept with every request: parsed once
+def _accept_lists_json_and_sse(accept: str) -> bool:
+    ranges = media_ranges(accept)
     return "*/*" in ranges or (
         ("application/json" in ranges or "application/*" in ranges) and ("text/event-stream" in ranges or "text/*" in ranges))
 
