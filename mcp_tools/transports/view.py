@@ -47,15 +47,29 @@ async def mcp_view(request: HttpRequest) -> HttpResponse | StreamingHttpResponse
         await outgoing.put(message)
 
     task = asyncio.ensure_future(_endpoint(dict(scope), receive, send))
-    start = await outgoing.get()
-    first = await outgoing.get()
-    headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in start.get("headers", [])]
-    if not first.get("more_body"):
-        await task
-        response = HttpResponse(first.get("body", b""), status=start["status"])
-        for name, value in headers:
-            response[name] = value
-        return response
+
+    async def stop_endpoint() -> None:
+        gone.set()
+        if not task.done():
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+
+    try:
+        start = await outgoing.get()
+        first = await outgoing.get()
+        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in start.get("headers", [])]
+        if not first.get("more_body"):
+            await task
+            response = HttpResponse(first.get("body", b""), status=start["status"])
+            for name, value in headers:
+                response[name] = value
+            return response
+    except asyncio.CancelledError:
+        # Django cancels the view when the client leaves before the answer starts: the endpoint it
+        # runs stops too (its receive() hears of it only from here), as it would served directly.
+        await stop_endpoint()
+        raise
 
     async def stream() -> AsyncIterator[bytes]:
         message = first
@@ -68,11 +82,7 @@ async def mcp_view(request: HttpRequest) -> HttpResponse | StreamingHttpResponse
                 message = await outgoing.get()
         finally:
             # The client went away (Django stops iterating) or the stream ended.
-            gone.set()
-            if not task.done():
-                task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await stop_endpoint()
 
     streaming = StreamingHttpResponse(stream(), status=start["status"])
     for name, value in headers:
