@@ -1205,6 +1205,25 @@ def end_call_sync(call_id: str, status: str = "cancelled", message: str = "") ->
     return True
 
 
+def abandon_sync(request_state: Any, principal: Principal, message: str) -> bool:
+    """The only client of a call gives up on it while it waits for input: end it cancelled.
+
+    ``request_state`` is the ``requestState`` of the round the client stopped at
+    (an in-process client such as ``manage.py mcp_call`` that fails on ``--no-input``,
+    a closed stdin or Ctrl-C). Nobody else holds that token, so without this the row
+    would show the call waiting for its user until ``CALL_TTL`` expires it. A token
+    that does not open, or is another principal's, ends nothing (False), as does a
+    call that has ended already.
+    """
+    try:
+        payload = tokens.unseal("request", request_state)
+    except tokens.InvalidToken:
+        return False
+    if payload.get("p") != principal.id or not payload.get("c"):
+        return False
+    return end_call_sync(str(payload["c"]), "cancelled", message)
+
+
 async def after_end(call_id: str, task_id: str | None = None) -> None:
     """A call's row has ended: stop its handler wherever it runs, revoke its queued worker task, wake its waiters."""
     await cancellation.stop_call(call_id)

@@ -289,6 +289,10 @@ class InProcessCaller:
         self.answerer = answerer
         self.notices = notices
         self.max_rounds = max_rounds
+        #: The ``requestState`` of the round a call waits at while the operator is asked;
+        #: None when no call waits. This command is the call's only client: if it stops
+        #: there, :meth:`give_up` ends the call instead of leaving it waiting for CALL_TTL.
+        self.waiting_state: Any = None
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         from mcp_tools.protocol import versions
@@ -337,10 +341,20 @@ class InProcessCaller:
         for _ in range(self.max_rounds):
             result = await self.request("tools/call", params)
             if result.get("resultType") != "input_required":
+                self.waiting_state = None
                 return result
+            self.waiting_state = result.get("requestState")
             responses = {key: self.answerer.answer(key, request) for key, request in result["inputRequests"].items()}
             params = {**call, "inputResponses": responses, "requestState": result.get("requestState")}
         raise CommandError(f"{name} still asked for input after {self.max_rounds} rounds")
+
+    def give_up(self, reason: str) -> None:
+        """End the call left waiting for input (cancelled), if there is one; sync code, after the loop."""
+        from mcp_tools.server import core
+
+        state, self.waiting_state = self.waiting_state, None
+        if state is not None:
+            core.abandon_sync(state, self.principal, f"mcp_call stopped while the tool waited for input: {reason}")
 
 
 def format_error_data(data: Any) -> str:
@@ -507,7 +521,13 @@ def run_call(command: BaseCommand, options: dict[str, Any]) -> None:
                 command.stderr.write(note, str, ending="")  # plain: a note, not the wrapper's error style
                 return
 
-    _run(call())
+    try:
+        _run(call())
+    except BaseException as exc:
+        # --no-input, a closed stdin, Ctrl-C or a failed round: the call is ended here, after
+        # the loop (a Ctrl-C leaves the loop's task cancelled, so nothing more can await in it).
+        caller.give_up(str(exc) or type(exc).__name__)
+        raise
 
 
 def print_result(command: BaseCommand, name: str, result: dict[str, Any], *, raw_json: bool) -> None:
