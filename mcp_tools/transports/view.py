@@ -13,15 +13,40 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from ..protocol import jsonrpc
+from ..protocol.errors import INTERNAL_ERROR, McpError
 from .http import McpEndpoint
 
+logger = logging.getLogger(__name__)
 _endpoint = McpEndpoint()
+
+#: Why the URLconf mount cannot answer under WSGI, and what to do: said to the client and the log.
+NEEDS_ASGI = (
+    "The MCP endpoint mounted in the URLconf needs the site served over ASGI, and this request came "
+    "through WSGI. Serve the project with an ASGI server: for runserver, add \"daphne\" first in "
+    "INSTALLED_APPS (ASGI_APPLICATION names your asgi.py application); in production run daphne or "
+    "uvicorn on your asgi.py instead of a WSGI server."
+)
+_said_needs_asgi = False
+
+
+def _needs_asgi() -> HttpResponse:
+    """The answer to a request served by WSGI: a JSON-RPC error saying how to serve the site.
+
+    Logged once per process (each such request fails the same way; Django logs each 500 too).
+    """
+    global _said_needs_asgi
+    if not _said_needs_asgi:
+        _said_needs_asgi = True
+        logger.error(NEEDS_ASGI)
+    return JsonResponse(jsonrpc.error_message(None, McpError(INTERNAL_ERROR, NEEDS_ASGI)), status=500)
 
 
 @csrf_exempt  # MCP clients are not browsers; Origin and Host are checked by the endpoint
@@ -29,7 +54,7 @@ async def mcp_view(request: HttpRequest) -> HttpResponse | StreamingHttpResponse
     """Serve one MCP request (any era) through the Django URLconf."""
     scope = getattr(request, "scope", None)
     if scope is None:
-        return HttpResponse("mcp_tools needs an ASGI server", status=500)
+        return _needs_asgi()
     body = request.body
     outgoing: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     delivered = False
