@@ -1,4 +1,5 @@
-"""Demo data for the shop: customers, orders in two stores, and two members of staff with different permissions."""
+"""Demo data for the shop: customers, orders in two stores, and two members of staff with different permissions
+(in the shop, and in the admin's calls console)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,13 @@ STAFF = {
     "viewer": ("south", ["shop.view_order", "shop.view_customer"]),
 }
 
+#: The same two are staff, with the roles of docs/admin.md in the calls console: the clerk may act
+#: (cancel, expire, retry), the viewer may only look. demo_setup prints them as admin logins.
+CONSOLE = {
+    "clerk": ["mcp_tools.view_toolcall", "mcp_tools.change_toolcall"],
+    "viewer": ["mcp_tools.view_toolcall"],
+}
+
 
 def seed_shop(password: str | None = None) -> dict[str, int]:
     """Create what is missing (safe to run again); returns how many rows of each kind were created."""
@@ -49,10 +57,12 @@ def seed_shop(password: str | None = None) -> dict[str, int]:
             user, new = User.objects.get_or_create(username=username, defaults={"email": f"{username}@example.com"})
             if new:
                 user.set_password(password or username)
+            if new or not user.is_staff:
+                user.is_staff = True
                 user.save()
             created["staff"] += new
             StaffMember.objects.get_or_create(user=user, defaults={"store": store})
-            for perm in perms:
+            for perm in [*perms, *CONSOLE[username]]:
                 app_label, codename = perm.split(".")
                 user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
     return created
