@@ -10,7 +10,8 @@ first on ``PATH``), so the page cannot drift from what works.
 
 Two substitutions keep it fast and parallel-safe: the ``pip install`` step is checked
 against the virtualenv (the package and its extra are already installed there, from this
-checkout) rather than run, and the server's port 8000 becomes a free port.
+checkout) and against this checkout (the folder the page names, with the extras it asks
+for) rather than run, and the server's port 8000 becomes a free port.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -32,7 +34,10 @@ from packaging.requirements import Requirement
 
 from tests.conftest import free_port
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "getting-started.md"
+CHECKOUT = Path(__file__).resolve().parent.parent
+PAGE = CHECKOUT / "docs" / "getting-started.md"
+#: The page's stand-in for the folder a reader cloned the repository into (it is not on PyPI).
+CHECKOUT_ON_PAGE = "/path/to/django-mcp-tools"
 BLOCK = re.compile(r"^```(\w+) ([^\n]+)\n(.*?)^```$", re.M | re.S)
 
 pytestmark = pytest.mark.live
@@ -58,11 +63,30 @@ def clean_env(venv_bin: Path) -> dict[str, str]:
     return env
 
 
-def check_installed(command: str) -> None:
-    """A ``pip install 'dist[extra]'`` step: the distribution and the extra's requirements are in this venv."""
+def install_requirement(command: str) -> Requirement:
+    """What a ``pip install '/path/to/django-mcp-tools[extra]'`` step installs, as a requirement.
+
+    The page installs from a checkout (the package is not on PyPI): the folder must be this
+    checkout's stand-in, whose ``pyproject.toml`` names the distribution and defines the extras.
+    """
     words = shlex.split(command)
     assert words[:2] == ["pip", "install"] and len(words) == 3, f"unexpected install step: {command!r}"
-    wanted = Requirement(words[2])
+    folder, bracket, extras = words[2].partition("[")
+    assert folder == CHECKOUT_ON_PAGE, f"the step installs {folder!r}, not a checkout ({CHECKOUT_ON_PAGE})"
+    project = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["project"]
+    wanted = Requirement(project["name"] + bracket + extras)
+    assert wanted.extras <= set(project.get("optional-dependencies", {})), f"no such extra: {wanted.extras}"
+    return wanted
+
+
+def test_the_install_step_installs_a_checkout_with_the_client_extra() -> None:
+    [step] = [block.text for block in page_blocks() if block.marker == "step" and block.text.startswith("pip install")]
+    assert install_requirement(step.splitlines()[0]).extras == {"client"}
+
+
+def check_installed(command: str) -> None:
+    """A ``pip install`` step: the distribution and the extra's requirements are in this venv."""
+    wanted = install_requirement(command)
     dist = metadata.distribution(wanted.name)
     for spec in dist.requires or []:
         requirement = Requirement(spec)
