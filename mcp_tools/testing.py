@@ -4,9 +4,12 @@
 the 2026-07-28 era, and answers ``input_required`` rounds with a function you
 give it, so a durable tool can be tested end to end in a plain async test
 (pytest-django, pytest-asyncio in auto mode; here the demo's ``deploy``, which asks the
-user, then the client's model)::
+user, then the client's model, called as a user with a DRF token, as in
+docs/getting-started.md)::
 
     import pytest
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
 
     from mcp_tools.testing import McpTestClient
 
@@ -17,8 +20,15 @@ user, then the client's model)::
 
     @pytest.mark.django_db(transaction=True)
     async def test_deploy():
-        result = await McpTestClient(answer=answer).call_tool("deploy", {"service": "api"})
+        token = await Token.objects.acreate(user=await User.objects.acreate(username="tester"))
+        client = McpTestClient(token=token.key, answer=answer)
+        result = await client.call_tool("deploy", {"service": "api"})
         assert result["structuredContent"]["env"] == "staging"
+
+The endpoint authenticates these requests as any other (anonymous callers only with
+``ALLOW_ANONYMOUS``): ``token=`` sends ``Authorization: Token <key>`` (DRF's token
+authentication); for another scheme pass the header itself, e.g.
+``headers={"Authorization": f"Bearer {access_token}"}``.
 
 Tests that touch the database need ``transaction=True``, as here (the endpoint reaches
 the ORM from a worker thread). ``registry.registered_temporarily(make_tool(fn))``
@@ -59,6 +69,10 @@ class McpTestClient:
     ``answer(key, request)`` returns the client's result for one input request
     (``request`` is ``{"method": ..., "params": ...}``); without it, a call that
     needs input fails with an ``AssertionError`` naming what was asked.
+
+    ``token`` is a DRF token key, sent as ``Authorization: Token <key>``; ``headers``
+    are sent on every request too, after the client's own (so an ``Authorization`` there,
+    a Bearer token for instance, replaces the one ``token`` makes).
     """
 
     def __init__(
@@ -66,6 +80,7 @@ class McpTestClient:
         app: Any = None,
         *,
         token: str | None = None,
+        headers: dict[str, str] | None = None,
         capabilities: dict[str, Any] | None = None,
         answer: Answer | None = None,
         max_rounds: int = 20,
@@ -76,6 +91,8 @@ class McpTestClient:
             app = McpEndpoint()
         self.app = app
         self.token = token
+        # ASGI header names are lower case: "Authorization" must replace "authorization".
+        self.headers = {name.lower(): value for name, value in (headers or {}).items()}
         self.capabilities = DEFAULT_CAPABILITIES if capabilities is None else capabilities
         self.answer = answer
         self.max_rounds = max_rounds
@@ -103,6 +120,7 @@ class McpTestClient:
                 "=?base64?" + base64.b64encode(name.encode()).decode() + "?="
         if self.token:
             headers["authorization"] = f"Token {self.token}"
+        headers.update(self.headers)
         status, body = await self._post(headers, {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params})
         message = _final_message(body)
         if "error" in message:

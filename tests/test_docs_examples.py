@@ -50,6 +50,13 @@ def _docstring_tests() -> dict[str, Any]:
     return tests
 
 
+@pytest.fixture(autouse=True)
+def no_anonymous_callers(settings: Any) -> None:
+    """As in a project's settings (ALLOW_ANONYMOUS defaults to False; tests/settings.py turns it
+    on): the docstring's test passed here only because anonymous calls were allowed."""
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "ALLOW_ANONYMOUS": False}
+
+
 # The docstring's tests, collected by pytest as they would be in a project's own test module:
 # with the markers and fixtures the example gives them.
 for _name, _test in _docstring_tests().items():

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from mcp_tools.testing import McpTestClient, McpTestError
-from tests.clients import audit_rows
+from tests.clients import audit_rows, create_user_with_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,3 +40,21 @@ async def test_test_client_collects_a_streamed_result() -> None:
     # With a progress token the answer is an SSE stream: notifications, then the result.
     result = await McpTestClient().request("tools/call", {"name": "slow_count", "arguments": {"n": 2}, "_meta": {"progressToken": "t"}})
     assert result["content"] == [{"type": "text", "text": "counted to 2"}]
+
+
+def tool_names(tools: dict[str, Any]) -> set[str]:
+    return {tool["name"] for tool in tools["tools"]}
+
+
+async def test_test_client_sends_extra_headers_on_every_request() -> None:
+    from asgiref.sync import sync_to_async
+
+    # 'clerk' may restock (a model permission): the tool is listed only to a request made as them.
+    key = await sync_to_async(create_user_with_token)("clerk", ("inventory.change_product",))
+    assert "restock" not in tool_names(await McpTestClient().request("tools/list"))
+    as_clerk = McpTestClient(headers={"Authorization": f"Token {key}"})
+    assert "restock" in tool_names(await as_clerk.request("tools/list"))
+    # headers= comes after token=: its Authorization is the one sent.
+    with pytest.raises(McpTestError) as caught:
+        await McpTestClient(token=key, headers={"authorization": "Token not-a-token"}).request("tools/list")
+    assert caught.value.status == 401
