@@ -1,4 +1,4 @@
-"""System checks for the ``MCP_TOOLS`` settings (ids ``mcp_tools.E00x`` / ``W00x``)."""
+"""System checks of mcp_tools: its settings, database, tools and OAuth (every id: docs/settings.md, "System checks")."""
 
 from __future__ import annotations
 
@@ -124,6 +124,39 @@ def check_model_tools(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     return problems()
 
 
+@register(Tags.compatibility)
+def check_registered_permissions(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """W006: a tool, resource or prompt requires a permission that no installed app defines.
+
+    Nobody but a superuser would have such a permission (a typo, an app left out of
+    INSTALLED_APPS), so the item is hidden from everyone else. A warning, not an error: a
+    custom authentication backend may grant names no model declares. Model tools are left to
+    E033, and a tool's OAuth scopes (``oauth-scope:`` entries) are no Django permissions.
+    """
+    from .modeltools import base as model_tools
+    from .registry import registry
+    from .registry.registry import SCOPE_PERMISSION_PREFIX
+
+    known = model_tools.known_permissions()
+    by_model_tools = {name for declaration in model_tools.declarations for name in declaration.tool_names()}
+    items: list[tuple[str, str, tuple[str, ...]]] = [
+        *(("Tool", tool.name, tool.permissions) for tool in registry.tools if tool.name not in by_model_tools),
+        *(("Resource", resource.uri or "", resource.permissions) for resource in registry.resources),
+        *(("Resource template", resource.uri_template or "", resource.permissions) for resource in registry.resource_templates),
+        *(("Prompt", prompt.name, prompt.permissions) for prompt in registry.prompts),
+    ]
+    return [
+        Warning(f"{kind} {name!r} requires permission {perm!r}, which no installed app defines: only superusers "
+                "will see it.",
+                hint="Name a permission as 'app_label.codename' of an installed model (its default permissions or "
+                     "Meta.permissions). If an authentication backend grants it, silence mcp_tools.W006.",
+                id="mcp_tools.W006")
+        for kind, name, perms in items
+        for perm in perms
+        if perm not in known and not perm.startswith(SCOPE_PERMISSION_PREFIX)
+    ]
+
+
 @register(Tags.security)
 def check_oauth(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """``MCP_TOOLS["OAUTH"]`` (ids E040-E043, W040): MCP authorization as a resource server."""
@@ -153,7 +186,7 @@ def check_oauth(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         cls = import_string(verifier) if isinstance(verifier, str) else verifier
     except ImportError as exc:
         problems.append(Error(f"MCP_TOOLS['OAUTH']['TOKEN_VERIFIER'] cannot import {verifier!r}: {exc}.",
-                              hint="For django-oauth-toolkit: pip install 'django-mcp-tools[oauth]'.", id="mcp_tools.E042"))
+                              hint="For django-oauth-toolkit: pip install '/path/to/django-mcp-tools[oauth]' (a checkout).", id="mcp_tools.E042"))
     else:
         if not (isinstance(cls, type) and issubclass(cls, TokenVerifier)):
             problems.append(Error("MCP_TOOLS['OAUTH']['TOKEN_VERIFIER'] must name a subclass of mcp_tools.server.oauth.TokenVerifier.",

@@ -226,3 +226,50 @@ def test_w005_silent_on_postgresql() -> None:
 def test_the_configured_database_passes_the_check() -> None:
     # The demo's SQLite sets IMMEDIATE; PostgreSQL (CI's second run) needs nothing.
     assert check_database(None) == []
+
+
+# -- W006: permissions no installed app defines ------------------------------------------------
+
+
+def test_w006_a_tool_resource_or_prompt_requiring_an_undefined_permission() -> None:
+    from mcp_tools.checks import check_registered_permissions
+    from mcp_tools.registry import Prompt, Resource, make_tool, registry
+
+    def tool_fn() -> str:
+        return "x"
+
+    def read() -> str:
+        return "x"
+
+    tool = make_tool(tool_fn, name="w006.tool", permissions=["shop.view_order", "shop.launch_order"], scopes=["orders:read"])
+    scoped_only = make_tool(tool_fn, name="w006.scoped", scopes=["orders:write"])
+    fixed = Resource(uri="w006://fixed", uri_template=None, name="fixed", title=None, description=None, mime_type=None,
+                     fn=read, is_async=False, permissions=("inventory.view_product",), completions={})
+    template = Resource(uri=None, uri_template="w006://t/{id}", name="t", title=None, description=None, mime_type=None,
+                        fn=read, is_async=False, permissions=("invetnory.view_product",), completions={})
+    prompt = Prompt(name="w006.prompt", title=None, description=None, fn=read, is_async=False, arguments=[],
+                    permissions=("is_staff",), completions={})
+    assert check_registered_permissions(None) == []  # the demo's tools ask for permissions that exist
+    with registry.registered_temporarily(tool, scoped_only, fixed, template, prompt):
+        found = check_registered_permissions(None)
+        assert "mcp_tools.W006" in ids(checks.run_checks())
+    assert {(m.id, m.level) for m in found} == {("mcp_tools.W006", checks.WARNING)}
+    # The unknown ones only: not the defined permissions, and not the OAuth scopes.
+    assert [m.msg.split(" which ")[0] for m in found] == [
+        "Tool 'w006.tool' requires permission 'shop.launch_order',",
+        "Resource template 'w006://t/{id}' requires permission 'invetnory.view_product',",
+        "Prompt 'w006.prompt' requires permission 'is_staff',",
+    ]
+
+
+def test_w006_leaves_model_tools_to_e033() -> None:
+    from demo_site.shop.models import Order
+    from mcp_tools.checks import check_registered_permissions
+    from mcp_tools.modeltools import register_model_action, unregister_model_action
+
+    action = register_model_action(Order, "cancel", name="w006.cancel", permissions=["shop.launch_order"])
+    try:
+        assert check_registered_permissions(None) == []
+        assert "mcp_tools.E033" in ids(checks.run_checks())
+    finally:
+        unregister_model_action(action)

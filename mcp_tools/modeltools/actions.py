@@ -234,6 +234,9 @@ class ModelAction(base.Declaration):
         return base.jsonable(serializer_class(obj).data)
 
     # -- checks ------------------------------------------------------------------------
+    def tool_names(self) -> list[str]:
+        return [self.name]
+
     def check(self, known_perms: set[str]) -> list[checks.CheckMessage]:
         where = f"Model action {self.name!r}"
         problems: list[checks.CheckMessage] = []

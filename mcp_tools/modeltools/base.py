@@ -389,6 +389,10 @@ class Declaration:
     def check(self, known_perms: set[str]) -> list[checks.CheckMessage]:
         raise NotImplementedError
 
+    def tool_names(self) -> list[str]:
+        """The names of the tools it registered (their permissions are its ``check``'s, E033)."""
+        raise NotImplementedError
+
 
 #: Every model action and toolset declared in this process (read by ``mcp_tools.checks``).
 declarations: list[Declaration] = []

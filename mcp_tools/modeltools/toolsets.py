@@ -526,6 +526,9 @@ class ToolsetDeclaration(base.Declaration):
     def check(self, known_perms: set[str]) -> list[checks.CheckMessage]:
         return self.toolset.check_declaration(known_perms)
 
+    def tool_names(self) -> list[str]:
+        return list(self.names)
+
 
 def register_toolset(toolset: type[ModelToolset]) -> type[ModelToolset]:
     """Register a toolset's tools (usable as a class decorator).
