@@ -160,6 +160,9 @@ class ToolContext:
         self._inv = invocation
         self._cursor = 0
         self._auto_keys: dict[str, int] = {}
+        #: One past the last step journaled before this run: until the handler gets there, it
+        #: replays what an earlier run did (see :attr:`replaying`).
+        self._replay_end = max((step.seq for step in invocation.journal.steps), default=-1) + 1
 
     # -- what the handler can read -------------------------------------
     @property
@@ -192,6 +195,13 @@ class ToolContext:
     @property
     def journal(self) -> Journal:
         return self._inv.journal
+
+    @property
+    def replaying(self) -> bool:
+        """Whether the handler is still replaying steps an earlier run journaled (it has not yet
+        passed the last of them). What it reports meanwhile (progress, log messages) the earlier
+        run reported when it got there: the runtime does not send it again."""
+        return self._cursor < self._replay_end
 
     # -- steps ---------------------------------------------------------
     def _key(self, kind: str, key: str | None) -> str:
@@ -466,14 +476,18 @@ class ToolContext:
 
     # -- notifications -------------------------------------------------
     async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        """Send ``notifications/progress`` (when the client asked for progress) and record it."""
-        await self._inv.runtime.progress(self._inv, progress, total, message)
+        """Send ``notifications/progress`` (when the client asked for progress) and record it.
+
+        Not again on replay (:attr:`replaying`), and only a value above the last one sent
+        for the request: the spec's progress increases with each notification.
+        """
+        await self._inv.runtime.progress(self._inv, progress, total, message, replaying=self.replaying)
 
     async def log(self, level: str, data: Any, logger: str | None = None) -> None:
-        """Send ``notifications/message`` if ``level`` passes the client's log level."""
+        """Send ``notifications/message`` if ``level`` passes the client's log level (not again on replay)."""
         if level not in LOG_LEVELS:
             raise ValueError(f"Unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
-        await self._inv.runtime.log(self._inv, level, data, logger)
+        await self._inv.runtime.log(self._inv, level, data, logger, replaying=self.replaying)
 
     async def info(self, data: Any) -> None:
         await self.log("info", data)

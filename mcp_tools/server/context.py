@@ -21,6 +21,9 @@ class RequestContext:
     session_id: str | None = None
     log_level: str | None = None
     progress_token: Any = None
+    #: The last progress value sent on this request's stream (each one sent is above it; see
+    #: ``core.send_progress``).
+    progress_sent: float | None = None
     #: Sends a message on this request's stream (switching the response to SSE).
     emit: Callable[[dict[str, Any]], Awaitable[None]] | None = None
     #: The SSE stream id, once the response is a stream (2025-11-25 sessions).

@@ -219,6 +219,29 @@ def progress_params(token: Any, row: Any) -> dict[str, Any]:
     return params
 
 
+async def send_progress(rc: RequestContext, params: dict[str, Any]) -> None:
+    """Send ``notifications/progress`` on the request's stream if its value is above the last one sent there.
+
+    The spec: the value "MUST increase with each notification" of a token, and the token is
+    the request's. A value not above the last one sent (a handler reporting the same value
+    twice, a worker's progress the stream got from the request's own run) is dropped. Kept
+    per request (in ``rc``), never across requests: a 2026-07-28 round is a request of its own.
+    """
+    if rc.emit is None:
+        return
+    value = params["progress"]
+    if rc.progress_sent is not None and not value > rc.progress_sent:
+        return
+    rc.progress_sent = value
+    await rc.emit(jsonrpc.notification_message("notifications/progress", params))
+
+
+async def relay_progress(row: Any, rc: RequestContext) -> None:
+    """Send a call row's progress (a worker's, or another process's run) on the request's stream, if new there."""
+    if row.progress is not None and rc.progress_token is not None:
+        await send_progress(rc, progress_params(rc.progress_token, row))
+
+
 class Runtime:
     """The engine's view of persistence and of the client (see :class:`engine.runner.Runtime`)."""
 
@@ -264,28 +287,41 @@ class Runtime:
         _, recorded = await store.run_once(call_id, step, fn, args, kwargs)
         return recorded
 
-    async def progress(self, inv: engine.Invocation, progress: float, total: float | None, message: str | None) -> None:
+    async def progress(self, inv: engine.Invocation, progress: float, total: float | None, message: str | None, *,
+                       replaying: bool) -> None:
+        if replaying:
+            # The run that first got here sent it (on this stream, or to the request that had
+            # the round then) and recorded it: the row holds it or a later value. Sent again,
+            # the client would see the progress go back on the same token.
+            return
         rc: RequestContext = inv.state["rc"]
         if inv.call_id is not None:
             await claim(inv)  # a run that does not own its round tells the client nothing
-        if inv.progress_token is not None and rc.emit is not None:
+        if inv.progress_token is not None:
             params: dict[str, Any] = {"progressToken": inv.progress_token, "progress": progress}
             if total is not None:
                 params["total"] = total
             if message is not None:
                 params["message"] = message
-            await rc.emit(jsonrpc.notification_message("notifications/progress", params))
-        if inv.call_id is not None:
-            if not await store.record_progress(inv.call_id, progress, total, message or ""):
-                # The row ended (cancelled by an operator, expired): stop at this await.
-                raise asyncio.CancelledError(cancellation.SERVER_CANCEL)
-            if inv.in_worker:
-                # The process holding the client's stream relays it from the row.
-                await wakeups.notify(inv.call_id)
+            await send_progress(rc, params)
+        if inv.call_id is None:
+            # No row yet: the row this call gets (it suspends, defers, runs slow) starts with the
+            # highest value so far, as store.record_progress keeps it (a replay will not record it).
+            held = inv.state.get("progress")
+            if held is None or progress > held["progress"]:
+                inv.state["progress"] = {"progress": progress, "progress_total": total, "status_message": message or ""}
+            return
+        if not await store.record_progress(inv.call_id, progress, total, message or ""):
+            # The row ended (cancelled by an operator, expired): stop at this await.
+            raise asyncio.CancelledError(cancellation.SERVER_CANCEL)
+        if inv.in_worker:
+            # The process holding the client's stream relays it from the row.
+            await wakeups.notify(inv.call_id)
 
-    async def log(self, inv: engine.Invocation, level: str, data: Any, logger_name: str | None) -> None:
+    async def log(self, inv: engine.Invocation, level: str, data: Any, logger_name: str | None, *, replaying: bool) -> None:
         rc: RequestContext = inv.state["rc"]
-        if rc.emit is None or rc.log_level is None:
+        if replaying or rc.emit is None or rc.log_level is None:
+            # (On replay: the run that first got here wrote it; a log line is not repeated.)
             return
         if not at_least(level, rc.log_level):
             return
@@ -394,7 +430,7 @@ async def _create_row(inv: engine.Invocation, status: str) -> None:
             session_id=rc.session_id or "", request_id=jsonrpc.id_text(rc.request_id), status=status,
             scopes=sorted(rc.principal.scopes) if rc.principal.scopes is not None else None,
             stream_id=(rc.stream_id() if rc.stream_id else None) or "",
-            **inv.state.get("row_fields", {}),
+            **{**inv.state.get("progress", {}), **inv.state.get("row_fields", {})},
         )
         _watch(inv)
         await announce(inv, events.tool_call_started, status)

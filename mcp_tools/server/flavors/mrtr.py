@@ -18,7 +18,6 @@ from django.utils import timezone
 
 from ... import engine, store
 from ...interprocess import wakeups
-from ...protocol import jsonrpc
 from ...engine.journal import Journal, Step
 from ...protocol.errors import INTERNAL_ERROR, McpError, invalid_params
 from .. import background, core, resumable
@@ -141,17 +140,13 @@ async def _while_on_worker(call_id: str, rc: RequestContext, target: core.Target
 
 
 async def _hold(call_id: str, rc: RequestContext, target: core.Target) -> dict[str, Any]:
-    last_progress: tuple[Any, Any, str] | None = None
     async with wakeups.listening(call_id) as event:
         while True:
             loaded = await store.load_call(call_id)
             if loaded is None:
                 return core.ended_answer(target.method, "cancelled")
             row, journal = loaded
-            progress = (row.progress, row.progress_total, row.status_message)
-            if row.progress is not None and progress != last_progress and rc.emit is not None and rc.progress_token is not None:
-                last_progress = progress
-                await rc.emit(jsonrpc.notification_message("notifications/progress", core.progress_params(rc.progress_token, row)))
+            await core.relay_progress(row, rc)  # only a value above what this request's stream got
             if row.status in ("completed", "failed"):
                 return core.stored_answer(row)
             if row.status in ("cancelled", "expired"):

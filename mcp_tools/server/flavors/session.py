@@ -189,7 +189,6 @@ async def follow(
     For a task (``related_task``), requests carry the related-task ``_meta``, and
     ``on_status`` hears of each status change.
     """
-    last_progress: tuple[Any, Any, str] | None = None
     last_status: str | None = None
     async with wakeups.listening(call_id) as event:
         while True:
@@ -197,10 +196,7 @@ async def follow(
             if loaded is None or loaded[0].principal != rc.principal.id:
                 return None
             row, journal = loaded
-            progress = (row.progress, row.progress_total, row.status_message)
-            if row.progress is not None and progress != last_progress:
-                last_progress = progress
-                await _relay_progress(row, rc)
+            await core.relay_progress(row, rc)  # what this stream got already (equal, or less) is not sent
             if on_status is not None and row.status != last_status:
                 last_status = row.status
                 await on_status(row)
@@ -225,12 +221,6 @@ async def follow(
             if row.status == "working" and await _owner_gone(call_id, row):
                 return await _run_rounds(row, journal, rc, already_sent, claimed_at=row.round)
             await wakeups.wait(event)
-
-
-async def _relay_progress(row: Any, rc: RequestContext) -> None:
-    if rc.progress_token is None or rc.emit is None:
-        return
-    await rc.emit(jsonrpc.notification_message("notifications/progress", core.progress_params(rc.progress_token, row)))
 
 
 async def _run_rounds(row: Any, journal: Journal, rc: RequestContext, already_sent: set[str], *, claimed_at: int) -> dict[str, Any]:
