@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import orjson
 
-from .errors import INVALID_REQUEST, PARSE_ERROR, McpError
+from .errors import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, McpError
 
 RequestId = str | int
 
@@ -121,12 +121,38 @@ def parse_body(body: bytes) -> Message:
     2025-06-18 and later revisions removed them; refusing them under 2025-03-26
     is a known deviation, docs/protocol.md).
     """
+    if body.count(b"{") + body.count(b"[") > MAX_DEPTH:  # only then can it nest that deep (a C scan)
+        return classify(_within_depth(_parse(body)))
+    return classify(_parse(body))
+
+
+#: How deep a message's JSON may nest. Deeper values pass the parsers (orjson reads 1,024 levels,
+#: json more) but not what stores and digests them (the json encoder recurses per level and stops
+#: at the interpreter's recursion limit): refused as they arrive, they change nothing. MCP's own
+#: messages nest a dozen levels; tool arguments are refused by pydantic past about 200.
+MAX_DEPTH = 256
+
+
+def _within_depth(payload: Any) -> Any:
+    """``payload`` if it nests no deeper than :data:`MAX_DEPTH`, else :class:`InvalidMessage` (-32600)."""
+    pending: list[tuple[Any, int]] = [(payload, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            raise InvalidMessage(f"Invalid request: the JSON nests deeper than {MAX_DEPTH} levels")
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return payload
+
+
+def _parse(body: bytes) -> Any:
+    """The JSON value of a body (:class:`InvalidMessage` -32700 if it is not JSON)."""
     if not may_hold_long_number(body):
         # orjson reads RFC 8259 UTF-8 only (no NaN, no lone surrogates, at most 1024 levels):
         # whatever it refuses is decided by json below, with json's errors. The check above
         # keeps long numbers from it: it reads an integer past 64 bits as a rounded float.
         try:
-            return classify(orjson.loads(body))
+            return orjson.loads(body)
         except orjson.JSONDecodeError:
             pass
     try:
@@ -140,7 +166,7 @@ def parse_body(body: bytes) -> Message:
         raise InvalidMessage(f"Parse error: {exc}", code=PARSE_ERROR) from None
     except RecursionError:  # "[[[[..." deeper than the interpreter's stack: the decoder recurses per level
         raise InvalidMessage("Parse error: the JSON nests too deeply", code=PARSE_ERROR) from None
-    return classify(payload)
+    return payload
 
 
 def classify(payload: Any) -> Message:
@@ -210,7 +236,30 @@ def progress_token(meta: Any) -> str | int | float | None:
     if not isinstance(meta, dict):
         return None
     token = meta.get("progressToken")
-    return token if isinstance(token, (str, int, float)) and not isinstance(token, bool) else None
+    if isinstance(token, str):
+        # Each notification repeats the token (and a session's stream stores each one for resumption):
+        # a token of megabytes would make every progress report that large. Real ones are ids.
+        return token if len(token) <= MAX_PROGRESS_TOKEN_CHARS else None
+    return token if isinstance(token, (int, float)) and not isinstance(token, bool) else None
+
+
+#: The longest string ``progressToken`` honoured (a longer one is ignored as a token of another type is).
+MAX_PROGRESS_TOKEN_CHARS = 1024
+#: The most JSON an ``initialize``'s ``capabilities`` or ``clientInfo`` may take: a 2025-11-25 session
+#: keeps them for its life and copies the capabilities into the row of each of its calls, so they
+#: must not let one request make the server store megabytes per call. Real clients send under 1 KiB.
+MAX_HANDSHAKE_OBJECT_BYTES = 16 * 1024
+
+
+def handshake_object(params: dict[str, Any], key: str) -> dict[str, Any]:
+    """``params[key]`` of an ``initialize`` (``capabilities``, ``clientInfo``): {} if it is not an object,
+    -32602 if it is larger than :data:`MAX_HANDSHAKE_OBJECT_BYTES` as JSON."""
+    value = params.get(key)
+    if not isinstance(value, dict):
+        return {}
+    if len(dumps(value)) > MAX_HANDSHAKE_OBJECT_BYTES:
+        raise McpError(INVALID_PARAMS, f"initialize {key} is larger than {MAX_HANDSHAKE_OBJECT_BYTES} bytes")
+    return value
 
 
 def result_message(request_id: RequestId | None, result: dict[str, Any]) -> dict[str, Any]:

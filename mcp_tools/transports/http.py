@@ -702,8 +702,11 @@ class McpEndpoint:
         params = message.params
         if not isinstance(params.get("protocolVersion"), str):
             raise HttpError(400, McpError(INVALID_PARAMS, 'initialize needs "protocolVersion"'), message.id)
-        capabilities: dict[str, Any] = params["capabilities"] if isinstance(params.get("capabilities"), dict) else {}
-        client_info: dict[str, Any] = params["clientInfo"] if isinstance(params.get("clientInfo"), dict) else {}
+        try:
+            capabilities = jsonrpc.handshake_object(params, "capabilities")
+            client_info = jsonrpc.handshake_object(params, "clientInfo")
+        except McpError as exc:
+            raise HttpError(400, exc, message.id) from None
         principal = await authenticate(scope, headers)
         negotiated = versions.negotiate_handshake(params["protocolVersion"])
         session_id = await store.create_session(negotiated, client_info, capabilities, principal.id)

@@ -201,9 +201,13 @@ class StdioServer:
             if not isinstance(requested, str):  # as HTTP answers it
                 await self.write(jsonrpc.error_message(message.id, McpError(INVALID_PARAMS, 'initialize needs "protocolVersion"')))
                 return
+            try:
+                capabilities = jsonrpc.handshake_object(message.params, "capabilities")
+            except McpError as exc:
+                await self.write(jsonrpc.error_message(message.id, exc))
+                return
             self.version = versions.negotiate_handshake(requested)
-            caps = message.params.get("capabilities")
-            self.capabilities = caps if isinstance(caps, dict) else {}
+            self.capabilities = capabilities
             await self.write(jsonrpc.result_message(message.id, initialize_result(self.version, notifications=False)))
             return
         if message.id in self.running:

@@ -20,6 +20,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from ..conf import mcp_settings
 from ..protocol import jsonrpc
 from ..protocol.errors import INTERNAL_ERROR, McpError
 from .http import McpEndpoint
@@ -55,7 +56,10 @@ async def mcp_view(request: HttpRequest) -> HttpResponse | StreamingHttpResponse
     scope = getattr(request, "scope", None)
     if scope is None:
         return _needs_asgi()
-    body = request.body
+    # Read from the stream, not request.body: DATA_UPLOAD_MAX_MEMORY_SIZE (Django's 2.5 MiB for form
+    # data) would answer an HTML 400 before MAX_BODY_BYTES is applied; one byte past the limit is
+    # enough for the endpoint to answer 413 (and it answers a declared Content-Length past it unread).
+    body = request.read(mcp_settings.MAX_BODY_BYTES + 1)
     outgoing: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     delivered = False
     gone = asyncio.Event()
