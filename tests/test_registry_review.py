@@ -4,7 +4,7 @@ outputSchema (or a tool error), prompts whose arguments are the parameters a cli
 
 Each test failed before its fix (a review of the registry): "5" and true were taken for an integer,
 a Field default reached the handler as a FieldInfo, a result against its outputSchema was sent as
-is, bytes that are not text were -32603, a prompt's **kwargs was a required argument and its *args
+is (a NaN or infinity for a float as null), bytes that are not text were -32603, a prompt's **kwargs was a required argument and its *args
 an internal error, and falsy "arguments" of a prompt were taken for {}.
 """
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from mcp_tools import prompt
 from mcp_tools.registry import make_tool, registry
+from mcp_tools.registry.schemas import output_from_annotation
 from mcp_tools.transports.http import McpEndpoint
 from tests.asgi_client import call_modern
 
@@ -86,6 +87,62 @@ async def test_structured_content_conforms_to_output_schema_or_is_an_error(fn: A
     result = body["result"]
     assert result["isError"] is True and "does not match its output schema" in result["content"][0]["text"], result
     assert "structuredContent" not in result
+
+
+# -- NaN and infinity are no JSON numbers: jsonrpc.dumps wrote them as null, against "type": "number"
+def ratio() -> float:
+    return float("nan")
+
+
+def too_far() -> list[float]:
+    return [1.5, float("inf")]
+
+
+class Reading(BaseModel):
+    label: str
+    value: float
+
+
+def reading() -> Reading:
+    return Reading(label="x", value=float("-inf"))
+
+
+@pytest.mark.parametrize("fn", [ratio, too_far, reading])
+async def test_a_non_finite_float_in_structured_content_is_a_tool_error(fn: Any) -> None:
+    """tools.mdx, Output Schema: "Servers MUST provide structured results that conform to this schema".
+    (Where the schema takes any value, pydantic's dump already writes NaN as null, which conforms.)"""
+    import jsonschema
+
+    with registry.registered_temporarily(make_tool(fn)):
+        listed = (await call_modern(APP, "tools/list")).json()["result"]["tools"]
+        schema = next(t for t in listed if t["name"] == fn.__name__)["outputSchema"]
+        body = await tool_call(fn.__name__)
+    result = body["result"]
+    if not result.get("isError"):  # what a client's output validation would say
+        jsonschema.validate(result["structuredContent"], schema, cls=jsonschema.Draft202012Validator)
+    assert result["isError"] is True and "does not match its output schema" in result["content"][0]["text"], result
+    assert "structuredContent" not in result
+
+
+class Tree(BaseModel):
+    children: list[Tree] = []
+    weight: float = 1.0
+
+
+class Count(BaseModel):
+    children: list[Count] = []
+    n: int = 0
+
+
+def test_only_a_schema_that_can_hold_a_float_is_searched_for_one() -> None:
+    """A recursive model is checked through its reference once; finite floats pass."""
+    trees = output_from_annotation(Tree)
+    assert trees.dump(Tree(children=[Tree(weight=2.5)])) == {"children": [{"children": [], "weight": 2.5}], "weight": 1.0}
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        trees.dump(Tree(children=[Tree(children=[Tree(weight=float("nan"))])]))
+    counts = output_from_annotation(Count)
+    assert counts.dump(Count(children=[Count(n=2)])) == {"children": [{"children": [], "n": 2}], "n": 0}
+    assert counts._may_hold_float is False
 
 
 # -- a result that cannot be shaped: isError, never a JSON-RPC error (docs/protocol.md)

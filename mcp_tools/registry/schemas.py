@@ -13,6 +13,7 @@ import enum
 import functools
 import inspect
 import json
+import math
 import re
 import sys
 import typing
@@ -431,6 +432,8 @@ class OutputSpec:
     mode: str
     schema: dict[str, Any] | None
     adapter: TypeAdapter[Any] | None
+    #: Whether a value of ``schema`` may hold a float anywhere (worked out on the first dump).
+    _may_hold_float: bool | None = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.schema is not None:
@@ -442,7 +445,59 @@ class OutputSpec:
         assert self.adapter is not None
         dumped = self.adapter.dump_python(value, mode="json", by_alias=True, warnings="error")
         self.adapter.validate_python(dumped)  # what the serializer lets through untyped (None for an int)
+        if self._may_hold_float is None:
+            self._may_hold_float = self.schema is None or may_hold_float(self.schema, self.schema)
+        # pydantic takes NaN and infinity for a float, and JSON has no number for them: the encoder
+        # writes null (or NaN, which no JSON reader takes), against a "number" in the schema. Only a
+        # schema with a number (or a place for any value) can hold one, so others skip the walk.
+        if self._may_hold_float and not all_finite(dumped):
+            raise ValueError("the value holds NaN or infinity, which is no JSON number")
         return dumped
+
+
+def may_hold_float(schema: Any, root: dict[str, Any], seen: frozenset[str] = frozenset()) -> bool:
+    """Whether a value of ``schema`` (a subschema of ``root``, whose ``$defs`` its references name) may
+    hold a float anywhere in it: a ``number``, or a place for any value (no type, an object's
+    ``additionalProperties: true``, an array's ``items: {}``). True when unsure (a reference elsewhere)."""
+    if not isinstance(schema, dict):
+        return schema is not False
+    parts: list[Any] = [*schema.get("anyOf", ()), *schema.get("oneOf", ()), *schema.get("allOf", ())]
+    ref = schema.get("$ref")
+    if ref is not None:
+        name = ref[len("#/$defs/"):] if isinstance(ref, str) and ref.startswith("#/$defs/") else None
+        if name is None or name not in root.get("$defs", {}):
+            return True
+        if name not in seen:  # a recursive model is checked once along each path
+            if may_hold_float(root["$defs"][name], root, seen | {name}):
+                return True
+    kinds = schema.get("type")
+    if kinds is None:
+        if parts or ref is not None:  # only combined or referenced schemas (the reference checked above)
+            return any(may_hold_float(part, root, seen) for part in parts)
+        return "enum" not in schema and "const" not in schema  # neither a type nor a constant: any value
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    if "number" in kinds:
+        return True
+    if "object" in kinds:
+        properties = schema.get("properties", {})
+        # pydantic leaves additionalProperties out for a model, whose dump has its fields only; an
+        # object with no properties either is a dict of anything.
+        parts += [*properties.values(), *schema.get("patternProperties", {}).values(),
+                  schema.get("additionalProperties", "properties" not in schema)]
+    if "array" in kinds:
+        parts += [*schema.get("prefixItems", ()), schema.get("items", True)]
+    return any(may_hold_float(part, root, seen) for part in parts)
+
+
+def all_finite(value: Any) -> bool:
+    """Whether every float in a JSON value (dicts, lists, scalars) is finite."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(all_finite(item) for item in value.values())
+    if isinstance(value, list):
+        return all(all_finite(item) for item in value)
+    return True
 
 
 _TEXT_TYPES = {str, type(None), inspect.Signature.empty, Any}
