@@ -199,3 +199,19 @@ async def call_modern(app: Any, method: str, params: dict[str, Any] | None = Non
         extra["mcp-name"] = (params or {})[name_key]
     extra.update(headers or {})
     return await post_json(app, message, post_headers(token=token, extra=extra))
+
+
+#: The ``_meta`` key of a tool result that reports invalid arguments (docs/protocol.md).
+ARGUMENT_ERRORS_META = "mcp-tools/argumentErrors"
+
+
+def argument_errors(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The argument errors a ``tools/call`` answer (a JSON-RPC response) reports: a tool error
+    (``isError``, not a JSON-RPC error) listing each field in its text, the errors in ``_meta``."""
+    assert "error" not in body, body
+    result = body["result"]
+    assert result.get("isError") is True and "structuredContent" not in result, result
+    text = result["content"][0]["text"]
+    errors: list[dict[str, Any]] = result["_meta"][ARGUMENT_ERRORS_META]
+    assert text.startswith("Invalid arguments for tool") and all(f"- {e['field']}: " in text for e in errors), result
+    return errors

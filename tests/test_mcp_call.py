@@ -104,7 +104,7 @@ def test_a_tool_the_user_may_not_call_is_unknown_to_them(users: None, product: N
     ("args", "message"),
     [
         (["mcp_call", "no_such_tool"], r"Unknown tool: no_such_tool \(-32602\)"),
-        (["mcp_call", "restock", "--arg", "sku=WID-001", "--arg", "quantity=many"], r"Invalid arguments .*\n  quantity: "),
+        (["mcp_call", "restock", "--arg", "sku=WID-001", "--arg", "quantity=many"], r"restock failed: Invalid arguments .*\n- quantity: "),
         (["mcp_call", "echo", "--arg", "text"], "--arg takes KEY=VALUE, got 'text'"),
         (["mcp_call", "echo", "--json-args", "{text: 1}"], "--json-args is not valid JSON"),
         (["mcp_call", "echo", "--json-args", "[1]"], "--json-args must be a JSON object"),

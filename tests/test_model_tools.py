@@ -19,6 +19,7 @@ from mcp import MCPError
 from mcp.client.session import ClientRequestContext
 
 from mcp_tools.client import call_tool_chain
+from tests.asgi_client import ARGUMENT_ERRORS_META
 from tests.clients import MODERN, sdk_client
 from tests.conftest import LiveServer
 
@@ -175,15 +176,13 @@ async def test_a_row_outside_the_queryset_answers_like_a_missing_row(server_url:
     assert outside.structured_content == absent.structured_content
 
 
-async def test_a_pk_of_the_wrong_type_is_a_protocol_error_naming_the_argument(server_url: str, mode: str, shop: dict[str, Any]) -> None:
+async def test_a_pk_of_the_wrong_type_is_a_tool_error_naming_the_argument(server_url: str, mode: str, shop: dict[str, Any]) -> None:
     async with sdk_client(server_url, mode, token=shop["tokens"]["clerk"]) as client:
-        with pytest.raises(MCPError) as wrong:
-            await client.call_tool("shop.orders.retrieve", {"id": "N-1001"})
-        with pytest.raises(MCPError) as action:
-            await client.call_tool("shop.orders.refund", {"id": [1], "amount": "1"})
-    assert wrong.value.error.code == action.value.error.code == -32602
-    assert [error["field"] for error in wrong.value.error.data["errors"]] == ["id"]
-    assert [error["field"] for error in action.value.error.data["errors"]] == ["id"]
+        wrong = await client.call_tool("shop.orders.retrieve", {"id": "N-1001"})
+        action = await client.call_tool("shop.orders.refund", {"id": [1], "amount": "1"})
+    for refused in (wrong, action):  # invalid arguments: a tool execution error (server/tools, Error Handling)
+        assert refused.is_error is True and "- id: " in refused.content[0].text, refused
+        assert [error["field"] for error in refused.meta[ARGUMENT_ERRORS_META]] == ["id"]
 
 
 # -- writes: validation, object permissions, confirmation ----------------------------------------

@@ -13,6 +13,7 @@ from asgiref.sync import sync_to_async
 from mcp import MCPError
 from mcp.client.session import ClientRequestContext
 
+from tests.asgi_client import ARGUMENT_ERRORS_META
 from tests.clients import (
     JSON_ACCEPT,
     MODERN,
@@ -261,15 +262,12 @@ async def test_unknown_tool_and_invalid_arguments(server_url: str, mode: str) ->
         assert unknown.value.error.code == -32602
         assert "no_such_tool" in unknown.value.error.message
 
-        with pytest.raises(MCPError) as missing:
-            await client.call_tool("echo", {})
-        assert missing.value.error.code == -32602
-        assert "text" in missing.value.error.message + json.dumps(missing.value.error.data)
-
-        with pytest.raises(MCPError) as out_of_range:
-            await client.call_tool("search_products", {"query": "w", "limit": 0})
-        assert out_of_range.value.error.code == -32602
-        assert "limit" in out_of_range.value.error.message + json.dumps(out_of_range.value.error.data)
+        # Invalid arguments: a tool execution error the model can read (server/tools, Error Handling).
+        missing = await client.call_tool("echo", {})
+        out_of_range = await client.call_tool("search_products", {"query": "w", "limit": 0})
+        for refused, field in ((missing, "text"), (out_of_range, "limit")):
+            assert refused.is_error is True and f"- {field}: " in refused.content[0].text, refused
+            assert [error["field"] for error in refused.meta[ARGUMENT_ERRORS_META]] == [field]
 
         # The session/connection is still usable afterwards.
         assert (await client.call_tool("echo", {"text": "still here"})).content[0].text == "still here"

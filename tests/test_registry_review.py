@@ -19,7 +19,7 @@ from mcp_tools import prompt
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.registry.schemas import output_from_annotation
 from mcp_tools.transports.http import McpEndpoint
-from tests.asgi_client import call_modern
+from tests.asgi_client import argument_errors, call_modern
 
 pytestmark = pytest.mark.django_db(transaction=True)
 APP = McpEndpoint()
@@ -41,9 +41,8 @@ def scale(n: int, flag: bool = False) -> int:
 async def test_an_argument_of_another_json_type_than_the_schema_is_refused(arguments: dict[str, Any], field: str) -> None:
     with registry.registered_temporarily(make_tool(scale)):
         body = await tool_call("scale", arguments)
-    assert "error" in body, f"accepted {arguments} against {make_tool(scale).input.schema}: {body.get('result')}"
-    assert body["error"]["code"] == -32602
-    assert field in [e["field"] for e in body["error"]["data"]["errors"]]
+    assert body["result"].get("isError"), f"accepted {arguments} against {make_tool(scale).input.schema}: {body['result']}"
+    assert field in [e["field"] for e in argument_errors(body)]
 
 
 # -- Field(...) as a parameter's default: the field, with its default and constraints
@@ -61,7 +60,7 @@ async def test_a_pydantic_field_default_gives_its_default_and_constraints() -> N
         body = await tool_call("page", {})
         assert body["result"]["content"][0]["text"] == "10", body  # not the FieldInfo itself
         refused = await tool_call("page", {"limit": 0})
-    assert refused.get("error", {}).get("code") == -32602, refused
+    assert [e["field"] for e in argument_errors(refused)] == ["limit"], refused
 
 
 # -- structuredContent MUST conform to the advertised outputSchema (tools.mdx "Output Schema")

@@ -1,7 +1,8 @@
 """A review of the docs found it: docs/protocol.md "Both eras" on a tool whose schema comes from a DRF serializer (README:
 `@mcp_tools.tool(serializer=MySerializer)`): arguments are checked strictly against the JSON
 types the inputSchema advertises ("5" or 1.0 for an integer, "true" or 1 for a boolean are
-refused, not converted), and argument errors are -32602 with data.errors [{field, message, type}]."""
+refused, not converted), and argument errors [{field, message, type}] are reported (a tool error since the
+spec's server/tools, Error Handling, was followed: it was -32602 with them as data.errors)."""
 from __future__ import annotations
 
 from typing import Any
@@ -11,7 +12,8 @@ from rest_framework import serializers
 
 from mcp_tools.registry import registry
 from mcp_tools.registry.registry import make_tool
-from mcp_tools.testing import McpTestClient, McpTestError
+from mcp_tools.testing import McpTestClient
+from tests.asgi_client import argument_errors
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,14 +33,12 @@ async def test_serializer_tool_refuses_other_json_types(arguments: dict[str, Any
         listed = await McpTestClient().request("tools/list")
         schema = next(t for t in listed["tools"] if t["name"] == "counter")["inputSchema"]
         assert schema["properties"]["count"]["type"] == "integer"
-        with pytest.raises(McpTestError) as caught:
-            await McpTestClient().call_tool("counter", arguments)  # answered "5 False" / "1 True": converted
-    assert caught.value.code == -32602
+        result = await McpTestClient().call_tool("counter", arguments)  # answered "5 False" / "1 True": converted
+    assert argument_errors({"result": result}), result
 
 
 async def test_serializer_tool_errors_carry_field_message_and_type() -> None:
     with registry.registered_temporarily(make_tool(counter, name="counter", serializer=CountSerializer)):
-        with pytest.raises(McpTestError) as caught:
-            await McpTestClient().call_tool("counter", {"count": "x"})
-    errors = caught.value.error["data"]["errors"]
+        result = await McpTestClient().call_tool("counter", {"count": "x"})
+    errors = argument_errors({"result": result})
     assert errors and all({"field", "message", "type"} <= set(error) for error in errors), errors

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
-from ..protocol.errors import McpError
+from ..protocol.errors import InvalidArguments, McpError
 
 if TYPE_CHECKING:
     from ..registry import Tool
@@ -38,6 +38,8 @@ async def run_tool_use(ctx: ToolContext, tools: list[Tool], use: dict[str, Any])
         return _error_result(use_id, f"Permission denied for tool {tool.name!r}")
     try:
         kwargs = tool.validate_arguments(use.get("input") or {})
+    except InvalidArguments as exc:  # the text a tools/call with these arguments answers
+        return _error_result(use_id, exc.describe())
     except McpError as exc:
         return _error_result(use_id, f"{exc.message}: {exc.data}")
     if tool.context_param:

@@ -26,7 +26,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from ..engine.context import ToolContext
 from ..engine.errors import ElicitationCancelled, ElicitationDeclined
-from ..protocol.errors import invalid_params
+from ..protocol.errors import InvalidArguments
 from ..registry import Tool, registry
 from ..registry.results import ToolError, ToolResult
 from ..registry.schemas import InputSpec, OutputSpec, argument_type_errors, format_validation_errors, openapi_to_json_schema, serializer_mapper
@@ -349,7 +349,7 @@ def serializer_schema(serializer: Any, *, writable: bool, partial: bool = False)
 def typed_validator(name: str, fields: dict[str, tuple[Any, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """Validate some arguments with pydantic (types, required); the rest pass through untouched.
 
-    Errors name the field, like the registry's own validation (-32602).
+    Errors name the field, like the registry's own validation (:class:`~mcp_tools.protocol.errors.InvalidArguments`).
     """
     adapters = {field: TypeAdapter(annotation) for field, (annotation, _) in fields.items()}
 
@@ -369,7 +369,7 @@ def typed_validator(name: str, fields: dict[str, tuple[Any, Any]]) -> Callable[[
                 for err in format_validation_errors(exc):
                     errors.append({**err, "field": field})
         if errors:
-            raise invalid_params(f"Invalid arguments for tool {name!r}", {"errors": errors})
+            raise InvalidArguments(name, errors)
         return values
 
     return validate

@@ -434,10 +434,10 @@ class ModelToolset:
         def validate(arguments: dict[str, Any]) -> dict[str, Any]:
             unknown = sorted(set(arguments) - known)
             if unknown:
-                from ..protocol.errors import invalid_params
+                from ..protocol.errors import InvalidArguments
 
-                raise invalid_params(f"Invalid arguments for tool {name!r}", {"errors": [
-                    {"field": field, "message": "Extra inputs are not permitted", "type": "extra_forbidden"} for field in unknown]})
+                raise InvalidArguments(name, [
+                    {"field": field, "message": "Extra inputs are not permitted", "type": "extra_forbidden"} for field in unknown])
             return typed(arguments)
 
         return InputSpec({"type": "object", "properties": properties, "additionalProperties": False}, validate)

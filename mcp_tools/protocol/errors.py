@@ -49,6 +49,35 @@ class McpError(Exception):
         return f"McpError({self.code}, {self.message!r})"
 
 
+class InvalidArguments(McpError):
+    """A tool's arguments that fail its validation; ``errors`` says why, field by field
+    (``[{field, message, type}]``, also the ``data.errors`` of the -32602 it is).
+
+    On ``tools/call`` the spec makes input validation errors tool execution errors, which the
+    model can read and correct (server/tools, Error Handling): the call answers
+    :meth:`to_result`. Where a tool's arguments are checked for something else (a
+    ``_meta.nextTool`` hint, a ``ctx.sample`` tool use) the caller reads ``errors``.
+    """
+
+    def __init__(self, tool: str, errors: list[dict[str, Any]]) -> None:
+        super().__init__(INVALID_PARAMS, f"Invalid arguments for tool {tool!r}", {"errors": errors})
+        self.errors = errors
+
+    def describe(self) -> str:
+        """The message and one line per field error, for a model to read."""
+        return "\n".join([f"{self.message}:", *(f"- {e.get('field')}: {e.get('message')}" for e in self.errors)])
+
+    def to_result(self) -> dict[str, Any]:
+        """The ``CallToolResult`` (``isError``) that reports the errors: :meth:`describe` as its text,
+        the errors themselves in ``_meta`` (:data:`ARGUMENT_ERRORS_META`) for a program to read."""
+        return {"content": [{"type": "text", "text": self.describe()}], "isError": True,
+                "_meta": {ARGUMENT_ERRORS_META: self.errors}}
+
+
+#: The ``_meta`` key of a tool result that reports invalid arguments: ``[{field, message, type}]``.
+ARGUMENT_ERRORS_META = "mcp-tools/argumentErrors"
+
+
 def invalid_params(message: str, data: Any = None) -> McpError:
     return McpError(INVALID_PARAMS, message, data)
 

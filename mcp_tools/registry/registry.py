@@ -138,6 +138,12 @@ class Tool:
         return self._wire
 
     def validate_arguments(self, arguments: Any) -> dict[str, Any]:
+        """The handler's keyword arguments from a call's ``arguments`` (None is ``{}``).
+
+        Raises :class:`~mcp_tools.protocol.errors.InvalidArguments` where they fail the tool's
+        validation, and a plain -32602 :class:`~mcp_tools.protocol.errors.McpError` where they are
+        no object (a request the ``CallToolRequest`` schema refuses).
+        """
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):

@@ -24,7 +24,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from ..protocol.errors import invalid_params
+from ..protocol.errors import InvalidArguments
 from ..protocol.schemas import compile_schema, schema_errors
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -320,7 +320,7 @@ def input_from_signature(
             else:  # a lone surrogate, which pydantic's JSON reader refuses: the values as they came
                 instance = model.__pydantic_validator__.validate_python(arguments)
         except ValidationError as exc:
-            raise invalid_params(f"Invalid arguments for tool {name!r}", {"errors": format_validation_errors(exc)}) from None
+            raise InvalidArguments(name, format_validation_errors(exc)) from None
         if as_dict:
             return instance.__dict__.copy()
         return {field: getattr(instance, field) for field in field_names}
@@ -399,7 +399,7 @@ def input_from_serializer(name: str, serializer_class: type) -> InputSpec:
         mistyped = argument_type_errors(properties, arguments)
         if mistyped:  # strict as JSON, as for type-hinted tools: never converted
             errors = [{"field": field, "message": " ".join(messages), "type": "json_type"} for field, messages in mistyped.items()]
-            raise invalid_params(f"Invalid arguments for tool {name!r}", {"errors": errors})
+            raise InvalidArguments(name, errors)
         serializer = serializer_class(data=arguments)
         if not serializer.is_valid():
             errors = [
@@ -407,7 +407,7 @@ def input_from_serializer(name: str, serializer_class: type) -> InputSpec:
                 for field, messages in serializer.errors.items()
                 for listed in [messages if isinstance(messages, list) else [messages]]
             ]
-            raise invalid_params(f"Invalid arguments for tool {name!r}", {"errors": errors})
+            raise InvalidArguments(name, errors)
         return dict(serializer.validated_data)
 
     return InputSpec(schema=schema, validate=validate)

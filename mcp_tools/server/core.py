@@ -39,7 +39,7 @@ from ..engine.journal import Journal, Step, digest
 from ..interprocess import cancellation, events, wakeups
 from ..protocol import jsonrpc
 from ..protocol.answers import InvalidAnswer, checked_step_answer
-from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError, invalid_params
+from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidArguments, McpError, invalid_params
 from ..protocol.levels import at_least
 from ..protocol.schemas import InvalidSchema
 from ..registry import Prompt, Resource, Tool, registry
@@ -103,7 +103,11 @@ async def permitted(principal: Principal, perms: tuple[str, ...]) -> bool:
 
 
 async def resolve_target(method: str, params: dict[str, Any], principal: Principal) -> Target:
-    """Find what ``method`` + ``params`` names and validate its arguments (-32602 otherwise)."""
+    """Find what ``method`` + ``params`` names and validate its arguments (-32602 otherwise).
+
+    A tool's arguments that fail its validation are no -32602: the call is a :func:`refused_target`
+    that answers the errors as the tool's own.
+    """
     if method in ("tools/call", "tools/callSaga"):
         name = params.get("name")
         if not isinstance(name, str):
@@ -112,7 +116,10 @@ async def resolve_target(method: str, params: dict[str, Any], principal: Princip
         if tool is None or (tool.permissions and not await permitted(principal, tool.permissions)):
             # A tool the caller may not use is indistinguishable from one that does not exist.
             raise invalid_params(f"Unknown tool: {name}")
-        kwargs = tool.validate_arguments(params.get("arguments"))
+        try:
+            kwargs = tool.validate_arguments(params.get("arguments"))
+        except InvalidArguments as exc:
+            return refused_target(name, params, exc)
         return Target("tools/call", name, tool.fn, tool.is_async, tool.context_param, kwargs, tool.shape_result,
                       params, tool.thread_sensitive, tool)
     if method == "prompts/get":
@@ -145,6 +152,30 @@ async def resolve_target(method: str, params: dict[str, Any], principal: Princip
         return Target("resources/read", uri, resource.fn, resource.is_async, None, template_params,
                       lambda value: shape_resource(resource, uri, value), params)
     raise McpError(INVALID_PARAMS, f"{method} cannot be called")
+
+
+def refused_target(name: str, params: dict[str, Any], refusal: InvalidArguments) -> Target:
+    """A ``tools/call`` of ``name`` whose arguments failed validation: it runs to the ``isError``
+    result that lists the errors (:meth:`InvalidArguments.to_result`).
+
+    Input validation errors are tool execution errors, for the model to correct (both revisions'
+    server/tools, Error Handling; 2025-11-25's changelog, SEP-1303): only an unknown tool or a
+    request the ``CallToolRequest`` schema refuses (no name, ``arguments`` not an object) is a
+    protocol error. As a call, each flavor answers it as its own result: directly, a saga's
+    completion, a 2025-11-25 task's result. Its params are the ones sent, so a retry (an MRTR
+    round, a resume token) whose arguments are not those its token was sealed for is still refused
+    as a token of other arguments. It is no tool's call (``tool`` None): the handler never runs,
+    so it needs no worker (only a 2025-11-25 task, made before anything runs, goes to one) and is
+    no 2026-07-28 task.
+    """
+    async def refuse() -> dict[str, Any]:
+        return refusal.to_result()
+
+    return Target("tools/call", name, refuse, True, None, {}, _as_is, params)
+
+
+def _as_is(result: dict[str, Any]) -> dict[str, Any]:
+    return result
 
 
 #: The roles a prompt message may have (``Role``, both eras).

@@ -1,0 +1,141 @@
+"""Arguments that fail a tool's validation are a tool execution error, not a JSON-RPC error.
+
+Both revisions' server/tools, Error Handling (and the 2025-11-25 changelog, SEP-1303): "Input
+validation errors (e.g., date in wrong format, value out of range)" are Tool Execution Errors,
+"reported in tool results with isError: true", so the model can correct its call. Protocol errors
+stay for an unknown tool and a request the CallToolRequest schema refuses (no name, ``arguments``
+not an object), for a continuation whose token was sealed for other arguments, and for prompts.
+
+Before the fix every flavor answered echo(text=5) with -32602.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from mcp_tools import Page, ToolContext
+from mcp_tools.models import ToolCall
+from mcp_tools.registry import make_tool, registry
+from mcp_tools.server import background
+from tests.asgi_client import ARGUMENT_ERRORS_META, HANDSHAKE, MODERN, argument_errors, call_modern, handshake_message, post_headers, post_json
+from tests.test_background_review import queued  # noqa: F401
+from tests.test_http_spec_edges import APP, open_session
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def legacy(session: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    r = await post_json(APP, handshake_message(method, params), post_headers(version=HANDSHAKE, session=session))
+    assert r.status == 200, (r.status, r.body)
+    return r.json()
+
+
+async def answer(era: str, method: str, params: dict[str, Any], capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    if era == MODERN:
+        return (await call_modern(APP, method, params, capabilities=capabilities)).json()
+    return await legacy(await open_session(capabilities), method, params)
+
+
+def assert_argument_errors(body: dict[str, Any], fields: list[str]) -> dict[str, Any]:
+    assert [e["field"] for e in argument_errors(body)] == fields, body
+    result: dict[str, Any] = body["result"]
+    return result
+
+
+@pytest.mark.parametrize("era", [HANDSHAKE, MODERN])
+@pytest.mark.parametrize("arguments, fields", [({"text": 5}, ["text"]), ({}, ["text"]), ({"text": "x", "extra": 1}, ["extra"])])
+async def test_invalid_arguments_are_a_tool_execution_error(era: str, arguments: dict[str, Any], fields: list[str]) -> None:
+    result = assert_argument_errors(await answer(era, "tools/call", {"name": "echo", "arguments": arguments}), fields)
+    if era == MODERN:
+        assert result["resultType"] == "complete"
+
+
+@pytest.mark.parametrize("era", [HANDSHAKE, MODERN])
+@pytest.mark.parametrize("params, message", [
+    ({"name": "no_such_tool", "arguments": {}}, "Unknown tool"),
+    ({"arguments": {"text": "x"}}, '"name"'),
+    ({"name": "echo", "arguments": ["x"]}, "must be an object"),
+    ({"name": "echo", "arguments": "x"}, "must be an object"),
+])
+async def test_a_request_the_schema_refuses_is_still_a_protocol_error(era: str, params: dict[str, Any], message: str) -> None:
+    if era == MODERN and "name" not in params:
+        pytest.skip("2026-07-28 refuses a tools/call without a name before it is dispatched (Mcp-Name)")
+    body = await answer(era, "tools/call", params)
+    assert body.get("error", {}).get("code") == -32602 and message in body["error"]["message"], body
+
+
+async def test_a_prompt_with_invalid_arguments_is_still_a_protocol_error() -> None:
+    body = (await call_modern(APP, "prompts/get", {"name": "no_such_prompt", "arguments": {"x": 1}})).json()
+    assert body["error"]["code"] == -32602, body
+
+
+async def test_a_saga_with_invalid_arguments_completes_with_the_tool_error() -> None:
+    session = await open_session({"elicitation": {}, "sampling": {}})
+    assert_argument_errors(await legacy(session, "tools/callSaga", {"name": "deploy", "arguments": {"service": 5}}), ["service"])
+
+
+async def test_a_background_tool_with_invalid_arguments_goes_to_no_worker(queued: list[str]) -> None:  # noqa: F811
+    """The handler never runs, so nothing is queued and no row is written: the caller is answered at once."""
+    session = await open_session()
+    assert_argument_errors(await legacy(session, "tools/call", {"name": "generate_report", "arguments": {"rows": 0}}), ["rows"])
+    assert queued == []
+    assert await sync_to_async(ToolCall.objects.count)() == 0
+
+
+async def test_a_task_with_invalid_arguments_ends_with_the_tool_error(queued: list[str]) -> None:  # noqa: F811
+    """2025-11-25 tasks: a task-augmented call answers its CreateTaskResult; the task's result is
+    the tool error (tasks/result "returns exactly what the underlying request would have returned")."""
+    session = await open_session({"tasks": {}})
+    created = await legacy(session, "tools/call", {"name": "generate_report", "arguments": {"rows": 0}, "task": {}})
+    task_id = created["result"]["task"]["taskId"]
+    assert queued == [task_id]
+    await background.run_in_worker(task_id, "w")
+    got = await legacy(session, "tasks/result", {"taskId": task_id})
+    assert_argument_errors(got, ["rows"])
+
+
+# -- continuations: a token is bound to the arguments it was sealed for ---------------------------
+
+CAPS = {"elicitation": {"form": {}}, "sampling": {}}
+
+
+def _snapshot() -> list[tuple[str, int, str]]:
+    return sorted((str(c.id), c.round, c.status) for c in ToolCall.objects.all())
+
+
+async def test_an_mrtr_retry_with_invalid_arguments_is_refused_and_changes_nothing() -> None:
+    first = (await call_modern(APP, "tools/call", {"name": "deploy", "arguments": {"service": "x"}}, capabilities=CAPS)).json()["result"]
+    assert first["resultType"] == "input_required", first
+    before = await sync_to_async(_snapshot)()
+    retry = {"name": "deploy", "arguments": {"service": 5}, "requestState": first["requestState"],
+             "inputResponses": {"target": {"action": "accept", "content": {"env": "staging", "confirm": True}}}}
+    body = (await call_modern(APP, "tools/call", retry, capabilities=CAPS)).json()
+    assert body.get("error", {}).get("code") == -32602 and "requestState" in body["error"]["message"], body
+    assert await sync_to_async(_snapshot)() == before
+
+
+async def pages(ctx: ToolContext, size: int) -> Page[list[int]]:
+    """Numbers, ``size`` at a time."""
+    start = int(ctx.cursor or 0)
+    return Page(list(range(start, start + size)), next_cursor=start + size)
+
+
+async def test_a_resume_token_with_invalid_arguments_is_refused() -> None:
+    with registry.registered_temporarily(make_tool(pages, name="rv_pages")):
+        first = (await call_modern(APP, "tools/call", {"name": "rv_pages", "arguments": {"size": 2}})).json()["result"]
+        token = first["nextResumeToken"]
+        body = (await call_modern(APP, "tools/call", {"name": "rv_pages", "arguments": {"size": "2"}, "resumeToken": token})).json()
+    assert body.get("error", {}).get("code") == -32602 and "resumeToken" in body["error"]["message"], body
+
+
+def test_the_errors_read_as_text_and_as_data() -> None:
+    from mcp_tools.protocol.errors import InvalidArguments
+
+    refusal = InvalidArguments("echo", [{"field": "text", "message": "Input should be a valid string", "type": "string_type"}])
+    assert (refusal.code, refusal.data) == (-32602, {"errors": refusal.errors})  # still a -32602 where no result carries it
+    result = refusal.to_result()
+    assert result["content"][0]["text"] == "Invalid arguments for tool 'echo':\n- text: Input should be a valid string"
+    assert json.loads(json.dumps(result))["_meta"] == {ARGUMENT_ERRORS_META: refusal.errors}
