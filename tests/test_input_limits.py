@@ -175,3 +175,27 @@ async def test_urlconf_mount_applies_max_body_bytes_as_the_asgi_mount_does(size:
     response = await request(django_app, "POST", path="/mcp-via-django", headers=headers, body=body)
     assert response.status == expected, (response.status, response.content_type, response.body[:120])
     assert response.content_type.startswith(("application/json", "text/event-stream")), response.content_type
+
+
+# -- 6. strict argument validation stays strict whatever the other arguments hold --------------------------
+
+def count_to(n: int, data: Any = None) -> str:
+    """Counts."""
+    return f"n={n!r} ({type(n).__name__})"
+
+
+@pytest.mark.parametrize("other", ["deep-10", "lone-surrogate"])
+async def test_another_argument_does_not_turn_strict_validation_lax(other: str) -> None:
+    """Tool arguments are validated strictly, as JSON ("5" is no integer). A lone surrogate ("\\ud800", valid
+    JSON) in another argument cannot be re-encoded for pydantic's JSON reader: the values were then validated
+    lax, "5" became 5 and the tool ran. Either way the call is refused (a tool error naming ``n``)."""
+    if other == "lone-surrogate":
+        body = json.dumps(modern_message("tools/call", {"name": "dos_count_to", "arguments": {"n": "5", "data": "\ud800"}})).encode()
+    else:
+        message = modern_message("tools/call", {"name": "dos_count_to", "arguments": {"n": "5", "data": "__DEEP__"}})
+        body = with_deep(message, 10)
+    with registry.registered_temporarily(make_tool(count_to, name="dos_count_to")):
+        response = await request(APP, "POST", headers=modern_headers("tools/call", "dos_count_to"), body=body)
+    result = response.json()["result"]
+    assert result.get("isError") is True, result
+    assert [e["field"] for e in result["_meta"]["mcp-tools/argumentErrors"]] == ["n"], result

@@ -317,8 +317,10 @@ def input_from_signature(
             text = _json_of(arguments)
             if text is not None:
                 instance = model.__pydantic_validator__.validate_json(text, strict=True)
-            else:  # a lone surrogate, which pydantic's JSON reader refuses: the values as they came
-                instance = model.__pydantic_validator__.validate_python(arguments)
+            else:  # a lone surrogate, which pydantic's JSON reader refuses: the values as they came,
+                # strictly too (lax, another argument's "5" would pass as an integer; an ISO string is
+                # then no date, a small price for a call that sends text with no UTF-8 form)
+                instance = model.__pydantic_validator__.validate_python(arguments, strict=True)
         except ValidationError as exc:
             raise InvalidArguments(name, format_validation_errors(exc)) from None
         if as_dict:
