@@ -28,6 +28,15 @@ def _held_by_lease(now: Any) -> models.Q:
     return models.Q(status=CallStatus.WORKING, background=True, lease_expires_at__gt=now) & ~models.Q(flavor=WireFlavor.TASK)
 
 
+def _run_now(now: Any) -> models.Q:
+    """A working call (not a background one: :func:`_held_by_lease`) touched by its owner within the
+    time a round is taken over after (``3 × CANCEL_POLL_SECONDS``): a living process runs its handler."""
+    from .conf import mcp_settings
+
+    stale = 3 * float(mcp_settings.CANCEL_POLL_SECONDS)
+    return models.Q(status=CallStatus.WORKING, background=False, updated_at__gte=now - timedelta(seconds=stale))
+
+
 class ToolCallManager(models.Manager["ToolCall"]):
     def _steps_model(self) -> Any:
         """The journal's model, found through the relation (managers do not import models)."""
@@ -69,8 +78,9 @@ class ToolCallManager(models.Manager["ToolCall"]):
         """Record a client's answer to one pending step (2025-11-25 sessions)."""
         CallStep = self._steps_model()
 
+        # Only while the call lives: an answer that races a cancel does not go into the ended call's journal.
         return bool(
-            CallStep.objects.filter(call_id=call_id, seq=seq, status=StepStatus.PENDING).update(
+            CallStep.objects.filter(call_id=call_id, seq=seq, status=StepStatus.PENDING, call__status__in=LIVE_STATUSES).update(
                 status=status, response=response, error=error, answered_at=timezone.now()
             )
         )
@@ -150,12 +160,14 @@ class ToolCallManager(models.Manager["ToolCall"]):
         """Live calls past their expiry: ``CALL_TTL`` after they were made, or a task's ``ttl``.
 
         Not a background call (other than a task) that a worker runs now, or will run for a
-        ``retry_on`` retry: it holds an unexpired lease. ``CALL_TTL`` is how long a call may wait
+        ``retry_on`` retry: it holds an unexpired lease. Nor a call whose handler runs now in a
+        living process (its watch touches the row every ``CANCEL_POLL_SECONDS``), as a round
+        answered just before the expiry that then works a while. ``CALL_TTL`` is how long a call may wait
         (for input, for a worker); such a call waits for nothing. A task's ``ttl`` is the
         client's own limit on the whole task, and holds while a worker runs it.
         """
         now = timezone.now()
-        return self.filter(status__in=LIVE_STATUSES, expires_at__lt=now).exclude(_held_by_lease(now))
+        return self.filter(status__in=LIVE_STATUSES, expires_at__lt=now).exclude(_held_by_lease(now)).exclude(_run_now(now))
 
     def expire_overdue(self, call_id: Any = None) -> int:
         """Mark the :meth:`overdue` calls ``expired`` (only ``call_id``, if given); how many moved."""
