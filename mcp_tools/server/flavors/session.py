@@ -54,6 +54,13 @@ def step_request_id(call_id: str, seq: int) -> str:
     return f"{STEP_ID_PREFIX}:{call_id}:{seq}"
 
 
+async def _answered_so(call_id: str, seq: int, answer: tuple[str, Any, Any]) -> bool:
+    """Whether step ``seq`` of the call holds ``answer`` now (another delivery of it won the race)."""
+    loaded = await store.load_call(call_id)
+    step = loaded[1].at(seq) if loaded is not None else None
+    return step is not None and step.status != "pending" and (step.status, step.response, step.error) == answer
+
+
 async def _may_still_run(method: str, params: dict[str, Any], rc: RequestContext) -> bool:
     """Whether the caller may run what a call's ``method`` + ``params`` name now (its permissions and
     its token's scopes, as a new request is checked; the arguments were checked when it started)."""
@@ -329,6 +336,8 @@ async def accept_client_response(message: dict[str, Any], rc: RequestContext, *,
     if step.status != "pending" and (step.status, step.response, step.error) == answer:
         return None  # the same answer delivered again (a client retrying its POST): accepted, as it was
     if not waiting or not await store.answer_step(call_id, seq, *answer):
+        if waiting and await _answered_so(call_id, seq, answer):
+            return None  # the same answer, POSTed again while the first POST was in flight: it won
         logger.info("Refused a response for step %s of call %s: answered already, or the call ended", seq, call_id)
         return _not_waiting()
     if row.background:
