@@ -44,6 +44,7 @@ from ..protocol.levels import at_least
 from ..protocol.schemas import InvalidSchema
 from ..registry import Prompt, Resource, Tool, registry
 from ..registry.results import Pending, ToolError, content_to_wire, json_text
+from ..states import CallStatus
 from . import tokens
 from .auth import Principal
 from .context import RequestContext
@@ -749,12 +750,13 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
                 raise  # the handler's own TimeoutError: a failure like any other
         logger.info("%s %r ran out of time (%g s)", target.method, target.name, time_limit)
         message = f"The call ran out of time ({time_limit:g} s)."
-    except McpError:
+    except McpError as exc:
+        await _end_failed(inv, exc)
         raise
     except ToolError as exc:
         if is_tool:
             return error_result(str(exc))
-        raise McpError(INTERNAL_ERROR, str(exc)) from None
+        message = str(exc)
     except ElicitationDeclined:
         message = "The user declined to provide the requested input."
     except ElicitationCancelled:
@@ -808,7 +810,23 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
             cancellation.forget(task)
     if is_tool:
         return error_result(message)
-    raise McpError(INTERNAL_ERROR, message)
+    error = McpError(INTERNAL_ERROR, message)
+    await _end_failed(inv, error)
+    raise error
+
+
+async def _end_failed(inv: engine.Invocation, error: McpError) -> None:
+    """A run that fails with a protocol error has ended its call for the client (it gets no token to go
+    on with): the row it holds ends ``failed`` with that error, not ``working`` until ``CALL_TTL``.
+
+    Not a run of a round it has not claimed (a retry of a round that wrote nothing: the call stays as
+    it was, and the client may retry), nor a call without a row.
+    """
+    if inv.call_id is None or unclaimed_round(inv) is not None:
+        return
+    row = await store.call_status(inv.call_id)
+    if row is not None and row[0] == CallStatus.WORKING:
+        await save_outcome(inv, row[1], status=CallStatus.FAILED, error=error.to_error(), finished_at=timezone.now())
 
 
 async def check_next_tool(result: dict[str, Any], rc: RequestContext) -> None:

@@ -1,0 +1,180 @@
+"""Races between a call's own requests, its client's answers, operators and the cleanup: each ends the
+way the sequential case does (no answer refused or taken twice, no call left working)."""
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from mcp_tools import ToolContext
+from mcp_tools.models import ToolCall
+from mcp_tools.registry import make_tool, registry
+from tests.asgi_client import HANDSHAKE, post_headers, post_json
+from tests.test_http_spec_edges import APP, Stream, _in_memory_layer, open_session  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def race_ask_name(ctx: ToolContext) -> str:
+    """Form elicitation."""
+    answer = await ctx.elicit("Name?", {"type": "object", "properties": {"name": {"type": "string"}}}, key="name")
+    return str(answer.get("name"))
+
+
+@pytest.fixture(autouse=True)
+def tools():  # type: ignore[no-untyped-def]
+    with registry.registered_temporarily(make_tool(race_ask_name)):
+        yield
+
+
+def _gate_store(monkeypatch: pytest.MonkeyPatch, name: str, parties: int) -> None:
+    """Make ``parties`` concurrent callers of ``store.<name>`` all arrive before any runs (no sleeps)."""
+    from mcp_tools import store
+
+    real = getattr(store, name)
+    arrived: list[asyncio.Event] = []
+    everyone = asyncio.Event()
+
+    async def gated(*args: Any, **kwargs: Any) -> Any:
+        if not everyone.is_set():
+            arrived.append(asyncio.Event())
+            if len(arrived) >= parties:
+                everyone.set()
+            await asyncio.wait_for(everyone.wait(), 10)
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(store, name, gated)
+
+
+async def test_the_same_session_answer_posted_twice_concurrently_is_accepted_both_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 2025-11-25 client that retries its POST of a response (its first POST timed out, still in flight)
+    sends the same answer twice at once. accept_client_response says "the very answer the step has already
+    (delivered again: nothing changes)" is accepted; sequentially it is (202 twice). Concurrently, the loser
+    of answer_step's compare-and-set is refused (400 "No request of this session is waiting")."""
+    session = await open_session({"elicitation": {}})
+    call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "race_ask_name", "arguments": {}}}
+    stream = Stream("POST", post_headers(version=HANDSHAKE, session=session), json.dumps(call).encode())
+    try:
+        _, ask = await stream.wait_for(lambda m: m.get("method") == "elicitation/create")
+        headers = post_headers(version=HANDSHAKE, session=session)
+        good = {"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"name": "x"}}}
+        _gate_store(monkeypatch, "answer_step", 2)  # both POSTs have read the step as pending
+        first, second = await asyncio.gather(post_json(APP, good, headers), post_json(APP, good, headers))
+        _, final = await stream.wait_for(lambda m: m.get("id") == 5)
+        assert final["result"]["content"] == [{"type": "text", "text": "x"}], final
+        assert (first.status, second.status) == (202, 202), (first.status, first.body, second.status, second.body)
+    finally:
+        stream.gone.set()
+
+
+# -- CALL_TTL / mcp_cleanup against a round that runs ---------------------------------------------------------
+
+GO: dict[str, asyncio.Event] = {}
+
+
+def _note(tag: str) -> str:
+    from demo_site.inventory.models import AuditLog
+
+    return str(AuditLog.objects.create(actor="race", action=tag).pk)
+
+
+async def race_long_round(ctx: ToolContext, tag: str) -> str:
+    """Journals an effect (the call gets its row, working and watched), then works on until released."""
+    await ctx.once("note", _note, tag)
+    GO[tag + ":started"].set()
+    await GO[tag].wait()
+    return "done"
+
+
+async def test_mcp_cleanup_does_not_expire_a_call_whose_handler_is_running(settings: Any) -> None:
+    """docs/settings.md, CALL_TTL: a live call expires when it is "a call waiting for input, or one nobody
+    runs any more (its process died)". A call whose handler runs now, in a living process that touches its
+    row every CANCEL_POLL_SECONDS, is neither; but ToolCall.objects.overdue() looks only at expires_at, so
+    mcp_cleanup (cron) marks it expired and the running handler is stopped: the client gets "The call was
+    expired before it finished." for a call that was working normally (e.g. a round answered just before
+    CALL_TTL that then runs for a while)."""
+    from django.core.management import call_command
+    from django.utils import timezone
+    from datetime import timedelta
+    from tests.asgi_client import call_modern
+
+    tag = "ttl-running"
+    GO[tag], GO[tag + ":started"] = asyncio.Event(), asyncio.Event()
+    with registry.registered_temporarily(make_tool(race_long_round)):
+        running = asyncio.ensure_future(call_modern(APP, "tools/call", {"name": "race_long_round", "arguments": {"tag": tag}}))
+        await asyncio.wait_for(GO[tag + ":started"].wait(), 10)
+        # The call reaches CALL_TTL while its handler runs (its process alive, its row touched).
+        await sync_to_async(lambda: ToolCall.objects.filter(status="working").update(
+            expires_at=timezone.now() - timedelta(seconds=1), updated_at=timezone.now()))()
+        await sync_to_async(call_command)("mcp_cleanup", verbosity=0)
+        status = await sync_to_async(lambda: ToolCall.objects.get().status)()
+        GO[tag].set()
+        answer = (await asyncio.wait_for(running, 20)).json()
+    assert answer["result"]["content"] == [{"type": "text", "text": "done"}], answer
+    assert status == "working", status
+
+
+# -- a round that fails with a protocol error after its effect ------------------------------------------------
+
+def _effect_row() -> int:
+    from demo_site.inventory.models import AuditLog
+
+    return AuditLog.objects.create(actor="race", action="prompt-effect").pk
+
+
+async def race_failing_prompt(ctx: ToolContext) -> str:
+    await ctx.once("write", _effect_row)
+    raise ValueError("boom")
+
+
+async def test_a_prompt_that_fails_after_its_effect_does_not_leave_its_call_working() -> None:
+    """A prompts/get whose handler journals an effect (the call gets its row, 'working') and then fails
+    answers -32603, so the call is over for the client. Its row stays 'working' with no outcome: the admin
+    shows it running, nothing will ever finish it, and CALL_TTL only expires it a day later (a tool's
+    failure ends its row 'failed', as mrtr._first_round does for an invalid answer after an effect)."""
+    from mcp_tools.registry import Prompt
+    from tests.asgi_client import call_modern
+
+    prompt = Prompt(name="race_failing_prompt", title=None, description=None, fn=race_failing_prompt, is_async=True,
+                    arguments=[], permissions=(), completions={}, context_param="ctx")
+    with registry.registered_temporarily(prompt):
+        answer = (await call_modern(APP, "prompts/get", {"name": "race_failing_prompt", "arguments": {}})).json()
+    assert answer["error"]["code"] == -32603, answer
+    status = await sync_to_async(lambda: ToolCall.objects.get().status)()
+    assert status == "failed", status
+
+
+async def test_a_session_answer_racing_an_admin_cancel_is_not_accepted_into_the_cancelled_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An operator cancels the call (core.end_call, the admin's Cancel) between the moment the client's
+    answer POST read the step as pending and its write. accept_client_response refuses an answer "of a call
+    that ended" (sequentially: 400); in this race answer_step writes the answer into the cancelled call's
+    journal (its UPDATE checks only the step's status) and the client gets 202 Accepted for an answer nothing
+    will use."""
+    from mcp_tools import store
+    from mcp_tools.models import CallStep
+    from mcp_tools.server import core
+
+    real = store.answer_step
+
+    async def cancelled_meanwhile(call_id: Any, *args: Any) -> Any:
+        assert await core.end_call(call_id, "cancelled")
+        return await real(call_id, *args)
+
+    session = await open_session({"elicitation": {}})
+    call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "race_ask_name", "arguments": {}}}
+    stream = Stream("POST", post_headers(version=HANDSHAKE, session=session), json.dumps(call).encode())
+    try:
+        _, ask = await stream.wait_for(lambda m: m.get("method") == "elicitation/create")
+        monkeypatch.setattr(store, "answer_step", cancelled_meanwhile)
+        good = {"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"name": "x"}}}
+        answered = await post_json(APP, good, post_headers(version=HANDSHAKE, session=session))
+        steps = await sync_to_async(lambda: list(CallStep.objects.values_list("status", flat=True)))()
+        row = await sync_to_async(ToolCall.objects.get)()
+        assert row.status == "cancelled"
+        assert answered.status == 400, (answered.status, answered.body)
+        assert steps == ["pending"], steps
+    finally:
+        stream.gone.set()
