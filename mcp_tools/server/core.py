@@ -820,9 +820,10 @@ async def _end_failed(inv: engine.Invocation, error: McpError) -> None:
     on with): the row it holds ends ``failed`` with that error, not ``working`` until ``CALL_TTL``.
 
     Not a run of a round it has not claimed (a retry of a round that wrote nothing: the call stays as
-    it was, and the client may retry), nor a call without a row.
+    it was, and the client may retry), nor a call without a row, nor a worker's run (the worker ends
+    its call with the error itself, lease and all: ``background.run_in_worker``).
     """
-    if inv.call_id is None or unclaimed_round(inv) is not None:
+    if inv.call_id is None or inv.in_worker or unclaimed_round(inv) is not None:
         return
     row = await store.call_status(inv.call_id)
     if row is not None and row[0] == CallStatus.WORKING:
