@@ -39,20 +39,22 @@ async def listening(call_id: str) -> Any:
     layer = broadcast.shared_layer()
     channel = None
     reader: asyncio.Task[None] | None = None
-    if layer is not None:
-        try:
-            channel = await layer.new_channel()
-            await layer.group_add(group_name(call_id), channel)
-
-            async def read() -> None:
-                while True:
-                    await layer.receive(channel)
-                    event.set()
-
-            reader = asyncio.ensure_future(read())
-        except Exception:
-            logger.warning("Channel layer unavailable; falling back to polling for call %s", call_id, exc_info=True)
+    # The clean-up covers the join: a stream dropped (or a call cancelled) while the layer
+    # answers would otherwise leave its event in _events, and its channel in the group, for good.
     try:
+        if layer is not None:
+            try:
+                channel = await layer.new_channel()
+                await layer.group_add(group_name(call_id), channel)
+
+                async def read() -> None:
+                    while True:
+                        await layer.receive(channel)
+                        event.set()
+
+                reader = asyncio.ensure_future(read())
+            except Exception:
+                logger.warning("Channel layer unavailable; falling back to polling for call %s", call_id, exc_info=True)
         yield event
     finally:
         _events.get(call_id, set()).discard(event)
