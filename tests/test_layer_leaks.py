@@ -17,11 +17,12 @@ import pytest
 
 from mcp_tools.interprocess import broadcast, wakeups
 from mcp_tools.transports.http import McpEndpoint
-from tests.asgi_client import HANDSHAKE, handshake_message, post_headers, request
+from tests.asgi_client import HANDSHAKE, handshake_message, post_headers, post_json, request
 from tests.test_http_spec_edges import Stream, open_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 APP = McpEndpoint()
+CYCLES = 30
 
 
 def _redis_up() -> bool:
@@ -43,11 +44,15 @@ async def redis_layer(settings: Any) -> Any:
 
     layer = get_channel_layer()
     yield layer
-    tasks = list(broadcast._listeners.values())
+    # The process's receivers on this layer stop before it is flushed (those of earlier tests' loops have).
+    loop = asyncio.get_running_loop()
+    tasks = [task for task in [*broadcast._listeners.values(), *(process.task for process in broadcast._process_channels.values())]
+             if task.get_loop() is loop]
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     broadcast._listeners.clear()
+    broadcast._process_channels.clear()
     await layer.flush()
 
 
@@ -58,6 +63,46 @@ async def settle() -> None:
 
 def hh(session: str) -> dict[str, str]:
     return post_headers(version=HANDSHAKE, session=session)
+
+
+def buffered(layer: Any) -> dict[str, int]:
+    """The layer's per-channel receive buffers, by the type of the first message held (``<empty>``: none)."""
+    found: dict[str, int] = {}
+    for queue in layer.receive_buffer.values():
+        items = list(getattr(queue, "_queue", []))
+        kind = items[0].get("type", "?") if items else "<empty>"
+        found[kind] = found.get(kind, 0) + 1
+    return found
+
+
+async def answered_elicitation() -> None:
+    session = await open_session({"elicitation": {}})
+    call = handshake_message("tools/call", {"name": "test_elicitation", "arguments": {"message": "hi"}})
+    stream = Stream("POST", hh(session), json.dumps(call).encode())
+    _, asked = await stream.wait_for(lambda m: m.get("method") == "elicitation/create")
+    await asyncio.sleep(0.05)  # the stream is waiting for the answer
+    answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"username": "u", "email": "e@x.org"}}}
+    assert (await post_json(APP, answer, hh(session))).status == 202
+    await stream.wait_for(lambda m: m.get("id") == call["id"] and "result" in m)
+    await asyncio.wait_for(stream.task, 10)
+    stream.gone.set()
+    assert (await request(APP, "DELETE", headers=hh(session))).status == 204
+
+
+@needs_redis
+async def test_answered_elicitations_leave_no_wakeups_in_the_layer(redis_layer: Any) -> None:
+    """Every answered 2025-11-25 round leaves one 'mcp.wakeup' message, for a channel nobody reads any more,
+    in channels-redis's per-process receive_buffer: wakeups.notify publishes to the call's group while the
+    waiting stream (same process) wakes by the local event, leaves wakeups.listening and cancels its reader
+    before the message is read; the next receive of any listener of the process files it under the dead channel."""
+    await answered_elicitation()
+    await settle()
+    before = len(redis_layer.receive_buffer)
+    for _ in range(CYCLES):
+        await answered_elicitation()
+    await settle()
+    grown = len(redis_layer.receive_buffer) - before
+    assert grown <= 3, f"{CYCLES} answered calls left {grown} receive buffers behind: {buffered(redis_layer)}"
 
 
 @needs_redis
@@ -95,3 +140,25 @@ async def test_a_stream_dropped_while_its_call_joins_the_wakeup_group_leaves_no_
     assert len(joined) == 3
     left = {call: events for call, events in wakeups._events.items() if call in joined}
     assert not left, f"left behind: {left!r}"
+
+
+@needs_redis
+async def test_a_listener_cancelled_as_the_process_joins_its_group_leaves_the_group(redis_layer: Any) -> None:
+    """A stream dropped while the process's channel joins its call's group (here: a cancel after 0 to 11
+    turns of the loop, so at each point of the add) ends, and the channel leaves the group. redis-py may
+    swallow a cancel that comes as Redis answers: the channel's membership then went on, so the stream's
+    clean-up, which waits for it to be over, hung (and its handler with it)."""
+    for turns in range(12):
+        group = wakeups.group_name(f"joining-{turns}")
+        listener = asyncio.ensure_future(_listen_for_a_while(group))
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        listener.cancel()
+        await asyncio.wait_for(asyncio.wait({listener}), 10)
+        members = await redis_layer.connection(redis_layer.consistent_hash(group)).zcard(redis_layer._group_key(group))
+        assert members == 0, f"cancelled after {turns} turns, the process's channel stayed in {group}"
+
+
+async def _listen_for_a_while(group: str) -> None:
+    async with broadcast.subscribed(group, lambda message: None):
+        await asyncio.sleep(30)

@@ -12,6 +12,14 @@ receiving fails in a way that may have lost the groups, every channel of the pro
 adds itself again, retried after a pause that doubles up to :data:`RETRY_MAX_SECONDS`
 while the layer is down. What is sent to a channel while it does not receive waits for
 it; what is sent to a group while the channel is out of it is lost.
+
+Groups that come and go (a call's wakeups, a session's stream ends) are heard through one
+channel of the process (:func:`subscribed`), never through a channel of their own: a channel
+that stops receiving while a message for it is on its way keeps that message for good in
+channels-redis's per-process receive buffer (channels-redis #384), and a listener that goes
+away as the message it waits for arrives locally (an answer posted to this process) would
+leave one behind each time. The process's channel always receives, and drops what comes for
+a group nobody here listens to any more.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import contextlib
 import logging
 import random
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from django.core.signals import setting_changed
@@ -61,13 +69,15 @@ def shared_layer() -> Any:
 async def publish(group: str, message: dict[str, Any]) -> bool:
     """Send ``message`` to every process listening on ``group`` (best effort, logged on failure).
 
-    Whether it was sent: False without a shared layer, or when the layer failed.
+    Whether it was sent: False without a shared layer, or when the layer failed. The message
+    carries its group (``"group"``): a channel hears it without the group's name, and
+    :func:`subscribed` hands it to the group's listeners by it.
     """
     layer = shared_layer()
     if layer is None:
         return False
     try:
-        await layer.group_send(group, message)
+        await layer.group_send(group, {**message, "group": group})
     except Exception:
         logger.warning("Could not publish to %s", group, exc_info=True)
         return False
@@ -119,42 +129,50 @@ async def follow(group: str, handler: Callable[[dict[str, Any]], None], channel:
     joined = channel is not None
     if channel is None:
         channel = await layer.new_channel()
-    membership = asyncio.ensure_future(_stay_in(layer, group, channel, joined))
-    loop = asyncio.get_running_loop()
-    pause = RETRY_FIRST_SECONDS
+    membership = asyncio.ensure_future(_stay_in(layer, group, channel, joined=joined))
     try:
-        while True:
-            started = loop.time()
-            try:
-                message = await layer.receive(channel)
-            except Exception as exc:
-                _raise_if_cancelled(exc)
-                if _timed_out(exc) and loop.time() - started >= 1:  # an idle read that gave up (redis-py 8): Redis is there
-                    logger.debug("Receiving on %s timed out; receiving again", group)
-                    continue
-                # Only one of the process's channels reads from Redis at a time (channels-redis):
-                # when its read fails the connection may have gone to a Redis that lost its groups.
-                _layer_lost()
-                if loop.time() - started > pause:  # not a layer that fails at once: no backing off
-                    pause = RETRY_FIRST_SECONDS
-                _layer_failed(f"receiving on {group}", exc, pause)
-                await asyncio.sleep(random.uniform(pause / 2, pause))
-                pause = min(pause * 2, RETRY_MAX_SECONDS)
-                continue
-            _layer_answers()
-            try:
-                handler(message)
-            except Exception:
-                logger.exception("A listener of %s failed on %r", group, message.get("type"))
+        await _receive(layer, channel, group, handler)
     finally:
         membership.cancel()
         with contextlib.suppress(Exception):
             await layer.group_discard(group, channel)
 
 
-async def _stay_in(layer: Any, group: str, channel: str, joined: bool) -> None:
-    """Keep ``channel`` in ``group``: add it (again) every third of ``group_expiry`` (at most every
-    :data:`REFRESH_MAX_SECONDS`), and at once when receiving showed the layer failed."""
+async def _receive(layer: Any, channel: str, what: str, handler: Callable[[dict[str, Any]], None]) -> None:
+    """Hand every message of ``channel`` to ``handler`` until cancelled; receive again after failures, with backoff."""
+    loop = asyncio.get_running_loop()
+    pause = RETRY_FIRST_SECONDS
+    while True:
+        started = loop.time()
+        try:
+            message = await layer.receive(channel)
+        except Exception as exc:
+            _raise_if_cancelled(exc)
+            if _timed_out(exc) and loop.time() - started >= 1:  # an idle read that gave up (redis-py 8): Redis is there
+                logger.debug("Receiving on %s timed out; receiving again", what)
+                continue
+            # Only one of the process's channels reads from Redis at a time (channels-redis):
+            # when its read fails the connection may have gone to a Redis that lost its groups.
+            _layer_lost()
+            if loop.time() - started > pause:  # not a layer that fails at once: no backing off
+                pause = RETRY_FIRST_SECONDS
+            _layer_failed(f"receiving on {what}", exc, pause)
+            await asyncio.sleep(random.uniform(pause / 2, pause))
+            pause = min(pause * 2, RETRY_MAX_SECONDS)
+            continue
+        _layer_answers()
+        try:
+            handler(message)
+        except Exception:
+            logger.exception("A listener of %s failed on %r", what, message.get("type"))
+
+
+async def _stay_in(layer: Any, group: str, channel: str, joined: bool = False, tried: asyncio.Event | None = None) -> None:
+    """Keep ``channel`` in ``group``: add it now (unless ``joined``), again every third of ``group_expiry``
+    (at most every :data:`REFRESH_MAX_SECONDS`), and at once when receiving showed the layer failed.
+
+    ``tried`` is set once the first add succeeded or failed (a failed one is retried with backoff).
+    """
     every = min(float(getattr(layer, "group_expiry", DEFAULT_GROUP_EXPIRY)) / 3, REFRESH_MAX_SECONDS)
     pause = RETRY_FIRST_SECONDS
     while True:
@@ -166,13 +184,147 @@ async def _stay_in(layer: Any, group: str, channel: str, joined: bool) -> None:
             await layer.group_add(group, channel)
         except Exception as exc:
             _raise_if_cancelled(exc)
+            if tried is not None:
+                tried.set()
             _layer_failed(f"joining {group}", exc, pause)
             joined = False
             await asyncio.sleep(random.uniform(pause / 2, pause))
             pause = min(pause * 2, RETRY_MAX_SECONDS)
             continue
+        # A cancel that came while Redis answered may be lost inside redis-py (the add returns):
+        # raised here, or the membership would outlive its listeners and add the channel again later.
+        _raise_if_cancelled(None)
+        if tried is not None:
+            tried.set()
         _layer_answers()
         joined, pause = True, RETRY_FIRST_SECONDS
+
+
+@contextlib.asynccontextmanager
+async def subscribed(group: str, handler: Callable[[dict[str, Any]], None]) -> AsyncIterator[None]:
+    """Run ``handler`` for every message published on ``group`` (:func:`publish`) while the block runs.
+
+    Through this process's channel (see the module's docstring), which joins the group for
+    the first listener of the process and leaves it after the last; the membership is kept
+    up as :func:`follow` keeps its own. The block starts once the channel is in the group,
+    so it misses nothing published from then on (``handler`` may run before it starts), or
+    once adding it failed: it is retried with backoff and the outage logged once, meanwhile
+    the caller's own fallback (a poll, this process's direct path) has to do. Without a
+    shared layer this does nothing.
+    """
+    layer = shared_layer()
+    if layer is None:
+        yield
+        return
+    process = _process_channel(layer)
+    membership = process.groups.get(group)
+    if membership is None:
+        membership = process.groups[group] = _Membership()
+        membership.task = asyncio.ensure_future(process.keep(group, membership, process.leaving.get(group)))
+    membership.handlers.add(handler)
+    try:
+        await membership.tried.wait()
+        yield
+    finally:
+        membership.handlers.discard(handler)
+        if not membership.handlers and process.groups.get(group) is membership:
+            del process.groups[group]
+            await asyncio.wait({process.leave(group, membership)})
+
+
+class _Membership:
+    """A group the process's channel is in while someone in the process listens to it."""
+
+    def __init__(self) -> None:
+        self.handlers: set[Callable[[dict[str, Any]], None]] = set()
+        #: Set once the first add of the channel to the group succeeded or failed.
+        self.tried = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+
+class _ProcessChannel:
+    """The channel through which an event loop of the process hears the groups of :func:`subscribed`."""
+
+    def __init__(self, layer: Any) -> None:
+        self.layer = layer
+        self.channel: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.groups: dict[str, _Membership] = {}
+        #: Per group, the leave in progress: a new join of the group waits for it (a join that
+        #: overtook it on another connection of the pool would be undone by it).
+        self.leaving: dict[str, asyncio.Task[None]] = {}
+        self.task = asyncio.ensure_future(self._run())
+
+    async def _run(self) -> None:
+        try:
+            self.channel.set_result(await self.layer.new_channel())
+            await _receive(self.layer, self.channel.result(), "the process's channel", self._dispatch)
+        finally:
+            if not self.channel.done():
+                self.channel.cancel()
+            for membership in self.groups.values():
+                if membership.task is not None:
+                    membership.task.cancel()
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        membership = self.groups.get(message.get("group", ""))
+        if membership is None:  # its listeners have left (it came late): dropped, not kept
+            return
+        for handler in list(membership.handlers):
+            try:
+                handler(message)
+            except Exception:
+                logger.exception("A listener of %s failed on %r", message.get("group"), message.get("type"))
+
+    def _joined_channel(self) -> str | None:
+        channel = self.channel
+        if not channel.done() or channel.cancelled() or channel.exception() is not None:
+            return None
+        return channel.result()
+
+    async def keep(self, group: str, membership: _Membership, after: asyncio.Task[None] | None) -> None:
+        """Keep the channel in ``group`` (:func:`_stay_in`) until cancelled, once ``after`` (a leave) is done."""
+        try:
+            if after is not None:
+                await asyncio.wait({after})
+            await asyncio.wait({self.channel})
+            channel = self._joined_channel()
+            if channel is not None:
+                await _stay_in(self.layer, group, channel, tried=membership.tried)
+        finally:
+            membership.tried.set()  # whoever waits for the join goes on, whatever happened to it
+
+    def leave(self, group: str, membership: _Membership) -> asyncio.Task[None]:
+        """Take the channel out of ``group`` (its last listener left); the task doing it."""
+        assert membership.task is not None
+        membership.task.cancel()
+        leaving = asyncio.ensure_future(self._discard(group, membership.task))
+        self.leaving[group] = leaving
+        leaving.add_done_callback(lambda done: self.leaving.pop(group) if self.leaving.get(group) is done else None)
+        return leaving
+
+    async def _discard(self, group: str, keeping: asyncio.Task[None]) -> None:
+        await asyncio.wait({keeping})  # an add still in flight is over before the discard goes out
+        channel = self._joined_channel()
+        if channel is not None:
+            with contextlib.suppress(Exception):
+                await self.layer.group_discard(group, channel)
+
+
+#: Per event loop: its process channel (:func:`subscribed`).
+_process_channels: dict[asyncio.AbstractEventLoop, _ProcessChannel] = {}
+
+
+def _process_channel(layer: Any) -> _ProcessChannel:
+    loop = asyncio.get_running_loop()
+    process = _process_channels.get(loop)
+    if process is not None and process.layer is layer and not process.task.done():
+        return process
+    if process is not None:
+        process.task.cancel()  # the layer changed (settings in tests): the old channel stops receiving
+    for other in [other for other in _process_channels if other.is_closed()]:
+        del _process_channels[other]  # loops that ended (async_to_sync, tests)
+    process = _process_channels[loop] = _ProcessChannel(layer)
+    return process
 
 
 #: Per event loop: set when the layer failed under this process (then replaced), so every channel adds itself again.

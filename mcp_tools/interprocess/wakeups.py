@@ -10,12 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-from typing import Any
+from collections.abc import AsyncIterator
 
 from . import broadcast
-
-logger = logging.getLogger("mcp_tools.wakeups")
 
 _events: dict[str, set[asyncio.Event]] = {}
 POLL_SECONDS = 0.5
@@ -32,39 +29,24 @@ async def notify(call_id: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def listening(call_id: str) -> Any:
-    """Yield an ``asyncio.Event`` that is set when someone calls :func:`notify` for the call."""
+async def listening(call_id: str) -> AsyncIterator[asyncio.Event]:
+    """Yield an ``asyncio.Event`` that is set when someone calls :func:`notify` for the call.
+
+    Other processes' wakeups come through the process's channel (:func:`broadcast.subscribed`),
+    not one per call: a stream woken by the local event leaves before the published copy
+    arrives, and a channel of its own would keep that copy in the layer for good.
+    """
     event = asyncio.Event()
     _events.setdefault(call_id, set()).add(event)
-    layer = broadcast.shared_layer()
-    channel = None
-    reader: asyncio.Task[None] | None = None
     # The clean-up covers the join: a stream dropped (or a call cancelled) while the layer
-    # answers would otherwise leave its event in _events, and its channel in the group, for good.
+    # answers would otherwise leave its event in _events, and the process in the group, for good.
     try:
-        if layer is not None:
-            try:
-                channel = await layer.new_channel()
-                await layer.group_add(group_name(call_id), channel)
-
-                async def read() -> None:
-                    while True:
-                        await layer.receive(channel)
-                        event.set()
-
-                reader = asyncio.ensure_future(read())
-            except Exception:
-                logger.warning("Channel layer unavailable; falling back to polling for call %s", call_id, exc_info=True)
-        yield event
+        async with broadcast.subscribed(group_name(call_id), lambda message: event.set()):
+            yield event
     finally:
         _events.get(call_id, set()).discard(event)
         if not _events.get(call_id):
             _events.pop(call_id, None)
-        if reader is not None:
-            reader.cancel()
-        if layer is not None and channel is not None:
-            with contextlib.suppress(Exception):
-                await layer.group_discard(group_name(call_id), channel)
 
 
 async def wait(event: asyncio.Event, timeout: float = POLL_SECONDS) -> None:
