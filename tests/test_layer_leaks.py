@@ -105,6 +105,37 @@ async def test_answered_elicitations_leave_no_wakeups_in_the_layer(redis_layer: 
     assert grown <= 3, f"{CYCLES} answered calls left {grown} receive buffers behind: {buffered(redis_layer)}"
 
 
+async def takeover() -> None:
+    session = await open_session()
+    first = Stream("GET", {**hh(session), "accept": "text/event-stream"})
+    await asyncio.wait_for(first.got.wait(), 5)
+    await asyncio.sleep(0.05)  # a stream that has been open a while
+    second = Stream("GET", {**hh(session), "accept": "text/event-stream"})  # the client reconnects
+    await asyncio.wait_for(first.task, 10)
+    await asyncio.wait_for(second.got.wait(), 5)
+    await asyncio.sleep(0.05)
+    assert (await request(APP, "DELETE", headers=hh(session))).status == 204  # ends the second stream
+    await asyncio.wait_for(second.task, 10)
+    first.gone.set()
+    second.gone.set()
+
+
+@needs_redis
+async def test_standalone_streams_that_end_leave_no_stream_end_messages_in_the_layer(redis_layer: Any) -> None:
+    """A standalone GET stream that a newer one takes over, or whose session is DELETEd, ends on the local END
+    (notifications.open_stream / end_streams put it on the queue, then publish it to the session's group);
+    its relay (broadcast.follow) is cancelled before it read the published copy, which then stays forever in
+    channels-redis's receive_buffer under the relay's dead channel."""
+    await takeover()
+    await settle()
+    before = len(redis_layer.receive_buffer)
+    for _ in range(CYCLES):
+        await takeover()
+    await settle()
+    grown = len(redis_layer.receive_buffer) - before
+    assert grown <= 3, f"{CYCLES} sessions (a reconnect and a DELETE each) left {grown} receive buffers behind: {buffered(redis_layer)}"
+
+
 @needs_redis
 async def test_a_stream_dropped_while_its_call_joins_the_wakeup_group_leaves_no_wakeup_event(redis_layer: Any) -> None:
     """wakeups.listening registers the call's asyncio.Event in the module's _events, then awaits the layer

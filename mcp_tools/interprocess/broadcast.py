@@ -98,38 +98,19 @@ def listen(group: str, handler: Callable[[dict[str, Any]], None]) -> None:
     _listeners[group] = asyncio.ensure_future(follow(group, handler))
 
 
-async def join(group: str) -> str | None:
-    """A new channel of this process, added to ``group``; None without a shared layer or when it failed (logged).
-
-    For a caller that must be in the group before it goes on; it then hands the channel to :func:`follow`.
-    """
-    layer = shared_layer()
-    if layer is None:
-        return None
-    try:
-        channel: str = await layer.new_channel()
-        await layer.group_add(group, channel)
-    except Exception:
-        logger.info("Could not join %s", group, exc_info=True)  # follow() warns if it cannot either
-        return None
-    return channel
-
-
-async def follow(group: str, handler: Callable[[dict[str, Any]], None], channel: str | None = None) -> None:
+async def follow(group: str, handler: Callable[[dict[str, Any]], None]) -> None:
     """Run ``handler`` for every message published on ``group`` until the task is cancelled.
 
-    ``channel`` is one :func:`join` already added to the group (else a new one is added while
-    it starts receiving). The membership is kept up (see the module's docstring); on
-    cancellation the channel leaves the group. A handler that raises is logged; the next
-    message is handled all the same.
+    On a channel of its own, added to the group while it starts receiving and kept there
+    (see the module's docstring); on cancellation the channel leaves the group. A handler
+    that raises is logged; the next message is handled all the same. For the groups a
+    process hears for its life (:func:`listen`); a group heard for a while: :func:`subscribed`.
     """
     layer = shared_layer()
     if layer is None:
         return
-    joined = channel is not None
-    if channel is None:
-        channel = await layer.new_channel()
-    membership = asyncio.ensure_future(_stay_in(layer, group, channel, joined=joined))
+    channel = await layer.new_channel()
+    membership = asyncio.ensure_future(_stay_in(layer, group, channel))
     try:
         await _receive(layer, channel, group, handler)
     finally:
@@ -167,14 +148,15 @@ async def _receive(layer: Any, channel: str, what: str, handler: Callable[[dict[
             logger.exception("A listener of %s failed on %r", what, message.get("type"))
 
 
-async def _stay_in(layer: Any, group: str, channel: str, joined: bool = False, tried: asyncio.Event | None = None) -> None:
-    """Keep ``channel`` in ``group``: add it now (unless ``joined``), again every third of ``group_expiry``
-    (at most every :data:`REFRESH_MAX_SECONDS`), and at once when receiving showed the layer failed.
+async def _stay_in(layer: Any, group: str, channel: str, tried: asyncio.Event | None = None) -> None:
+    """Keep ``channel`` in ``group``: add it now, again every third of ``group_expiry`` (at most every
+    :data:`REFRESH_MAX_SECONDS`), and at once when receiving showed the layer failed.
 
     ``tried`` is set once the first add succeeded or failed (a failed one is retried with backoff).
     """
     every = min(float(getattr(layer, "group_expiry", DEFAULT_GROUP_EXPIRY)) / 3, REFRESH_MAX_SECONDS)
     pause = RETRY_FIRST_SECONDS
+    joined = False
     while True:
         if joined:
             # Spread out a little: the channels of a process joined together (a restart) add again apart.

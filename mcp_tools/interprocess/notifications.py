@@ -48,7 +48,7 @@ async def open_stream(session_id: str, queue: asyncio.Queue[dict[str, Any]]) -> 
     message on more than one stream, and a client that reconnects (with ``Last-Event-ID``
     or not) must not be refused while the server has not yet noticed that the old connection
     is gone (a 409 would). The older streams of this process end now; those of other
-    processes when the returned stamp reaches them (:func:`relayed`).
+    processes when the returned stamp reaches them (:func:`ends_stream`).
     """
     stamp = (time.time(), uuid.uuid4().hex)
     for older in _streams.pop(session_id, ()):

@@ -903,55 +903,57 @@ class McpEndpoint:
         def on_registry_change(kind: str) -> None:
             queue.put_nowait(jsonrpc.notification_message(f"notifications/{kind}/list_changed"))
 
-        group = notifications.group_name(session_id)
-        relay: asyncio.Future[None] | None = None
+        # The stream's stamp, taken once it is in its session's group; what the group brought
+        # before that is judged against it then.
+        stamp: tuple[float, str] | None = None
+        early: list[dict[str, Any]] = []
+
+        def relay_event(event: dict[str, Any]) -> None:
+            if stamp is None:
+                early.append(event)
+            elif notifications.ends_stream(event, stamp):
+                queue.put_nowait(notifications.END)
+
         watcher: asyncio.Future[Any] | None = None
         registry.add_listener(on_registry_change)
         try:
-            # In the session's group before the stream opens, so it misses nothing sent from then on. A
-            # layer that fails (Redis down, its connection pool exhausted) does not refuse the stream:
-            # it opens on this process's notifications and the relay joins the group once it can.
-            channel = await broadcast.join(group)
-            stamp = await notifications.open_stream(session_id, queue)
-            if broadcast.shared_layer() is not None:
-
-                def relay_event(event: dict[str, Any]) -> None:
-                    if notifications.ends_stream(event, stamp):
-                        queue.put_nowait(notifications.END)
-
-                # Stays in the group (re-added before group_expiry, rejoined after the layer failed),
-                # so a stream open for days, or across a Redis restart, still hears its session.
-                relay = asyncio.ensure_future(broadcast.follow(group, relay_event, channel))
-            if response.stream_id is None:
-                response.stream_id = STANDALONE_STREAM_PREFIX + uuid.uuid4().hex
-            await response.start_stream()
-            watcher = asyncio.ensure_future(receive())
-            in_use = time.monotonic()
-            while True:
-                in_use = await sessions.keep_in_use(session_id, in_use)  # a listening client is not idle
-                getter = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait({getter, watcher}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
-                if watcher in done:
-                    getter.cancel()
-                    return
-                if getter in done:
-                    message = getter.result()
-                    if message is notifications.END:  # the session ended, or a newer stream took over
-                        with contextlib.suppress(OSError):
-                            await response._send({"type": "http.response.body", "body": b""})
+            # In the session's group before the stream opens, so it misses nothing sent from then on,
+            # through the process's channel: a stream that ends on the local END of a takeover or a
+            # DELETE leaves before the published copy comes, which is then dropped, not kept. A layer
+            # that fails (Redis down, its connection pool exhausted) does not refuse the stream: it
+            # opens on this process's notifications and joins the group once it can; it stays in the
+            # group (re-added before group_expiry, after the layer failed) while it is open.
+            async with broadcast.subscribed(notifications.group_name(session_id), relay_event):
+                stamp = await notifications.open_stream(session_id, queue)
+                for event in early:
+                    relay_event(event)
+                if response.stream_id is None:
+                    response.stream_id = STANDALONE_STREAM_PREFIX + uuid.uuid4().hex
+                await response.start_stream()
+                watcher = asyncio.ensure_future(receive())
+                in_use = time.monotonic()
+                while True:
+                    in_use = await sessions.keep_in_use(session_id, in_use)  # a listening client is not idle
+                    getter = asyncio.ensure_future(queue.get())
+                    done, _ = await asyncio.wait({getter, watcher}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
+                    if watcher in done:
+                        getter.cancel()
                         return
-                    await response.event(message)
-                else:
-                    getter.cancel()
-                    await response._send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
+                    if getter in done:
+                        message = getter.result()
+                        if message is notifications.END:  # the session ended, or a newer stream took over
+                            with contextlib.suppress(OSError):
+                                await response._send({"type": "http.response.body", "body": b""})
+                            return
+                        await response.event(message)
+                    else:
+                        getter.cancel()
+                        await response._send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
         finally:
             if watcher is not None:
                 watcher.cancel()
             registry.remove_listener(on_registry_change)
             notifications.close_stream(session_id, queue)
-            if relay is not None:
-                relay.cancel()
-                await asyncio.wait({relay})  # its channel has left the group
 
     # -- DELETE ---------------------------------------------------------------------------
     async def delete(self, scope: dict[str, Any], headers: dict[str, str], response: Response) -> None:
