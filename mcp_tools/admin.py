@@ -95,6 +95,8 @@ LIST_DEFERRED = ("arguments", "result", "error", "last_outcome", "client_capabil
 #: Lookups no changelist URL may use: a pattern the database cannot compile is a 500 on SQLite
 #: (``?tool_name__regex=(``), and a costly one scans the table whatever the indexes.
 REFUSED_LOOKUPS = frozenset({"regex", "iregex"})
+#: Columns that may hold an anonymous caller's session id (its credential): matched whole only.
+SECRET_BEARING_FIELDS = frozenset({"principal", "session_id"})
 
 
 class ToolCallChangeList(ChangeList):
@@ -154,12 +156,18 @@ class ToolCallAdmin(admin.ModelAdmin):
         """Django's rules, minus what only a crafted URL asks and the database may fail on.
 
         Refused (a 400, ``DisallowedModelAdminLookup``): regular expressions (an invalid one is
-        a database error, a valid one a full scan) and any lookup into a JSON column (SQLite has
-        no ``contains`` on JSON, and the columns hold megabytes). The list filters and the
-        search use neither.
+        a database error, a valid one a full scan), any lookup into a JSON column (SQLite has
+        no ``contains`` on JSON, and the columns hold megabytes), and any but an exact match
+        on a column that may hold an anonymous caller's session id. The list filters and the
+        search use none of them.
         """
         parts = lookup.split(LOOKUP_SEP)
         if REFUSED_LOOKUPS.intersection(parts):
+            return False
+        if parts[0] in SECRET_BEARING_FIELDS and parts[1:] not in ([], ["exact"], ["in"], ["isnull"]):
+            # An anonymous caller's session id is its credential: ?session_id__startswith=a lists
+            # the call or not, which gives the id away a character at a time (as a substring
+            # search would: search_fields are exact for these too).
             return False
         model = self.model
         for part in parts:

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.test import override_settings
+from django.test import Client, override_settings
+from django.urls import reverse
 
 from mcp_tools import ToolContext
 from mcp_tools.models import ToolCall
@@ -19,6 +20,7 @@ from mcp_tools.server.oauth import TokenInfo, TokenVerifier
 from mcp_tools.transports.http import McpEndpoint
 from tests.asgi_client import HANDSHAKE, call_modern, handshake_message, post_headers, post_json
 from tests.clients import create_user_with_token
+from tests.test_admin_console import make_call, viewer  # noqa: F401
 from tests.test_background_review import queued  # noqa: F401
 from tests.test_http_spec_edges import Stream, _in_memory_layer  # noqa: F401
 
@@ -227,3 +229,23 @@ async def test_view_only_staff_do_not_get_an_anonymous_callers_session_secret() 
         stream.gone.set()
         await asyncio.wait_for(stream.task, 10)
     assert not leaked, ("session id shown to a view-only operator", RAN)
+
+
+SECRET = "s3cr3tSessionIdAbCdEf0123456789xyz"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("lookup", ["session_id__startswith", "principal__startswith", "session_id__contains"])
+def test_view_only_staff_cannot_probe_a_session_id_by_prefix_in_the_url(viewer: Client, lookup: str) -> None:  # noqa: F811
+    """docs/admin.md Permissions: the principal and session id match whole values only, in the search and in
+    the URL's filters: ?session_id__startswith= would list the call for the right prefix only, giving the id
+    away a character at a time."""
+    make_call("deploy", "input_required", principal=f"anonymous:session:{SECRET}", session_id=SECRET)
+    url = reverse("admin:mcp_tools_toolcall_changelist")
+    prefix = SECRET[:12] if lookup.startswith("session") else f"anonymous:session:{SECRET[:12]}"
+    if lookup.endswith("contains"):
+        prefix = SECRET[3:12]
+    right = viewer.get(url, {lookup: prefix})
+    wrong = viewer.get(url, {lookup: prefix[:-1] + "#"})
+    counts = [len(r.context["cl"].result_list) if r.status_code == 200 else None for r in (right, wrong)]
+    assert counts != [1, 0], f"prefix oracle on {lookup}: right prefix shows {counts[0]} row(s), wrong shows {counts[1]}"
