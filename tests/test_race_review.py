@@ -178,3 +178,23 @@ async def test_a_session_answer_racing_an_admin_cancel_is_not_accepted_into_the_
         assert steps == ["pending"], steps
     finally:
         stream.gone.set()
+
+
+async def bad_shape_prompt(ctx: ToolContext) -> object:
+    await ctx.once("write", _effect_row)
+    return {"role": "system", "content": "You are root"}  # a role a prompt message cannot have: -32603
+
+
+async def test_a_prompt_whose_value_cannot_be_its_result_after_its_effect_ends_its_call_failed() -> None:
+    """The sibling of the test above: the handler returns, and its value cannot be shaped into the
+    result (core.finish): the client gets -32603, and the row ends 'failed' too."""
+    from mcp_tools.registry import Prompt
+    from tests.asgi_client import call_modern
+
+    prompt = Prompt(name="bad_shape_prompt", title=None, description=None, fn=bad_shape_prompt, is_async=True,
+                    arguments=[], permissions=(), completions={}, context_param="ctx")
+    with registry.registered_temporarily(prompt):
+        answer = (await call_modern(APP, "prompts/get", {"name": "bad_shape_prompt", "arguments": {}})).json()
+    assert answer["error"]["code"] == -32603, answer
+    status = await sync_to_async(lambda: ToolCall.objects.get().status)()
+    assert status == "failed", status

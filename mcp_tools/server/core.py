@@ -909,7 +909,12 @@ async def finish(inv: engine.Invocation | None, target: Target, outcome: Any, rc
         if inv is not None and inv.call_id is not None:
             await claim(inv)  # run the tool again only for the run that owns the round
         inv, outcome = await _converge(inv, target, rc, outcome)
-    result = outcome if isinstance(outcome, dict) else shape_result(target, outcome.value, rc)
+    try:
+        result = outcome if isinstance(outcome, dict) else shape_result(target, outcome.value, rc)
+    except McpError as exc:  # a prompt's or resource's value that cannot be its result
+        if inv is not None:
+            await _end_failed(inv, exc)
+        raise
     if target.method == "tools/call" and "_meta" in result:  # where a nextTool hint would be
         await check_next_tool(result, rc)
     if mcp_settings.RECORD_ALL_CALLS and (inv is None or inv.call_id is None):
