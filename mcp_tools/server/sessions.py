@@ -133,18 +133,21 @@ async def _ended(session_ids: list[str], reason: str, *, waiting_only: bool = Fa
         await end_call(call_id, "cancelled", reason)
 
 
-async def keep_in_use(session_id: str, recorded: float) -> float:
+async def keep_in_use(session_id: str, recorded: float) -> float | None:
     """A client listening on the session's standalone stream uses the session, though it sends nothing.
 
     ``recorded``: when this stream last recorded that (``time.monotonic()``); returns when it
-    last did now. Written at most :data:`TOUCHES_PER_IDLE_LIMIT` times per ``SESSION_IDLE_SECONDS``,
-    as :func:`get` writes it.
+    last did now, or None when the session is gone. Written at most :data:`TOUCHES_PER_IDLE_LIMIT`
+    times per ``SESSION_IDLE_SECONDS``, as :func:`get` writes it. The stream ends when its session
+    ends (a message on the session's group says so at once); finding the row gone here is the
+    backstop for a message that never came (a process of an older release, a layer outage).
     """
     idle_limit = mcp_settings.SESSION_IDLE_SECONDS
     now = time.monotonic()
     if idle_limit is None or now - recorded < float(idle_limit) / TOUCHES_PER_IDLE_LIMIT:
         return recorded
-    await store.touch_session(session_id)
+    if not await store.touch_session(session_id):
+        return None
     return now
 
 

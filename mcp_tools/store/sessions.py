@@ -26,13 +26,14 @@ def get_session(session_id: str) -> Any:
     return McpSession.objects.filter(id=session_id).first()
 
 
-def touch_session(session_id: str) -> None:
-    """Record that the session was used now (``last_seen_at``), which keeps it from expiring."""
+def touch_session(session_id: str) -> bool:
+    """Record that the session was used now (``last_seen_at``), which keeps it from expiring; False
+    when it is gone."""
     from django.utils import timezone
 
     from ..models import McpSession
 
-    McpSession.objects.filter(id=session_id).update(last_seen_at=timezone.now())
+    return bool(McpSession.objects.filter(id=session_id).update(last_seen_at=timezone.now()))
 
 
 def purge_idle_sessions(idle_seconds: float, *, dry_run: bool = False,

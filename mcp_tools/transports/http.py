@@ -476,6 +476,11 @@ class Response:
             await self.json(status, message, extra)
 
 
+#: A standalone stream with nothing to say sends an SSE comment this often (proxies close idle
+#: connections), and looks at its session then (sessions.keep_in_use).
+KEEPALIVE_SECONDS = 15.0
+
+
 class McpEndpoint:
     """The ASGI application serving MCP (both eras) at one path."""
 
@@ -933,9 +938,14 @@ class McpEndpoint:
                 watcher = asyncio.ensure_future(receive())
                 in_use = time.monotonic()
                 while True:
-                    in_use = await sessions.keep_in_use(session_id, in_use)  # a listening client is not idle
+                    still = await sessions.keep_in_use(session_id, in_use)  # a listening client is not idle
+                    if still is None:  # the session ended, and no message said so
+                        with contextlib.suppress(OSError):
+                            await response._send({"type": "http.response.body", "body": b""})
+                        return
+                    in_use = still
                     getter = asyncio.ensure_future(queue.get())
-                    done, _ = await asyncio.wait({getter, watcher}, timeout=15, return_when=asyncio.FIRST_COMPLETED)
+                    done, _ = await asyncio.wait({getter, watcher}, timeout=KEEPALIVE_SECONDS, return_when=asyncio.FIRST_COMPLETED)
                     if watcher in done:
                         getter.cancel()
                         return
