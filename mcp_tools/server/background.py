@@ -269,7 +269,15 @@ async def run_in_worker(call_id: str, worker: str, attempt: int = 0) -> str:
 async def _renew_lease(inv: engine.Invocation, call_id: str, worker: str, lease: float, handler: asyncio.Task[Any] | None) -> None:
     while True:
         await asyncio.sleep(lease / 3)
-        if not await store.renew_lease(call_id, worker, lease) and handler is not None:
+        try:
+            renewed = await store.renew_lease(call_id, worker, lease)
+        except Exception:
+            # The database is down, or locked past its timeout (SQLite: a ctx.once effect's
+            # transaction holds the write lock, as it would hold off another worker's claim):
+            # try again at the next third, rather than let the lease run out unrenewed.
+            logger.warning("Could not renew the lease of call %s", call_id, exc_info=True)
+            continue
+        if not renewed and handler is not None:
             # The call ended (cancelled, expired) or another worker took it over: stop here, as
             # neither a cancel of ours (the row is not this run's to end) nor a result written over.
             inv.state["lease_lost"] = True

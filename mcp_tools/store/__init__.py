@@ -14,12 +14,12 @@ from __future__ import annotations
 from ..managers import CallNotLive
 from .calls import OnceFailedElsewhere
 from . import calls as sync_calls, sessions as sync_sessions
-from .hop import close_old_thread_connections, close_store_thread_connections, close_thread_connections, db
+from .hop import close_old_thread_connections, close_store_thread_connections, close_thread_connections, db, db_alive
 from .lane import close_lanes, in_lane
 
 __all__ = [
     "CallNotLive", "OnceFailedElsewhere", "advance", "call_task_id", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "answer_step", "append_event", "call_for_stream", "call_request_id", "session_calls", "waiting_session_call", "call_status", "claim_round",
-    "close_connections", "close_old_thread_connections", "close_thread_connections", "create_call", "create_session", "db", "in_lane", "delete_session", "events_after", "get_session", "load_call", "touch_session",
+    "close_connections", "close_old_thread_connections", "close_thread_connections", "create_call", "create_session", "db", "db_alive", "in_lane", "delete_session", "events_after", "get_session", "load_call", "touch_session",
     "record_once", "check_once", "record_failed_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
     "subscribers", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "expire_overdue", "record_progress", "set_stream",
 ]
@@ -35,7 +35,9 @@ async def close_connections() -> None:
 
 # -- calls and their journals --------------------------------------------------
 # What runs nothing but the store's own statements goes in the event loop's SQLite lane where
-# it can (:mod:`.lane`); the rest, and the lane's fallback, in the store's thread (:mod:`.hop`).
+# it can (:mod:`.lane`); the rest, and the lane's fallback, in the store's thread (:mod:`.hop`),
+# but for the writes that say a call's runner is alive: they must not wait behind a ctx.once
+# effect that the store's thread runs meanwhile (:func:`.hop.db_alive`).
 load_call = in_lane(sync_calls.load_call)
 create_call = in_lane(sync_calls.create_call)
 save_round = in_lane(sync_calls.save_round)
@@ -56,10 +58,10 @@ session_calls = db(sync_calls.session_calls)
 waiting_session_call = db(sync_calls.waiting_session_call)
 call_for_stream = db(sync_calls.call_for_stream)
 claim_for_worker = db(sync_calls.claim_for_worker)
-renew_lease = db(sync_calls.renew_lease)
+renew_lease = db_alive(sync_calls.renew_lease)
 tasks_of = db(sync_calls.tasks_of)
 call_task_id = db(sync_calls.call_task_id)
-touch_live = db(sync_calls.touch_live)
+touch_live = db_alive(sync_calls.touch_live)
 take_over_round = db(sync_calls.take_over_round)
 expire_overdue = db(sync_calls.expire_overdue)
 

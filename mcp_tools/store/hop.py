@@ -27,6 +27,13 @@ between our own statements) and gives each process one connection per database
 for its durable calls. ``ctx.once`` functions run in this thread too, inside
 the transaction that journals them; a ``once`` function that itself waits on
 the store (``async_to_sync`` of a store call) would wait on itself.
+
+Which is why the writes that say a call's runner is alive (a running round's
+touch of its row, a worker's lease renewal: :func:`db_alive`) have a second
+thread, with its own connection and the same connection rules: behind a ``once``
+function that runs for longer than a few ``CANCEL_POLL_SECONDS`` (or a third of
+``WORKER_LEASE_SECONDS``) they would leave a living owner looking dead, and
+another process would take its round over and run the effect again.
 """
 
 from __future__ import annotations
@@ -55,26 +62,45 @@ HEALTH_CHECK_SECONDS = 1.0
 #: A job, the loop that waits for it and its future (None, None: nobody waits, :func:`submit`).
 Job = tuple[Callable[[], Any], "asyncio.AbstractEventLoop | None", "asyncio.Future[Any] | None"]
 
-_lock = threading.Lock()
-_jobs: queue.SimpleQueue[Job] | None = None
-_last_check: dict[str, float] = {}
+
+class _Thread:
+    """A thread that runs jobs from a queue one at a time, on database connections of its own
+    (Django's are per thread); it starts with its first job (and again in a forked child)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.lock = threading.Lock()
+        self.jobs: queue.SimpleQueue[Job] | None = None
+
+    def queue(self) -> queue.SimpleQueue[Job]:
+        jobs = self.jobs
+        if jobs is None:
+            with self.lock:
+                if self.jobs is None:
+                    self.jobs = queue.SimpleQueue()
+                    threading.Thread(target=_serve, args=(self.jobs,), name=self.name, daemon=True).start()
+                jobs = self.jobs
+        return jobs
+
+    def forget(self) -> None:
+        """In a forked child: the queue was copied, not the thread."""
+        self.lock = threading.Lock()  # another thread may have held it at the fork
+        self.jobs = None
 
 
-def _store_queue() -> queue.SimpleQueue[Job]:
-    """The store thread's job queue (the thread starts with the first job of the process)."""
-    global _jobs
-    jobs = _jobs
-    if jobs is None:
-        with _lock:
-            if _jobs is None:
-                _jobs = queue.SimpleQueue()
-                threading.Thread(target=_serve, args=(_jobs,), name="mcp-tools-store", daemon=True).start()
-            jobs = _jobs
-    return jobs
+#: The store's thread: every store function, and the ``ctx.once`` effects with their transactions.
+_store = _Thread("mcp-tools-store")
+#: The thread of the writes that say a call's runner is alive (:func:`db_alive`). Not the store's:
+#: that one may be inside a ``ctx.once`` transaction for as long as the user's effect takes.
+_alive = _Thread("mcp-tools-store-alive")
+
+
+#: Per thread (each has its own connections): alias -> when its connection was last health-checked.
+_checked = threading.local()
 
 
 def _serve(jobs: queue.SimpleQueue[Job]) -> None:
-    """The store thread: run jobs one at a time, hand each result to its event loop."""
+    """A job thread: run jobs one at a time, hand each result to its event loop."""
     while True:
         run, loop, future = jobs.get()
         try:
@@ -106,10 +132,9 @@ def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None
 
 
 def _forget_thread_after_fork() -> None:
-    # A forked child (a Celery prefork worker) has the queue but not the thread.
-    global _jobs
-    _jobs = None
-    _last_check.clear()
+    # A forked child (a Celery prefork worker) has the queues but not the threads.
+    _store.forget()
+    _alive.forget()
 
 
 if hasattr(os, "register_at_fork"):  # POSIX only (no fork on Windows)
@@ -118,15 +143,18 @@ if hasattr(os, "register_at_fork"):  # POSIX only (no fork on Windows)
 
 def _before_job() -> None:
     now = time.monotonic()
+    last_check: dict[str, float] | None = getattr(_checked, "at", None)
+    if last_check is None:
+        last_check = _checked.at = {}
     for connection in connections.all(initialized_only=True):
         if connection.connection is None:
             continue
         if connection.errors_occurred or (connection.close_at is not None and now >= connection.close_at) \
                 or connection.get_autocommit() != connection.settings_dict["AUTOCOMMIT"]:
             connection.close_if_unusable_or_obsolete()
-        elif connection.settings_dict.get("CONN_HEALTH_CHECKS") and now - _last_check.get(connection.alias, 0.0) >= HEALTH_CHECK_SECONDS:
+        elif connection.settings_dict.get("CONN_HEALTH_CHECKS") and now - last_check.get(connection.alias, 0.0) >= HEALTH_CHECK_SECONDS:
             setattr(connection, "health_check_done", False)  # the next cursor checks the connection first
-            _last_check[connection.alias] = now
+            last_check[connection.alias] = now
 
 
 def _after_job() -> None:
@@ -145,18 +173,38 @@ def _job(fn: Callable[..., R], args: tuple[Any, ...], kwargs: dict[str, Any]) ->
         _after_job()
 
 
-def db(fn: Callable[P, R]) -> Callable[P, Any]:
-    """``fn`` (sync, uses the ORM) as a coroutine function that runs it in the store's thread."""
+def _in_thread(thread: _Thread, fn: Callable[P, R]) -> Callable[P, Any]:
+    """``fn`` as a coroutine function that runs it in ``thread``, with the connection rules around it."""
 
     @functools.wraps(fn)
-    async def in_store_thread(*args: P.args, **kwargs: P.kwargs) -> R:
+    async def in_thread(*args: P.args, **kwargs: P.kwargs) -> R:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
         context = contextvars.copy_context()
-        _store_queue().put((functools.partial(context.run, _job, fn, args, kwargs), loop, future))
+        thread.queue().put((functools.partial(context.run, _job, fn, args, kwargs), loop, future))
         return await future
 
-    return in_store_thread
+    return in_thread
+
+
+def db(fn: Callable[P, R]) -> Callable[P, Any]:
+    """``fn`` (sync, uses the ORM) as a coroutine function that runs it in the store's thread."""
+    return _in_thread(_store, fn)
+
+
+def db_alive(fn: Callable[P, R]) -> Callable[P, Any]:
+    """``fn`` (sync, one short write saying a call's runner is alive: a row's touch, a worker's lease)
+    as a coroutine function that runs it in a thread of its own, on a connection of its own.
+
+    Not in the store's thread: that one runs each ``ctx.once`` effect inside the transaction that
+    journals it, for as long as the user's function takes, and a touch queued behind it would make
+    a living owner look dead (its round taken over, the effect run again by another process). On
+    PostgreSQL the touch does not wait for that transaction: its ``UPDATE`` of non-key columns
+    (``FOR NO KEY UPDATE``) goes with the ``FOR KEY SHARE`` lock the step's insert takes on the call
+    row. On SQLite it waits for the transaction's write lock where the transaction holds one (an
+    ``IMMEDIATE`` one, or an effect that wrote), as does any takeover, which writes the row too.
+    """
+    return _in_thread(_alive, fn)
 
 
 def submit(fn: Callable[[], Any]) -> None:
@@ -165,7 +213,7 @@ def submit(fn: Callable[[], Any]) -> None:
     For the store's own housekeeping (a checkpoint): ``fn`` touches no Django connection
     (no connection rules run around it), and what it raises is logged.
     """
-    _store_queue().put((fn, None, None))
+    _store.queue().put((fn, None, None))
 
 
 def close_thread_connections() -> None:
@@ -183,7 +231,7 @@ def close_old_thread_connections() -> None:
 
 
 async def close_store_thread_connections() -> None:
-    """Close the store thread's database connections (tests before dropping their database; shutdown)."""
-    if _jobs is None:
-        return
-    await db(connections.close_all)()
+    """Close the database connections of the store's threads (tests before dropping their database; shutdown)."""
+    for thread in (_store, _alive):
+        if thread.jobs is not None:
+            await _in_thread(thread, connections.close_all)()
