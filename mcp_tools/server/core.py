@@ -540,6 +540,17 @@ def ended_answer(method: str, status: str) -> dict[str, Any]:
     raise call_ended_error(status)
 
 
+async def answer_of_ended(method: str, call_id: str) -> dict[str, Any]:
+    """What a run gets whose call ended before the run could write its outcome: the stored answer
+    when another run of the call finished it (a retry that took the round over: identical retries
+    get the identical answer), else the ended answer (cancelled, expired)."""
+    status = await status_of(call_id)
+    if status in ("completed", "failed"):
+        loaded = await store.load_call(call_id)  # the whole row only then: its result or error
+        return stored_answer(loaded[0]) if loaded is not None else ended_answer(method, "cancelled")
+    return ended_answer(method, status)
+
+
 def stored_answer(row: Any) -> dict[str, Any]:
     """The answer a finished (completed or failed) call's row holds: its result, or the JSON-RPC
     error it ended with (:class:`McpError`, raised) when it failed at the protocol level."""
@@ -790,7 +801,7 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
             # The client did not ask for this: it gets an answer saying so, not silence.
             if task is not None and task.cancelling():
                 task.uncancel()
-            return ended_answer(target.method, await status_of(inv.call_id) if inv.call_id else "cancelled")
+            return await answer_of_ended(target.method, inv.call_id) if inv.call_id else ended_answer(target.method, "cancelled")
         raise
     except Exception as exc:
         if inv.in_worker and target.tool is not None and isinstance(exc, target.tool.retry_on):
@@ -922,8 +933,8 @@ async def finish(inv: engine.Invocation | None, target: Target, outcome: Any, rc
             inv = new_invocation(target, rc)
         await ensure_row(inv, status="working")
     if inv is not None and inv.call_id is not None and not await close_row(inv, round_number, result, **fields):
-        # A cancel or expiry committed first: the row keeps it, and the client is told so.
-        return ended_answer(target.method, await status_of(inv.call_id))
+        # Another run's outcome, a cancel or an expiry committed first: the row keeps it, and the client is told so.
+        return await answer_of_ended(target.method, inv.call_id)
     return result
 
 
