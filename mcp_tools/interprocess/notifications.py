@@ -12,6 +12,10 @@ default). Each process tells its own streams: the ``subscriptions/listen``
 streams that asked for the URI, and the standalone streams of the sessions
 subscribed to it (its ``ResourceSubscription`` rows, read by each process that
 holds standalone streams).
+
+What waits to go out on a stream waits in its :class:`Outbox`, which holds a bounded number of
+notifications, so a client that keeps its stream open but stops reading holds no more memory
+for it however many notifications come.
 """
 
 from __future__ import annotations
@@ -29,19 +33,81 @@ from . import broadcast
 
 logger = logging.getLogger("mcp_tools.notifications")
 
-_streams: dict[str, set[asyncio.Queue[dict[str, Any]]]] = {}
-#: 2026-07-28 ``subscriptions/listen`` streams of this process, by resource URI.
-_listeners_by_uri: dict[str, set[asyncio.Queue[str]]] = {}
 UPDATES_GROUP = "mcp_tools.resource_updates"
-#: Put on a standalone stream's queue (by identity): the stream ends.
+#: What :meth:`Outbox.get` gives (by identity) once the stream ended: it ends.
 END: dict[str, Any] = {"type": "mcp.stream.end"}
+#: The most notifications an outbox holds for other URIs than those already waiting (list changes,
+#: one per kind, come on top): what a client that stopped reading costs the process per stream.
+OUTBOX_LIMIT = 256
+
+
+class Outbox:
+    """The notifications waiting to go out on one stream, at most one per kind or URI; and its end.
+
+    A stream sends one notification at a time, and a client that keeps its stream open but stops
+    reading blocks the send (uvicorn waits for the socket to drain). Notifications kept coming all the
+    same, one queue entry each, for as long as the connection stayed open. They are hints (the client
+    reads the list or the resource again), so one waiting stands for the same one coming later
+    (a second is not kept), and once :data:`OUTBOX_LIMIT` wait a resource update for another URI is
+    dropped: a client that reads again misses it (and a resumed stream does not replay it: it never went out).
+    The end is a flag beside them, never dropped; :meth:`get` gives it once nothing waits.
+    """
+
+    def __init__(self, limit: int = OUTBOX_LIMIT) -> None:
+        #: By (method, URI or None): insertion order is the order they go out in.
+        self._waiting: dict[tuple[str, str | None], dict[str, Any]] = {}
+        self._ready = asyncio.Event()
+        self._ended = False
+        self._dropping = False
+        self._limit = limit
+
+    def put(self, message: dict[str, Any]) -> None:
+        """Add a ``list_changed`` or ``resources/updated`` notification, unless the same one (its
+        method and URI) waits already, or it is a resource update and the outbox is full."""
+        if self._ended:
+            return
+        params = message.get("params")
+        uri = params.get("uri") if params else None
+        key = (message["method"], uri)
+        if key in self._waiting:
+            return
+        if uri is not None and len(self._waiting) >= self._limit:
+            if not self._dropping:  # once per stream: a client that reads now and then would flood the log
+                self._dropping = True
+                logger.warning("A stream's client is not reading: %d notifications wait, further resource updates are dropped", len(self._waiting))
+            return
+        self._waiting[key] = message
+        self._ready.set()
+
+    def end(self) -> None:
+        """The stream ends once what waits has gone out (:meth:`get` gives :data:`END`)."""
+        self._ended = True
+        self._ready.set()
+
+    def qsize(self) -> int:
+        """How many notifications wait."""
+        return len(self._waiting)
+
+    async def get(self) -> dict[str, Any]:
+        """The notification that has waited longest, else :data:`END` once the stream ended, else the next to come."""
+        while not self._waiting:
+            if self._ended:
+                return END
+            self._ready.clear()
+            await self._ready.wait()
+        return self._waiting.pop(next(iter(self._waiting)))
+
+
+_streams: dict[str, set[Outbox]] = {}
+#: 2026-07-28 ``subscriptions/listen`` streams of this process, by resource URI.
+_listeners_by_uri: dict[str, set[Outbox]] = {}
 
 
 def group_name(session_id: str) -> str:
     return f"mcp_tools.session.{session_id}"
 
 
-async def open_stream(session_id: str, queue: asyncio.Queue[dict[str, Any]]) -> tuple[float, str]:
+async def open_stream(session_id: str, outbox: Outbox) -> tuple[float, str]:
     """Register a session's standalone stream; it takes over from the session's other ones.
 
     A session has one standalone stream, the newest: the 2025-11-25 transport forbids sending a
@@ -52,18 +118,18 @@ async def open_stream(session_id: str, queue: asyncio.Queue[dict[str, Any]]) -> 
     """
     stamp = (time.time(), uuid.uuid4().hex)
     for older in _streams.pop(session_id, ()):
-        older.put_nowait(END)
-    _streams[session_id] = {queue}
+        older.end()
+    _streams[session_id] = {outbox}
     broadcast.listen(UPDATES_GROUP, _on_update)
     await broadcast.publish(group_name(session_id), {"type": END["type"], "opened": list(stamp)})
     return stamp
 
 
-def close_stream(session_id: str, queue: asyncio.Queue[dict[str, Any]]) -> None:
-    queues = _streams.get(session_id)
-    if queues is not None:
-        queues.discard(queue)
-        if not queues:
+def close_stream(session_id: str, outbox: Outbox) -> None:
+    outboxes = _streams.get(session_id)
+    if outboxes is not None:
+        outboxes.discard(outbox)
+        if not outboxes:
             _streams.pop(session_id, None)
 
 
@@ -80,30 +146,37 @@ def ends_stream(event: dict[str, Any], stamp: tuple[float, str]) -> bool:
 
 async def end_streams(session_id: str) -> None:
     """End the session's standalone streams, in every process (the session ended)."""
-    for queue in _streams.pop(session_id, ()):
-        queue.put_nowait(END)
+    for outbox in _streams.pop(session_id, ()):
+        outbox.end()
     await broadcast.publish(group_name(session_id), {"type": END["type"], "opened": None})
 
 
-def listen_to_resources(uris: list[str], queue: asyncio.Queue[str]) -> None:
-    """Deliver updates of ``uris`` to a ``subscriptions/listen`` stream's queue (as the URI)."""
+def listen_to_resources(uris: list[str], outbox: Outbox) -> None:
+    """Deliver updates of ``uris`` to a ``subscriptions/listen`` stream's outbox (untagged: the stream adds its ``_meta``)."""
     for uri in uris:
-        _listeners_by_uri.setdefault(uri, set()).add(queue)
+        _listeners_by_uri.setdefault(uri, set()).add(outbox)
     broadcast.listen(UPDATES_GROUP, _on_update)
 
 
-def stop_listening(uris: list[str], queue: asyncio.Queue[str]) -> None:
+def stop_listening(uris: list[str], outbox: Outbox) -> None:
     for uri in uris:
-        queues = _listeners_by_uri.get(uri)
-        if queues is not None:
-            queues.discard(queue)
-            if not queues:
+        outboxes = _listeners_by_uri.get(uri)
+        if outboxes is not None:
+            outboxes.discard(outbox)
+            if not outboxes:
                 _listeners_by_uri.pop(uri, None)
 
 
+def _updated(uri: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
+
+
 def _deliver_to_listeners(uri: str) -> None:
-    for queue in list(_listeners_by_uri.get(uri, ())):
-        queue.put_nowait(uri)
+    outboxes = _listeners_by_uri.get(uri)
+    if outboxes:
+        message = _updated(uri)
+        for outbox in list(outboxes):
+            outbox.put(message)
 
 
 async def _deliver_to_streams(uri: str, session_ids: list[str] | None = None) -> None:
@@ -114,10 +187,10 @@ async def _deliver_to_streams(uri: str, session_ids: list[str] | None = None) ->
         except Exception:
             logger.warning("Could not read the subscribers of %s", uri, exc_info=True)
             return
-    message = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
+    message = _updated(uri)
     for session_id in session_ids:
-        for queue in list(_streams.get(session_id, ())):
-            queue.put_nowait(message)
+        for outbox in list(_streams.get(session_id, ())):
+            outbox.put(message)
 
 
 #: Deliveries in progress (the loop keeps only a weak reference to a task).

@@ -780,36 +780,31 @@ class McpEndpoint:
         kinds = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}
         # The subscription's id is the listen request's JSON-RPC id, as it was sent (a RequestId).
         meta = {"io.modelcontextprotocol/subscriptionId": request_id}
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        # Bounded, one per kind or URI: a client that stops reading costs no more (notifications.Outbox).
+        outbox = notifications.Outbox()
 
         def on_change(kind: str) -> None:
             if wanted.get(kinds.get(kind, "")):
-                queue.put_nowait(jsonrpc.notification_message(f"notifications/{kind}/list_changed", {"_meta": meta}))
+                outbox.put(jsonrpc.notification_message(f"notifications/{kind}/list_changed"))
 
-        updates: asyncio.Queue[str] = asyncio.Queue()
         registry.add_listener(on_change)
-        notifications.listen_to_resources(uris, updates)
+        notifications.listen_to_resources(uris, outbox)
         watcher = asyncio.ensure_future(receive())
         try:
             await response.event(jsonrpc.notification_message("notifications/subscriptions/acknowledged", {"_meta": meta, "notifications": wanted}))
             while True:
-                change = asyncio.ensure_future(queue.get())
-                update = asyncio.ensure_future(updates.get())
-                done, _ = await asyncio.wait({change, update, watcher}, return_when=asyncio.FIRST_COMPLETED)
-                for pending in (change, update):
-                    if pending not in done:
-                        pending.cancel()
+                getter = asyncio.ensure_future(outbox.get())
+                done, _ = await asyncio.wait({getter, watcher}, return_when=asyncio.FIRST_COMPLETED)
                 if watcher in done:
+                    getter.cancel()
                     return
-                if change in done:
-                    await response.event(change.result())
-                if update in done:
-                    await response.event(jsonrpc.notification_message(
-                        "notifications/resources/updated", {"uri": update.result(), "_meta": meta}))
+                message = getter.result()
+                # Tagged here, not when queued: the outbox knows a notification by its method and URI only.
+                await response.event(jsonrpc.notification_message(message["method"], {**message.get("params", {}), "_meta": meta}))
         finally:
             watcher.cancel()
             registry.remove_listener(on_change)
-            notifications.stop_listening(uris, updates)
+            notifications.stop_listening(uris, outbox)
 
     # -- GET: the standalone stream, or a resumed one ----------------------------------
     async def get(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], response: Response) -> None:
@@ -903,10 +898,11 @@ class McpEndpoint:
         """
         assert response.session_id is not None
         session_id = response.session_id
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        # Bounded, one per kind or URI: a client that stops reading costs no more (notifications.Outbox).
+        outbox = notifications.Outbox()
 
         def on_registry_change(kind: str) -> None:
-            queue.put_nowait(jsonrpc.notification_message(f"notifications/{kind}/list_changed"))
+            outbox.put(jsonrpc.notification_message(f"notifications/{kind}/list_changed"))
 
         # The stream's stamp, taken once it is in its session's group; what the group brought
         # before that is judged against it then.
@@ -917,7 +913,7 @@ class McpEndpoint:
             if stamp is None:
                 early.append(event)
             elif notifications.ends_stream(event, stamp):
-                queue.put_nowait(notifications.END)
+                outbox.end()
 
         watcher: asyncio.Future[Any] | None = None
         registry.add_listener(on_registry_change)
@@ -929,7 +925,7 @@ class McpEndpoint:
             # opens on this process's notifications and joins the group once it can; it stays in the
             # group (re-added before group_expiry, after the layer failed) while it is open.
             async with broadcast.subscribed(notifications.group_name(session_id), relay_event):
-                stamp = await notifications.open_stream(session_id, queue)
+                stamp = await notifications.open_stream(session_id, outbox)
                 for event in early:
                     relay_event(event)
                 if response.stream_id is None:
@@ -944,7 +940,7 @@ class McpEndpoint:
                             await response._send({"type": "http.response.body", "body": b""})
                         return
                     in_use = still
-                    getter = asyncio.ensure_future(queue.get())
+                    getter = asyncio.ensure_future(outbox.get())
                     done, _ = await asyncio.wait({getter, watcher}, timeout=KEEPALIVE_SECONDS, return_when=asyncio.FIRST_COMPLETED)
                     if watcher in done:
                         getter.cancel()
@@ -963,7 +959,7 @@ class McpEndpoint:
             if watcher is not None:
                 watcher.cancel()
             registry.remove_listener(on_registry_change)
-            notifications.close_stream(session_id, queue)
+            notifications.close_stream(session_id, outbox)
 
     # -- DELETE ---------------------------------------------------------------------------
     async def delete(self, scope: dict[str, Any], headers: dict[str, str], response: Response) -> None:
