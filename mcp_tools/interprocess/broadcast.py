@@ -202,7 +202,8 @@ async def subscribed(group: str, handler: Callable[[dict[str, Any]], None]) -> A
     membership = process.groups.get(group)
     if membership is None:
         membership = process.groups[group] = _Membership()
-        membership.task = asyncio.ensure_future(process.keep(group, membership, process.leaving.get(group)))
+        membership.after = process.leaving.get(group)
+        membership.task = asyncio.ensure_future(process.keep(group, membership, membership.after))
     membership.handlers.add(handler)
     try:
         await membership.tried.wait()
@@ -222,6 +223,8 @@ class _Membership:
         #: Set once the first add of the channel to the group succeeded or failed.
         self.tried = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
+        #: The leave of the group in progress when this membership began (its join waited for it).
+        self.after: asyncio.Task[None] | None = None
 
 
 class _ProcessChannel:
@@ -279,13 +282,16 @@ class _ProcessChannel:
         """Take the channel out of ``group`` (its last listener left); the task doing it."""
         assert membership.task is not None
         membership.task.cancel()
-        leaving = asyncio.ensure_future(self._discard(group, membership.task))
+        leaving = asyncio.ensure_future(self._discard(group, membership.task, membership.after))
         self.leaving[group] = leaving
         leaving.add_done_callback(lambda done: self.leaving.pop(group) if self.leaving.get(group) is done else None)
         return leaving
 
-    async def _discard(self, group: str, keeping: asyncio.Task[None]) -> None:
-        await asyncio.wait({keeping})  # an add still in flight is over before the discard goes out
+    async def _discard(self, group: str, keeping: asyncio.Task[None], after: asyncio.Task[None] | None) -> None:
+        # An add still in flight is over before the discard goes out, and so is the leave this
+        # membership's join waited for: a join cancelled while it waited ends its keep at once,
+        # and this discard must not overtake that older one (a newer join waits for this one only).
+        await asyncio.wait({keeping} if after is None else {keeping, after})
         channel = self._joined_channel()
         if channel is not None:
             with contextlib.suppress(Exception):

@@ -31,6 +31,9 @@ GROUP = "mcp_tools.sessions"
 MAX_CACHED = 10_000
 #: A session in use has its ``last_seen_at`` written at most this many times per ``SESSION_IDLE_SECONDS``.
 TOUCHES_PER_IDLE_LIMIT = 24
+#: Without ``SESSION_IDLE_SECONDS``, how often a listening stream still looks at its session's row
+#: (:func:`keep_in_use`: the backstop for an end no message told it of).
+GONE_CHECK_SECONDS = 300.0
 
 
 @dataclass(frozen=True)
@@ -138,13 +141,15 @@ async def keep_in_use(session_id: str, recorded: float) -> float | None:
 
     ``recorded``: when this stream last recorded that (``time.monotonic()``); returns when it
     last did now, or None when the session is gone. Written at most :data:`TOUCHES_PER_IDLE_LIMIT`
-    times per ``SESSION_IDLE_SECONDS``, as :func:`get` writes it. The stream ends when its session
+    times per ``SESSION_IDLE_SECONDS``, as :func:`get` writes it (every :data:`GONE_CHECK_SECONDS`
+    without one). The stream ends when its session
     ends (a message on the session's group says so at once); finding the row gone here is the
     backstop for a message that never came (a process of an older release, a layer outage).
     """
     idle_limit = mcp_settings.SESSION_IDLE_SECONDS
     now = time.monotonic()
-    if idle_limit is None or now - recorded < float(idle_limit) / TOUCHES_PER_IDLE_LIMIT:
+    every = float(idle_limit) / TOUCHES_PER_IDLE_LIMIT if idle_limit is not None else GONE_CHECK_SECONDS
+    if now - recorded < every:
         return recorded
     if not await store.touch_session(session_id):
         return None
