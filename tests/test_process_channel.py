@@ -3,6 +3,7 @@ whatever order joins and leaves of the group take (channels-redis, a local Redis
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import pytest
