@@ -95,6 +95,10 @@ async def test_a_task_with_invalid_arguments_ends_with_the_tool_error(queued: li
     await background.run_in_worker(task_id, "w")
     got = await legacy(session, "tasks/result", {"taskId": task_id})
     assert_argument_errors(got, ["rows"])
+    # A 2025-11-25 task whose tool result has isError is failed (basic/utilities/tasks: "the task
+    # should reach failed status"), unlike the 2026 extension's, which is completed.
+    status = await legacy(session, "tasks/get", {"taskId": task_id})
+    assert status["result"]["status"] == "failed", status
 
 
 # -- continuations: a token is bound to the arguments it was sealed for ---------------------------
