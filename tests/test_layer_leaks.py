@@ -75,6 +75,17 @@ def buffered(layer: Any) -> dict[str, int]:
     return found
 
 
+async def buffers_grown_by(layer: Any, cycle: Any) -> int:
+    """How many receive buffers the layer holds more after :data:`CYCLES` runs of ``cycle`` (one run first, as a warm-up)."""
+    await cycle()
+    await settle()
+    before = len(layer.receive_buffer)
+    for _ in range(CYCLES):
+        await cycle()
+    await settle()
+    return len(layer.receive_buffer) - before
+
+
 async def answered_elicitation() -> None:
     session = await open_session({"elicitation": {}})
     call = handshake_message("tools/call", {"name": "test_elicitation", "arguments": {"message": "hi"}})
@@ -95,13 +106,7 @@ async def test_answered_elicitations_leave_no_wakeups_in_the_layer(redis_layer: 
     in channels-redis's per-process receive_buffer: wakeups.notify publishes to the call's group while the
     waiting stream (same process) wakes by the local event, leaves wakeups.listening and cancels its reader
     before the message is read; the next receive of any listener of the process files it under the dead channel."""
-    await answered_elicitation()
-    await settle()
-    before = len(redis_layer.receive_buffer)
-    for _ in range(CYCLES):
-        await answered_elicitation()
-    await settle()
-    grown = len(redis_layer.receive_buffer) - before
+    grown = await buffers_grown_by(redis_layer, answered_elicitation)
     assert grown <= 3, f"{CYCLES} answered calls left {grown} receive buffers behind: {buffered(redis_layer)}"
 
 
@@ -126,13 +131,7 @@ async def test_standalone_streams_that_end_leave_no_stream_end_messages_in_the_l
     (notifications.open_stream / end_streams put it on the queue, then publish it to the session's group);
     its relay (broadcast.follow) is cancelled before it read the published copy, which then stays forever in
     channels-redis's receive_buffer under the relay's dead channel."""
-    await takeover()
-    await settle()
-    before = len(redis_layer.receive_buffer)
-    for _ in range(CYCLES):
-        await takeover()
-    await settle()
-    grown = len(redis_layer.receive_buffer) - before
+    grown = await buffers_grown_by(redis_layer, takeover)
     assert grown <= 3, f"{CYCLES} sessions (a reconnect and a DELETE each) left {grown} receive buffers behind: {buffered(redis_layer)}"
 
 

@@ -125,6 +125,18 @@ def _effect_row() -> int:
     return AuditLog.objects.create(actor="race", action="prompt-effect").pk
 
 
+async def _get_prompt(fn: Any) -> tuple[dict[str, Any], str]:
+    """A 2026-07-28 prompts/get of ``fn`` registered as a prompt: the answer, and the status of its call's row."""
+    from mcp_tools.registry import Prompt
+    from tests.asgi_client import call_modern
+
+    prompt = Prompt(name=fn.__name__, title=None, description=None, fn=fn, is_async=True,
+                    arguments=[], permissions=(), completions={}, context_param="ctx")
+    with registry.registered_temporarily(prompt):
+        answer = (await call_modern(APP, "prompts/get", {"name": fn.__name__, "arguments": {}})).json()
+    return answer, await sync_to_async(lambda: ToolCall.objects.get().status)()
+
+
 async def race_failing_prompt(ctx: ToolContext) -> str:
     await ctx.once("write", _effect_row)
     raise ValueError("boom")
@@ -135,15 +147,8 @@ async def test_a_prompt_that_fails_after_its_effect_does_not_leave_its_call_work
     answers -32603, so the call is over for the client. Its row stays 'working' with no outcome: the admin
     shows it running, nothing will ever finish it, and CALL_TTL only expires it a day later (a tool's
     failure ends its row 'failed', as mrtr._first_round does for an invalid answer after an effect)."""
-    from mcp_tools.registry import Prompt
-    from tests.asgi_client import call_modern
-
-    prompt = Prompt(name="race_failing_prompt", title=None, description=None, fn=race_failing_prompt, is_async=True,
-                    arguments=[], permissions=(), completions={}, context_param="ctx")
-    with registry.registered_temporarily(prompt):
-        answer = (await call_modern(APP, "prompts/get", {"name": "race_failing_prompt", "arguments": {}})).json()
+    answer, status = await _get_prompt(race_failing_prompt)
     assert answer["error"]["code"] == -32603, answer
-    status = await sync_to_async(lambda: ToolCall.objects.get().status)()
     assert status == "failed", status
 
 
@@ -188,13 +193,6 @@ async def bad_shape_prompt(ctx: ToolContext) -> object:
 async def test_a_prompt_whose_value_cannot_be_its_result_after_its_effect_ends_its_call_failed() -> None:
     """The sibling of the test above: the handler returns, and its value cannot be shaped into the
     result (core.finish): the client gets -32603, and the row ends 'failed' too."""
-    from mcp_tools.registry import Prompt
-    from tests.asgi_client import call_modern
-
-    prompt = Prompt(name="bad_shape_prompt", title=None, description=None, fn=bad_shape_prompt, is_async=True,
-                    arguments=[], permissions=(), completions={}, context_param="ctx")
-    with registry.registered_temporarily(prompt):
-        answer = (await call_modern(APP, "prompts/get", {"name": "bad_shape_prompt", "arguments": {}})).json()
+    answer, status = await _get_prompt(bad_shape_prompt)
     assert answer["error"]["code"] == -32603, answer
-    status = await sync_to_async(lambda: ToolCall.objects.get().status)()
     assert status == "failed", status
