@@ -154,7 +154,7 @@ def test_parse_body_fails_as_json_loads_does(body: bytes) -> None:
 @pytest.mark.parametrize("body", [
     b'{"jsonrpc":"2.0","id":1,"method":"ping"}',
     b'{"jsonrpc":"2.0","id":1,"method":"ping"}  \r\n\t',
-    b'{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"echo","arguments":{"text":"\\ud800 \xc3\xa9"}}}',
+    b'{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"echo","arguments":{"text":"\\ud83d\\ude00 \xc3\xa9 1234567890123456789"}}}',
     b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
     b'{"jsonrpc":"2.0","id":3,"result":{}}',
 ])

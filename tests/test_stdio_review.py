@@ -52,7 +52,7 @@ async def test_cancelled_with_a_list_or_object_request_id_is_ignored(bad_id: Any
 @pytest.mark.parametrize("request_line", [
     '{"jsonrpc": "2.0", "id": "\\ud800", "method": "ping"}',  # in the id
     '{"jsonrpc": "2.0", "id": 2, "method": "x\\ud800"}',  # in the method (echoed by the error)
-    '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"a\\ud800b"}}}',  # in a result
+    '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"a\\ud800b"}}}',  # in the arguments (refused with its id)
 ])
 async def test_a_lone_surrogate_in_a_reply_is_escaped_and_later_replies_still_go_out(request_line: str) -> None:
     written = await serve_lines([json.dumps(INIT), request_line, PING_3])
@@ -61,11 +61,18 @@ async def test_a_lone_surrogate_in_a_reply_is_escaped_and_later_replies_still_go
     assert answered(written, request["id"]), "the request itself was answered too"
 
 
+def lone_surrogate() -> str:
+    """A tool whose result holds a lone surrogate (a client may no longer send one, a tool can make one)."""
+    return "a\ud800b"
+
+
 async def test_a_lone_surrogate_in_an_http_reply_is_no_500() -> None:
     from demo_site.asgi import application
+    from mcp_tools.registry import make_tool, registry
     from tests.asgi_client import call_modern
 
-    response = await call_modern(application, "tools/call", {"name": "echo", "arguments": {"text": "a\ud800b"}})
+    with registry.registered_temporarily(make_tool(lone_surrogate)):
+        response = await call_modern(application, "tools/call", {"name": "lone_surrogate", "arguments": {}})
     assert response.status == 200
     assert "\\ud800" in response.body.decode(), "written as the JSON escape it came as"
     assert response.json()["result"]["content"][0]["text"] == "a\ud800b"

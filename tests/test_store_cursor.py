@@ -180,7 +180,7 @@ def test_the_preparers_write_the_same_text_as_djangos_adapters() -> None:
         assert prep["expires_at"](moment) == ops.adapt_datetimefield_value(moment), moment
     values: list[Any] = [
         {"text": "héllo \u2603", "n": [1, 2.5, -0.0, 10**30], "ok": True, "none": None, "nested": {"a": [{}]}},
-        ["\ud800 a lone surrogate", ("a", "tuple")],
+        ["\U0001f600 (a surrogate pair in JSON)", "\\u0000 and \\ud800 as text", ("a", "tuple")],
         "a string", 7, 1e300, math.inf, float("nan"), {},
     ]
     if connection.vendor != "sqlite":  # psycopg's Jsonb wrapper: the driver writes the text, as for the ORM

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -116,14 +117,46 @@ def may_hold_long_number(data: bytes) -> bool:
 def parse_body(body: bytes) -> Message:
     """Parse one POST body into a :class:`Message`.
 
-    Raises :class:`InvalidMessage` with -32700 for malformed JSON and -32600 for
+    Raises :class:`InvalidMessage` with -32700 for malformed JSON, -32600 for
     anything that is not a single JSON-RPC 2.0 message (batches included: the
     2025-06-18 and later revisions removed them; refusing them under 2025-03-26
-    is a known deviation, docs/protocol.md).
+    is a known deviation, docs/protocol.md), and -32602 for a message with a
+    string no database here can store (:data:`UNSTORABLE_MESSAGE`).
     """
+    payload, checked = _parse(body)
     if body.count(b"{") + body.count(b"[") > MAX_DEPTH:  # only then can it nest that deep (a C scan)
-        return classify(_within_depth(_parse(body)))
-    return classify(_parse(body))
+        _within_depth(payload)
+    message = classify(payload)
+    if not checked or b"\\u0000" in body:  # an escaped NUL (or a literal backslash before "u0000")
+        if unstorable_string(payload) is not None:
+            raise InvalidMessage(UNSTORABLE_MESSAGE, _readable_id(payload), code=INVALID_PARAMS)
+    return message
+
+
+#: A character no string of a message may hold: U+0000, which PostgreSQL's ``text`` and ``jsonb``
+#: refuse, and a lone surrogate (``"\\ud800"``: valid JSON, no Unicode text), which has no UTF-8
+#: and which ``jsonb`` refuses too. Arguments, answers and client details are stored with a call
+#: or a session: refused as they arrive, on every database alike, they change nothing (accepted,
+#: a call would fail only on PostgreSQL, and only once it first wrote its row).
+_UNSTORABLE_CHARACTER = re.compile("[\x00\ud800-\udfff]")
+UNSTORABLE_MESSAGE = "Invalid params: a string holds U+0000 or a lone surrogate, which this server does not accept"
+
+
+def unstorable_string(value: Any) -> str | None:
+    """The first string (object key or value) in JSON value ``value`` that holds U+0000 or a lone
+    surrogate, else None. A valid surrogate pair is one code point in a ``str``: never matched."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if _UNSTORABLE_CHARACTER.search(item) is not None:
+                return item
+        elif isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return None
 
 
 #: How deep a message's JSON may nest. Deeper values pass the parsers (orjson reads 1,024 levels,
@@ -145,14 +178,15 @@ def _within_depth(payload: Any) -> Any:
     return payload
 
 
-def _parse(body: bytes) -> Any:
-    """The JSON value of a body (:class:`InvalidMessage` -32700 if it is not JSON)."""
+def _parse(body: bytes) -> tuple[Any, bool]:
+    """The JSON value of a body (:class:`InvalidMessage` -32700 if it is not JSON), and whether
+    orjson read it: then it holds no lone surrogate, which orjson refuses."""
     if not may_hold_long_number(body):
         # orjson reads RFC 8259 UTF-8 only (no NaN, no lone surrogates, at most 1024 levels):
         # whatever it refuses is decided by json below, with json's errors. The check above
         # keeps long numbers from it: it reads an integer past 64 bits as a rounded float.
         try:
-            return orjson.loads(body)
+            return orjson.loads(body), True
         except orjson.JSONDecodeError:
             pass
     try:
@@ -166,7 +200,7 @@ def _parse(body: bytes) -> Any:
         raise InvalidMessage(f"Parse error: {exc}", code=PARSE_ERROR) from None
     except RecursionError:  # "[[[[..." deeper than the interpreter's stack: the decoder recurses per level
         raise InvalidMessage("Parse error: the JSON nests too deeply", code=PARSE_ERROR) from None
-    return payload
+    return payload, False
 
 
 def classify(payload: Any) -> Message:

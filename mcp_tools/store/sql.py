@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import threading
 import types
@@ -47,6 +48,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import django
+import orjson
 from django.db import connections, transaction
 from django.db.backends.base.operations import BaseDatabaseOperations
 from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
@@ -54,7 +56,7 @@ from django.db.backends.sqlite3.operations import DatabaseOperations as SQLiteOp
 from django.db.backends.utils import CursorWrapper
 
 from ..conf import mcp_settings
-from ..protocol.jsonrpc import json_encoder
+from ..protocol.jsonrpc import json_encoder, unstorable_string
 from ..states import LIVE_STATUSES
 
 if TYPE_CHECKING:
@@ -99,6 +101,22 @@ _SQLITE_ADAPT_DATETIME = SQLiteOperations.adapt_datetimefield_value
 _django_json_text = json_encoder(ensure_ascii=True, separators=(", ", ": "), default=None)
 
 
+class UnstorableValue(ValueError):
+    """A value a column cannot hold on every database: a string with U+0000 (PostgreSQL's ``text``
+    and ``jsonb`` refuse it) or, in a JSON column, a lone surrogate (``jsonb`` refuses it). Refused
+    on SQLite too, so that what runs in development runs on PostgreSQL; nothing is written."""
+
+
+def _check_storable(field: Any, value: Any) -> Any:
+    """``value`` for ``field`` (as :func:`_plain` gives it), or :class:`UnstorableValue`."""
+    if unstorable_string(value) is not None:
+        raise UnstorableValue(
+            f"{field.model.__name__}.{field.name} cannot store a string holding U+0000 or a lone surrogate "
+            "(PostgreSQL refuses them; so does mcp_tools on every database)"
+        )
+    return _plain(value)
+
+
 class _Memo:
     """The last value a connection's preparers adapted, per kind: a round writes one ``now`` and one
     call id into several columns and statements, adapted once (a tuple, read and replaced whole)."""
@@ -121,8 +139,35 @@ def _preparer(field: Any, connection: Any, memo: _Memo) -> Prep:
         if encoder is None and type(ops).adapt_json_value is _BASE_ADAPT_JSON and _django_code(_BASE_ADAPT_JSON):
             # Django's own json.dumps(value) (SQLite and the other text-JSON backends): the same text
             # from json's C encoder built once (json.dumps builds one per call: 5-6 µs a value).
-            return lambda value: None if value is None else _django_json_text(value)
-        return lambda value: None if value is None else adapt_json(value, encoder)
+            def json_text(value: Any) -> Any:
+                if value is None:
+                    return None
+                text = _django_json_text(value)
+                # ASCII text: U+0000 and every surrogate are escapes (a pair too: then it is storable).
+                if "\\u0000" in text or "\\ud" in text:
+                    _check_storable(field, value)
+                return text
+
+            return json_text
+
+        def json_value(value: Any) -> Any:
+            if value is None:
+                return None
+            try:
+                # UTF-8, U+0000 escaped; orjson refuses lone surrogates (and what json alone writes).
+                suspect = b"\\u0000" in orjson.dumps(value)
+            except TypeError:
+                # What the driver's json.dumps does with it: its errors now (a cycle, an unknown
+                # type), or an ASCII text whose escapes are looked at as on SQLite.
+                text = json.dumps(value, cls=encoder)
+                suspect = "\\u0000" in text or "\\ud" in text
+            if suspect:
+                _check_storable(field, value)
+            return adapt_json(value, encoder)
+
+        return json_value
+    if kind in ("CharField", "TextField"):
+        return lambda value: _check_storable(field, value) if type(value) is str and "\x00" in value else _plain(value)
     if kind == "DateTimeField":
         adapt_datetime = ops.adapt_datetimefield_value
         # SQLite's adapter (make_naive in the connection's zone, then str) of an aware UTC datetime,

@@ -27,6 +27,7 @@ from typing import Any, TextIO
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
+from mcp_tools.protocol import jsonrpc
 from mcp_tools.protocol.answers import check_field
 
 #: What the terminal "client" can answer: forms and URLs, the operator as the model
@@ -415,6 +416,9 @@ def parse_arguments(pairs: list[str], json_args: str | None, schema: dict[str, A
             arguments[key] = json.loads(raw)
         except json.JSONDecodeError:
             arguments[key] = raw  # the server says what is wrong with it
+    if jsonrpc.unstorable_string(arguments) is not None:
+        # Bytes that are not UTF-8 in argv arrive as lone surrogates (Python's surrogateescape).
+        raise CommandError("An argument holds U+0000 or text that is not UTF-8, which no call can store")
     return arguments
 
 

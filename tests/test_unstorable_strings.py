@@ -1,0 +1,161 @@
+"""Strings no database column here can hold on PostgreSQL: U+0000 and lone surrogates.
+
+PostgreSQL's ``text`` refuses U+0000 and its ``jsonb`` refuses both U+0000 and a lone surrogate's
+escape (``"\\ud800"``): a call whose arguments or answers held one failed on PostgreSQL only, and
+only when it first wrote its row (after its handler had run up to its first question), while on
+SQLite it ran. Now a message holding one is refused as it arrives (-32602, HTTP 400, nothing
+written) on every database, and a value of the server's own that holds one (a ``ctx.once``
+result) is refused by the store on every database, so that what runs in development runs on
+PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection
+
+from mcp_tools import ToolContext
+from mcp_tools.models import McpSession, ToolCall
+from mcp_tools.protocol import jsonrpc
+from mcp_tools.registry import make_tool, registry
+from tests.asgi_client import call_modern, handshake_message, post_headers, post_json
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HEAD = b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":'
+
+
+@pytest.mark.parametrize("arguments", [
+    b'{"text":"a\\u0000b"}',  # an escaped NUL in a value
+    b'{"te\\u0000xt":"a"}',  # in a key
+    b'{"text":"\\ud800"}',  # a lone high surrogate
+    b'{"text":"x\\udc00"}',  # a lone low surrogate
+    b'{"text":"\\udc00\\ud800"}',  # a pair in the wrong order
+    b'{"text":"\xed\xa0\x80"}',  # a surrogate encoded as UTF-8 bytes (no valid UTF-8 either)
+    b'{"text":"\\u0000","n":12345678901234567890}',  # read by json, not orjson (a number past 64 bits)
+    b'{"list":[["a",{"deep":"\\u0000"}]]}',
+], ids=["nul", "nul-in-key", "high", "low", "reversed", "raw-bytes", "long-number", "nested"])
+def test_a_message_holding_an_unstorable_string_is_invalid_params_with_its_id(arguments: bytes) -> None:
+    with pytest.raises(jsonrpc.InvalidMessage) as caught:
+        jsonrpc.parse_body(HEAD + arguments + b"}}")
+    assert caught.value.code == -32602
+    assert caught.value.request_id == 7
+    assert "U+0000" in caught.value.message
+
+
+@pytest.mark.parametrize("arguments, text", [
+    (b'{"text":"a\\\\u0000b"}', "a\\u0000b"),  # a backslash, then "u0000": six characters of text
+    (b'{"text":"\\ud83d\\ude00"}', "\U0001f600"),  # a surrogate pair: one character
+    (b'{"text":"\xf0\x9f\x98\x80 \\u00e9"}', "\U0001f600 \u00e9"),
+])
+def test_text_that_only_looks_like_one_is_read_as_it_is(arguments: bytes, text: str) -> None:
+    assert jsonrpc.parse_body(HEAD + arguments + b"}}").params["arguments"]["text"] == text
+
+
+def test_the_stored_value_check_finds_them_anywhere() -> None:
+    assert jsonrpc.unstorable_string({"a": ["ok", {"b": "x\x00"}]}) == "x\x00"
+    assert jsonrpc.unstorable_string({"\ud800": 1}) == "\ud800"
+    assert jsonrpc.unstorable_string({"a": ["\U0001f600", 1, 2.5, None, True, "\\u0000"]}) is None
+
+
+async def ask_name(ctx: ToolContext) -> str:
+    """Asks the user for a name (a free string), then greets them."""
+    answer = await ctx.elicit("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}}, key="name")
+    return f"hello {answer['name']}"
+
+
+def effect_writing_a_row_and_returning_nul() -> str:
+    from demo_site.inventory.models import AuditLog
+
+    AuditLog.objects.create(action="unstorable-probe")
+    return "x\x00y"
+
+
+async def once_returning_nul(ctx: ToolContext) -> str:
+    """Runs an effect whose result holds U+0000."""
+    return await ctx.once("effect", effect_writing_a_row_and_returning_nul)
+
+
+@pytest.fixture
+def app():  # type: ignore[no-untyped-def]
+    from demo_site.asgi import application
+
+    with registry.registered_temporarily(make_tool(ask_name), make_tool(once_returning_nul)):
+        yield application
+
+
+def call_rows() -> list[dict[str, Any]]:
+    return list(ToolCall.objects.order_by("pk").values())
+
+
+async def test_a_call_with_one_in_its_arguments_is_refused_before_the_tool_runs(app: Any) -> None:
+    response = await call_modern(app, "tools/call", {"name": "ask_name", "arguments": {"unused": "a\x00b"}})
+    assert response.status == 400
+    body = response.json()
+    assert body["error"]["code"] == -32602 and "id" in body and body["id"] is not None
+    assert await sync_to_async(call_rows)() == []
+
+
+async def test_an_answer_holding_one_is_refused_and_the_call_waits_as_it_was(app: Any) -> None:
+    first = (await call_modern(app, "tools/call", {"name": "ask_name", "arguments": {}})).json()["result"]
+    assert first["resultType"] == "input_required"
+    before = await sync_to_async(call_rows)()
+    params = {"name": "ask_name", "arguments": {}, "requestState": first["requestState"]}
+    for bad in ("Ada\x00", "Ada\ud800"):
+        refused = await call_modern(app, "tools/call", params | {"inputResponses": {"name": {"action": "accept", "content": {"name": bad}}}})
+        assert refused.status == 400 and refused.json()["error"]["code"] == -32602
+    assert await sync_to_async(call_rows)() == before, "nothing written"
+    good = await call_modern(app, "tools/call", params | {"inputResponses": {"name": {"action": "accept", "content": {"name": "Ada"}}}})
+    assert good.json()["result"]["content"][0]["text"] == "hello Ada"
+
+
+async def test_a_session_with_one_in_its_client_info_is_not_opened(app: Any) -> None:
+    message = handshake_message("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                               "clientInfo": {"name": "c\x00", "version": "1"}})
+    response = await post_json(app, message, post_headers(version=None))
+    assert response.status == 400
+    assert response.json()["error"]["code"] == -32602 and response.json()["id"] == message["id"]
+    assert response.header("mcp-session-id") is None
+    assert await McpSession.objects.acount() == 0
+
+
+async def test_a_once_result_holding_nul_fails_the_call_alike_on_every_database(app: Any) -> None:
+    """The store refuses the value (as PostgreSQL would, on SQLite too): the effect's own writes roll
+    back with its step, the call ends failed, and the client gets a tool error, not a 500."""
+    from demo_site.inventory.models import AuditLog
+
+    response = await call_modern(app, "tools/call", {"name": "once_returning_nul", "arguments": {}})
+    assert response.status == 200
+    result = response.json()["result"]
+    assert result["isError"] is True and "Internal error" in result["content"][0]["text"]
+    assert await AuditLog.objects.filter(action="unstorable-probe").acount() == 0
+    [row] = await sync_to_async(call_rows)()
+    assert row["status"] == "failed"
+
+
+def test_the_store_refuses_them_in_json_and_text_columns() -> None:
+    from mcp_tools.store import sql
+
+    prep = sql.Statements("default").call.prep
+    for value in ({"a": "x\x00"}, ["\ud800"], "\udfff"):
+        with pytest.raises(sql.UnstorableValue, match="ToolCall.result"):
+            prep["result"](value)
+    with pytest.raises(sql.UnstorableValue, match="ToolCall.status_message"):
+        prep["status_message"]("x\x00")
+    value = {"a": "\\u0000 \U0001f600"}  # storable: a backslash and "u0000", a surrogate pair
+    prepared = prep["result"](value)
+    assert (json.loads(prepared) if connection.vendor == "sqlite" else prepared.obj) == value
+
+
+@pytest.mark.parametrize("pair", ["name=a\x00b", "name=\udcff"], ids=["nul", "argv-bytes-not-utf-8"])
+def test_mcp_call_refuses_such_arguments_before_calling(pair: str) -> None:
+    from django.core.management.base import CommandError
+
+    from mcp_tools.management.commands.mcp_call import parse_arguments
+
+    with pytest.raises(CommandError, match="U\\+0000"):
+        parse_arguments([pair], None, {"properties": {"name": {"type": "string"}}})
