@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -12,7 +15,7 @@ from .managers import CallStepManager, StreamEventManager, ToolCallManager
 from .states import TERMINAL_STATUSES, CallStatus, StepKind, StepStatus, WireFlavor
 
 __all__ = [
-    "TERMINAL_STATUSES", "CallStatus", "CallStep", "McpSession", "ResourceSubscription", "StepKind", "StepStatus",
+    "TERMINAL_STATUSES", "CallStatus", "CallStep", "ExactJSONField", "McpSession", "ResourceSubscription", "StepKind", "StepStatus",
     "StreamEvent", "ToolCall", "WireFlavor",
 ]
 
@@ -21,6 +24,48 @@ __all__ = [
 CALL_NAME_MAX_LENGTH = 256
 #: The longest URI a resource subscription holds (``resources/subscribe`` refuses longer ones).
 SUBSCRIPTION_URI_MAX_LENGTH = 2048
+
+
+@functools.cache
+def _json_parameter() -> Any:
+    """The PostgreSQL driver's ``json`` parameter wrapper (psycopg 3, else psycopg2)."""
+    try:
+        from psycopg.types.json import Json
+    except ImportError:
+        from psycopg2.extras import Json  # type: ignore[no-redef]
+    return Json
+
+
+class ExactJSONField(models.JSONField):
+    """A ``JSONField`` whose values read back exactly as they were written, on every database.
+
+    PostgreSQL's ``jsonb`` (Django's type for ``JSONField``) rewrites what it stores: object keys
+    in its own order (shorter first), ``1e20`` read back as the integer ``100000000000000000000``,
+    ``-0.0`` as ``0.0``. A durable call's handler must see on replay exactly what it saw when it
+    ran (a ``ctx.once`` dict it iterates, a number it formats into its next question), and an
+    identical retry must get the same answer; SQLite's text JSON keeps the text as written, and
+    so does PostgreSQL's ``json``, which these columns are there. SQL never compares them whole
+    (``json`` has no equality operator); key lookups (``->``, ``->>``) work on both types.
+    """
+
+    def db_type(self, connection: Any) -> str | None:
+        if connection.vendor == "postgresql":
+            return "json"
+        return super().db_type(connection)
+
+    def get_db_prep_value(self, value: Any, connection: Any, prepared: bool = False) -> Any:
+        if connection.vendor != "postgresql":
+            return super().get_db_prep_value(value, connection, prepared)
+        if not prepared:
+            value = self.get_prep_value(value)
+        # A parameter typed json, not Django's Jsonb: a jsonb parameter would be parsed (and
+        # rewritten) as jsonb before its cast to the column's type.
+        return _json_parameter()(value, dumps=functools.partial(json.dumps, cls=self.encoder))
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        if connection.vendor == "postgresql":
+            return value  # the driver's json loader has read it (json.loads: the text as written)
+        return super().from_db_value(value, expression, connection)
 
 
 class ToolCall(models.Model):
@@ -33,7 +78,7 @@ class ToolCall(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     method = models.CharField(_("method"), max_length=64, default="tools/call", help_text=_("tools/call, prompts/get or resources/read."))
     tool_name = models.CharField(_("tool"), max_length=CALL_NAME_MAX_LENGTH, help_text=_("Tool or prompt name, or resource URI."))
-    arguments = models.JSONField(_("arguments"), default=dict, help_text=_("Arguments as sent by the client."))
+    arguments = ExactJSONField(_("arguments"), default=dict, help_text=_("Arguments as sent by the client."))
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, verbose_name=_("user"), null=True, blank=True, on_delete=models.SET_NULL,
         related_name="mcp_tool_calls", help_text=_("The authenticated caller (empty for anonymous calls)."),
@@ -45,22 +90,22 @@ class ToolCall(models.Model):
     status = models.CharField(_("status"), max_length=16, choices=CallStatus.choices, default=CallStatus.WORKING)
     round = models.PositiveIntegerField(_("round"), default=0, help_text=_("Advances once per answered round (optimistic concurrency)."))
     params_digest = models.CharField(_("parameters digest"), max_length=64, help_text=_("SHA-256 of the original request parameters."))
-    client_capabilities = models.JSONField(_("client capabilities"), default=dict, blank=True)
+    client_capabilities = ExactJSONField(_("client capabilities"), default=dict, blank=True)
     session_id = models.CharField(_("session"), max_length=64, blank=True)
     #: The JSON-RPC id of the request that started the call, as JSON ("" for none): ``"7"`` and ``7`` differ.
     request_id = models.TextField(_("request id"), blank=True)
     #: The scopes of the OAuth token that made the call (null: not scope-limited): a worker that
     #: runs it later checks tool permissions with the same scopes.
-    scopes = models.JSONField(_("token scopes"), null=True, blank=True)
+    scopes = ExactJSONField(_("token scopes"), null=True, blank=True)
     retried_as = models.UUIDField(_("retried as"), null=True, blank=True,
                                   help_text=_("The new call an operator started to retry this failed one (once)."))
     stream_id = models.CharField(_("SSE stream"), max_length=64, blank=True, help_text=_("The 2025-11-25 response stream that carries this call."))
     progress = models.FloatField(_("progress"), null=True, blank=True)
     progress_total = models.FloatField(_("progress total"), null=True, blank=True)
     status_message = models.TextField(_("status message"), blank=True)
-    result = models.JSONField(_("result"), null=True, blank=True, help_text=_("The final result (CallToolResult etc.)."))
-    error = models.JSONField(_("error"), null=True, blank=True, help_text=_("The JSON-RPC error, if the call failed with one."))
-    last_outcome = models.JSONField(_("last outcome"), null=True, blank=True, help_text=_("Wire answer of the latest round, repeated to identical retries."))
+    result = ExactJSONField(_("result"), null=True, blank=True, help_text=_("The final result (CallToolResult etc.)."))
+    error = ExactJSONField(_("error"), null=True, blank=True, help_text=_("The JSON-RPC error, if the call failed with one."))
+    last_outcome = ExactJSONField(_("last outcome"), null=True, blank=True, help_text=_("Wire answer of the latest round, repeated to identical retries."))
     last_answers_digest = models.CharField(_("last answers digest"), max_length=64, blank=True)
     celery_task_id = models.CharField(_("Celery task id"), max_length=255, blank=True)
     background = models.BooleanField(
@@ -116,9 +161,9 @@ class CallStep(models.Model):
     kind = models.CharField(_("kind"), max_length=16, choices=StepKind.choices)
     key = models.CharField(_("key"), max_length=128, help_text=_("Name of the step; the inputRequests key / saga stepId."))
     digest = models.CharField(_("digest"), max_length=64, help_text=_("SHA-256 of the request, checked on replay."))
-    request = models.JSONField(_("request"), null=True, blank=True)
-    response = models.JSONField(_("response"), null=True, blank=True)
-    error = models.JSONField(_("error"), null=True, blank=True)
+    request = ExactJSONField(_("request"), null=True, blank=True)
+    response = ExactJSONField(_("response"), null=True, blank=True)
+    error = ExactJSONField(_("error"), null=True, blank=True)
     status = models.CharField(_("status"), max_length=16, choices=StepStatus.choices, default=StepStatus.PENDING)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
     answered_at = models.DateTimeField(_("answered"), null=True, blank=True)
@@ -143,8 +188,8 @@ class McpSession(models.Model):
 
     id = models.CharField(_("session id"), max_length=64, primary_key=True)
     protocol_version = models.CharField(_("protocol version"), max_length=32)
-    client_info = models.JSONField(_("client info"), default=dict, blank=True)
-    client_capabilities = models.JSONField(_("client capabilities"), default=dict, blank=True)
+    client_info = ExactJSONField(_("client info"), default=dict, blank=True)
+    client_capabilities = ExactJSONField(_("client capabilities"), default=dict, blank=True)
     principal = models.CharField(_("principal"), max_length=128)
     log_level = models.CharField(_("log level"), max_length=16, default="info")
     created_at = models.DateTimeField(_("created"), auto_now_add=True)

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, ExpressionWrapper, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery, DurationField
-from django.db.models.functions import TruncHour
+from django.db.models import Count, DurationField, ExpressionWrapper, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery, TextField
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, TruncHour
 from django.utils import timezone
 
 from ..models import CallStep, ToolCall
@@ -275,8 +276,10 @@ def linked_calls(call: ToolCall) -> Linked:
             mine.filter(tool_name=hint["tool"], created_at__gte=call.created_at, created_at__lte=until).order_by("created_at")
         )
     came_from = _rows(
-        mine.filter(created_at__lt=call.created_at, created_at__gte=call.created_at - timedelta(days=1),
-                    result___meta__nextTool__tool=call.tool_name).order_by("-created_at")
+        # The hint's text (->>), not its JSON: the column is PostgreSQL's json, which has no "=".
+        mine.alias(hinted_tool=Cast(KT("result___meta__nextTool__tool"), TextField()))
+        .filter(created_at__lt=call.created_at, created_at__gte=call.created_at - timedelta(days=1), hinted_tool=call.tool_name)
+        .order_by("-created_at")
     )
     same_session: list[dict[str, Any]] = []
     if call.session_id:

@@ -135,7 +135,7 @@ def _preparer(field: Any, connection: Any, memo: _Memo) -> Prep:
     kind = field.get_internal_type()
     ops = connection.ops
     if kind == "JSONField":
-        adapt_json, encoder = ops.adapt_json_value, field.encoder
+        encoder = field.encoder
         if encoder is None and type(ops).adapt_json_value is _BASE_ADAPT_JSON and _django_code(_BASE_ADAPT_JSON):
             # Django's own json.dumps(value) (SQLite and the other text-JSON backends): the same text
             # from json's C encoder built once (json.dumps builds one per call: 5-6 µs a value).
@@ -150,6 +150,8 @@ def _preparer(field: Any, connection: Any, memo: _Memo) -> Prep:
 
             return json_text
 
+        adapt_json = field.get_db_prep_value  # the field's own (models.ExactJSONField: json, not jsonb)
+
         def json_value(value: Any) -> Any:
             if value is None:
                 return None
@@ -163,7 +165,7 @@ def _preparer(field: Any, connection: Any, memo: _Memo) -> Prep:
                 suspect = "\\u0000" in text or "\\ud" in text
             if suspect:
                 _check_storable(field, value)
-            return adapt_json(value, encoder)
+            return adapt_json(value, connection, True)
 
         return json_value
     if kind in ("CharField", "TextField"):
@@ -221,7 +223,11 @@ class _Columns:
         self.defaults = [(f.attname, f.default, None) if f.has_default() and callable(f.default) else (f.attname, None, f.get_default())
                          for f in self.fields]
         # A PostgreSQL literal in VALUES has no column to take its type from: cast it.
-        self.cast = {name: f.db_type(connection) if f.remote_field is None else f.target_field.rel_db_type(connection)
+        # Not CAST(%s AS varchar(128)): that cuts a longer string to fit, silently, where the column
+        # itself (and the ORM's INSERT) refuses it with an error, as it should.
+        self.cast = {name: f.target_field.rel_db_type(connection) if f.remote_field is not None
+                     else connection.ops.cast_char_field_without_max_length if f.get_internal_type() == "CharField"
+                     else f.db_type(connection)
                      for name, f in self.by_name.items()}
 
     def converters(self, names: Sequence[str], connection: Any) -> list[tuple[int, list[Any], Any]]:
@@ -611,7 +617,7 @@ class Statements:
         parts = [f"moved AS (UPDATE {self.call.table} SET {sets} WHERE {conditions} RETURNING {self.call.column['id']} AS id)"]
         params += where_params
         if answers:
-            rows = ", ".join(["(%s, %s, CAST(%s AS jsonb), CAST(%s AS jsonb))"] * len(answers))
+            rows = ", ".join([f"(%s, %s, CAST(%s AS {cast['response']}), CAST(%s AS {cast['error']}))"] * len(answers))
             parts.append(
                 f"answered AS (UPDATE {self.step.table} AS s SET {c['status']} = a.status, {c['response']} = a.response, "
                 f"{c['error']} = a.error, {c['answered_at']} = CAST(%s AS {cast['answered_at']}) "
