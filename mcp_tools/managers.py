@@ -9,10 +9,10 @@ are sync; coroutines reach them through :mod:`mcp_tools.store` (one boundary).
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.core.exceptions import ValidationError
-from django.db import models, transaction
+from django.db import models, router, transaction
 from django.utils import timezone
 
 from .states import LIVE_STATUSES, CallStatus, StepStatus, WireFlavor
@@ -37,7 +37,30 @@ def _run_now(now: Any) -> models.Q:
     return models.Q(status=CallStatus.WORKING, background=False, updated_at__gte=now - timedelta(seconds=stale))
 
 
-class ToolCallManager(models.Manager["ToolCall"]):
+_M = TypeVar("_M", bound=models.Model)
+
+
+class PrimaryManager(models.Manager[_M]):
+    """A manager whose reads go where its writes go.
+
+    These tables are the durable engine's one truth, read right after they are written (a
+    session just opened, a round just advanced, a lease just taken): a read replica's copy may
+    lag. With ``DATABASE_ROUTERS`` every query of them uses the alias ``router.db_for_write``
+    picks for the model, reads included (Django's default sends reads to ``db_for_read``).
+    """
+
+    @property
+    def db(self) -> str:
+        return self._db or router.db_for_write(self.model, **getattr(self, "_hints", {}))
+
+    def get_queryset(self) -> models.QuerySet[_M]:
+        queryset = super().get_queryset()
+        if self._db is None and router.routers:
+            return queryset.using(router.db_for_write(self.model, **getattr(self, "_hints", {})))
+        return queryset
+
+
+class ToolCallManager(PrimaryManager["ToolCall"]):
     def _steps_model(self) -> Any:
         """The journal's model, found through the relation (managers do not import models)."""
         return self.model._meta.get_field("steps").related_model
@@ -184,11 +207,11 @@ class CallNotLive(Exception):
     """The call has ended (cancelled, expired, finished): its handler must not run more effects."""
 
 
-class CallStepManager(models.Manager[Any]):
+class CallStepManager(PrimaryManager[Any]):
     """Journal steps are written by the store (:mod:`mcp_tools.store.calls`), in the call's round transactions."""
 
 
-class StreamEventManager(models.Manager[Any]):
+class StreamEventManager(PrimaryManager[Any]):
     def append(self, session_id: str, stream_id: str, payload: str, retention: int) -> int:
         event = self.create(session_id=session_id, stream_id=stream_id, payload=payload)
         if event.id % 50 == 0:  # trim now and then, not on every event

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from .managers import CallStepManager, StreamEventManager, ToolCallManager
+from .managers import CallStepManager, PrimaryManager, StreamEventManager, ToolCallManager
 from .states import TERMINAL_STATUSES, CallStatus, StepKind, StepStatus, WireFlavor
 
 __all__ = [
@@ -186,6 +186,8 @@ class CallStep(models.Model):
 class McpSession(models.Model):
     """A 2025-11-25 (handshake era) session, shared by every server process."""
 
+    objects = PrimaryManager["McpSession"]()
+
     id = models.CharField(_("session id"), max_length=64, primary_key=True)
     protocol_version = models.CharField(_("protocol version"), max_length=32)
     client_info = ExactJSONField(_("client info"), default=dict, blank=True)
@@ -205,6 +207,8 @@ class McpSession(models.Model):
 
 class ResourceSubscription(models.Model):
     """A 2025-11-25 session's ``resources/subscribe`` to one URI."""
+
+    objects = PrimaryManager["ResourceSubscription"]()
 
     session = models.ForeignKey(McpSession, verbose_name=_("session"), on_delete=models.CASCADE, related_name="subscriptions")
     uri = models.CharField(_("URI"), max_length=SUBSCRIPTION_URI_MAX_LENGTH)

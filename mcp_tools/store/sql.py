@@ -77,8 +77,9 @@ def _models() -> tuple[Any, Any]:
 
 
 def call_database() -> str:
-    """The alias of the database the call tables are on: what the routers choose for ``ToolCall``
-    (``ToolCall.objects.db``), without asking them each time when there are none."""
+    """The alias of the database the call tables are on: where the routers write ``ToolCall``
+    (``ToolCall.objects.db``: reads too, :class:`~mcp_tools.managers.PrimaryManager`), without
+    asking them each time when there are none."""
     from django.db import DEFAULT_DB_ALIAS, router
 
     if not router.routers:
