@@ -142,6 +142,19 @@ async def test_resources_prompts_completion(server_url: str, mode: str) -> None:
         assert completed.completion.values == ["GAD-001"]
 
 
+async def test_a_read_after_a_write_is_fresh(server_url: str, mode: str) -> None:
+    """The official 2026-07-28 client caches a resources/read result for its ttlMs: a resource's
+    read says 0 unless the resource asks for more, so a read after a tool changed it is fresh."""
+    await create_products()
+    token = await sync_to_async(create_user_with_token)(f"fresh-reader-{mode}", ("inventory.change_product",))
+    async with sdk_client(server_url, mode, token=token) as client:
+        before = json.loads((await client.read_resource("inventory://products/WID-001")).contents[0].text)["stock"]
+        restocked = await client.call_tool("restock", {"sku": "WID-001", "quantity": 5})
+        assert restocked.structured_content["stock"] == before + 5
+        after = json.loads((await client.read_resource("inventory://products/WID-001")).contents[0].text)["stock"]
+    assert after == before + 5
+
+
 async def test_progress_and_log_notifications(server_url: str, mode: str) -> None:
     progress: list[tuple[float, float | None, str | None]] = []
     logs: list[t.LoggingMessageNotificationParams] = []

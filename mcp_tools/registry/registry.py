@@ -186,6 +186,8 @@ class Resource:
     permissions: tuple[str, ...]
     completions: dict[str, Callable[..., Any]]
     annotations: dict[str, Any] | None = None
+    #: ``ttlMs`` of its 2026-07-28 ``resources/read`` results: how long a client may reuse one.
+    cache_ttl_ms: int = 0
     _pattern: re.Pattern[str] | None = None
 
     def __post_init__(self) -> None:
@@ -528,9 +530,15 @@ def resource(
     permissions: typing.Iterable[str] = (),
     completions: dict[str, Callable[..., Any]] | None = None,
     annotations: dict[str, Any] | None = None,
+    cache_ttl_ms: int = 0,
 ) -> Callable[[F], F]:
     """Register a resource. A ``uri`` with ``{placeholders}`` registers a template;
     the function then receives the placeholders as keyword arguments.
+
+    ``cache_ttl_ms`` is the ``ttlMs`` of its 2026-07-28 ``resources/read`` results: how long
+    a client may serve a read from its cache. ``0`` (the default) says a read is stale at
+    once, right for content that changes (most of a Django site's); give a resource that
+    changes rarely a longer one.
 
     The function returns ``str`` (text), ``bytes`` (blob), ready ``contents``
     (dicts with a ``uri``, or ``mcp_types`` resource contents models, alone or in
@@ -555,11 +563,18 @@ def resource(
                 permissions=tuple(permissions),
                 completions=dict(completions or {}),
                 annotations=annotations,
+                cache_ttl_ms=_cache_ttl_ms(cache_ttl_ms),
             )
         )
         return func
 
     return decorate
+
+
+def _cache_ttl_ms(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ImproperlyConfigured(f"cache_ttl_ms must be a non-negative integer (milliseconds), not {value!r}")
+    return value
 
 
 @overload

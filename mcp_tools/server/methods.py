@@ -202,7 +202,10 @@ async def read_resource(params: dict[str, Any], rc: RequestContext) -> dict[str,
     if rc.modern:
         result = await mrtr.call("resources/read", params, rc)
         if result.get("resultType") != "input_required":
-            result["ttlMs"] = int(mcp_settings.CACHE_TTL_MS)
+            # The resource's own freshness (0 unless it says otherwise): a read right after a tool
+            # changed what it shows must not come from the client's cache (CACHE_TTL_MS is the lists').
+            found = registry.find_resource(params["uri"]) if isinstance(params.get("uri"), str) else None
+            result["ttlMs"] = found[0].cache_ttl_ms if found is not None else 0
             result["cacheScope"] = "private"
         return result
     return await session.call("resources/read", params, rc)
