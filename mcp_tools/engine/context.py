@@ -17,7 +17,7 @@ from ..protocol.answers import ANSWER_SCHEMA
 from ..protocol.errors import MISSING_CLIENT_CAPABILITY, McpError
 from ..protocol.levels import LOG_LEVELS
 from .errors import Defer, ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, Suspend, once_exception
-from .journal import Journal, Step, digest, failed_once_key
+from .journal import Journal, Step, check_step_key, digest, failed_once_key
 
 if TYPE_CHECKING:
     from ..server.auth import Principal
@@ -206,7 +206,7 @@ class ToolContext:
     # -- steps ---------------------------------------------------------
     def _key(self, kind: str, key: str | None) -> str:
         if key is not None:
-            return key
+            return check_step_key(key)
         number = self._auto_keys.get(kind, 0)
         self._auto_keys[kind] = number + 1
         return f"{kind}-{number}"
@@ -427,7 +427,12 @@ class ToolContext:
 
         A sync ``fn`` runs in the same database transaction that journals it,
         so its database writes and the journal entry commit together.
+
+        ``key`` names the step in the journal: 1 to
+        :data:`~mcp_tools.engine.journal.STEP_KEY_MAX_LENGTH` (128) characters,
+        else ``ValueError`` before anything runs.
         """
+        check_step_key(key)
         journal = self._inv.journal
         seq = self._cursor
         self._cursor += 1

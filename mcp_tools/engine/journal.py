@@ -12,6 +12,11 @@ from ..protocol.jsonrpc import compact_json
 
 _canonical_json = compact_json(sort_keys=True)
 
+#: The longest step key the journal holds (``CallStep.key`` is a ``varchar(128)``): a longer key given
+#: by a handler is refused where it is given (:func:`check_step_key`). PostgreSQL refuses (or once cut)
+#: a longer value and SQLite keeps it whole: unchecked, a call replayed on one and failed on the other.
+STEP_KEY_MAX_LENGTH = 128
+
 
 def digest(value: Any) -> str:
     """SHA-256 of a canonical JSON rendering (stable across processes and releases: stored digests are compared).
@@ -49,6 +54,21 @@ class Step:
         if request is None or ANSWER_SCHEMA not in request:
             return request
         return {key: value for key, value in request.items() if key != ANSWER_SCHEMA}
+
+
+def check_step_key(key: object) -> str:
+    """``key`` if it can name a journal step: a string of 1 to :data:`STEP_KEY_MAX_LENGTH` characters.
+
+    Raises ``TypeError`` / ``ValueError`` otherwise, when the handler gives the key (``ctx.once``, the
+    ``key=`` of a request), on every database and every round alike. An empty request key was
+    journaled under another name (``step-<seq>``) than the handler asks for: the next replay failed.
+    """
+    if not isinstance(key, str):
+        raise TypeError(f"A step key must be a string, not {type(key).__name__}")
+    if not key or len(key) > STEP_KEY_MAX_LENGTH:
+        shown = key if len(key) <= 60 else key[:60] + "..."
+        raise ValueError(f"A step key must be 1 to {STEP_KEY_MAX_LENGTH} characters; {shown!r} has {len(key)}")
+    return key
 
 
 def failed_once_key(key: str, seq: int) -> str:
