@@ -17,7 +17,7 @@ from ..protocol.answers import ANSWER_SCHEMA
 from ..protocol.errors import MISSING_CLIENT_CAPABILITY, McpError
 from ..protocol.levels import LOG_LEVELS
 from .errors import Defer, ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, Suspend, once_exception
-from .journal import Journal, Step, check_step_key, digest, failed_once_key
+from .journal import Journal, Step, check_step_key, derived_step_key, digest, failed_once_key
 
 if TYPE_CHECKING:
     from ..server.auth import Principal
@@ -364,7 +364,7 @@ class ToolContext:
                 ]
                 if tool_choice is not None:
                     params["toolChoice"] = tool_choice
-            answer = await self._sampling_request(params, base_key if turn == 0 else f"{base_key}.{turn}")
+            answer = await self._sampling_request(params, base_key if turn == 0 else derived_step_key(base_key, turn))
             content = answer.get("content")
             blocks = content if isinstance(content, list) else [content]
             uses = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
@@ -376,8 +376,10 @@ class ToolContext:
             tool_results: list[dict[str, Any]] = []
             for use in uses:
                 tool_calls += 1
+                # The tool_use id is the client's, of any length: derived_step_key fits the key to
+                # the journal's column (a digest of it past the limit), the same on every replay.
                 outcome = await self.once(
-                    f"{base_key}.{turn}.{use.get('id', tool_calls)}", run_tool_use, self, tool_objects, use
+                    derived_step_key(base_key, turn, use.get("id", tool_calls)), run_tool_use, self, tool_objects, use
                 )
                 tool_results.append(outcome)
             conversation.append({"role": "user", "content": tool_results})

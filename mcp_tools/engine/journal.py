@@ -13,8 +13,9 @@ from ..protocol.jsonrpc import compact_json
 _canonical_json = compact_json(sort_keys=True)
 
 #: The longest step key the journal holds (``CallStep.key`` is a ``varchar(128)``): a longer key given
-#: by a handler is refused where it is given (:func:`check_step_key`). PostgreSQL refuses (or once cut)
-#: a longer value and SQLite keeps it whole: unchecked, a call replayed on one and failed on the other.
+#: by a handler is refused where it is given (:func:`check_step_key`), and one the engine builds is
+#: fitted to it (:func:`derived_step_key`). PostgreSQL refuses (or once cut) a longer value and SQLite
+#: keeps it whole: unchecked, a call replayed on one and failed on the other.
 STEP_KEY_MAX_LENGTH = 128
 
 
@@ -69,6 +70,22 @@ def check_step_key(key: object) -> str:
         shown = key if len(key) <= 60 else key[:60] + "..."
         raise ValueError(f"A step key must be 1 to {STEP_KEY_MAX_LENGTH} characters; {shown!r} has {len(key)}")
     return key
+
+
+def derived_step_key(*parts: object) -> str:
+    """A step key the engine builds from ``parts`` (joined with ``.``), at most :data:`STEP_KEY_MAX_LENGTH`
+    characters whatever the parts' lengths: a longer one keeps its beginning and ends with ``~`` and
+    32 hex digits of the SHA-256 of the whole, so distinct parts keep distinct keys, and the same
+    parts give the same key on every replay. A key that fits is the plain join, as it always was.
+
+    Parts may come from the client (a sampling answer's ``tool_use`` id) or be as long as a name
+    (a model action's tool name): they must not fail the call.
+    """
+    key = ".".join(str(part) for part in parts)
+    if len(key) <= STEP_KEY_MAX_LENGTH:
+        return key
+    tag = "~" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return key[:STEP_KEY_MAX_LENGTH - len(tag)] + tag
 
 
 def failed_once_key(key: str, seq: int) -> str:

@@ -33,6 +33,7 @@ from django.db.models.signals import class_prepared
 from rest_framework.exceptions import ValidationError as DRFValidationError
 
 from ..engine.context import ToolContext
+from ..engine.journal import derived_step_key
 from ..registry import AlreadyRegistered, registry
 from ..registry.results import ToolError, ToolResult
 from ..registry.schemas import InputSpec, OutputSpec, input_from_signature, output_from_annotation, parse_param_docs
@@ -201,8 +202,8 @@ class ModelAction(base.Declaration):
             message = base.confirm_message(self.confirm, f"{title} {obj}?", **{**arguments, "obj": obj})
             base.confirm(ctx, message, f"Not confirmed: {base.verbose(self.model)} {obj} was left unchanged.")
             # The answer came in a later round: journal the change so a repeated round
-            # cannot apply it twice.
-            data = ctx.once(f"{self.name}.apply", self._apply, obj, arguments, ctx)
+            # cannot apply it twice. A tool name may take the key's whole length: fitted to it.
+            data = ctx.once(derived_step_key(self.name, "apply"), self._apply, obj, arguments, ctx)
         else:
             data = self._apply(obj, arguments, ctx)
         if isinstance(data, dict) and "__error__" in data:
