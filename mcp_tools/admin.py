@@ -37,6 +37,7 @@ from .console.display import progress_bar, status_badge, worker_state
 from .console.retry import is_retryable, retry_api
 from .interprocess import events
 from .models import TERMINAL_STATUSES, CallStatus, McpSession, ToolCall
+from .server.auth import PRINCIPAL_MAX_LENGTH, fit_principal_id
 from .states import LIVE_STATUSES
 
 
@@ -46,6 +47,16 @@ def exact_id(search_term: str) -> uuid.UUID | None:
         return uuid.UUID(search_term.strip())
     except ValueError:
         return None
+
+
+def with_fitted_principal(found: QuerySet[Any], queryset: QuerySet[Any], search_term: str) -> QuerySet[Any]:
+    """``found`` and, for a term longer than a principal id can be, the rows of the id it stands for:
+    such an id is kept fitted to the column (:func:`~mcp_tools.server.auth.fit_principal_id`), and
+    an operator pastes the id as it was made (``oauth-client:<a client id URL>``)."""
+    term = search_term.strip()
+    if len(term) <= PRINCIPAL_MAX_LENGTH:
+        return found
+    return found | queryset.filter(principal=fit_principal_id(term))
 
 
 class StatusFilter(admin.SimpleListFilter):
@@ -141,7 +152,8 @@ class ToolCallAdmin(admin.ModelAdmin):
             return queryset.none(), False
         as_uuid = exact_id(term)
         if as_uuid is None:
-            return super().get_search_results(request, queryset, search_term)
+            found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+            return with_fitted_principal(found, queryset, term), may_have_duplicates
         # Two lookups, not one OR: the OR would defeat the primary key index.
         by_id = queryset.filter(pk=as_uuid)
         return (by_id if by_id.exists() else queryset.filter(celery_task_id=term)), False
@@ -337,6 +349,10 @@ class McpSessionAdmin(admin.ModelAdmin):
     list_display = ("id", "protocol_version", "principal", "log_level", "created_at", "last_seen_at")
     search_fields = ("=id", "=principal")
     readonly_fields = [f.name for f in McpSession._meta.fields]
+
+    def get_search_results(self, request: HttpRequest, queryset: QuerySet[McpSession], search_term: str) -> tuple[QuerySet[McpSession], bool]:
+        found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        return with_fitted_principal(found, queryset, search_term), may_have_duplicates
 
     def has_add_permission(self, request: Any) -> bool:
         return False

@@ -7,6 +7,7 @@ transport) and wrap it in a DRF ``Request``.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,9 +87,31 @@ def authentication_classes() -> list[Any]:
     return _auth_classes
 
 
+#: The longest principal id (``ToolCall.principal`` and ``McpSession.principal`` are ``varchar(128)``):
+#: a longer one is fitted to it by :func:`fit_principal_id`.
+PRINCIPAL_MAX_LENGTH = 128
+
+
+def fit_principal_id(raw: str) -> str:
+    """``raw`` if it fits :data:`PRINCIPAL_MAX_LENGTH`, else its first 87 characters, ``~`` and 40 hex
+    digits of its SHA-256: distinct ids stay distinct, and the same caller gets the same id in every
+    request. An id that fits is returned as it is, so this is idempotent (a row's id rebuilds itself).
+
+    An id can come from outside: an OAuth client id (``oauth-client:<client_id>``; a 2025-11-25
+    client id may be the URL of its metadata document), a user's primary key. PostgreSQL refuses
+    (or, with a cast, cuts) a longer id where SQLite keeps it whole: a session refused, or a task
+    no longer its caller's, on one database and not the other.
+    """
+    if len(raw) <= PRINCIPAL_MAX_LENGTH:
+        return raw
+    tag = "~" + hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+    return raw[:PRINCIPAL_MAX_LENGTH - len(tag)] + tag
+
+
 @dataclass
 class Principal:
-    """The authenticated caller. ``id`` is what tokens and calls are bound to."""
+    """The authenticated caller. ``id`` is what tokens and calls are bound to: at most
+    :data:`PRINCIPAL_MAX_LENGTH` characters, a longer one given is fitted (:func:`fit_principal_id`)."""
 
     user: Any
     id: str
@@ -97,6 +120,11 @@ class Principal:
     #: (DRF authentication, sessions): then only Django permissions apply.
     scopes: frozenset[str] | None = None
     _perms: set[str] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        # Here, not where each id is made: every id is compared with the rows' column (tasks,
+        # sessions, tokens, the admin), whoever made it (a verifier, a custom authenticator).
+        self.id = fit_principal_id(self.id)
 
     @property
     def is_anonymous(self) -> bool:
@@ -151,8 +179,6 @@ def anonymous_from_secret(headers: dict[str, str]) -> Principal:
         return ANONYMOUS
     if len(secret) < 16:
         raise ValueError(f"{mcp_settings.ANONYMOUS_SECRET_HEADER} must be at least 16 characters")
-    import hashlib
-
     return anonymous_principal("client:" + hashlib.sha256(secret.encode()).hexdigest()[:40])
 
 
