@@ -405,6 +405,7 @@ class ToolContext:
                 if request.answer_schema is not None:
                     wire = {**wire, ANSWER_SCHEMA: request.answer_schema}
                 step = Step(seq=seq, kind=request.kind, key=request.key or f"step-{seq}", digest=step_digest, request=wire)
+                journal.check_new_key(step.key)
                 journal.steps.append(step)
             elif step.kind != request.kind or step.key != request.key or step.digest != step_digest:
                 raise NonDeterministicHandler(
@@ -451,6 +452,7 @@ class ToolContext:
                 # so a handler that caught it takes the same path on every replay.
                 raise once_exception(step.error)
             return step.response
+        journal.check_new_key(key)  # before the effect runs
         step = Step(seq=seq, kind="once", key=key, digest=step_digest)
         try:
             value = await self._inv.runtime.run_once(self._inv, step, fn, args, kwargs)

@@ -116,6 +116,12 @@ class Journal:
                 return step
         return None
 
+    def check_new_key(self, key: str) -> None:
+        """``ValueError`` if a step of this call has ``key`` already: keys name steps, once per call
+        (the journal's table holds each once; a second step under one was an internal error)."""
+        if self.by_key(key) is not None:
+            raise ValueError(f"The step key {key!r} is used twice in this call: give each step its own key")
+
     @property
     def pending(self) -> list[Step]:
         return [step for step in self.steps if step.status == "pending"]
