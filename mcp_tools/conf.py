@@ -72,7 +72,8 @@ DEFAULTS: dict[str, Any] = {
     # How long tasks/result waits for a task to end before answering -32603 ("still running, call again").
     "TASK_RESULT_WAIT_SECONDS": 30.0,
     # How long a request of a client without resume tokens waits for a converging tool
-    # (one returning mcp_tools.Pending) before it answers with the pending state.
+    # (one returning mcp_tools.Pending) before it answers with the pending state
+    # (an isError result for a tool with an outputSchema).
     "CONVERGE_WAIT_SECONDS": 60.0,
     # 2026-07-28 cache hints on list/discover/read results.
     "CACHE_TTL_MS": 60_000,

@@ -12,6 +12,7 @@ import dataclasses
 import time
 from typing import Any
 
+import pydantic
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import override_settings
@@ -326,3 +327,58 @@ async def test_a_rerun_that_journals_closes_the_row_it_made(settings) -> None:  
     assert runs == [1, 2]
     assert result["content"] == [{"type": "text", "text": "settled"}]
     assert sorted(await rows()) == [("poll_once", "completed"), ("poll_once", "completed")], "no row left working"
+
+
+# -- the pending state when CONVERGE_WAIT_SECONDS runs out --------------------------------
+
+
+class Converged(pydantic.BaseModel):
+    ready: bool
+
+
+async def never_typed() -> Converged | mcp_tools.Pending:
+    """Never converges; converged, it would be structured content (the tool has an outputSchema)."""
+    return mcp_tools.Pending("still settling", progress=1, total=3, poll_seconds=0.01)
+
+
+async def never_text() -> str | mcp_tools.Pending:
+    """Never converges; a tool without an outputSchema."""
+    return mcp_tools.Pending("still settling", progress=1, total=3, poll_seconds=0.01)
+
+
+async def _pending_answer(name: str, capabilities: dict[str, Any]) -> dict[str, Any]:
+    rc = dataclasses.replace(_rc(), client_capabilities=capabilities)
+    target = await core.resolve_target("tools/call", {"name": name, "arguments": {}}, rc.principal)
+    inv, outcome = await core.run_fresh(target, rc)
+    return await core.finish(inv, target, outcome, rc, 0)
+
+
+@pytest.mark.parametrize("capabilities", [{}, {"experimental": {"resumeTokens": {}}}])
+async def test_the_pending_state_of_a_tool_with_an_output_schema(settings, capabilities: dict[str, Any]) -> None:  # type: ignore[no-untyped-def]
+    """A client without resume tokens whose wait ran out gets the pending state as an error result: a result
+    that is not one MUST carry structured content that fits the outputSchema (the official SDK raises
+    without it). Before, it was a plain result with no structuredContent. A client that resumes gets the
+    interim answer its extension defines (no error: it calls again with the token). A recorded call ends
+    as its answer says: failed for the error."""
+    tool = make_tool(never_typed)
+    assert tool.to_wire().get("outputSchema") is not None
+    with registry.registered_temporarily(tool), override_settings(
+            MCP_TOOLS={**settings.MCP_TOOLS, "CONVERGE_WAIT_SECONDS": 0.05, "RECORD_ALL_CALLS": True}):
+        result = await _pending_answer("never_typed", capabilities)
+    assert await rows() == [("never_typed", "completed" if capabilities else "failed")]
+    assert result.get("isError", False) is (not capabilities), result
+    assert "structuredContent" not in result
+    assert result["content"] == [{"type": "text", "text": "still settling"}]
+    assert result["_meta"]["io.modelcontextprotocol/status"] == {"status": "pending", "message": "still settling", "progress": 1, "total": 3}
+    assert result["nextResumeToken"]
+
+
+async def test_the_pending_state_of_a_tool_without_an_output_schema_stays_a_result(settings) -> None:  # type: ignore[no-untyped-def]
+    """Nothing to fit: the state is the result, as before."""
+    tool = make_tool(never_text)
+    assert "outputSchema" not in tool.to_wire()
+    with registry.registered_temporarily(tool), \
+            override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "CONVERGE_WAIT_SECONDS": 0.05}):
+        result = await _pending_answer("never_text", {})
+    assert "isError" not in result, result
+    assert result["_meta"]["io.modelcontextprotocol/status"]["status"] == "pending"

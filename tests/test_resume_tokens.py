@@ -98,6 +98,22 @@ async def test_a_client_without_resume_tokens_waits_for_converged_state(start_se
     assert result.structured_content["ready"] is True
 
 
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_client_without_resume_tokens_whose_wait_runs_out_gets_an_error(start_server: type[LiveServer], mode: str) -> None:
+    """CONVERGE_WAIT_SECONDS runs out before the rollout converges: the official client, which checks a
+    result against the tool's outputSchema, gets the pending state as an error result. Before, the state
+    came as a result with no structuredContent and the client raised RuntimeError("... has an output
+    schema but did not return structured content")."""
+    server = start_server(env={"DJANGO_SETTINGS_MODULE": "tests.converge_settings"}).start()
+    async with sdk_client(server.url, mode) as client:
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert listed["wait_for_rollout"].output_schema is not None
+        result = await client.call_tool("wait_for_rollout", {"deployment": f"slow-{mode}"})
+    assert result.is_error is True, result
+    assert "still converging" in result.content[0].text
+    assert result.meta["io.modelcontextprotocol/status"]["status"] == "pending"
+
+
 # -- tokens are untrusted input (in process) -----------------------------------------------------
 
 

@@ -72,7 +72,9 @@ class Pending:
     A client that resumes calls gets ``message`` (and any progress) with a
     ``nextResumeToken``; calling again runs the tool again. For other clients
     the server runs the tool again itself every ``poll_seconds``, within
-    ``CONVERGE_WAIT_SECONDS``, holding the request.
+    ``CONVERGE_WAIT_SECONDS``, holding the request; if the state has not
+    converged by then, they get it as the result, an error result
+    (``isError: true``) for a tool with an output schema.
     """
 
     message: str

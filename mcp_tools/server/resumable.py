@@ -27,7 +27,8 @@ def client_resumes(rc: RequestContext) -> bool:
     Only such clients get an interim answer ("still working", "not yet") with
     ``nextResumeToken``: a client that does not know the extension would take it
     for the result (and one that checks results against the tool's output
-    schema would refuse it). Pages carry a token for every client.
+    schema would refuse it, hence :func:`pending_is_error`). Pages carry a token
+    for every client.
     """
     experimental = rc.client_capabilities.get("experimental")
     return isinstance(experimental, dict) and "resumeTokens" in experimental
@@ -61,5 +62,22 @@ def shape_value(target: Target, value: Any, rc: RequestContext) -> dict[str, Any
         status: dict[str, Any] = {"status": "pending", "message": value.message}
         if value.progress is not None:
             status.update(progress=value.progress, total=value.total)
-        return with_next_token(status_result(value.message, status), seal_resume(rc, target))
+        result = status_result(value.message, status)
+        if pending_is_error(target, rc):
+            result["isError"] = True
+        return with_next_token(result, seal_resume(rc, target))
     return target.shape(value)
+
+
+def pending_is_error(target: Target, rc: RequestContext) -> bool:
+    """Whether the pending state is answered as the tool's error (``isError: true``).
+
+    So it is for a client without resume tokens (it got the state because
+    ``CONVERGE_WAIT_SECONDS`` ran out) calling a tool with an ``outputSchema``:
+    the state is no structured content of that schema, and a result that is not
+    an error MUST carry some that fits it (clients such as the official SDK
+    refuse one without). An error result is exempt. A tool without an output
+    schema answers the state as its result, as a client that resumes gets it.
+    """
+    tool = target.tool
+    return tool is not None and tool.output.schema is not None and not client_resumes(rc)
