@@ -230,6 +230,31 @@ async def test_deploy_declined(server_url: str, mode: str, action: str) -> None:
     assert await audit_rows(service) == []
 
 
+async def test_deploy_with_an_answer_that_breaks_the_schema_ends_the_call(server_url: str, mode: str) -> None:
+    """An elicitation answer outside the requested enum (a UI bug, free text) is refused with -32602 and
+    the call ends: 2025-11-25 fails the step (the POST gets 400, which the SDK ignores, and the tool's
+    result is an error), 2026-07-28 answers the retry with the error. Before, a 2025-11-25 step kept
+    waiting for a corrected answer the SDK never sends: tools/call hung until the client's read timeout
+    (-32001) and the row stayed input_required until CALL_TTL."""
+    service = f"refused-{mode}"
+    user = FakeUser(env="moon")
+    async with sdk_client(server_url, mode, elicitation_callback=user.elicit, sampling_callback=user.sample,
+                          read_timeout_seconds=20) as client:
+        await client.list_tools()
+        try:
+            outcome: t.CallToolResult | MCPError = await client.call_tool("deploy", {"service": service})
+        except MCPError as exc:
+            outcome = exc
+    if isinstance(outcome, MCPError):
+        assert mode == MODERN, outcome
+        assert outcome.error.code == -32602 and "Invalid" in outcome.error.message, outcome
+    else:
+        assert mode == "legacy" and outcome.is_error is True, outcome
+        assert "Invalid answer" in outcome.content[0].text, outcome
+    assert len(user.elicitations) == 1 and user.samplings == []
+    assert await audit_rows(service) == []
+
+
 async def test_sampling_with_server_side_calculator(server_url: str, mode: str) -> None:
     seen: list[t.CreateMessageRequestParams] = []
     tool_results: list[str] = []

@@ -2,6 +2,7 @@
 responses). Each test asserts the correct behaviour and fails on the current code."""
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -56,23 +57,27 @@ async def test_form_elicitation_is_not_sent_to_a_session_that_declared_url_mode_
     assert first["error"]["code"] == -32021 and first["error"]["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}, first
 
 
-async def test_an_answer_breaking_the_schema_is_refused_with_an_http_error_and_the_call_keeps_waiting() -> None:
+async def test_an_answer_breaking_the_schema_is_refused_with_an_http_error_and_fails_its_step() -> None:
     """2025-11-25 transports: a POSTed response the server "cannot accept" MUST get an HTTP error status
-    (e.g. 400). Today the invalid answer gets 202 Accepted and the call ends at once as a failed tool call
-    ("Invalid answer: ... greater than the maximum of 150"); the 2026-07-28 path refuses the same answer
-    with -32602 and the call keeps waiting."""
+    (e.g. 400). The step fails with the refusal as well (-32602, as over stdio): the handler hears of it and
+    the call answers on its stream. Before, the step kept waiting for a corrected answer that clients do not
+    send (the official SDK ignores a 400 to a response it POSTs): tools/call hung, the row input_required."""
     session = await open_session({"elicitation": {}})
     stream, ask = await _asked(session, "ask_age")
     assert ask.get("method") == "elicitation/create", ask
     headers = post_headers(version=HANDSHAKE, session=session)
-    bad = await post_json(APP, {"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"age": 999}}}, headers)
+    bad = {"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"age": 999}}}
     try:
-        assert 400 <= bad.status < 500, f"an answer the server refuses was acknowledged {bad.status}"
-        call_id = ask["id"].split(":")[1]
-        status = await sync_to_async(lambda: ToolCall.objects.get(id=call_id).status)()
-        assert status == "input_required", status
+        refused = await post_json(APP, bad, headers)
+        assert refused.status == 400 and "id" not in refused.json(), (refused.status, refused.body)
+        assert refused.json()["error"]["code"] == -32602 and "Invalid answer" in refused.json()["error"]["message"]
+        _, final = await stream.wait_for(lambda m: m.get("id") == 5)
     finally:
         stream.gone.set()
+    assert final["result"]["isError"] is True, final
+    assert "Invalid answer" in final["result"]["content"][0]["text"], final
+    call_id = ask["id"].split(":")[1]
+    assert await sync_to_async(lambda: ToolCall.objects.get(id=call_id).status)() == "failed"
 
 
 async def test_a_response_for_another_session_s_call_is_refused_with_an_http_error() -> None:
@@ -88,16 +93,14 @@ async def test_a_response_for_another_session_s_call_is_refused_with_an_http_err
         stream.gone.set()
 
 
-async def test_a_refused_answer_can_be_given_again_and_a_repeated_one_is_accepted_as_it_was() -> None:
-    """After the 400 the step still waits: the client's corrected answer is accepted (202) and the call goes
-    on. The same answer delivered again (a client retrying a POST whose 202 it lost) changes nothing and is
-    accepted again; another answer to the answered request is refused, as is an id the server never sent."""
+async def test_a_refused_answer_is_refused_again_and_a_repeated_one_is_accepted_as_it_was() -> None:
+    """An answer delivered again (a client retrying a POST whose reply it lost) changes nothing and gets what
+    it got the first time: 202 for an accepted one, 400 -32602 for a refused one, identical concurrent POSTs
+    included. Another answer to the request it answered is refused (-32600), as is an id the server never sent."""
     session = await open_session({"elicitation": {}})
-    stream, ask = await _asked(session, "ask_age")
     headers = post_headers(version=HANDSHAKE, session=session)
+    stream, ask = await _asked(session, "ask_age")
     try:
-        bad = await post_json(APP, {"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"age": 999}}}, headers)
-        assert bad.status == 400 and "id" not in bad.json() and bad.json()["error"]["code"] == -32602, (bad.status, bad.body)
         good = {"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"age": 42}}}
         assert (await post_json(APP, good, headers)).status == 202
         _, final = await stream.wait_for(lambda m: m.get("id") == 5)
@@ -109,3 +112,16 @@ async def test_a_refused_answer_can_be_given_again_and_a_repeated_one_is_accepte
         assert unknown.status == 400 and unknown.json()["error"]["code"] == -32600, (unknown.status, unknown.body)
     finally:
         stream.gone.set()
+    stream, ask = await _asked(session, "ask_age")
+    try:
+        bad = {"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"age": 999}}}
+        first = await asyncio.gather(post_json(APP, bad, headers), post_json(APP, bad, headers))
+        _, final = await stream.wait_for(lambda m: m.get("id") == 5)
+        assert final["result"]["isError"] is True, final
+        again = await post_json(APP, bad, headers)
+        late = await post_json(APP, {**good, "id": ask["id"]}, headers)
+    finally:
+        stream.gone.set()
+    for refused in (*first, again):
+        assert refused.status == 400 and refused.json()["error"]["code"] == -32602, (refused.status, refused.body)
+    assert late.status == 400 and late.json()["error"]["code"] == -32600, (late.status, late.body)

@@ -186,7 +186,7 @@ class StdioServer:
         if message.kind == "response":
             # A response is not answered (JSON-RPC): an answer that does not fit its request fails
             # its step (the handler hears of it), anything else refused is only logged (by the flavor).
-            await session_flavor.accept_client_response(message.raw, self.context(None, None), can_refuse=False)
+            await session_flavor.accept_client_response(message.raw, self.context(None, None))
             return
         if message.kind == "notification":
             if message.method == "notifications/cancelled":

@@ -280,18 +280,21 @@ async def cancel_request(session_id: str, request_id: Any) -> None:
         await core.after_end(waiting[0])
 
 
-async def accept_client_response(message: dict[str, Any], rc: RequestContext, *, can_refuse: bool = True) -> McpError | None:
+async def accept_client_response(message: dict[str, Any], rc: RequestContext) -> McpError | None:
     """A client's JSON-RPC response to one of our requests (any process may receive it).
 
     Returns None when it is accepted: journaled, or the very answer the step has already
-    (delivered again: nothing changes). Otherwise the error that says why not, and nothing
-    changed: the 2025-11-25 transport answers a response it cannot accept with an HTTP error
-    status. An answer that does not fit its request leaves the step waiting, so the client
-    can answer again, as a 2026-07-28 call refuses such an answer and keeps waiting.
+    (delivered again: nothing changes). Otherwise the error that says why not: the 2025-11-25
+    transport answers a response it cannot accept with an HTTP error status (stdio answers
+    no response and only logs it).
 
-    ``can_refuse=False`` (stdio, where a response gets no answer, so a client would never
-    learn its answer was refused): an answer that does not fit its request fails the step
-    instead, and the handler gets the error (``StepFailed``) at once.
+    A response no request waits for (``-32600``) changes nothing. An answer that does not
+    fit its request (``-32602 Invalid answer: ...``) is refused too, and it also fails its
+    step with that error: the handler gets it (``StepFailed``) at once, and the call goes
+    on or ends as its handler says. It does not wait for another answer: clients do not
+    answer again (the official SDK drops an HTTP error to a response it POSTs, and stdio
+    tells the client nothing), so a waiting step would hold ``tools/call`` until
+    ``CALL_TTL``. The same refused answer delivered again is refused again, changing nothing.
     """
     parsed = parse_step_request_id(message.get("id"))
     if parsed is None:
@@ -322,6 +325,8 @@ async def accept_client_response(message: dict[str, Any], rc: RequestContext, *,
         logger.info("Refused a response for step %s of call %s: no such request", seq, call_id)
         return _not_waiting()
     waiting = step.status == "pending" and row.status in _LIVE
+    #: What the client hears of its answer once it is journaled (None: accepted).
+    refused: McpError | None = None
     if "error" in message:
         error = message["error"] if isinstance(message["error"], dict) else {"message": str(message["error"])}
         answer: tuple[str, Any, Any] = ("failed", None, error)
@@ -329,19 +334,19 @@ async def accept_client_response(message: dict[str, Any], rc: RequestContext, *,
         try:
             answer = ("done", checked_step_answer(step.request, message.get("result")), None)
         except InvalidAnswer as exc:
-            if can_refuse or not waiting:
-                logger.info("Refused an answer to step %s of call %s: %s", seq, call_id, exc)
-                return McpError(INVALID_PARAMS, f"Invalid answer: {exc}") if waiting else _not_waiting()
-            answer = ("failed", None, {"code": INVALID_PARAMS, "message": f"Invalid answer: {exc}"})
+            logger.info("Refused an answer to step %s of call %s: %s", seq, call_id, exc)
+            refused = McpError(INVALID_PARAMS, f"Invalid answer: {exc}")
+            # The step fails with the refusal rather than waiting for an answer no client sends.
+            answer = ("failed", None, refused.to_error())
     if step.status != "pending" and (step.status, step.response, step.error) == answer:
-        return None  # the same answer delivered again (a client retrying its POST): accepted, as it was
+        return refused  # the same answer delivered again (a client retrying its POST): answered as it was
     if not waiting or not await store.answer_step(call_id, seq, *answer):
         if waiting and await _answered_so(call_id, seq, answer):
-            return None  # the same answer, POSTed again while the first POST was in flight: it won
+            return refused  # the same answer, POSTed again while the first POST was in flight: it won
         logger.info("Refused a response for step %s of call %s: answered already, or the call ended", seq, call_id)
         return _not_waiting()
     if row.background:
         # Its last answer sends it back to a worker here: the stream that carried the request may be gone.
         await background.go_on_if_answered(call_id)
     await wakeups.notify(call_id)
-    return None
+    return refused
