@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -159,6 +159,41 @@ def start_server(django_db_setup: None) -> Iterator[type[LiveServer]]:
 @pytest.fixture
 def live_server_url(start_server: type[LiveServer]) -> str:
     return start_server().start().url
+
+
+async def reset_thread_time_zones() -> None:
+    """Set up again, for ``USE_TZ`` and ``TIME_ZONE`` as they are now, the database connections of the
+    threads the server's code queries from: asgiref's worker thread and the store's threads (the
+    idle request threads end; new ones start with new connections).
+
+    Django does so, when a test changes either setting, only in the thread that changes it
+    (``django.test.signals.update_connections_time_zone``); a connection elsewhere keeps the time
+    zone it cached, and a PostgreSQL one goes on returning aware (or, afterwards, naive) datetimes.
+    """
+    from asgiref.sync import sync_to_async
+    from django.test.signals import update_connections_time_zone
+
+    from mcp_tools import store
+    from mcp_tools.server import threads
+
+    def reset() -> None:
+        update_connections_time_zone(setting="USE_TZ")
+
+    await sync_to_async(reset, thread_sensitive=True)()
+    await store.db(reset)()
+    await store.db_alive(reset)()
+    threads.close_idle_threads()
+
+
+@pytest.fixture
+async def no_time_zone_support() -> AsyncIterator[None]:
+    """``USE_TZ = False`` and ``TIME_ZONE = "America/New_York"`` for one async test, in every thread."""
+    from django.test import override_settings
+
+    with override_settings(USE_TZ=False, TIME_ZONE="America/New_York"):
+        await reset_thread_time_zones()
+        yield
+    await reset_thread_time_zones()
 
 
 @pytest.fixture(scope="session", autouse=True)

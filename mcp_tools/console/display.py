@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from ..states import TERMINAL_STATUSES, CallStatus
+from .queries import local_time
 
 if TYPE_CHECKING:
     from ..models import ToolCall
@@ -112,7 +113,7 @@ def chart_svg(buckets: list[tuple[Any, int, int]], width: int = 720, height: int
         h = plot_h * n / top
         fh = plot_h * failed / top
         y = pad + plot_h - h
-        label = timezone.localtime(hour).strftime("%H:00")
+        label = local_time(hour).strftime("%H:00")
         return (f"{x:.1f}", f"{y:.1f}", f"{slot - 2:.1f}", f"{h:.1f}", f"{pad + plot_h - fh:.1f}", f"{fh:.1f}",
                 f"{label}: {n} call(s), {failed} failed")
 
@@ -123,7 +124,7 @@ def chart_svg(buckets: list[tuple[Any, int, int]], width: int = 720, height: int
     )
     labels = format_html_join(
         "", '<text x="{}" y="{}" class="mcp-axis">{}</text>',
-        ((f"{pad + i * slot:.1f}", height - 4, timezone.localtime(hour).strftime("%H:00"))
+        ((f"{pad + i * slot:.1f}", height - 4, local_time(hour).strftime("%H:00"))
          for i, (hour, _, _) in enumerate(buckets) if i % 3 == 0),
     )
     return format_html(

@@ -161,6 +161,12 @@ def fingerprint() -> str:
     return f"{last.timestamp():.6f}" if last else ""  # URL-safe: the poll sends it back as ?since=
 
 
+def local_time(value: datetime) -> datetime:
+    """``value`` in the current time zone: aware values converted, naive ones (``USE_TZ = False``, where
+    Django stores and returns local wall time) kept as they are, since ``localtime()`` refuses them."""
+    return timezone.localtime(value) if timezone.is_aware(value) else value
+
+
 def dashboard(now: datetime | None = None) -> Dashboard:
     """Everything the dashboard shows, in ten queries."""
     now = now or timezone.now()
@@ -191,7 +197,7 @@ def dashboard(now: datetime | None = None) -> Dashboard:
 
 def _buckets(now: datetime, hours: int = 24) -> list[tuple[datetime, int, int]]:
     """Calls started per hour over the last ``hours`` (one query), oldest first, empty hours included."""
-    top = timezone.localtime(now).replace(minute=0, second=0, microsecond=0)
+    top = local_time(now).replace(minute=0, second=0, microsecond=0)
     starts = [top - timedelta(hours=i) for i in range(hours - 1, -1, -1)]
     rows = (
         ToolCall.objects.filter(created_at__gte=starts[0]).annotate(hour=TruncHour("created_at")).order_by()
