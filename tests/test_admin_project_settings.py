@@ -10,6 +10,8 @@ from asgiref.sync import sync_to_async
 from django.test import override_settings
 from django.urls import reverse
 
+from mcp_tools.models import ToolCall
+
 from tests.test_admin_console import DASHBOARD, DATA, _communicator, _session_cookie, client_for, make_call, make_user
 
 OPERATOR = ("view_toolcall", "change_toolcall")
@@ -42,3 +44,28 @@ async def test_the_websocket_pushes_the_dashboard_without_time_zone_support(no_t
     first = await socket.receive_json_from(timeout=5)
     await socket.disconnect()
     assert first["type"] == "dashboard" and "deploy" in first["html"]
+
+
+# -- a user model whose login field is not ``username`` -------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_console_names_users_by_the_user_models_login_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ``AUTH_USER_MODEL`` logging in by email may have no ``username`` column: the dashboard's call
+    tables read ``user__username`` and answered 500 there. Here the demo's user logs in by email, as such
+    a model's does, and every table shows what ``get_username()`` gives, as the call's own page does."""
+    ann = make_user("ann-login", perms=OPERATOR)  # email: ann-login@example.com
+    monkeypatch.setattr(type(ann), "USERNAME_FIELD", "email")
+    assert ann.get_username() == "ann-login@example.com"
+    call = make_call("deploy", "input_required", user=ann)
+    operator = client_for(ann)
+    html = operator.get(reverse(DASHBOARD)).content.decode()
+    oldest = html.split('id="mcp-oldest"')[1].split("</section>")[0]
+    assert "<td>ann-login@example.com</td>" in oldest, oldest
+    assert "<td>ann-login@example.com</td>" in operator.get(reverse(DATA)).json()["html"]
+    # A call's page lists the other calls of its session in the same tables.
+    ToolCall.objects.filter(pk=call.pk).update(session_id="s-1")
+    other = make_call("deploy", "completed", user=ann, session_id="s-1")
+    page = operator.get(reverse("admin:mcp_tools_toolcall_change", args=[other.pk])).content.decode()
+    linked = page.split('id="mcp-linked"')[1]
+    assert str(call.pk) in linked and "<td>ann-login@example.com</td>" in linked, linked

@@ -23,9 +23,20 @@ from ..states import LIVE_STATUSES, CallStatus
 
 #: How many rows each dashboard table shows.
 TOP = 10
-#: Columns the dashboard's call tables read (one query each, the user joined).
-ROW_FIELDS = ("id", "tool_name", "status", "principal", "user__username", "flavor", "created_at", "updated_at",
+#: Columns the dashboard's call tables read (one query each, the user joined), besides the user's login name.
+ROW_FIELDS = ("id", "tool_name", "status", "principal", "flavor", "created_at", "updated_at",
               "finished_at", "progress", "progress_total")
+
+
+def user_name_field() -> str:
+    """The lookup of a call's user's login name: ``user__`` and the user model's ``USERNAME_FIELD``.
+
+    Read when a page is built, not at import: the project's user model (``AUTH_USER_MODEL``) need not
+    have a ``username`` field (an email login, say), and ``get_username()`` reads this field too.
+    """
+    from django.contrib.auth import get_user_model
+
+    return f"user__{get_user_model().USERNAME_FIELD}"
 
 
 #: The principal of an anonymous 2025-11-25 caller: its session id, which is its whole credential.
@@ -136,9 +147,11 @@ def _window(label: str, since: datetime) -> Window:
 
 
 def _rows(queryset: QuerySet[ToolCall]) -> list[dict[str, Any]]:
-    rows = list(queryset.values(*ROW_FIELDS)[:TOP])
+    name = user_name_field()
+    rows = list(queryset.values(*ROW_FIELDS, name)[:TOP])
     for row in rows:
-        row["who"] = principal_label(row["user__username"], row["principal"])
+        login = row.pop(name)
+        row["who"] = principal_label(None if login is None else str(login), row["principal"])
     return rows
 
 
