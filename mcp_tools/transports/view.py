@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
 
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -26,6 +26,7 @@ from ..protocol.errors import INTERNAL_ERROR, McpError
 from .http import McpEndpoint
 
 logger = logging.getLogger(__name__)
+ViewT = TypeVar("ViewT", bound=Callable[..., Any])
 _endpoint = McpEndpoint()
 
 #: Why the URLconf mount cannot answer under WSGI, and what to do: said to the client and the log.
@@ -50,6 +51,31 @@ def _needs_asgi() -> HttpResponse:
     return JsonResponse(jsonrpc.error_message(None, McpError(INTERNAL_ERROR, NEEDS_ASGI)), status=500)
 
 
+class EveryDatabase(set[str]):
+    """A set holding every database alias: ``_non_atomic_requests`` of a view no database wraps in a transaction.
+
+    ``transaction.non_atomic_requests(using=...)`` exempts the aliases it names; this one also covers
+    aliases a project adds, which the view cannot know when it is defined.
+    """
+
+    def __contains__(self, alias: object) -> bool:
+        return True
+
+
+def non_atomic_everywhere(view: ViewT) -> ViewT:
+    """Exempt ``view`` from ``ATOMIC_REQUESTS`` on every database, as ``transaction.non_atomic_requests`` does for one.
+
+    Django cannot run an async view inside ``ATOMIC_REQUESTS``' transaction: it refuses the request
+    ("You cannot use ATOMIC_REQUESTS with async views", an HTML 500) unless the view is exempt for
+    each database that sets it. The endpoint needs no request-wide transaction: the durable store
+    runs its own, on its own threads' connections, and one held open for a long-lived stream would
+    hide the call's rows from every other process meanwhile.
+    """
+    setattr(view, "_non_atomic_requests", EveryDatabase())  # what Django's make_view_atomic reads
+    return view
+
+
+@non_atomic_everywhere
 @csrf_exempt  # MCP clients are not browsers; Origin and Host are checked by the endpoint
 async def mcp_view(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
     """Serve one MCP request (any era) through the Django URLconf."""
