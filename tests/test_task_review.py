@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -124,3 +125,23 @@ async def test_a_task_answered_after_its_result_stream_closed_goes_on(queued: li
     assert r.status == 202  # ... and answers, then polls
     assert (await legacy(s, "tasks/get", {"taskId": task_id}))["result"]["status"] == "working"
     assert queued.count(task_id) == 2  # back on a worker
+
+
+async def test_task_times_name_the_instant_without_time_zone_support(queued: list[str], no_time_zone_support: None) -> None:  # noqa: F811
+    """With ``USE_TZ = False`` the rows hold naive wall times of ``TIME_ZONE``: ``createdAt`` and
+    ``lastUpdatedAt`` were sent as such, with no offset, and a client read them in its own time zone
+    (RFC 3339 has no naive times). Both eras now send the instant in UTC, ``Z``, as with ``USE_TZ = True``."""
+    from zoneinfo import ZoneInfo
+
+    from tests.test_background_review import TASKS, modern
+
+    s = await open_session()
+    legacy_task = (await legacy(s, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 30}, "task": {}}))["result"]["task"]
+    modern_task = (await modern("tools/call", {"name": "slow_compute", "arguments": {"seconds": 30}}, TASKS))["result"]
+    for task in (legacy_task, modern_task):
+        row = await sync_to_async(ToolCall.objects.get)(id=task["taskId"])
+        assert row.created_at.tzinfo is None  # New York wall time, as Django stores it here
+        for field, value in (("createdAt", row.created_at), ("lastUpdatedAt", row.updated_at)):
+            sent = task[field]
+            assert sent.endswith("Z"), f"{field} {sent!r} names no instant"
+            assert datetime.fromisoformat(sent.replace("Z", "+00:00")) == value.replace(tzinfo=ZoneInfo("America/New_York"))

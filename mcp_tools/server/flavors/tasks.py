@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from typing import Any
 
 from django.utils import timezone
@@ -80,7 +81,17 @@ def wants_task(target: core.Target, rc: RequestContext) -> bool:
 
 
 def _iso(value: datetime | None) -> str | None:
-    return value.isoformat().replace("+00:00", "Z") if value is not None else None
+    """An instant as the task fields send it: ISO 8601 with its offset, ``Z`` for UTC.
+
+    With ``USE_TZ = False`` Django returns naive wall times of ``TIME_ZONE``; sent as they are, a
+    client would read them in its own time zone (RFC 3339 has no naive times), so they are made
+    aware in the default time zone and sent in UTC, as the aware values of ``USE_TZ = True`` are.
+    """
+    if value is None:
+        return None
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, timezone.get_default_timezone()).astimezone(dt_timezone.utc)
+    return value.isoformat().replace("+00:00", "Z")
 
 
 #: What a task whose time to live ran out says (tasks have no "expired" status).
