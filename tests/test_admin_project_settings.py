@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import override_settings
-from django.urls import reverse
+from django.urls import clear_script_prefix, reverse, set_script_prefix
 
 from mcp_tools.models import ToolCall
 
@@ -69,3 +69,21 @@ def test_the_console_names_users_by_the_user_models_login_field(monkeypatch: pyt
     page = operator.get(reverse("admin:mcp_tools_toolcall_change", args=[other.pk])).content.decode()
     linked = page.split('id="mcp-linked"')[1]
     assert str(call.pk) in linked and "<td>ann-login@example.com</td>" in linked, linked
+
+
+# -- a site below a script prefix -------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_dashboards_websocket_path_keeps_the_script_prefix() -> None:
+    """A site served below ``/app`` (``FORCE_SCRIPT_NAME``, ``SCRIPT_NAME`` or an ASGI ``root_path``): the
+    page opened ``/mcp-tools/console/ws/``, outside the site, while its poll URL kept the prefix."""
+    operator = client_for(make_user("operator", perms=OPERATOR))
+    url = reverse(DASHBOARD)
+    set_script_prefix("/app/")  # what Django's WSGI and ASGI handlers do for such a site (its test client does not)
+    try:
+        html = operator.get(url).content.decode()
+    finally:
+        clear_script_prefix()
+    assert 'data-poll-url="/app/admin/mcp_tools/toolcall/dashboard/data/"' in html
+    assert 'data-ws-path="/app/mcp-tools/console/ws/"' in html

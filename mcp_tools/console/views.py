@@ -14,7 +14,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
-from django.urls import reverse
+from django.urls import get_script_prefix, reverse
 from django.utils import timezone
 
 from ..models import TERMINAL_STATUSES, ToolCall
@@ -50,7 +50,9 @@ def dashboard(model_admin: ToolCallAdmin, request: HttpRequest) -> HttpResponse:
         model_admin, request, "Tool calls: dashboard",
         panel=render_panel(data),
         fingerprint=data.fingerprint,
-        websocket_path="/" + websocket_path(),
+        # The page's own prefix (FORCE_SCRIPT_NAME, SCRIPT_NAME or an ASGI root_path), as reverse() adds
+        # to the poll's URL: the browser must open the socket inside the site, where the proxy routes it.
+        websocket_path=get_script_prefix() + websocket_path(),
         data_url=reverse("admin:mcp_tools_toolcall_dashboard_data"),
         poll_ms=POLL_MS,
     ))
