@@ -11,6 +11,7 @@ PostgreSQL.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -159,3 +160,64 @@ def test_mcp_call_refuses_such_arguments_before_calling(pair: str) -> None:
 
     with pytest.raises(CommandError, match="U\\+0000"):
         parse_arguments([pair], None, {"properties": {"name": {"type": "string"}}})
+
+
+# -- responses and notifications (2025-11-25): what they hold is not refused at parse ---------------
+
+
+@pytest.mark.parametrize("body", [
+    b'{"jsonrpc":"2.0","id":"c1:2","result":{"action":"accept","content":{"name":"Zo\\ud83d"}}}',
+    b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5,"reason":"a\\u0000b"}}',
+], ids=["response", "notification"])
+def test_responses_and_notifications_are_parsed_whatever_their_strings(body: bytes) -> None:
+    assert jsonrpc.parse_body(body).kind in ("response", "notification")
+
+
+@pytest.fixture
+def in_memory_layer(settings: Any) -> None:
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+@pytest.mark.parametrize("name", ["Zo\ud83d", "a\x00b"], ids=["cut-emoji", "nul"])
+async def test_a_session_answer_holding_one_fails_its_step_and_the_call_ends(app: Any, in_memory_layer: None, name: str) -> None:
+    """Refused (400, -32602) as any answer that does not fit, and its step fails with that: the
+    client is told on the call's stream, instead of the call waiting for an answer no client sends."""
+    from tests.test_http_spec_edges import Stream, open_session
+
+    session = await open_session({"elicitation": {}})
+    headers = post_headers(version="2025-11-25", session=session)
+    call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "ask_name", "arguments": {}}}
+    stream = Stream("POST", headers, json.dumps(call).encode())
+    try:
+        _, ask = await stream.wait_for(lambda m: m.get("method") == "elicitation/create")
+        answer = {"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"name": name}}}
+        refused = await post_json(app, answer, headers)
+        assert refused.status == 400 and refused.json()["error"]["code"] == -32602
+        _, outcome = await stream.wait_for(lambda m: m.get("id") == 5)
+    finally:
+        stream.gone.set()
+    assert outcome["result"]["isError"] is True, outcome
+    [row] = await sync_to_async(call_rows)()
+    assert row["status"] == "failed"
+
+
+async def test_a_cancel_is_not_lost_for_its_reason_text(app: Any, in_memory_layer: None) -> None:
+    from tests.test_http_spec_edges import Stream, open_session
+
+    session = await open_session({"elicitation": {}})
+    headers = post_headers(version="2025-11-25", session=session)
+    call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "ask_name", "arguments": {}}}
+    stream = Stream("POST", headers, json.dumps(call).encode())
+    try:
+        await stream.wait_for(lambda m: m.get("method") == "elicitation/create")
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5, "reason": "Stopped \ud83d"}}
+        sent = await post_json(app, cancel, headers)
+        assert sent.status == 202, sent.body
+        for _ in range(100):  # the cancel ends the row (in process; polled, not timed)
+            [row] = await sync_to_async(call_rows)()
+            if row["status"] != "input_required":
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        stream.gone.set()
+    assert row["status"] == "cancelled"

@@ -120,14 +120,17 @@ def parse_body(body: bytes) -> Message:
     Raises :class:`InvalidMessage` with -32700 for malformed JSON, -32600 for
     anything that is not a single JSON-RPC 2.0 message (batches included: the
     2025-06-18 and later revisions removed them; refusing them under 2025-03-26
-    is a known deviation, docs/protocol.md), and -32602 for a message with a
+    is a known deviation, docs/protocol.md), and -32602 for a request with a
     string no database here can store (:data:`UNSTORABLE_MESSAGE`).
     """
     payload, checked = _parse(body)
     if body.count(b"{") + body.count(b"[") > MAX_DEPTH:  # only then can it nest that deep (a C scan)
         _within_depth(payload)
     message = classify(payload)
-    if not checked or b"\\u0000" in body:  # an escaped NUL (or a literal backslash before "u0000")
+    # Requests only: a response answers a step, which the session flavor fails with the refusal
+    # (a refused response would leave its call waiting for an answer no client sends again), and
+    # a notification's params are not stored (a cancel must not be lost for its reason's text).
+    if message.kind == "request" and (not checked or b"\\u0000" in body):  # an escaped NUL (or "\\u0000" as text)
         if unstorable_string(payload) is not None:
             raise InvalidMessage(UNSTORABLE_MESSAGE, _readable_id(payload), code=INVALID_PARAMS)
     return message
@@ -139,7 +142,8 @@ def parse_body(body: bytes) -> Message:
 #: or a session: refused as they arrive, on every database alike, they change nothing (accepted,
 #: a call would fail only on PostgreSQL, and only once it first wrote its row).
 _UNSTORABLE_CHARACTER = re.compile("[\x00\ud800-\udfff]")
-UNSTORABLE_MESSAGE = "Invalid params: a string holds U+0000 or a lone surrogate, which this server does not accept"
+UNSTORABLE_TEXT = "a string holds U+0000 or a lone surrogate, which this server does not accept"
+UNSTORABLE_MESSAGE = f"Invalid params: {UNSTORABLE_TEXT}"
 
 
 def unstorable_string(value: Any) -> str | None:

@@ -327,9 +327,16 @@ async def accept_client_response(message: dict[str, Any], rc: RequestContext) ->
     waiting = step.status == "pending" and row.status in _LIVE
     #: What the client hears of its answer once it is journaled (None: accepted).
     refused: McpError | None = None
-    if "error" in message:
+    answer: tuple[str, Any, Any]
+    if jsonrpc.unstorable_string(message.get("result")) is not None or jsonrpc.unstorable_string(message.get("error")) is not None:
+        # What no database here can store (parse_body lets responses through for this): refused,
+        # and the step fails with the refusal, as for an answer that does not fit.
+        logger.info("Refused an answer to step %s of call %s: %s", seq, call_id, jsonrpc.UNSTORABLE_TEXT)
+        refused = McpError(INVALID_PARAMS, f"Invalid answer: {jsonrpc.UNSTORABLE_TEXT}")
+        answer = ("failed", None, refused.to_error())
+    elif "error" in message:
         error = message["error"] if isinstance(message["error"], dict) else {"message": str(message["error"])}
-        answer: tuple[str, Any, Any] = ("failed", None, error)
+        answer = ("failed", None, error)
     else:
         try:
             answer = ("done", checked_step_answer(step.request, message.get("result")), None)
