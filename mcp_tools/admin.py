@@ -121,6 +121,22 @@ class ToolCallChangeList(ChangeList):
         return super().get_queryset(request, exclude_parameters).defer(*LIST_DEFERRED)
 
 
+def reaches_json_column(model: Any, parts: list[str]) -> bool:
+    """Whether a changelist lookup (split on ``__``) goes into a JSON column: only a crafted URL asks
+    it, and the database may fail on it (SQLite has no ``contains`` on JSON; the columns hold megabytes)."""
+    for part in parts:
+        try:
+            field = model._meta.get_field(part)
+        except FieldDoesNotExist:
+            return False  # a lookup or transform name: Django's own check judges the rest
+        if isinstance(field, JSONField):
+            return True
+        if field.related_model is None:
+            return False
+        model = field.related_model
+    return False
+
+
 @admin.register(ToolCall)
 class ToolCallAdmin(admin.ModelAdmin):
     list_display = ("status_badge", "tool_name", "who", "served", "age", "last_activity", "progress_bar", "steps", "worker_state")
@@ -181,17 +197,8 @@ class ToolCallAdmin(admin.ModelAdmin):
             # the call or not, which gives the id away a character at a time (as a substring
             # search would: search_fields are exact for these too).
             return False
-        model = self.model
-        for part in parts:
-            try:
-                field = model._meta.get_field(part)
-            except FieldDoesNotExist:
-                break  # a lookup or transform name: Django's own check below judges the rest
-            if isinstance(field, JSONField):
-                return False
-            if field.related_model is None:
-                break
-            model = field.related_model
+        if reaches_json_column(self.model, parts):
+            return False
         return super().lookup_allowed(lookup, value, request)
 
     # -- columns ---------------------------------------------------------------------
@@ -349,6 +356,13 @@ class McpSessionAdmin(admin.ModelAdmin):
     list_display = ("id", "protocol_version", "principal", "log_level", "created_at", "last_seen_at")
     search_fields = ("=id", "=principal")
     readonly_fields = [f.name for f in McpSession._meta.fields]
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """Django's rules, minus regular expressions and lookups into the JSON columns (as for calls)."""
+        parts = lookup.split(LOOKUP_SEP)
+        if REFUSED_LOOKUPS.intersection(parts) or reaches_json_column(self.model, parts):
+            return False
+        return super().lookup_allowed(lookup, value, request)
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet[McpSession], search_term: str) -> tuple[QuerySet[McpSession], bool]:
         found, may_have_duplicates = super().get_search_results(request, queryset, search_term)

@@ -36,6 +36,28 @@ def _json_parameter() -> Any:
     return Json
 
 
+class _AsJsonb(models.Func):
+    """A ``json`` column read as ``jsonb`` on PostgreSQL, for lookups (``json`` has no ``=``, ``?``
+    or ``@>``); the column as it is elsewhere."""
+
+    def __init__(self, expression: Any) -> None:
+        super().__init__(expression, output_field=models.JSONField())
+
+    def as_sql(self, compiler: Any, connection: Any, function: Any = None, template: Any = None, arg_joiner: Any = None,
+               **extra_context: Any) -> Any:
+        return compiler.compile(self.get_source_expressions()[0])
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:
+        sql, params = compiler.compile(self.get_source_expressions()[0])
+        return f"({sql})::jsonb", params
+
+
+@functools.cache
+def _lookup_on_jsonb(lookup: type[Any]) -> type[Any]:
+    """``lookup`` applied to the column read as jsonb (:class:`_AsJsonb`)."""
+    return type(lookup.__name__, (lookup,), {"__init__": lambda self, lhs, rhs: lookup.__init__(self, _AsJsonb(lhs), rhs)})
+
+
 class ExactJSONField(models.JSONField):
     """A ``JSONField`` whose values read back exactly as they were written, on every database.
 
@@ -44,9 +66,22 @@ class ExactJSONField(models.JSONField):
     ``-0.0`` as ``0.0``. A durable call's handler must see on replay exactly what it saw when it
     ran (a ``ctx.once`` dict it iterates, a number it formats into its next question), and an
     identical retry must get the same answer; SQLite's text JSON keeps the text as written, and
-    so does PostgreSQL's ``json``, which these columns are there. SQL never compares them whole
-    (``json`` has no equality operator); key lookups (``->``, ``->>``) work on both types.
+    so does PostgreSQL's ``json``, which these columns are there. The store never compares them
+    in SQL; the ORM's lookups and key transforms (``arguments__order=5``, ``__has_key``,
+    ``__contains``) read the column as ``jsonb`` on PostgreSQL, so they work as on any JSONField.
     """
+
+    def get_lookup(self, lookup_name: str) -> Any:
+        lookup = super().get_lookup(lookup_name)
+        if lookup is None or lookup_name == "isnull":  # IS NULL works on json as it is
+            return lookup
+        return _lookup_on_jsonb(lookup)  # type: ignore[arg-type]  # classes hash by identity
+
+    def get_transform(self, lookup_name: str) -> Any:
+        transform = super().get_transform(lookup_name)
+        if transform is None:
+            return None
+        return lambda lhs, *args, **kwargs: transform(_AsJsonb(lhs), *args, **kwargs)
 
     def db_type(self, connection: Any) -> str | None:
         if connection.vendor == "postgresql":
