@@ -75,3 +75,38 @@ async def test_a_session_opened_on_the_primary_is_found_there() -> None:
         session = opened.header("mcp-session-id")
         listed = await post_json(application, handshake_message("tools/list", {}), post_headers(version="2025-11-25", session=session))
     assert listed.status == 200 and "tools" in listed.json()["result"]
+
+
+class WritesNamed:
+    """Writes of mcp_tools's tables to the alias the test names (a spy sees where transactions open)."""
+
+    def db_for_write(self, model: Any, **hints: Any) -> str | None:
+        return "default" if model._meta.app_label == "mcp_tools" else None
+
+
+def test_purges_and_commit_hooks_use_the_alias_the_tables_are_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sessions purge, the calls purge and the store's commit hooks open their transaction on the
+    routers' write alias for mcp_tools's tables, not on whatever ``default`` is (they said nothing)."""
+    from datetime import timedelta
+
+    from django.db import transaction
+    from django.utils import timezone
+
+    from mcp_tools.console.retention import purge_finished_calls
+    from mcp_tools.models import McpSession
+    from mcp_tools.store import calls, sessions
+
+    used: list[Any] = []
+    atomic, on_commit = transaction.atomic, transaction.on_commit
+    monkeypatch.setattr(transaction, "atomic", lambda using=None, **kw: used.append(("atomic", using)) or atomic(using=using, **kw))
+    monkeypatch.setattr(transaction, "on_commit", lambda fn, using=None, **kw: used.append(("on_commit", using)) or on_commit(fn, using=using, **kw))
+    McpSession.objects.create(id="idle", protocol_version="2025-11-25", principal="p")
+    McpSession.objects.filter(id="idle").update(last_seen_at=timezone.now() - timedelta(days=2))
+    ToolCall.objects.create(tool_name="t", principal="p", params_digest="d", status="completed")
+    ToolCall.objects.update(updated_at=timezone.now() - timedelta(days=40))
+    with override_settings(DATABASE_ROUTERS=[WritesNamed()]):
+        assert sessions.purge_idle_sessions(3600) == 1
+        assert purge_finished_calls(30 * 86400).calls == 1
+        calls.after_commit(lambda: None)
+    assert used and all(using == "default" for _, using in used), used
+    assert {kind for kind, _ in used} == {"atomic", "on_commit"}

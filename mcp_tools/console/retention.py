@@ -52,7 +52,7 @@ def purge_finished_calls(older_than_seconds: float, *, dry_run: bool = False, ba
         ids = list(finished.order_by().values_list("pk", flat=True)[:batch])
         if not ids:
             return purged
-        with transaction.atomic():
+        with transaction.atomic(using=ToolCall.objects.db):  # the alias the tables are on (routers)
             steps, _ = CallStep.objects.filter(call_id__in=ids).delete()
             calls, _ = ToolCall.objects.filter(pk__in=ids, status__in=list(TERMINAL_STATUSES)).delete()
         purged.calls += calls

@@ -418,7 +418,7 @@ def after_commit(fn: Callable[[], Any]) -> None:
     """Run ``fn`` once the current transaction commits (at once in autocommit)."""
     from django.db import transaction
 
-    transaction.on_commit(fn)
+    transaction.on_commit(fn, using=_db())  # the transaction of the call tables' alias (routers)
 
 
 def claim_for_worker(call_id: Any, worker: str, lease_seconds: float) -> bool:

@@ -54,7 +54,7 @@ def purge_idle_sessions(idle_seconds: float, *, dry_run: bool = False,
         return idle.count()
     purged = 0
     while ids := list(idle.order_by().values_list("id", flat=True)[:500]):
-        with transaction.atomic():
+        with transaction.atomic(using=McpSession.objects.db):  # the alias the tables are on (routers)
             StreamEvent.objects.filter(session_id__in=ids).delete()
             purged += McpSession.objects.filter(id__in=ids).delete()[1].get(McpSession._meta.label, 0)
         if deleted is not None:
