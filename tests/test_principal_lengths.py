@@ -74,8 +74,56 @@ def test_a_long_principal_id_is_fitted_and_stays_distinct() -> None:
     one, other = Principal(user=None, id=RAW), Principal(user=None, id="oauth-client:" + OTHER_CLIENT_ID)
     assert len(one.id) == len(other.id) == LIMIT and one.id != other.id
     assert one.id.startswith("oauth-client:https://agents.example.com/")
-    assert Principal(user=None, id=one.id).id == one.id == fit_principal_id(RAW)  # a row's id rebuilds itself
+    assert one.id == fit_principal_id(RAW)
+    assert Principal(user=None, id=one.id, stored=True).id == one.id  # a row's id rebuilds itself
     assert Principal(user=None, id="user:7").id == "user:7"
+
+
+def test_two_raw_ids_never_share_a_principal() -> None:
+    """A raw id of exactly 128 characters shaped like a fitted one was kept as it was: the id of
+    the longer one it copies. A client picks its client id (a URL under CIMD), so it could take
+    another client's calls, tasks and sessions."""
+    from mcp_tools.server.auth import Principal, fit_principal_id
+
+    victim = "oauth-client:https://apps.example.com/clients/" + "v" * 100 + "/metadata.json"
+    other = "oauth-client:" + fit_principal_id(victim)[len("oauth-client:"):]
+    assert other != victim and len(other) == LIMIT
+    assert Principal(user=None, id=other).id != Principal(user=None, id=victim).id
+    assert len(Principal(user=None, id=other).id) == LIMIT
+    # Ids of that length not of that shape, and every shorter one, are kept as they are.
+    assert fit_principal_id("u" * LIMIT) == "u" * LIMIT
+    assert fit_principal_id(other[:-1]) == other[:-1]
+
+
+async def whoami(ctx: ToolContext) -> str:
+    """Says who runs it."""
+    return ctx.principal.id
+
+
+async def test_a_background_call_of_a_long_principal_id_runs_as_its_caller() -> None:
+    """The worker rebuilds the caller from the call row: its id is fitted already, and fitting it
+    again (fitting is not idempotent) would make the worker run the call as someone else."""
+    from mcp_tools.server import background
+    from mcp_tools.server.auth import fit_principal_id
+
+    sent: list[str] = []
+    original = background.send
+    background.send = lambda call_id, tool, task_id: sent.append(call_id)  # type: ignore[assignment]
+    try:
+        with override_settings(MCP_TOOLS=oauth_on()), \
+                registry.registered_temporarily(make_tool(whoami, name="zz_long_principal_whoami", background=True)):
+            created = (await call_modern(APP, "tools/call", {"name": "zz_long_principal_whoami", "arguments": {}},
+                                         capabilities=TASKS, headers=bearer("a"))).json()
+            task_id = created["result"]["taskId"]
+            [call_id] = sent
+            assert await background.run_in_worker(call_id, "w-long") == "finished"
+            got = (await call_modern(APP, "tasks/get", {"taskId": task_id}, capabilities=TASKS,
+                                     headers={**bearer("a"), "mcp-name": task_id})).json()
+    finally:
+        background.send = original  # type: ignore[assignment]
+    assert got["result"]["status"] == "completed", got
+    assert got["result"]["result"]["content"][0]["text"] == fit_principal_id(RAW), got
+    assert await principals(ToolCall) == [fit_principal_id(RAW)]
 
 
 async def test_a_2025_session_of_a_long_oauth_client_id() -> None:

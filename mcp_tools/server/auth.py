@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from dataclasses import dataclass, field
+import re
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser
@@ -92,17 +93,27 @@ def authentication_classes() -> list[Any]:
 PRINCIPAL_MAX_LENGTH = 128
 
 
+#: What :func:`fit_principal_id` makes of a longer id: its first characters, ``~`` and 40 hex digits.
+_FITTED_TAG_LENGTH = 1 + 40
+_FITTED_SHAPE = re.compile(r".{%d}~[0-9a-f]{40}" % (PRINCIPAL_MAX_LENGTH - _FITTED_TAG_LENGTH), re.DOTALL)
+
+
 def fit_principal_id(raw: str) -> str:
     """``raw`` if it fits :data:`PRINCIPAL_MAX_LENGTH`, else its first 87 characters, ``~`` and 40 hex
     digits of its SHA-256: distinct ids stay distinct, and the same caller gets the same id in every
-    request. An id that fits is returned as it is, so this is idempotent (a row's id rebuilds itself).
+    request.
+
+    A raw id that already has that shape (exactly 128 characters, ending in ``~`` and 40 hex
+    digits) is fitted too: kept as it is, it would be the fitted id of a longer one, and an OAuth
+    client picks its own client id. So this is not idempotent: an id read back from a row is
+    already fitted and must not be fitted again (``Principal(..., stored=True)``).
 
     An id can come from outside: an OAuth client id (``oauth-client:<client_id>``; a 2025-11-25
     client id may be the URL of its metadata document), a user's primary key. PostgreSQL refuses
     (or, with a cast, cuts) a longer id where SQLite keeps it whole: a session refused, or a task
     no longer its caller's, on one database and not the other.
     """
-    if len(raw) <= PRINCIPAL_MAX_LENGTH:
+    if len(raw) < PRINCIPAL_MAX_LENGTH or (len(raw) == PRINCIPAL_MAX_LENGTH and not _FITTED_SHAPE.fullmatch(raw)):
         return raw
     tag = "~" + hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:40]
     return raw[:PRINCIPAL_MAX_LENGTH - len(tag)] + tag
@@ -111,7 +122,8 @@ def fit_principal_id(raw: str) -> str:
 @dataclass
 class Principal:
     """The authenticated caller. ``id`` is what tokens and calls are bound to: at most
-    :data:`PRINCIPAL_MAX_LENGTH` characters, a longer one given is fitted (:func:`fit_principal_id`)."""
+    :data:`PRINCIPAL_MAX_LENGTH` characters, the id given is fitted (:func:`fit_principal_id`)
+    unless ``stored`` says it was read back from a row, where it already is."""
 
     user: Any
     id: str
@@ -120,11 +132,15 @@ class Principal:
     #: (DRF authentication, sessions): then only Django permissions apply.
     scopes: frozenset[str] | None = None
     _perms: set[str] | None = field(default=None, repr=False)
+    #: The id is one :func:`fit_principal_id` made (a ``principal`` column): fitting it again would
+    #: change a 128-character id, no longer its caller's.
+    stored: InitVar[bool] = False
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, stored: bool) -> None:
         # Here, not where each id is made: every id is compared with the rows' column (tasks,
         # sessions, tokens, the admin), whoever made it (a verifier, a custom authenticator).
-        self.id = fit_principal_id(self.id)
+        if not stored:
+            self.id = fit_principal_id(self.id)
 
     @property
     def is_anonymous(self) -> bool:

@@ -131,7 +131,8 @@ def _principal_of(row: Any) -> Principal:
     user = row.user if row.user is not None and row.user.is_active else AnonymousUser()
     # The token's scopes travel with the call: without them every scope check would pass on the worker.
     scopes = frozenset(row.scopes) if row.scopes is not None else None
-    return Principal(user=user, id=row.principal, scopes=scopes)
+    # The row's id is fitted already (``fit_principal_id`` is not idempotent): kept as stored.
+    return Principal(user=user, id=row.principal, scopes=scopes, stored=True)
 
 
 class RetryCall(Exception):
