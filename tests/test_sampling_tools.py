@@ -2,8 +2,10 @@
 
 A review found that ``ctx.sample(tools=...)`` ran a tool with a ``time_limit`` without it (a tool
 that overran hung the whole call) and ran a ``background=True`` tool inline in the request, away
-from its worker, its queue and its retry policy. Each test below failed before its mend. The
-permission and argument checks (the same as a direct ``tools/call``) are pinned here too.
+from its worker, its queue and its retry policy; another found that a model repeating a
+``tool_use`` id failed the call ("Internal error"). Each test below failed before its mend. The
+permission and argument checks (the same as a direct ``tools/call``) and the refusal of a
+``tool_use`` without an id are pinned here too.
 """
 from __future__ import annotations
 
@@ -158,3 +160,64 @@ async def test_permissions_and_arguments_are_checked_as_for_tools_call() -> None
     ))
     assert RAN == [], RAN
     assert results[0]["isError"] is True and "Invalid arguments" in results[0]["content"][0]["text"], results
+
+
+# -- tool_use ids the model repeats: not a failed call --------------------------------------------
+
+async def lookup_rv(query: str) -> str:
+    """Looks something up."""
+    RAN.append(f"lookup:{query}")
+    return f"found {query}"
+
+
+async def agent_rv(ctx: ToolContext) -> str:
+    return (await ctx.sample("find it", tools=["lookup_rv"], key="s")).text
+
+
+def lookup(query: str, use_id: str | None = None) -> dict[str, Any]:
+    use = {"type": "tool_use", "name": "lookup_rv", "input": {"query": query}}
+    return use if use_id is None else {**use, "id": use_id}
+
+
+DONE = {"role": "assistant", "content": {"type": "text", "text": "all found"}, "model": "m", "stopReason": "endTurn"}
+
+
+async def test_a_models_repeated_tool_use_id_does_not_fail_the_call() -> None:
+    """Each run is a ctx.once step keyed by its tool_use id: a repeated id was a second step under
+    one key, an "Internal error" that failed the whole call. The repeated use is now an error the
+    model reads; the first runs, once, and the call replays to its end."""
+    RAN.clear()
+    with registry.registered_temporarily(make_tool(agent_rv), make_tool(lookup_rv)):
+        params = {"name": "agent_rv", "arguments": {}}
+        first = await rpc("tools/call", params)
+        (key,) = first["inputRequests"]
+        second = await rpc("tools/call", {**params, "requestState": first["requestState"],
+                                          "inputResponses": {key: uses(lookup("0", "dup"), lookup("1", "dup"))}})
+        assert second.get("isError") is not True, second
+        (key2,) = second["inputRequests"]
+        results = second["inputRequests"][key2]["params"]["messages"][-1]["content"]
+        # The next round replays the first turn from the journal: the same results, nothing run again.
+        third = await rpc("tools/call", {**params, "requestState": second["requestState"], "inputResponses": {key2: DONE}})
+    assert [r["toolUseId"] for r in results] == ["dup", "dup"], results
+    assert results[0]["content"][0]["text"] == "found 0" and not results[0].get("isError"), results
+    assert results[1]["isError"] is True and "repeats the id" in results[1]["content"][0]["text"], results
+    assert RAN == ["lookup:0"], RAN
+    assert third.get("isError") is not True and third["content"][0]["text"] == "all found", third
+
+
+async def test_a_tool_use_without_an_id_is_refused_as_an_invalid_answer() -> None:
+    """A use without an id (the engine would number it, "2" beside a use whose id is "2") never
+    reaches the loop: the answer is refused (-32602) and the call waits for a corrected one."""
+    RAN.clear()
+    with registry.registered_temporarily(make_tool(agent_rv), make_tool(lookup_rv)):
+        params = {"name": "agent_rv", "arguments": {}}
+        first = await rpc("tools/call", params)
+        (key,) = first["inputRequests"]
+        refused = (await call_modern(APP, "tools/call", {**params, "requestState": first["requestState"],
+                                                         "inputResponses": {key: uses(lookup("0", "2"), lookup("1"))}},
+                                     capabilities=CAPS)).json()
+        corrected = await rpc("tools/call", {**params, "requestState": first["requestState"],
+                                             "inputResponses": {key: uses(lookup("0", "2"), lookup("1", "3"))}})
+    assert refused["error"]["code"] == -32602 and '"id"' in refused["error"]["message"], refused
+    assert corrected.get("isError") is not True and "inputRequests" in corrected, corrected
+    assert RAN == ["lookup:0", "lookup:1"], RAN

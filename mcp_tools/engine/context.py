@@ -331,7 +331,7 @@ class ToolContext:
         ``tool_use`` the model asks for is validated, permission-checked and
         run here, its result sent back, until the model ends its turn.
         """
-        from .sampling import run_tool_use
+        from .sampling import repeated_tool_use, run_tool_use
 
         sampling_caps = self.client_capabilities.get("sampling")
         self._require({"sampling": {}}, isinstance(sampling_caps, dict))
@@ -374,14 +374,21 @@ class ToolContext:
                 raise StepFailed(f"The model asked for more than {call_budget} tool calls (SAMPLING_MAX_TOOL_CALLS)")
             conversation.append({"role": "assistant", "content": blocks})
             tool_results: list[dict[str, Any]] = []
+            run_keys: set[str] = set()
             for use in uses:
                 tool_calls += 1
                 # The tool_use id is the client's, of any length: derived_step_key fits the key to
                 # the journal's column (a digest of it past the limit), the same on every replay.
-                outcome = await self.once(
-                    derived_step_key(base_key, turn, use.get("id", tool_calls)), run_tool_use, self, tool_objects, use
-                )
-                tool_results.append(outcome)
+                run_key = derived_step_key(base_key, turn, use.get("id", tool_calls))
+                if run_key in run_keys:
+                    # The model repeated an id (or gave the number of a use without one): a second
+                    # step under one key is refused by the journal, so this use is an error the model
+                    # reads, not a failed call. Decided from the journaled answer alone: the same on
+                    # every replay, and the uses that are unique keep their keys.
+                    tool_results.append(repeated_tool_use(use))
+                    continue
+                run_keys.add(run_key)
+                tool_results.append(await self.once(run_key, run_tool_use, self, tool_objects, use))
             conversation.append({"role": "user", "content": tool_results})
             turn += 1
 

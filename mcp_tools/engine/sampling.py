@@ -22,6 +22,16 @@ def _error_result(use_id: str, message: str) -> dict[str, Any]:
     return {"type": "tool_result", "toolUseId": use_id, "content": [{"type": "text", "text": message}], "isError": True}
 
 
+def repeated_tool_use(use: dict[str, Any]) -> dict[str, Any]:
+    """The error ``tool_result`` of a ``tool_use`` whose id an earlier use of the same answer has:
+    its run would be a second journal step under one key, so it is not run."""
+    return _error_result(
+        str(use.get("id", "")),
+        f"Not run: tool use id {use.get('id', '')!r} repeats the id of an earlier tool use in this answer;"
+        " give each tool use its own id",
+    )
+
+
 async def run_tool_use(ctx: ToolContext, tools: list[Tool], use: dict[str, Any]) -> dict[str, Any]:
     """Run one ``tool_use`` block the client's model asked for; return its ``tool_result`` block.
 
