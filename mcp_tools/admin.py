@@ -54,9 +54,10 @@ def with_fitted_principal(found: QuerySet[Any], queryset: QuerySet[Any], search_
     such an id is kept fitted to the column (:func:`~mcp_tools.server.auth.fit_principal_id`), and
     an operator pastes the id as it was made (``oauth-client:<a client id URL>``)."""
     term = search_term.strip()
-    if len(term) <= PRINCIPAL_MAX_LENGTH:
+    if len(term) < PRINCIPAL_MAX_LENGTH:
         return found
-    return found | queryset.filter(principal=fit_principal_id(term))
+    fitted = fit_principal_id(term)  # past the limit, or at it in the fitted shape
+    return found if fitted == term else found | queryset.filter(principal=fitted)
 
 
 class StatusFilter(admin.SimpleListFilter):

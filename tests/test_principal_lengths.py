@@ -208,3 +208,17 @@ def test_the_admin_finds_the_rows_of_a_long_principal_id_as_it_was_made(staff_cl
     assert link in calls.content
     assert b"s" * 32 in sessions.content
     assert link not in other.content
+
+
+def test_the_admin_finds_a_raw_id_of_the_fitted_shape_and_its_stored_form(staff_client) -> None:  # type: ignore[no-untyped-def]
+    """A raw id of exactly 128 characters shaped like a fitted one is stored fitted (it would
+    otherwise be another id's): the operator finds its rows by the raw id, and by the stored one."""
+    from mcp_tools.server.auth import fit_principal_id
+
+    raw = "oauth-client:" + "c" * 74 + "~" + "0123456789abcdef0123456789abcdef01234567"
+    assert len(raw) == LIMIT and fit_principal_id(raw) != raw
+    call = ToolCall.objects.create(tool_name="zz_shape", principal=fit_principal_id(raw), flavor="mrtr", params_digest="0" * 64,
+                                   status="input_required")
+    link = reverse("admin:mcp_tools_toolcall_change", args=[call.pk]).encode()
+    for term in (raw, fit_principal_id(raw)):
+        assert link in staff_client.get(reverse("admin:mcp_tools_toolcall_changelist"), {"q": term}).content, term
