@@ -109,6 +109,13 @@ LIST_DEFERRED = ("arguments", "result", "error", "last_outcome", "client_capabil
 REFUSED_LOOKUPS = frozenset({"regex", "iregex"})
 #: Columns that may hold an anonymous caller's session id (its credential): matched whole only.
 SECRET_BEARING_FIELDS = frozenset({"principal", "session_id"})
+#: The ``status_message`` an operator's cancel or expire leaves on a call. The call's client reads
+#: it (a task's ``statusMessage``, a relayed progress message): it says that an operator ended the
+#: call, never who (a login may be an email address). Who did it is in the call's History (``LogEntry``).
+OPERATOR_END_MESSAGES: dict[str, str] = {
+    CallStatus.CANCELLED: "Cancelled by an operator.",
+    CallStatus.EXPIRED: "Expired by an operator.",
+}
 
 
 class ToolCallChangeList(ChangeList):
@@ -257,6 +264,8 @@ class ToolCallAdmin(admin.ModelAdmin):
 
         Each change is a compare-and-set in the manager (``end_call_sync``): a call
         that finished meanwhile keeps its outcome and is reported as already ended.
+        The call's client is told an operator ended it (:data:`OPERATOR_END_MESSAGES`), not who:
+        the operator's login goes to the call's History only.
         """
         from .server.core import end_call_sync
 
@@ -266,7 +275,7 @@ class ToolCallAdmin(admin.ModelAdmin):
             selected += 1
             if call.status in TERMINAL_STATUSES:
                 continue
-            if end_call_sync(str(call.pk), status, f"{status} by {request.user.get_username()}"):
+            if end_call_sync(str(call.pk), status, OPERATOR_END_MESSAGES[status]):
                 ended += 1
                 self.log_change(request, call, f"Marked {status} from the admin.")
                 events.publish_changed_sync(call.pk, status)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from html import unescape
 from datetime import timedelta
@@ -312,10 +313,61 @@ def test_cancel_from_the_detail_page_ends_the_call_and_is_logged(operator: Clien
     response = operator.post(act_url(call, "cancel"))
     assert response.status_code == 302 and response["Location"] == detail_url(call)
     call.refresh_from_db()
-    assert call.status == "cancelled" and call.status_message == "cancelled by operator"
+    assert call.status == "cancelled" and call.status_message == "Cancelled by an operator."
     entry = LogEntry.objects.get(object_id=str(call.pk))
     assert entry.action_flag == CHANGE and entry.user.username == "operator"
     assert "cancelled" in entry.get_change_message()
+
+
+def _cancel_as(login: str, call: ToolCall) -> None:
+    staff = client_for(make_user(login, perms=("view_toolcall", "change_toolcall")))
+    assert staff.post(act_url(call, "cancel")).status_code == 302
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_client_of_a_call_an_operator_cancelled_is_not_told_who_did() -> None:
+    """The row's status message reaches the call's client (a task's ``statusMessage``): it says an
+    operator ended the call, never the operator's login (an email address, with an email login)."""
+    from demo_site.asgi import application
+
+    call = await sync_to_async(make_call)(
+        "slow_compute", "working", steps=0, flavor="task", background=True, method="tools/call",
+        arguments={"name": "slow_compute", "arguments": {"seconds": 60}},
+    )
+    await sync_to_async(_cancel_as)("alice.ops@corp.example", call)
+    response = await call_modern(application, "tasks/get", {"taskId": str(call.pk)},
+                                 capabilities={"extensions": {"io.modelcontextprotocol/tasks": {}}},
+                                 headers={"mcp-name": str(call.pk)})
+    body = response.body.decode()
+    assert response.status == 200, body
+    task = json.loads(body)["result"]
+    assert (task["status"], task["statusMessage"]) == ("cancelled", "Cancelled by an operator."), task
+    assert "alice.ops" not in body, body
+
+
+@pytest.mark.django_db
+def test_operator_actions_leave_the_client_a_neutral_message_and_staff_the_name(operator: Client) -> None:
+    """Every way an operator ends calls (the buttons, the changelist's actions) leaves the same neutral
+    message; the call's page says who did it (from the History)."""
+    by_button = make_call("deploy", "working")
+    _cancel_as("alice.ops@corp.example", by_button)
+    expired_by_button = make_call("deploy", "working")
+    operator.post(act_url(expired_by_button, "expire"))
+    in_bulk = [make_call("deploy", "working") for _ in range(2)]
+    operator.post(reverse(CHANGELIST), {"action": "cancel_calls", "_selected_action": [str(in_bulk[0].pk)]})
+    operator.post(reverse(CHANGELIST), {"action": "expire_calls", "_selected_action": [str(in_bulk[1].pk)]})
+    messages = {c.pk: (c.status, c.status_message) for c in ToolCall.objects.all()}
+    assert messages == {
+        by_button.pk: ("cancelled", "Cancelled by an operator."),
+        expired_by_button.pk: ("expired", "Expired by an operator."),
+        in_bulk[0].pk: ("cancelled", "Cancelled by an operator."),
+        in_bulk[1].pk: ("expired", "Expired by an operator."),
+    }
+    page = unescape(operator.get(detail_url(by_button)).content.decode())
+    assert "Operator actions" in page and "Marked cancelled from the admin. by alice.ops@corp.example" in " ".join(
+        page.split("Operator actions")[1].replace("<strong>", "").replace("</strong>", "").split()
+    )
+    assert "Operator actions" not in operator.get(detail_url(make_call("echo", "completed"))).content.decode()
 
 
 @pytest.mark.django_db

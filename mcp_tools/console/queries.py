@@ -248,6 +248,28 @@ def timeline(call: ToolCall) -> list[dict[str, Any]]:
     return steps
 
 
+#: How many of a call's admin actions its page lists (the History has them all).
+RECENT_ACTIONS = 3
+
+
+def operator_actions(call: ToolCall) -> list[Any]:
+    """The latest admin actions on ``call`` (``LogEntry``, newest first, the user joined; one query).
+
+    The call's client is told only that an operator cancelled or expired it: this is where
+    staff see who did, without opening the History.
+    """
+    from django.contrib.admin.models import LogEntry
+
+    # By app label and model name, not ContentType.objects.get_for_model: its cache would make
+    # the page's query count depend on what ran before.
+    return list(
+        LogEntry.objects.filter(
+            content_type__app_label=ToolCall._meta.app_label, content_type__model=ToolCall._meta.model_name,
+            object_id=str(call.pk),
+        ).select_related("user").order_by("-action_time", "-pk")[:RECENT_ACTIONS]
+    )
+
+
 def _summary(kind: str, params: Any) -> str:
     """One line saying what a step asked."""
     if not isinstance(params, dict):

@@ -90,6 +90,7 @@ def detail(model_admin: ToolCallAdmin, request: HttpRequest, call: ToolCall) -> 
         result=queries.pretty_json(call.result),
         error=queries.pretty_json(call.error),
         steps=queries.timeline(call),
+        actions=queries.operator_actions(call),
         linked=linked,
         can_cancel=can_act and live,
         can_retry=can_act and is_retryable(call) and retry_api() is not None,
