@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from html import unescape
@@ -598,4 +599,69 @@ async def test_websocket_notices_changes_nobody_announced() -> None:
     pushed = await socket.receive_json_from(timeout=5)
     assert "70%" in pushed["html"]
     await socket.disconnect()
+
+
+def _tickers() -> list[asyncio.Task[Any]]:
+    """The consoles' tickers still running in this loop."""
+    return [t for t in asyncio.all_tasks() if not t.done() and "ConsoleConsumer.watch" in repr(t.get_coro())]
+
+
+async def _group_size() -> int:
+    """How many channels the consoles' group holds, in the in-memory or the Redis channel layer."""
+    from channels.layers import get_channel_layer
+
+    from mcp_tools.interprocess.events import CONSOLE_GROUP
+
+    layer: Any = get_channel_layer()
+    if hasattr(layer, "groups"):  # InMemoryChannelLayer
+        return len(layer.groups.get(CONSOLE_GROUP, {}))
+    key = layer._group_key(CONSOLE_GROUP)  # channels_redis: a sorted set per group
+    async with layer.connection(layer.consistent_hash(CONSOLE_GROUP)) as connection:
+        return int(await connection.zcard(key))
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_websocket_ignores_frames_that_are_not_json_text() -> None:
+    """A binary frame or text that is not JSON is ignored: the console stays open and still answers a refresh."""
+    viewer = await sync_to_async(make_user)("viewer", perms=("view_toolcall",))
+    socket = await _communicator(await sync_to_async(_session_cookie)(viewer))
+    assert (await socket.connect())[0]
+    first = await socket.receive_json_from(timeout=5)
+    for frame in ({"text": "not json"}, {"text": "{"}, {"text": ""}, {"text": "[" * 100_000}, {"bytes": b"\x00\x01"}):
+        await socket.send_input({"type": "websocket.receive", **frame})
+    await socket.send_json_to({"type": "refresh"})
+    again = await socket.receive_json_from(timeout=5)
+    assert again["type"] == "dashboard" and again["fingerprint"] == first["fingerprint"]
+    assert not socket.future.done()
+    await socket.disconnect()
+    assert not _tickers()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("ending", ["exception", "cancelled"])
+async def test_a_console_that_ends_without_a_disconnect_stops_its_ticker_and_leaves_the_group(ending: str) -> None:
+    """Channels calls disconnect() only for a client's disconnect: a consumer that raises, or that the
+    server cancels, must not leave its ticker querying the database every second, for good."""
+    from channels.layers import get_channel_layer
+
+    from mcp_tools.interprocess.events import CONSOLE_GROUP
+
+    viewer = await sync_to_async(make_user)("viewer", perms=("view_toolcall",))
+    members = await _group_size()
+    socket = await _communicator(await sync_to_async(_session_cookie)(viewer))
+    assert (await socket.connect())[0]
+    await socket.receive_json_from(timeout=5)
+    assert len(_tickers()) == 1 and await _group_size() == members + 1
+    if ending == "exception":
+        # A group message the consumer has no handler for: Channels raises out of the consumer.
+        await get_channel_layer().group_send(CONSOLE_GROUP, {"type": "no.such.handler"})
+    else:
+        socket.future.cancel()  # what a server does to a connection's application on shutdown
+    await asyncio.wait([socket.future], timeout=5)
+    assert socket.future.done()
+    leaked = _tickers()
+    for task in leaked:
+        task.cancel()
+    assert not leaked, "the ended console's ticker is still running"
+    assert await _group_size() == members, "the ended console is still in the group"
 

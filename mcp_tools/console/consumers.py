@@ -21,7 +21,7 @@ Two ways a change reaches an open console:
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -37,6 +37,8 @@ REFRESH_SECONDS = 30.0
 #: At most one push per this interval, however many calls change.
 MIN_GAP_SECONDS = 0.25
 FORBIDDEN = 4403
+
+logger = logging.getLogger(__name__)
 
 
 def websocket_path() -> str:
@@ -112,7 +114,23 @@ def _fingerprint() -> str:
 
 
 class ConsoleConsumer(AsyncJsonWebsocketConsumer):
-    """One open dashboard. Sends ``{"type": "dashboard", "fingerprint", "html", "changed": [call ids]}``."""
+    """One open dashboard. Sends ``{"type": "dashboard", "fingerprint", "html", "changed": [call ids]}``.
+
+    Its ticker (:meth:`watch`) and its place in the group live exactly as long as the consumer:
+    they end on a disconnect, and also when the consumer ends otherwise (an exception, the
+    server cancelling it), which Channels does not answer with :meth:`disconnect`.
+    """
+
+    ticker: asyncio.Task[None] | None = None
+    in_group = False
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            # Without this, a consumer that ended on an exception left its ticker querying the
+            # database every second, for good, and its channel in the group.
+            await self.stop_watching()
 
     async def connect(self) -> None:
         if not await database_sync_to_async(can_watch)(self.scope.get("user")):
@@ -126,17 +144,35 @@ class ConsoleConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         if self.channel_layer is not None:
             await self.channel_layer.group_add(CONSOLE_GROUP, self.channel_name)
+            self.in_group = True
         if await self.push():
             self.ticker = asyncio.ensure_future(self.watch())
 
     async def disconnect(self, code: int) -> None:
-        ticker = getattr(self, "ticker", None)
+        await self.stop_watching()
+
+    async def stop_watching(self) -> None:
+        """Stop the ticker and leave the group; once is enough (the disconnect and the consumer's end both call it)."""
+        ticker, self.ticker = self.ticker, None
         if ticker is not None:
             ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticker
-        if self.channel_layer is not None and hasattr(self, "wake"):
+            await asyncio.wait([ticker])  # never raises: how the ticker ended is not the consumer's outcome
+            if not ticker.cancelled() and ticker.exception() is not None:
+                logger.error("The console's ticker failed", exc_info=ticker.exception())
+        if self.in_group:
+            self.in_group = False
             await self.channel_layer.group_discard(CONSOLE_GROUP, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
+        """A frame from the page: JSON text goes to :meth:`receive_json`; a binary frame, or text that is
+        not JSON, is ignored (the base class raises on either, which would end the consumer)."""
+        if text_data is None:
+            return
+        try:
+            content = await self.decode_json(text_data)
+        except (ValueError, RecursionError):  # not JSON; nested too deep to decode
+            return
+        await self.receive_json(content, **kwargs)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """The page may ask for a fresh copy (``{"type": "refresh"}``); anything else is ignored."""
