@@ -29,6 +29,7 @@ from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
 from django.utils.html import format_html
+from django.utils.text import Truncator
 from django.utils.timesince import timesince
 from django.utils.translation import gettext_lazy as _
 
@@ -37,6 +38,7 @@ from .console.display import progress_bar, status_badge, worker_state
 from .console.retry import is_retryable, retry_api
 from .interprocess import events
 from .models import TERMINAL_STATUSES, CallStatus, McpSession, ToolCall
+from .registry import registry
 from .server.auth import PRINCIPAL_MAX_LENGTH, fit_principal_id
 from .states import LIVE_STATUSES
 
@@ -100,6 +102,46 @@ class StatusFilter(admin.SimpleListFilter):
             }
 
 
+class ToolFilter(admin.SimpleListFilter):
+    """The calls of one tool, prompt or resource URI (``?tool_name=``), from a bounded list.
+
+    Listed: the names the site's code registers (tools, prompts, fixed resources' URIs), then
+    at most :attr:`MOST_OTHERS` other names of the latest :attr:`SCANNED` calls (a tool no
+    longer registered, URIs read through a resource template). Not every name ever recorded:
+    a resource read records the URI the client chose, so that list would grow by one link per
+    URI a client read, and its ``SELECT DISTINCT`` would read the whole table. Any other name
+    is still one search, or ``?tool_name=<name>`` in the URL, away.
+    """
+
+    title = _("tool")
+    parameter_name = "tool_name"  # the parameter of the field filter this replaces: old links still work
+    #: How many of the latest calls are read for names the registry does not hold.
+    SCANNED = 200
+    #: At most this many such names are listed.
+    MOST_OTHERS = 10
+    #: Longer names (resource URIs) are shortened in the list; the link filters on the whole name.
+    LABEL_CHARS = 60
+
+    def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, Any]]:
+        registered = (
+            {tool.name for tool in registry.tools} | {prompt.name for prompt in registry.prompts}
+            | {resource.uri for resource in registry.resources if resource.uri is not None}
+        )
+        names = sorted(registered) + sorted(queries.recent_tool_names(registered, self.SCANNED, self.MOST_OTHERS))
+        current = self.value()
+        if current and current not in names:
+            names.append(current)  # chosen from a search or a link: shown, and shown selected
+        return [(name, Truncator(name).chars(self.LABEL_CHARS)) for name in names]
+
+    def queryset(self, request: Any, queryset: QuerySet[ToolCall]) -> QuerySet[ToolCall]:
+        value = self.value()
+        if not value:
+            return queryset
+        if "\x00" in value:  # no stored name holds one, and PostgreSQL refuses it in a query (a 500)
+            return queryset.none()
+        return queryset.filter(tool_name=value)
+
+
 #: The longest search term the calls' changelist takes.
 MAX_SEARCH_CHARS = 500
 #: Columns the changelist never shows: each may hold megabytes (arguments up to ``MAX_BODY_BYTES``).
@@ -150,7 +192,7 @@ class ToolCallAdmin(admin.ModelAdmin):
     list_display = ("status_badge", "tool_name", "who", "served", "age", "last_activity", "progress_bar", "steps", "worker_state")
     list_display_links = ("tool_name",)
     list_filter = (
-        StatusFilter, "tool_name", "flavor", "background", ("user", admin.RelatedOnlyFieldListFilter), "created_at",
+        StatusFilter, ToolFilter, "flavor", "background", ("user", admin.RelatedOnlyFieldListFilter), "created_at",
     )
     # Principals and sessions by exact match only: a substring search would let staff who may only
     # look find an anonymous caller's session id (its credential) a character at a time.

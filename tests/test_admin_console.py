@@ -139,6 +139,38 @@ def test_filters_by_tool_flavor_background_user_and_date(operator: Client) -> No
     assert {c.pk for c in shown(recent)} == {deploy.pk, count.pk}
 
 
+def _tool_choices(response: Any) -> list[dict[str, Any]]:
+    changelist = response.context["cl"]
+    spec = next(spec for spec in changelist.filter_specs if spec.title == "tool")
+    return [choice for choice in spec.choices(changelist) if choice["display"] != "All"]
+
+
+@pytest.mark.django_db
+def test_the_tool_filter_lists_registered_names_and_a_few_recent_ones_whatever_clients_read(operator: Client) -> None:
+    """Resource reads record the URI the client chose: the filter must not list every name ever recorded."""
+    ToolCall.objects.bulk_create([
+        ToolCall(method="resources/read", tool_name=f"shop://products/{n}", principal="anonymous", flavor="mrtr",
+                 params_digest="0" * 64, status="completed")
+        for n in range(1000)
+    ])
+    retired = make_call("retired_tool", "completed")  # no longer registered, recorded last:
+    ToolCall.objects.filter(pk=retired.pk).update(created_at=timezone.now() + timedelta(seconds=1))
+    response = operator.get(reverse(CHANGELIST))
+    assert response.content.decode().count(">shop://products/") <= 10
+    names = [choice["display"] for choice in _tool_choices(response)]
+    registered = {t.name for t in registry.tools} | {p.name for p in registry.prompts} | {r.uri for r in registry.resources if r.uri}
+    assert "echo" in names and set(names) >= registered
+    unregistered = [name for name in names if name not in registered]
+    assert "retired_tool" in unregistered and len(unregistered) <= 10, unregistered
+    # Any name still filters from the URL, and the list shows it chosen.
+    chosen = operator.get(reverse(CHANGELIST), {"tool_name": "shop://products/3", "state": "all"})
+    assert [c.tool_name for c in shown(chosen)] == ["shop://products/3"]
+    assert [c["display"] for c in _tool_choices(chosen) if c["selected"]] == ["shop://products/3"]
+    assert [c.pk for c in shown(operator.get(reverse(CHANGELIST), {"tool_name": "retired_tool", "state": "all"}))] == [retired.pk]
+    nul = operator.get(reverse(CHANGELIST), {"tool_name": "a\x00b", "state": "all"})  # PostgreSQL refuses NUL in a query
+    assert nul.status_code == 200 and shown(nul) == []
+
+
 @pytest.mark.django_db
 def test_search_by_tool_call_id_principal_and_task_id(operator: Client) -> None:
     deploy = make_call("deploy", principal="user:77")

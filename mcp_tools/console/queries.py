@@ -223,6 +223,18 @@ def _buckets(now: datetime, hours: int = 24) -> list[tuple[datetime, int, int]]:
 # -- the detail page ------------------------------------------------------------------------
 
 
+def recent_tool_names(known: set[str], scanned: int, most: int) -> list[str]:
+    """Up to ``most`` tool names not in ``known``, from the latest ``scanned`` calls, newest first
+    (one query on the ``created_at`` index, whatever the size of the table)."""
+    names: list[str] = []
+    for name in ToolCall.objects.order_by("-created_at").values_list("tool_name", flat=True)[:scanned]:
+        if name not in known and name not in names:
+            names.append(name)
+            if len(names) == most:
+                break
+    return names
+
+
 def call_arguments(call: ToolCall) -> Any:
     """What the caller passed: a tool's ``arguments`` (the row keeps the request's bound params, name included)."""
     params = call.arguments
