@@ -171,6 +171,13 @@ class ToolCallChangeList(ChangeList):
         return super().get_queryset(request, exclude_parameters).defer(*LIST_DEFERRED)
 
 
+def refused_lookup(model: Any, parts: list[str], value: Any) -> bool:
+    """Whether a changelist URL's lookup is refused (400) whatever the admin: a regular expression,
+    one into a JSON column (:func:`reaches_json_column`), or a value holding U+0000, which no
+    column holds and PostgreSQL refuses in a query (a 500)."""
+    return bool(REFUSED_LOOKUPS.intersection(parts)) or "\x00" in str(value) or reaches_json_column(model, parts)
+
+
 def reaches_json_column(model: Any, parts: list[str]) -> bool:
     """Whether a changelist lookup (split on ``__``) goes into a JSON column: only a crafted URL asks
     it, and the database may fail on it (SQLite has no ``contains`` on JSON; the columns hold megabytes)."""
@@ -240,14 +247,12 @@ class ToolCallAdmin(admin.ModelAdmin):
         search use none of them.
         """
         parts = lookup.split(LOOKUP_SEP)
-        if REFUSED_LOOKUPS.intersection(parts):
+        if refused_lookup(self.model, parts, value):
             return False
         if parts[0] in SECRET_BEARING_FIELDS and parts[1:] not in ([], ["exact"], ["in"], ["isnull"]):
             # An anonymous caller's session id is its credential: ?session_id__startswith=a lists
             # the call or not, which gives the id away a character at a time (as a substring
             # search would: search_fields are exact for these too).
-            return False
-        if reaches_json_column(self.model, parts):
             return False
         return super().lookup_allowed(lookup, value, request)
 
@@ -411,8 +416,7 @@ class McpSessionAdmin(admin.ModelAdmin):
 
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
         """Django's rules, minus regular expressions and lookups into the JSON columns (as for calls)."""
-        parts = lookup.split(LOOKUP_SEP)
-        if REFUSED_LOOKUPS.intersection(parts) or reaches_json_column(self.model, parts):
+        if refused_lookup(self.model, lookup.split(LOOKUP_SEP), value):
             return False
         return super().lookup_allowed(lookup, value, request)
 

@@ -203,3 +203,13 @@ def test_searching_a_call_id_finds_the_call_whatever_its_status(operator: Client
     assert [c.pk for c in shown(operator.get(reverse(CHANGELIST), {"q": "e"}))] == [live.pk]
     assert shown(operator.get(reverse(CHANGELIST), {"q": str(done.pk), "state": "live"})) == []
     assert ToolCall.objects.count() == 2
+
+
+@pytest.mark.parametrize("params", [{"flavor": "a\x00"}, {"flavor__exact": "a\x00"}, {"session_id": "\x00"}, {"state": "\x00"}],
+                         ids=["field", "field-filter", "secret-column", "status-filter"])
+@pytest.mark.django_db
+def test_a_nul_in_a_changelist_filter_is_refused_not_a_500(params: dict[str, str]) -> None:
+    """PostgreSQL refuses U+0000 in a query (a 500); no column holds it: refused as a crafted lookup."""
+    operator = client_for(make_user("op", perms=("view_toolcall",)))
+    operator.raise_request_exception = False
+    assert operator.get(reverse(CHANGELIST), params).status_code == 400
