@@ -45,7 +45,7 @@ from ..protocol.schemas import InvalidSchema
 from ..registry import Prompt, Resource, Tool, registry
 from ..registry.results import Pending, ToolError, content_to_wire, json_text
 from ..states import CallStatus
-from . import tokens
+from . import threads, tokens
 from .auth import Principal
 from .context import RequestContext
 from .resumable import client_resumes, shape_value
@@ -100,7 +100,7 @@ async def permitted(principal: Principal, perms: tuple[str, ...]) -> bool:
         return True
     if principal.is_anonymous:
         return False
-    return await sync_to_async(principal.has_perms, thread_sensitive=False)(perms)
+    return await threads.run_sync(principal.has_perms, perms)
 
 
 async def resolve_target(method: str, params: dict[str, Any], principal: Principal) -> Target:

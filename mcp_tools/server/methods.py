@@ -24,7 +24,7 @@ from ..protocol import versions
 from ..protocol.errors import INVALID_PARAMS, McpError, invalid_params, method_not_found
 from ..protocol.levels import LOG_LEVELS
 from ..registry import registry
-from . import sessions
+from . import sessions, threads
 from .context import RequestContext
 from .core import permitted
 from .flavors import mrtr, resume, saga, session, tasks
@@ -124,7 +124,7 @@ async def _visible(items: list[Any], rc: RequestContext) -> list[Any]:
     if rc.principal.is_anonymous:
         return [item for item in items if not item.permissions]
     principal = rc.principal
-    return await sync_to_async(lambda: [i for i in items if principal.has_perms(i.permissions)], thread_sensitive=False)()
+    return await threads.run_sync(lambda: [i for i in items if principal.has_perms(i.permissions)])
 
 
 # -- handlers -----------------------------------------------------------------------------

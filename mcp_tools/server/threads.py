@@ -18,13 +18,16 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
-from asgiref.sync import SyncToAsync, ThreadSensitiveContext
+from asgiref.sync import SyncToAsync, ThreadSensitiveContext, sync_to_async
 
 from .. import store
 
 logger = logging.getLogger("mcp_tools.server")
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 #: The context asgiref's thread-sensitive calls look up, and the executor each context's calls
 #: run in (asgiref makes a plain one when the context has none: :class:`RequestThread` sets its own).
@@ -75,6 +78,33 @@ def _request_boundary() -> None:
         store.close_old_thread_connections()
     except Exception:
         logger.exception("Could not close a request thread's old database connections")
+
+
+def _with_connection_rules(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    """``fn(*args, **kwargs)`` between the connection rules of a request's start and end, as
+    Channels' ``database_sync_to_async`` does, for a thread no request's end ever reaches."""
+    store.close_old_thread_connections()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        store.close_old_thread_connections()
+
+
+async def run_sync(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    """Await ``fn(*args, **kwargs)``, sync code that may use the ORM (a principal's ``has_perms``),
+    in a thread where Django's connection rules apply to the connection it opens.
+
+    In a request (:class:`RequestThread`, or Django's ASGI handler around the endpoint) that is
+    the request's own thread: its end closes the connection as ``CONN_MAX_AGE`` says, and a
+    kept one is health-checked at the next request's start. Outside one (a task with no
+    request), a thread of the loop's default executor, with the rules before and after ``fn``.
+    Not the default executor inside a request: a connection opened there was never closed
+    (``CONN_MAX_AGE = 0`` ignored) nor checked, and once the database dropped it every call
+    through that thread failed for as long as the process lived.
+    """
+    if _current_context.get(None) is not None:
+        return await sync_to_async(fn)(*args, **kwargs)
+    return await sync_to_async(_with_connection_rules, thread_sensitive=False)(fn, *args, **kwargs)
 
 
 class _RequestExecutor(Executor):

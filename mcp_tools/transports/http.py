@@ -57,7 +57,7 @@ from ..server.auth import (
 )
 from ..server.core import Awaiting, end_call, permitted
 from ..server.flavors import session as session_flavor
-from ..server.threads import RequestThread
+from ..server.threads import RequestThread, run_sync
 
 logger = logging.getLogger("mcp_tools.http")
 
@@ -386,7 +386,7 @@ async def check_tool_scopes(scope: dict[str, Any], headers: dict[str, str], meth
     if not missing or principal.is_anonymous:
         return
     django_perms = tuple(p for p in tool.permissions if not p.startswith(SCOPE_PERMISSION_PREFIX))
-    if django_perms and not await sync_to_async(principal.has_perms, thread_sensitive=False)(django_perms):
+    if django_perms and not await run_sync(principal.has_perms, django_perms):
         return
     # Granted scopes plus the missing ones, so a step-up keeps what the client had (MCP authorization, Scope Challenge Handling).
     wanted = " ".join(sorted(set(principal.scopes) | set(missing)))

@@ -1,0 +1,153 @@
+"""The database connections the server's sync code opens follow Django's rules: closed as
+``CONN_MAX_AGE`` says, and never left to fail once the database dropped them.
+
+A review counted PostgreSQL backends (``pg_stat_activity``) and found connections that nothing
+ever closed or checked: permission checks in the loop's default executor, a Celery worker's
+sync code in asgiref's shared thread, idle request threads past ``CONN_MAX_AGE``. The tests that
+count backends or terminate them run on PostgreSQL only; none depends on timing (they poll
+until what they count settles, within a generous bound).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
+from django.db import connections
+
+from mcp_tools.registry import make_tool, registry
+from mcp_tools.server import core
+from mcp_tools.server.auth import Principal
+from mcp_tools.transports.http import McpEndpoint
+from tests.asgi_client import call_modern
+from tests.clients import create_user_with_token
+
+pytestmark = pytest.mark.django_db(transaction=True)
+APP = McpEndpoint()
+on_postgresql = pytest.mark.skipif(connections["default"].vendor != "postgresql", reason="counts PostgreSQL backends")
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+def admin() -> Any:
+    """A connection of our own to the PostgreSQL server, outside Django (it sees every backend)."""
+    import psycopg
+
+    settings = connections["default"].settings_dict
+    return psycopg.connect(host=settings["HOST"], port=settings["PORT"] or 5432, user=settings["USER"],
+                           password=settings["PASSWORD"] or None, dbname="postgres", autocommit=True)
+
+
+def backends(query_like: str) -> set[int]:
+    """The test database's backends whose last statement looks like ``query_like``."""
+    with admin() as server:
+        rows = server.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s AND query LIKE %s",
+                              (connections["default"].settings_dict["NAME"], query_like)).fetchall()
+    return {pid for (pid,) in rows}
+
+
+def settled(read: Callable[[], Any], *, until: Callable[[Any], bool] = lambda _: False, bound: float = 30.0) -> Any:
+    """What ``read()`` returns once it stopped changing for 2 s, or as soon as ``until`` holds
+    (connections close in threads of their own, after the answers went out). The bound is
+    generous: it only ends a test that would otherwise wait forever."""
+    last, since, deadline = read(), time.monotonic(), time.monotonic() + bound
+    while time.monotonic() < deadline and not until(last):
+        time.sleep(0.1)
+        now = read()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since > 2:
+            break
+    return last
+
+
+def terminate(pids: set[int]) -> None:
+    """What a PostgreSQL restart, a failover or ``idle_session_timeout`` does to idle connections."""
+    with admin() as server:
+        for pid in pids:
+            server.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+@pytest.fixture
+def no_persistent_connections() -> Iterator[None]:
+    """``CONN_MAX_AGE = 0``, Django's default: no connection outlives its request."""
+    configured = connections.settings["default"]["CONN_MAX_AGE"]
+    connections.settings["default"]["CONN_MAX_AGE"] = 0
+    yield
+    connections.settings["default"]["CONN_MAX_AGE"] = configured
+
+
+# -- permission checks --------------------------------------------------------------------
+
+async def gated() -> str:
+    """A tool that needs a permission."""
+    return "ok"
+
+
+async def gated_calls(token: str, n: int) -> list[dict[str, Any]]:
+    answers = await asyncio.gather(*[call_modern(APP, "tools/call", {"name": "gated", "arguments": {}}, token=token) for _ in range(n)])
+    return [a.json() for a in answers]
+
+
+@pytest.fixture
+def checking_connections(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The connection (Django's wrapper, per thread) of the thread each permission check ran in."""
+    used: list[Any] = []
+    has_perms = Principal.has_perms
+
+    def recording(self: Principal, perms: Any) -> bool:
+        granted = has_perms(self, perms)
+        used.append(connections["default"])
+        return granted
+
+    monkeypatch.setattr(Principal, "has_perms", recording)
+    return used
+
+
+async def test_a_permission_checks_connection_is_closed_at_its_requests_end_with_conn_max_age_0(
+        no_persistent_connections: None, checking_connections: list[Any]) -> None:
+    used = checking_connections
+    token = await sync_to_async(create_user_with_token)("perm-closed", ("inventory.view_product",))
+    with registry.registered_temporarily(make_tool(gated, permissions=["inventory.view_product"])):
+        listed = (await call_modern(APP, "tools/list", {}, token=token)).json()
+        called = (await call_modern(APP, "tools/call", {"name": "gated", "arguments": {}}, token=token)).json()
+    assert "gated" in [t["name"] for t in listed["result"]["tools"]]
+    assert called["result"]["content"][0]["text"] == "ok"
+    assert used, "no permission was checked"
+    left_open = [c for c in used if c.connection is not None]
+    assert not left_open, "a permission check's connection outlived its request"
+
+
+async def test_a_permission_check_outside_a_request_closes_its_connection_with_conn_max_age_0(
+        no_persistent_connections: None, checking_connections: list[Any]) -> None:
+    used = checking_connections
+    await sync_to_async(create_user_with_token)("perm-outside", ("inventory.view_product",))
+    user = await User.objects.aget(username="perm-outside")
+    # A task no request runs (no RequestThread around it): the loop's default executor.
+    assert await core.permitted(Principal(user, f"user:{user.pk}"), ("inventory.view_product",))
+    assert len(used) == 1 and used[0].connection is None, "the check's connection outlived it"
+
+
+@on_postgresql
+async def test_permission_checks_leave_no_connection_open_with_conn_max_age_0(no_persistent_connections: None) -> None:
+    token = await sync_to_async(create_user_with_token)("perm-count", ("inventory.view_product",))
+    with registry.registered_temporarily(make_tool(gated, permissions=["inventory.view_product"])):
+        assert all(b["result"]["content"][0]["text"] == "ok" for b in await gated_calls(token, 20))
+    left = await asyncio.to_thread(settled, lambda: backends("%auth_permission%"), until=lambda pids: not pids)
+    assert left == set(), f"{len(left)} connections left open by finished requests with CONN_MAX_AGE = 0"
+
+
+@on_postgresql
+async def test_permission_checks_work_after_the_database_dropped_idle_connections(no_persistent_connections: None) -> None:
+    token = await sync_to_async(create_user_with_token)("perm-dropped", ("inventory.view_product",))
+    with registry.registered_temporarily(make_tool(gated, permissions=["inventory.view_product"])):
+        assert all(b["result"]["content"][0]["text"] == "ok" for b in await gated_calls(token, 20))
+        await asyncio.to_thread(terminate, backends("%auth_permission%"))
+        answers = await gated_calls(token, 20)
+    failed = [a for a in answers if "error" in a]
+    assert failed == [], f"{len(failed)} of 20 calls failed: {failed[:1]}"
