@@ -15,11 +15,19 @@ from celery.signals import worker_ready
 
 @shared_task(name="mcp_tools.run_call", bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_call(self: Any, call_id: str) -> str:
-    """Run one round of a background call on this worker."""
+    """Run one round of a background call on this worker.
+
+    Its sync code (a sync tool, sampling's, the caller's rebuild) runs in a request thread of its
+    own, with the connection rules of a request's start and end, as a server's request has it:
+    in the thread asgiref shares with the whole process nothing ever closed or checked its
+    connection, and once the database dropped it every later round with sync code failed.
+    """
     from .server.background import RetryCall, run_call_sync, worker_name
+    from .server.threads import RequestThread
 
     try:
-        return run_call_sync(call_id, worker_name(), attempt=self.request.retries)
+        with RequestThread():
+            return run_call_sync(call_id, worker_name(), attempt=self.request.retries)
     except RetryCall as retry:
         raise self.retry(countdown=retry.countdown, max_retries=None) from retry
 

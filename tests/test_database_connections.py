@@ -16,16 +16,19 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
+from asgiref.sync import SyncToAsync, sync_to_async
 from django.contrib.auth.models import User
 from django.db import connections
 
+from demo_site.inventory.models import Product
+from mcp_tools import store, tasks
 from mcp_tools.registry import make_tool, registry
-from mcp_tools.server import core
+from mcp_tools.server import background, core, threads
 from mcp_tools.server.auth import Principal
 from mcp_tools.transports.http import McpEndpoint
-from tests.asgi_client import call_modern
+from tests.asgi_client import HANDSHAKE, call_modern, handshake_message, post_headers, post_json
 from tests.clients import create_user_with_token
+from tests.test_http_spec_edges import open_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 APP = McpEndpoint()
@@ -73,13 +76,22 @@ def terminate(pids: set[int]) -> None:
             server.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
 
+def close_kept_connections() -> None:
+    """Close the connections earlier tests left in the idle request threads and in the thread
+    asgiref shares: a connection keeps the ``CONN_MAX_AGE`` it was opened with."""
+    threads.close_idle_threads()
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+
+
 @pytest.fixture
 def no_persistent_connections() -> Iterator[None]:
     """``CONN_MAX_AGE = 0``, Django's default: no connection outlives its request."""
     configured = connections.settings["default"]["CONN_MAX_AGE"]
+    close_kept_connections()
     connections.settings["default"]["CONN_MAX_AGE"] = 0
     yield
     connections.settings["default"]["CONN_MAX_AGE"] = configured
+    close_kept_connections()
 
 
 # -- permission checks --------------------------------------------------------------------
@@ -151,3 +163,78 @@ async def test_permission_checks_work_after_the_database_dropped_idle_connection
         answers = await gated_calls(token, 20)
     failed = [a for a in answers if "error" in a]
     assert failed == [], f"{len(failed)} of 20 calls failed: {failed[:1]}"
+
+
+# -- a Celery worker's rounds, and tasks that outlive their request ----------------------
+
+@pytest.fixture
+def queued(monkeypatch: pytest.MonkeyPatch, settings: Any) -> list[str]:
+    """Call ids handed to the (simulated) broker; the test runs the Celery task's body itself.
+    An in-memory channel layer: the round runs on the worker's own loop, and a Redis layer's
+    connections belong to the loop that opened them."""
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    sent: list[str] = []
+    monkeypatch.setattr(background, "send", lambda call_id, tool, task_id: sent.append(call_id))
+    return sent
+
+
+def count_products_later() -> int:
+    """Count the products, on a worker."""
+    worker_connections.append(connections["default"])
+    return Product.objects.count()
+
+
+#: The connection (Django's wrapper, per thread) of the thread each run of count_products_later ran in.
+worker_connections: list[Any] = []
+
+
+async def run_on_worker(session: str) -> tuple[str, Any]:
+    """Start a background call of count_products_later and run its round as the Celery task does."""
+    created = await post_json(APP, handshake_message("tools/call", {"name": "count_products_later", "arguments": {}, "task": {}}),
+                              post_headers(version=HANDSHAKE, session=session))
+    call_id = created.json()["result"]["task"]["taskId"]
+    await asyncio.to_thread(tasks.run_call, call_id)  # the task's body, in a thread of its own as on a worker
+    row, _ = await store.load_call(call_id)
+    return row.status, row.result
+
+
+async def test_a_workers_sync_tool_closes_its_connection_after_the_round_with_conn_max_age_0(
+        queued: list[str], no_persistent_connections: None) -> None:
+    worker_connections.clear()
+    with registry.registered_temporarily(make_tool(count_products_later, background=True)):
+        assert (await run_on_worker(await open_session()))[0] == "completed"
+    assert len(worker_connections) == 1
+    assert worker_connections[0].connection is None, "the round's connection outlived it"
+
+
+async def test_sync_code_of_a_task_that_outlived_its_request_closes_its_connection_with_conn_max_age_0(
+        no_persistent_connections: None) -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+
+    def count() -> tuple[int, Any]:
+        return Product.objects.count(), connections["default"]
+
+    async def later() -> Any:
+        started.set()
+        await release.wait()
+        return (await sync_to_async(count)())[1]
+
+    async with threads.RequestThread():
+        outliving = asyncio.ensure_future(later())
+        await started.wait()
+    release.set()  # the request is over: the task's sync code runs in the thread the process shares
+    used = await outliving
+    assert used.connection is None, "the task's connection outlived its sync code"
+
+
+@on_postgresql
+async def test_a_worker_runs_rounds_after_the_database_dropped_idle_connections(
+        queued: list[str], no_persistent_connections: None) -> None:
+    with registry.registered_temporarily(make_tool(count_products_later, background=True)):
+        session = await open_session()
+        assert (await run_on_worker(session))[0] == "completed"
+        left = await asyncio.to_thread(settled, lambda: backends('%FROM "inventory_product"%'), until=lambda pids: not pids)
+        assert left == set(), f"{len(left)} connection(s) left open after the round with CONN_MAX_AGE = 0"
+        await asyncio.to_thread(terminate, backends('%FROM "inventory_product"%'))
+        status, result = await run_on_worker(session)
+    assert status == "completed", result

@@ -119,8 +119,9 @@ class _RequestExecutor(Executor):
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         if self._ended:
             # A task the request started outlived it: its sync code runs where all of it ran
-            # before requests had threads of their own, in the thread the process shares.
-            return SyncToAsync.single_thread_executor.submit(fn, *args, **kwargs)
+            # before requests had threads of their own, in the thread the process shares, which
+            # no request's end reaches: the rules of a request's start and end around each job.
+            return SyncToAsync.single_thread_executor.submit(_with_connection_rules, fn, *args, **kwargs)
         if self._pool is None:
             reused = _borrow()
             if reused is not None:
@@ -130,7 +131,7 @@ class _RequestExecutor(Executor):
         self._jobs.append(future)
         return future
 
-    def end(self) -> asyncio.Future[None] | None:
+    def end(self) -> Future[None] | None:
         """The request is over: after its last job its thread closes the connections Django would
         close at a request's end and goes back to the idle threads. Returns that close to wait
         for; None when there is no thread, or when it still runs a job the request stopped
@@ -145,7 +146,7 @@ class _RequestExecutor(Executor):
             return None
         finished = pool.submit(_request_boundary)
         finished.add_done_callback(lambda _: _give_back(pool))
-        return asyncio.wrap_future(finished)
+        return finished
 
 
 def close_idle_threads() -> None:
@@ -181,13 +182,20 @@ class RequestThread:
     Inside an enclosing context (the endpoint served as a Django view, under Django's ASGI
     handler) the enclosing request's thread serves, as asgiref does for nested contexts.
     A request that runs no sync code starts no thread: it costs about 2 µs.
+
+    ``with RequestThread():`` does the same for sync code that hands one piece of work to an
+    event loop in another thread and waits for it (a Celery task running a background call's
+    round on the worker's loop): the coroutines it starts from inside inherit its context
+    (``asyncio.run_coroutine_threadsafe`` and ``async_to_sync`` copy it), so their sync code
+    runs in one request thread, under the same rules. Not on an event loop's thread: its exit
+    waits for the thread to close its connections.
     """
 
     __slots__ = ("_token", "_executor")
     _token: contextvars.Token[ThreadSensitiveContext] | None
     _executor: _RequestExecutor
 
-    async def __aenter__(self) -> None:
+    def _enter(self) -> None:
         if _current_context.get(None) is not None:
             self._token = None
             return
@@ -198,11 +206,25 @@ class RequestThread:
         self._token = _current_context.set(context)
         _context_executors[context] = self._executor = _RequestExecutor()
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def _exit(self) -> Future[None] | None:
         token = self._token
         if token is None:
-            return
+            return None
         _current_context.reset(token)
-        closing = self._executor.end()
+        return self._executor.end()
+
+    async def __aenter__(self) -> None:
+        self._enter()
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        closing = self._exit()
         if closing is not None:
-            await closing
+            await asyncio.wrap_future(closing)
+
+    def __enter__(self) -> None:
+        self._enter()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        closing = self._exit()
+        if closing is not None:
+            closing.result()
