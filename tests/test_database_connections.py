@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,11 +24,12 @@ from django.db import connections
 from demo_site.inventory.models import Product
 from mcp_tools import store, tasks
 from mcp_tools.registry import make_tool, registry
-from mcp_tools.server import background, core, threads
+from mcp_tools.server import background, core, sessions, threads
 from mcp_tools.server.auth import Principal
 from mcp_tools.transports.http import McpEndpoint
-from tests.asgi_client import HANDSHAKE, call_modern, handshake_message, post_headers, post_json
+from tests.asgi_client import HANDSHAKE, call_modern, handshake_message, modern_message, post_headers, post_json, request
 from tests.clients import create_user_with_token
+from tests.conftest import free_port
 from tests.test_http_spec_edges import open_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -238,3 +240,63 @@ async def test_a_worker_runs_rounds_after_the_database_dropped_idle_connections(
         await asyncio.to_thread(terminate, backends('%FROM "inventory_product"%'))
         status, result = await run_on_worker(session)
     assert status == "completed", result
+
+
+# -- a database that cannot be reached ---------------------------------------------------
+
+@pytest.fixture
+def unreachable_database(tmp_path: Path) -> Iterator[Callable[[], Awaitable[None]]]:
+    """Call it and every new connection fails, as when the database is down or at
+    ``max_connections``: PostgreSQL on a port nothing listens on, SQLite in a folder that does not exist."""
+    settings = connections.settings["default"]
+    saved = {key: settings[key] for key in ("CONN_MAX_AGE", "PORT", "NAME")}
+    settings["CONN_MAX_AGE"] = 0  # nothing kept: each request connects again, and fails
+
+    async def refuse() -> None:
+        threads.close_idle_threads()
+        await store.close_connections()
+        sessions.clear()  # the session is read from the database, not from this process's cache
+        if connections["default"].vendor == "postgresql":
+            settings["PORT"] = str(free_port())
+        else:
+            settings["NAME"] = str(tmp_path / "missing" / "db.sqlite3")
+
+    yield refuse
+    settings.update(saved)
+
+
+def assert_unavailable(answer: Any, request_id: Any) -> None:
+    assert answer.status == 503, (answer.status, answer.body)
+    assert answer.header("retry-after") == "5"
+    body = answer.json()
+    assert body["id"] == request_id and body["error"]["code"] == -32603, body
+    assert b"Traceback" not in answer.body
+
+
+@pytest.mark.parametrize("method", ["ping", "tools/list", "tools/call"])
+async def test_a_2025_request_gets_503_with_its_id_when_the_database_cannot_be_reached(
+        unreachable_database: Callable[[], Awaitable[None]], method: str) -> None:
+    session = await open_session()
+    await unreachable_database()
+    params = {"name": "echo", "arguments": {"text": "x"}} if method == "tools/call" else {}
+    answer = await post_json(APP, handshake_message(method, params, request_id=7), post_headers(version=HANDSHAKE, session=session))
+    assert_unavailable(answer, 7)
+
+
+async def test_a_2026_request_with_credentials_gets_503_with_its_id_when_the_database_cannot_be_reached(
+        unreachable_database: Callable[[], Awaitable[None]]) -> None:
+    token = await sync_to_async(create_user_with_token)("db-gone", ())
+    await unreachable_database()
+    # A call that runs no SQL of its own: the caller's authentication (a DRF token) is what fails.
+    message = modern_message("tools/call", {"name": "echo", "arguments": {"text": "x"}}, request_id=8)
+    answer = await post_json(APP, message, post_headers(token=token, extra={"mcp-method": "tools/call", "mcp-name": "echo"}))
+    assert_unavailable(answer, 8)
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+async def test_a_session_stream_or_end_gets_503_when_the_database_cannot_be_reached(
+        unreachable_database: Callable[[], Awaitable[None]], method: str) -> None:
+    session = await open_session()
+    await unreachable_database()
+    answer = await request(APP, method, headers={**post_headers(version=HANDSHAKE, session=session), "accept": "text/event-stream"})
+    assert_unavailable(answer, None)

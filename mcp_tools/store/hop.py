@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
-from django.db import close_old_connections, connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connections
 
 logger = logging.getLogger("mcp_tools.store")
 
@@ -228,6 +228,11 @@ def close_old_thread_connections() -> None:
     (0, Django's default: every one), broken or left in a transaction, and have a kept one
     health-checked at its next use (``CONN_HEALTH_CHECKS``)."""
     close_old_connections()
+
+
+#: The database failing as a whole (it refuses connections: down, restarting, at
+#: ``max_connections``; it dropped ours), rather than one statement failing in it.
+DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
 
 
 async def close_store_thread_connections() -> None:

@@ -85,6 +85,17 @@ class HttpError(Exception):
         self.extra_headers = extra_headers or []
 
 
+#: Seconds a client is told to wait before trying again (``Retry-After``) when the database is unavailable.
+DATABASE_RETRY_AFTER_SECONDS = 5
+
+
+def database_unavailable(request_id: Any) -> HttpError:
+    """503 with ``Retry-After`` and a JSON-RPC error carrying the request's id (None for what has
+    none: a notification, a GET stream, a DELETE): what a client can retry, unlike a 500."""
+    return HttpError(503, McpError(INTERNAL_ERROR, "Service unavailable: the database cannot be reached; try again later"),
+                     request_id, extra_headers=[(b"retry-after", b"%d" % DATABASE_RETRY_AFTER_SECONDS)])
+
+
 #: Header names as received -> their lower-cased text (at most MAX_HEADER_NAMES remembered).
 _header_names: dict[bytes, str] = {}
 MAX_HEADER_NAMES = 256
@@ -442,6 +453,11 @@ class Response:
         await self._send({"type": "http.response.body", "body": body})
         self.closed = True
 
+    async def refuse(self, error: HttpError) -> None:
+        """Answer the whole request with ``error``, unless an answer has started."""
+        if not self.closed and not self.streaming:
+            await self.json(error.status, jsonrpc.error_message(error.request_id, error.error), error.extra_headers)
+
     async def start_stream(self) -> None:
         if self.streaming:
             return
@@ -519,10 +535,12 @@ class McpEndpoint:
                     raise HttpError(405, McpError(INVALID_REQUEST, f"Method not allowed: {method}"), extra_headers=[(b"allow", b"GET, POST, DELETE")])
             except HttpError as exc:
                 logger.info("%s %s -> %s: %s", scope["method"], scope.get("path"), exc.status, exc.error.message)
-                if not response.closed and not response.streaming:
-                    await response.json(exc.status, jsonrpc.error_message(exc.request_id, exc.error), exc.extra_headers)
+                await response.refuse(exc)
             except asyncio.CancelledError:
                 raise
+            except store.DATABASE_UNAVAILABLE:  # a GET stream's or a DELETE's session lookup (a POST's: post())
+                logger.exception("Database unavailable serving %s %s", scope["method"], scope.get("path"))
+                await response.refuse(database_unavailable(None))
             except Exception:
                 # A failure of ours (database down, a bug): logged with its traceback here,
                 # answered without one.
@@ -577,6 +595,12 @@ class McpEndpoint:
             if exc.request_id is None and message.kind == "request":
                 exc.request_id = message.id
             raise
+        except store.DATABASE_UNAVAILABLE as exc:
+            # Before the request runs (its session, its caller's authentication, a new session):
+            # 503 with its id, in both eras, not a 500 with "id": null. The database failing while
+            # the request runs is answered by run_request, as any failure there.
+            logger.exception("Database unavailable serving POST %s", scope.get("path"))
+            raise database_unavailable(message.id if message.kind == "request" else None) from exc
 
     async def post_modern(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], message: jsonrpc.Message, response: Response) -> None:
         if message.kind != "request":
