@@ -11,6 +11,7 @@ until what they count settles, within a generous bound).
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -300,3 +301,83 @@ async def test_a_session_stream_or_end_gets_503_when_the_database_cannot_be_reac
     await unreachable_database()
     answer = await request(APP, method, headers={**post_headers(version=HANDSHAKE, session=session), "accept": "text/event-stream"})
     assert_unavailable(answer, None)
+
+
+# -- idle request threads ----------------------------------------------------------------
+
+MAX_AGE = 1
+
+
+@pytest.fixture
+def short_conn_max_age() -> Iterator[None]:
+    configured = connections.settings["default"]["CONN_MAX_AGE"]
+    close_kept_connections()
+    connections.settings["default"]["CONN_MAX_AGE"] = MAX_AGE
+    yield
+    connections.settings["default"]["CONN_MAX_AGE"] = configured
+    close_kept_connections()
+
+
+async def burst_then_light_traffic(burst: int) -> list[Any]:
+    """``burst`` sync tool calls at once (each in a request thread of its own), a pause past
+    ``CONN_MAX_AGE``, then calls one at a time. The connections (Django's wrappers) the burst used."""
+    release, used = threading.Event(), []
+
+    def burst_count() -> int:
+        """Count the products, once everyone has started."""
+        n = Product.objects.count()
+        used.append(connections["default"])
+        release.wait(30)
+        return n
+
+    def count_products() -> int:
+        """Count the products."""
+        return Product.objects.count()
+
+    with registry.registered_temporarily(make_tool(burst_count), make_tool(count_products)):
+        calls = [asyncio.ensure_future(call_modern(APP, "tools/call", {"name": "burst_count", "arguments": {}})) for _ in range(burst)]
+        while len(used) < burst and not any(c.done() for c in calls):
+            await asyncio.sleep(0.05)
+        release.set()
+        assert all(r.status == 200 and "error" not in r.json() for r in await asyncio.gather(*calls))
+        await asyncio.sleep(MAX_AGE + 0.5)  # the burst's threads idle longer than CONN_MAX_AGE
+        for _ in range(3):
+            assert (await call_modern(APP, "tools/call", {"name": "count_products", "arguments": {}})).status == 200
+    return used
+
+
+async def test_idle_request_threads_close_their_connections_past_conn_max_age(short_conn_max_age: None) -> None:
+    used = await burst_then_light_traffic(threads.MAX_IDLE_THREADS)
+    assert len(used) == threads.MAX_IDLE_THREADS
+    # The stale threads close their connections in their own threads, after the requests.
+    still_open = await asyncio.to_thread(settled, lambda: sum(c.connection is not None for c in used), until=lambda n: n == 0)
+    assert still_open == 0, f"{still_open} idle request threads kept their connections past CONN_MAX_AGE = {MAX_AGE}"
+
+
+@on_postgresql
+async def test_no_backend_outlives_conn_max_age_in_an_idle_request_thread(short_conn_max_age: None) -> None:
+    await burst_then_light_traffic(20)
+
+    def older_than_max_age() -> int:
+        with admin() as server:
+            return int(server.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND query LIKE %s "
+                "AND backend_start < now() - make_interval(secs => %s)",
+                (connections["default"].settings_dict["NAME"], '%FROM "inventory_product"%', MAX_AGE + 0.5)).fetchone()[0])
+
+    stale = await asyncio.to_thread(settled, older_than_max_age, until=lambda n: n == 0)
+    assert stale == 0, f"{stale} connections open past CONN_MAX_AGE = {MAX_AGE} s, in idle request threads"
+
+
+@pytest.mark.parametrize("max_age", [0, None])
+async def test_idle_request_threads_wait_however_long_with_conn_max_age_0_or_none(max_age: int | None) -> None:
+    """0 leaves an idle thread no connection to close; None keeps connections for good."""
+    configured = connections.settings["default"]["CONN_MAX_AGE"]
+    close_kept_connections()
+    connections.settings["default"]["CONN_MAX_AGE"] = max_age
+    try:
+        await burst_then_light_traffic(4)
+        assert len(threads._idle) >= 4  # the burst's threads (light traffic reuses one and gives it back)
+    finally:
+        connections.settings["default"]["CONN_MAX_AGE"] = configured
+        close_kept_connections()

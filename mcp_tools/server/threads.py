@@ -15,6 +15,7 @@ import contextvars
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from types import TracebackType
@@ -39,7 +40,9 @@ _context_executors = SyncToAsync.context_to_thread_executor
 #: database connections it keeps as ``CONN_MAX_AGE`` allows, instead of starting a thread and
 #: connecting again. Past this many idle ones, a thread ends with its request.
 MAX_IDLE_THREADS = 16
-_idle: list[ThreadPoolExecutor] = []
+#: The idle threads, each with the ``time.monotonic()`` it went idle at, oldest first (the most
+#: recent is reused first, so a burst's threads are the ones that stay idle).
+_idle: list[tuple[ThreadPoolExecutor, float]] = []
 _idle_lock = threading.Lock()
 
 
@@ -47,17 +50,46 @@ def _new_thread() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-tools-request")
 
 
+def _idle_seconds_allowed() -> float | None:
+    """How long an idle thread may wait with its connections: the longest ``CONN_MAX_AGE`` of the
+    databases. None: as long as it likes (a ``CONN_MAX_AGE`` of None keeps connections for good;
+    all of them 0 leave an idle thread none to keep)."""
+    return store.longest_conn_max_age() or None
+
+
+def _take_stale(now: float) -> list[ThreadPoolExecutor]:
+    """Remove from the idle threads those idle longer than ``CONN_MAX_AGE`` (with ``_idle_lock``):
+    their connections are past it, and a thread's are checked only when a request takes it, which
+    a thread left behind by a burst may never see (the most recent one is always taken first)."""
+    allowed = _idle_seconds_allowed()
+    if allowed is None:
+        return []
+    stale = 0
+    while stale < len(_idle) and now - _idle[stale][1] > allowed:
+        stale += 1
+    taken = [pool for pool, _ in _idle[:stale]]
+    del _idle[:stale]
+    return taken
+
+
 def _borrow() -> ThreadPoolExecutor | None:
     with _idle_lock:
-        return _idle.pop() if _idle else None
+        stale = _take_stale(time.monotonic())
+        pool = _idle.pop()[0] if _idle else None
+    for old in stale:
+        _end_thread(old)
+    return pool
 
 
 def _give_back(pool: ThreadPoolExecutor) -> None:
+    now = time.monotonic()
     with _idle_lock:
-        if len(_idle) < MAX_IDLE_THREADS:
-            _idle.append(pool)
-            return
-    _end_thread(pool)
+        stale = _take_stale(now)
+        kept = len(_idle) < MAX_IDLE_THREADS
+        if kept:
+            _idle.append((pool, now))
+    for old in stale if kept else [*stale, pool]:
+        _end_thread(old)
 
 
 def _end_thread(pool: ThreadPoolExecutor) -> None:
@@ -153,7 +185,7 @@ def close_idle_threads() -> None:
     """End the idle request threads, each closing its database connections (tests before
     dropping their database; shutdown)."""
     with _idle_lock:
-        idle = _idle[:]
+        idle = [pool for pool, _ in _idle]
         _idle.clear()
     for pool in idle:
         _end_thread(pool)

@@ -235,6 +235,18 @@ def close_old_thread_connections() -> None:
 DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
 
 
+def longest_conn_max_age() -> float | None:
+    """The longest ``CONN_MAX_AGE`` of the configured databases: how long a thread's connections
+    may live. None when one keeps its connections for good (``CONN_MAX_AGE = None``)."""
+    longest = 0.0
+    for settings in connections.settings.values():
+        age = settings.get("CONN_MAX_AGE", 0)
+        if age is None:
+            return None
+        longest = max(longest, float(age))
+    return longest
+
+
 async def close_store_thread_connections() -> None:
     """Close the database connections of the store's threads (tests before dropping their database; shutdown)."""
     for thread in (_store, _alive):
