@@ -381,3 +381,18 @@ async def test_idle_request_threads_wait_however_long_with_conn_max_age_0_or_non
     finally:
         connections.settings["default"]["CONN_MAX_AGE"] = configured
         close_kept_connections()
+
+
+# -- how many connections a process uses, as documented ---------------------------------
+
+def test_the_docs_say_how_many_connections_a_process_uses() -> None:
+    """README once said the ORM was reached "from one store thread per process", while each
+    concurrent sync request holds a connection of its own and idle threads keep theirs."""
+    root = Path(__file__).resolve().parent.parent
+    architecture = (root / "docs" / "architecture.md").read_text()
+    section = architecture.split("## Database connections per process", 1)[1].split("\n## ", 1)[0]
+    assert f"up to {threads.MAX_IDLE_THREADS} (`MAX_IDLE_THREADS`)" in section
+    assert f"max(*N*, {threads.MAX_IDLE_THREADS})" in section and "max_connections" in section
+    readme = (root / "README.md").read_text()
+    assert "one store thread per process" not in readme
+    assert "Database connections per process" in readme
