@@ -126,9 +126,9 @@ async def run_sync(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> 
     """Await ``fn(*args, **kwargs)``, sync code that may use the ORM (a principal's ``has_perms``),
     in a thread where Django's connection rules apply to the connection it opens.
 
-    In a request (:class:`RequestThread`, or Django's ASGI handler around the endpoint) that is
-    the request's own thread: its end closes the connection as ``CONN_MAX_AGE`` says, and a
-    kept one is health-checked at the next request's start. Outside one (a task with no
+    In a request (:class:`RequestThread`) that is the request's own thread: its end closes the
+    connection as ``CONN_MAX_AGE`` says, and a kept one is checked at the next request's start
+    (with ``CONN_HEALTH_CHECKS = True``; else only its age is). Outside one (a task with no
     request), a thread of the loop's default executor, with the rules before and after ``fn``.
     Not the default executor inside a request: a connection opened there was never closed
     (``CONN_MAX_AGE = 0`` ignored) nor checked, and once the database dropped it every call
@@ -211,8 +211,10 @@ class RequestThread:
     later request (up to :data:`MAX_IDLE_THREADS`; past that it closes them all and ends: one
     left open in an ended thread would stay open until the garbage collector found it).
 
-    Inside an enclosing context (the endpoint served as a Django view, under Django's ASGI
-    handler) the enclosing request's thread serves, as asgiref does for nested contexts.
+    Inside an enclosing context the enclosing request's thread serves, as asgiref does for
+    nested contexts. The URLconf mount (``transports/view.py``) starts the endpoint without
+    Django's request context, so it gets a thread of its own there too: it streams on after
+    the view returned, when a sync-only middleware's thread that Django's names has quit.
     A request that runs no sync code starts no thread: it costs about 2 µs.
 
     ``with RequestThread():`` does the same for sync code that hands one piece of work to an

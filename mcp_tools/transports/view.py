@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
+from asgiref.sync import AsyncToSync, SyncToAsync
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -75,6 +77,19 @@ def non_atomic_everywhere(view: ViewT) -> ViewT:
     return view
 
 
+def _context_of_its_own() -> contextvars.Context:
+    """A copy of this context that names neither the enclosing request's thread-sensitive context
+    nor a sync caller's thread executor, so the endpoint's ``RequestThread`` starts its own."""
+    context = contextvars.copy_context()
+
+    def forget_enclosing_threads() -> None:
+        SyncToAsync.thread_sensitive_context.set(None)  # type: ignore[arg-type]  # "none": RequestThread reads .get(None)
+        AsyncToSync.executors.current = None
+
+    context.run(forget_enclosing_threads)
+    return context
+
+
 @non_atomic_everywhere
 @csrf_exempt  # MCP clients are not browsers; Origin and Host are checked by the endpoint
 async def mcp_view(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
@@ -101,7 +116,10 @@ async def mcp_view(request: HttpRequest) -> HttpResponse | StreamingHttpResponse
     async def send(message: dict[str, Any]) -> None:
         await outgoing.put(message)
 
-    task = asyncio.ensure_future(_endpoint(dict(scope), receive, send))
+    # Its own request thread (RequestThread), not Django's for this request: the endpoint streams on
+    # after this view returns, and a sync-only middleware's thread (what Django's, inherited, would
+    # be) has quit by then: sync code after that point failed ("CurrentThreadExecutor already quit").
+    task = asyncio.get_running_loop().create_task(_endpoint(dict(scope), receive, send), context=_context_of_its_own())
 
     async def stop_endpoint() -> None:
         gone.set()
