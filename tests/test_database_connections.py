@@ -396,3 +396,46 @@ def test_the_docs_say_how_many_connections_a_process_uses() -> None:
     readme = (root / "README.md").read_text()
     assert "one store thread per process" not in readme
     assert "Database connections per process" in readme
+
+
+def _oauth_toolkit_settings() -> dict[str, Any]:
+    from django.conf import settings
+
+    conf = {key: value for key, value in settings.MCP_TOOLS.items() if key != "OAUTH"}
+    conf.update(ALLOW_ANONYMOUS=False, OAUTH={"AUTHORIZATION_SERVERS": ["/o"], "SCOPES_SUPPORTED": ["mcp"],
+                                             "TOKEN_VERIFIER": "mcp_tools.contrib.oauth_toolkit.OAuthToolkitVerifier"})
+    return conf
+
+
+async def test_a_token_lookup_in_a_database_that_cannot_be_reached_is_503_not_invalid_token(
+        unreachable_database: Callable[[], Awaitable[None]]) -> None:
+    """The django-oauth-toolkit verifier reads its tokens through the ORM: with the database down the
+    client must retry (503), not be told its token is invalid (401, and start its OAuth flow over)."""
+    from django.test import override_settings
+
+    with override_settings(MCP_TOOLS=_oauth_toolkit_settings()):
+        await unreachable_database()
+        answer = await call_modern(APP, "tools/list", {}, headers={"authorization": "Bearer some-token"})
+    assert answer.status == 503 and answer.header("retry-after") == "5", (answer.status, answer.body)
+
+
+async def test_a_statement_the_database_refuses_is_a_500_on_every_database_not_a_retry() -> None:
+    """A missing table (a deploy before migrate) is SQLite's OperationalError and PostgreSQL's
+    ProgrammingError: both a 500, not 503 "try again" on one of them."""
+    from django.db import connection
+
+    session = await open_session()
+
+    def rename(old: str, new: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE {old} RENAME TO {new}")
+
+    await sync_to_async(rename)("mcp_tools_mcpsession", "mcp_tools_mcpsession_away")
+    try:
+        sessions.clear()
+        threads.close_idle_threads()
+        await store.close_connections()
+        answer = await post_json(APP, handshake_message("ping", {}, request_id=3), post_headers(version=HANDSHAKE, session=session))
+    finally:
+        await sync_to_async(rename)("mcp_tools_mcpsession_away", "mcp_tools_mcpsession")
+    assert answer.status == 500 and answer.header("retry-after") is None, (connection.vendor, answer.status, answer.body)

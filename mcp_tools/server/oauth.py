@@ -23,6 +23,7 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
+from .. import store
 from ..conf import RELOAD_ON, endpoint_path, mcp_settings
 from ..registry.registry import SCOPE_PERMISSION_PREFIX
 
@@ -291,7 +292,9 @@ def authenticate_bearer(token: str, resource: str) -> Any:
         active.check(info, resource)
     except TokenRefused:
         raise
-    except Exception:
+    except Exception as exc:
+        if store.database_unreachable(exc):
+            raise  # the database the verifier reads is down: 503 (try again), not "invalid token" (start over)
         # A verifier that fails (an introspection endpoint down, timing out, answering garbage)
         # has not vouched for the token: the client is told so (401), never a 500.
         logger.exception("The token verifier %r failed", type(active).__name__)

@@ -42,6 +42,7 @@ import asyncio
 import contextvars
 import functools
 import logging
+import sqlite3
 import os
 import queue
 import threading
@@ -230,9 +231,25 @@ def close_old_thread_connections() -> None:
     close_old_connections()
 
 
-#: The database failing as a whole (it refuses connections: down, restarting, at
-#: ``max_connections``; it dropped ours), rather than one statement failing in it.
+#: The errors of the database failing as a whole (it refuses connections: down, restarting, at
+#: ``max_connections``; it dropped ours), rather than one statement failing in it: what
+#: :func:`database_unreachable` judges.
 DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
+#: SQLite's OperationalErrors that say its file cannot be used now. Its others are a statement's
+#: own ("no such table" before migrate: PostgreSQL's ProgrammingError), not worth a retry.
+_SQLITE_UNAVAILABLE = ("unable to open database file", "database is locked", "disk i/o error")
+
+
+def database_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot be used now (a client may retry: 503), not that a
+    statement failed in it (a 500): on every database alike."""
+    if not isinstance(exc, DATABASE_UNAVAILABLE):
+        return False
+    cause = exc.__cause__
+    if isinstance(cause, sqlite3.Error):
+        text = str(cause).lower()
+        return any(part in text for part in _SQLITE_UNAVAILABLE)
+    return True
 
 
 def longest_conn_max_age() -> float | None:

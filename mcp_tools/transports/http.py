@@ -538,12 +538,13 @@ class McpEndpoint:
                 await response.refuse(exc)
             except asyncio.CancelledError:
                 raise
-            except store.DATABASE_UNAVAILABLE:  # a GET stream's or a DELETE's session lookup (a POST's: post())
-                logger.exception("Database unavailable serving %s %s", scope["method"], scope.get("path"))
-                await response.refuse(database_unavailable(None))
-            except Exception:
-                # A failure of ours (database down, a bug): logged with its traceback here,
-                # answered without one.
+            except Exception as exc:
+                if store.database_unreachable(exc):  # a GET stream's or a DELETE's session lookup (a POST's: post())
+                    logger.exception("Database unavailable serving %s %s", scope["method"], scope.get("path"))
+                    await response.refuse(database_unavailable(None))
+                    return
+                # A failure of ours (a bug, a statement the database refused): logged with its
+                # traceback here, answered without one.
                 logger.exception("Internal error serving %s %s", scope["method"], scope.get("path"))
                 if not response.closed and not response.streaming:
                     await response.json(500, jsonrpc.error_message(None, McpError(INTERNAL_ERROR, "Internal error")))
@@ -596,6 +597,8 @@ class McpEndpoint:
                 exc.request_id = message.id
             raise
         except store.DATABASE_UNAVAILABLE as exc:
+            if not store.database_unreachable(exc):
+                raise  # a statement's own failure: a 500, as any other
             # Before the request runs (its session, its caller's authentication, a new session):
             # 503 with its id, in both eras, not a 500 with "id": null. The database failing while
             # the request runs is answered by run_request, as any failure there.
