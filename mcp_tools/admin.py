@@ -420,6 +420,11 @@ class McpSessionAdmin(admin.ModelAdmin):
             return False
         return super().lookup_allowed(lookup, value, request)
 
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> McpSession | None:
+        if "\x00" in object_id:  # no id holds it, and PostgreSQL refuses it in a query (a 500)
+            return None
+        return super().get_object(request, object_id, from_field)
+
     def get_search_results(self, request: HttpRequest, queryset: QuerySet[McpSession], search_term: str) -> tuple[QuerySet[McpSession], bool]:
         found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
         return with_fitted_principal(found, queryset, search_term), may_have_duplicates

@@ -213,3 +213,12 @@ def test_a_nul_in_a_changelist_filter_is_refused_not_a_500(params: dict[str, str
     operator = client_for(make_user("op", perms=("view_toolcall",)))
     operator.raise_request_exception = False
     assert operator.get(reverse(CHANGELIST), params).status_code == 400
+
+
+@pytest.mark.parametrize("view", ["change", "history", "delete"])
+@pytest.mark.django_db
+def test_a_session_page_whose_id_holds_a_nul_is_not_found_not_a_500(view: str) -> None:
+    operator = client_for(make_user("op", perms=("view_toolcall", "view_mcpsession", "delete_mcpsession")))
+    operator.raise_request_exception = False
+    response = operator.get(reverse(f"admin:mcp_tools_mcpsession_{view}", args=["ab\x00cd"]))
+    assert response.status_code in (302, 404), response.status_code  # Django's "does not exist" redirect
