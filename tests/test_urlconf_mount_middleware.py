@@ -1,10 +1,11 @@
-"""The URLconf mount behind a sync-only middleware: sync code after the answer started streaming.
+"""The URLconf mount: the endpoint's sync code runs in Django's thread for the request.
 
-Django calls the async view through ``async_to_sync`` from a sync-only middleware's thread; the
-endpoint's task inherited that thread's executor, which has quit once the view returned and the
-answer streams on. A permission check then (the ``nextTool`` hint's, after a tool that reported
-progress) failed the call with "Internal error". The endpoint now runs with a request thread of
-its own, as when it is mounted directly.
+Behind a sync-only middleware Django calls the async view through ``async_to_sync`` from the
+request's thread; the endpoint's task inherited that thread's executor, which has quit once the
+view returned and the answer streams on. A permission check then (the ``nextTool`` hint's, after
+a tool that reported progress) failed the call with "Internal error". A first fix gave the
+endpoint threads of its own, which lost what middleware set up in the request's thread (a
+tenant's connection). Now the work is handed over to that same thread when the view returns.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import connection
 from django.test import override_settings
+from django.utils.deprecation import MiddlewareMixin
 
 from mcp_tools.engine.context import ToolContext
 from mcp_tools.registry import make_tool, registry
@@ -24,6 +27,26 @@ from tests.asgi_client import modern_message, post_headers, request
 from tests.clients import create_user_with_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class TenantMiddleware(MiddlewareMixin):
+    """What django-tenants' middleware does: set the request's tenant on the thread's connection."""
+
+    def process_request(self, req):  # type: ignore[no-untyped-def]
+        connection.tenant = "acme"
+
+
+def which_tenant() -> str:
+    """A sync tool: the tenant its connection is set to."""
+    return str(getattr(connection, "tenant", None))
+
+
+async def tenant_after_progress(ctx: ToolContext) -> str:
+    """The same, after the answer started streaming."""
+    await ctx.report_progress(1, 2, "half")
+    for _ in range(20):
+        await asyncio.sleep(0.01)
+    return await sync_to_async(which_tenant)()
 
 
 class SyncOnlyMiddleware:
@@ -74,3 +97,19 @@ async def test_sync_code_after_the_stream_started_runs_under_a_sync_only_middlew
     text = answer.body.decode()
     assert answer.status == 200 and "Internal error" not in text, text
     assert "done (True)" in text and "gated_next" in text, text
+
+
+@pytest.mark.parametrize("sync_only", [False, True], ids=["async-capable", "sync-only-too"])
+@pytest.mark.parametrize("tool", ["which_tenant", "tenant_after_progress"])
+async def test_what_a_middleware_set_up_in_the_request_thread_reaches_the_tools(sync_only: bool, tool: str) -> None:
+    from django.core.handlers.asgi import ASGIHandler
+
+    middleware = [*settings.MIDDLEWARE, f"{__name__}.TenantMiddleware"] + ([f"{__name__}.SyncOnlyMiddleware"] if sync_only else [])
+    with override_settings(MIDDLEWARE=middleware), registry.registered_temporarily(
+            make_tool(which_tenant), make_tool(tenant_after_progress)):
+        params = {"name": tool, "arguments": {}, "_meta": {"progressToken": "p1"}}
+        headers = post_headers(extra={"mcp-method": "tools/call", "mcp-name": tool})
+        answer = await request(ASGIHandler(), "POST", "/mcp-via-django", headers=headers,
+                               body=json.dumps(modern_message("tools/call", params)).encode())
+    text = answer.body.decode()
+    assert answer.status == 200 and "acme" in text, text

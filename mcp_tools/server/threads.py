@@ -211,10 +211,10 @@ class RequestThread:
     later request (up to :data:`MAX_IDLE_THREADS`; past that it closes them all and ends: one
     left open in an ended thread would stay open until the garbage collector found it).
 
-    Inside an enclosing context the enclosing request's thread serves, as asgiref does for
-    nested contexts. The URLconf mount (``transports/view.py``) starts the endpoint without
-    Django's request context, so it gets a thread of its own there too: it streams on after
-    the view returned, when a sync-only middleware's thread that Django's names has quit.
+    Inside an enclosing context (the endpoint served as a Django view, under Django's ASGI
+    handler) the enclosing request's thread serves, as asgiref does for nested contexts, so
+    what the request's middleware set up in it applies (``transports/view.py`` hands the work
+    over when a sync-only middleware's executor quits with the view).
     A request that runs no sync code starts no thread: it costs about 2 µs.
 
     ``with RequestThread():`` does the same for sync code that hands one piece of work to an

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+from concurrent.futures import Executor, Future
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
@@ -77,17 +78,29 @@ def non_atomic_everywhere(view: ViewT) -> ViewT:
     return view
 
 
-def _context_of_its_own() -> contextvars.Context:
-    """A copy of this context that names neither the enclosing request's thread-sensitive context
-    nor a sync caller's thread executor, so the endpoint's ``RequestThread`` starts its own."""
-    context = contextvars.copy_context()
+class _ViewThenRequestThread(Executor):
+    """Where the endpoint's sync code runs when a sync-only middleware called this view.
 
-    def forget_enclosing_threads() -> None:
-        SyncToAsync.thread_sensitive_context.set(None)  # type: ignore[arg-type]  # "none": RequestThread reads .get(None)
-        AsyncToSync.executors.current = None
+    Django then calls the view through ``async_to_sync`` from the request's thread, which takes
+    sync work only while it waits for the view (its ``CurrentThreadExecutor``, which the
+    endpoint's task inherits); the endpoint streams on after the view returned, when that
+    executor has quit ("CurrentThreadExecutor already quit"). From then on the work goes to the
+    request context's executor: the same thread, back in Django's hands for this request until
+    the response is sent. Either way the endpoint's sync code runs in the thread the
+    middleware ran in, with what it set up there (its connection: a tenant's schema; its
+    thread-locals), as a view's sync code would.
+    """
 
-    context.run(forget_enclosing_threads)
-    return context
+    def __init__(self, while_the_view_runs: Executor) -> None:
+        self._view_thread = while_the_view_runs
+        self.view_returned = False
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        if not self.view_returned:
+            return self._view_thread.submit(fn, *args, **kwargs)
+        context = SyncToAsync.thread_sensitive_context.get(None)
+        executor = SyncToAsync.context_to_thread_executor.get(context) if context is not None else None
+        return (executor or SyncToAsync.single_thread_executor).submit(fn, *args, **kwargs)
 
 
 @non_atomic_everywhere
@@ -116,10 +129,24 @@ async def mcp_view(request: HttpRequest) -> HttpResponse | StreamingHttpResponse
     async def send(message: dict[str, Any]) -> None:
         await outgoing.put(message)
 
-    # Its own request thread (RequestThread), not Django's for this request: the endpoint streams on
-    # after this view returns, and a sync-only middleware's thread (what Django's, inherited, would
-    # be) has quit by then: sync code after that point failed ("CurrentThreadExecutor already quit").
-    task = asyncio.get_running_loop().create_task(_endpoint(dict(scope), receive, send), context=_context_of_its_own())
+    # The endpoint's sync code runs in Django's thread for this request, as a view's would: what its
+    # middleware set up there applies. Behind a sync-only middleware that thread is reached through
+    # an executor that quits when this view returns: handed over then (_ViewThenRequestThread).
+    context = contextvars.copy_context()
+    view_thread = getattr(AsyncToSync.executors, "current", None)
+    handover = _ViewThenRequestThread(view_thread) if view_thread is not None else None
+    if handover is not None:
+        context.run(setattr, AsyncToSync.executors, "current", handover)
+    task = asyncio.get_running_loop().create_task(_endpoint(dict(scope), receive, send), context=context)
+    try:
+        return await _answer(task, outgoing, gone)
+    finally:
+        if handover is not None:
+            handover.view_returned = True
+
+
+async def _answer(task: asyncio.Task[None], outgoing: asyncio.Queue[dict[str, Any]], gone: asyncio.Event) -> HttpResponse | StreamingHttpResponse:
+    """The view's response to what the endpoint (``task``) sends: whole, or streamed while it runs."""
 
     async def stop_endpoint() -> None:
         gone.set()
