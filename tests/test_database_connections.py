@@ -439,3 +439,25 @@ async def test_a_statement_the_database_refuses_is_a_500_on_every_database_not_a
     finally:
         await sync_to_async(rename)("mcp_tools_mcpsession_away", "mcp_tools_mcpsession")
     assert answer.status == 500 and answer.header("retry-after") is None, (connection.vendor, answer.status, answer.body)
+
+
+def _sqlite_error(code: int, message: str) -> Exception:
+    """Django's OperationalError for a SQLite error of ``code``, as the backend raises it (its cause kept)."""
+    import sqlite3
+
+    from django.db import OperationalError
+
+    cause = sqlite3.OperationalError(message)
+    cause.sqlite_errorcode = code  # type: ignore[attr-defined]
+    error = OperationalError(message)
+    error.__cause__ = cause
+    return error
+
+
+@pytest.mark.parametrize("code, message, unreachable", [
+    (5, "database is locked", True), (6, "database table is locked", True), (262, "database table is locked", True),
+    (10, "disk I/O error", True), (13, "database or disk is full", True), (14, "unable to open database file", True),
+    (1, "no such table: mcp_tools_mcpsession", False), (1, "no such column: x", False),
+])
+def test_sqlite_errors_that_mean_the_database_cannot_be_used(code: int, message: str, unreachable: bool) -> None:
+    assert store.database_unreachable(_sqlite_error(code, message)) is unreachable

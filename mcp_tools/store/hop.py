@@ -235,9 +235,10 @@ def close_old_thread_connections() -> None:
 #: ``max_connections``; it dropped ours), rather than one statement failing in it: what
 #: :func:`database_unreachable` judges.
 DATABASE_UNAVAILABLE: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
-#: SQLite's OperationalErrors that say its file cannot be used now. Its others are a statement's
-#: own ("no such table" before migrate: PostgreSQL's ProgrammingError), not worth a retry.
-_SQLITE_UNAVAILABLE = ("unable to open database file", "database is locked", "disk i/o error")
+#: SQLite's primary result codes that say its file cannot be used now: BUSY, LOCKED, NOMEM, IOERR,
+#: FULL, CANTOPEN. Its other errors are a statement's own ("no such table" before migrate:
+#: PostgreSQL's ProgrammingError), not worth a retry.
+_SQLITE_UNAVAILABLE = frozenset({5, 6, 7, 10, 13, 14})
 
 
 def database_unreachable(exc: BaseException) -> bool:
@@ -247,8 +248,8 @@ def database_unreachable(exc: BaseException) -> bool:
         return False
     cause = exc.__cause__
     if isinstance(cause, sqlite3.Error):
-        text = str(cause).lower()
-        return any(part in text for part in _SQLITE_UNAVAILABLE)
+        code = getattr(cause, "sqlite_errorcode", None)  # extended code: its low byte is the primary one
+        return code is not None and code & 0xFF in _SQLITE_UNAVAILABLE
     return True
 
 
