@@ -20,13 +20,14 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import unquote
 from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied
 from django.db.models import JSONField, QuerySet
 from django.db.models.constants import LOOKUP_SEP
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.urls import path
 from django.utils.html import format_html
 from django.utils.text import Truncator
@@ -194,8 +195,18 @@ def reaches_json_column(model: Any, parts: list[str]) -> bool:
     return False
 
 
+class RefusesUnstorableSelections(admin.ModelAdmin):
+    """A changelist action whose selected ids hold U+0000 (only a crafted POST sends one) is refused
+    (400): Django puts them into a query PostgreSQL refuses (a 500), and no id holds one."""
+
+    def response_action(self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any) -> HttpResponse | None:
+        if any("\x00" in selected for selected in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)):
+            return HttpResponseBadRequest("A selected id holds U+0000.")
+        return super().response_action(request, queryset, *args, **kwargs)
+
+
 @admin.register(ToolCall)
-class ToolCallAdmin(admin.ModelAdmin):
+class ToolCallAdmin(RefusesUnstorableSelections):
     list_display = ("status_badge", "tool_name", "who", "served", "age", "last_activity", "progress_bar", "steps", "worker_state")
     list_display_links = ("tool_name",)
     list_filter = (
@@ -409,7 +420,7 @@ class ToolCallAdmin(admin.ModelAdmin):
 
 
 @admin.register(McpSession)
-class McpSessionAdmin(admin.ModelAdmin):
+class McpSessionAdmin(RefusesUnstorableSelections):
     list_display = ("id", "protocol_version", "principal", "log_level", "created_at", "last_seen_at")
     search_fields = ("=id", "=principal")
     readonly_fields = [f.name for f in McpSession._meta.fields]

@@ -222,3 +222,13 @@ def test_a_session_page_whose_id_holds_a_nul_is_not_found_not_a_500(view: str) -
     operator.raise_request_exception = False
     response = operator.get(reverse(f"admin:mcp_tools_mcpsession_{view}", args=["ab\x00cd"]))
     assert response.status_code in (302, 404), response.status_code  # Django's "does not exist" redirect
+
+
+@pytest.mark.parametrize("changelist, action", [("admin:mcp_tools_mcpsession_changelist", "delete_selected"),
+                                                (CHANGELIST, "cancel_calls")], ids=["sessions", "calls"])
+@pytest.mark.django_db
+def test_a_nul_in_an_actions_selected_ids_is_refused_not_a_500(changelist: str, action: str) -> None:
+    operator = client_for(make_user("op", perms=("view_toolcall", "change_toolcall", "view_mcpsession", "delete_mcpsession")))
+    operator.raise_request_exception = False
+    response = operator.post(reverse(changelist), {"action": action, "_selected_action": ["ab\x00cd"], "index": "0"})
+    assert response.status_code == 400, response.status_code
