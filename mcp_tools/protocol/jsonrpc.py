@@ -136,11 +136,13 @@ def parse_body(body: bytes) -> Message:
     return message
 
 
-#: A character no string of a message may hold: U+0000, which PostgreSQL's ``text`` and ``jsonb``
-#: refuse, and a lone surrogate (``"\\ud800"``: valid JSON, no Unicode text), which has no UTF-8
-#: and which ``jsonb`` refuses too. Arguments, answers and client details are stored with a call
-#: or a session: refused as they arrive, on every database alike, they change nothing (accepted,
-#: a call would fail only on PostgreSQL, and only once it first wrote its row).
+#: A character no string of a request may hold: U+0000, which PostgreSQL's ``text`` columns refuse
+#: (a request id, a resource URI, a message), and a lone surrogate (``"\\ud800"``: valid JSON, no
+#: Unicode text), which has no UTF-8 (no text column of any database holds it). Neither survives
+#: ``jsonb`` either (the JSON columns are ``json`` since migration 0007, whose reverse turns them
+#: back). Arguments, answers and client details are stored with a call or a session: refused as
+#: they arrive, on every database alike, they change nothing (accepted, a call could fail on one
+#: database and not the other, and only once it first wrote its row).
 _UNSTORABLE_CHARACTER = re.compile("[\x00\ud800-\udfff]")
 UNSTORABLE_TEXT = "a string holds U+0000 or a lone surrogate, which this server does not accept"
 UNSTORABLE_MESSAGE = f"Invalid params: {UNSTORABLE_TEXT}"

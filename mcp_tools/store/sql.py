@@ -104,8 +104,10 @@ _django_json_text = json_encoder(ensure_ascii=True, separators=(", ", ": "), def
 
 class UnstorableValue(ValueError):
     """A value a column cannot hold on every database: a string with U+0000 (PostgreSQL's ``text``
-    and ``jsonb`` refuse it) or, in a JSON column, a lone surrogate (``jsonb`` refuses it). Refused
-    on SQLite too, so that what runs in development runs on PostgreSQL; nothing is written."""
+    refuses it) or, in a JSON column, U+0000 or a lone surrogate (PostgreSQL's ``json`` keeps their
+    escapes, ``jsonb`` refuses them: reversing migration 0007 would fail, as would any tool reading
+    the column as ``jsonb``). Refused on SQLite too, so that what runs in development runs on
+    PostgreSQL; nothing is written."""
 
 
 def _check_storable(field: Any, value: Any) -> Any:
@@ -113,7 +115,7 @@ def _check_storable(field: Any, value: Any) -> Any:
     if unstorable_string(value) is not None:
         raise UnstorableValue(
             f"{field.model.__name__}.{field.name} cannot store a string holding U+0000 or a lone surrogate "
-            "(PostgreSQL refuses them; so does mcp_tools on every database)"
+            "(PostgreSQL's text and jsonb refuse them; so does mcp_tools, on every database)"
         )
     return _plain(value)
 
