@@ -21,6 +21,7 @@ __all__ = [
     "NotRegistered",
     "Page",
     "Pending",
+    "ResourceNotFound",
     "SamplingResult",
     "StepFailed",
     "ToolContext",
@@ -40,6 +41,7 @@ __all__ = [
 # is safe in settings modules and before apps are ready.
 from .engine.context import SamplingResult, ToolContext
 from .engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed
+from .protocol.errors import ResourceNotFound
 from .registry.registry import AlreadyRegistered, NotRegistered, prompt, resource, tool
 from .registry.results import Page, Pending, ToolError, ToolResult
 

@@ -125,7 +125,8 @@ async def test_resources_prompts_completion(server_url: str, mode: str) -> None:
 
         with pytest.raises(MCPError) as missing:
             await client.read_resource("inventory://products/NOPE-404")
-        assert missing.value.error.code == -32602
+        # Each era's code: -32602 from 2026-07-28 on (SEP-2164), -32002 in 2025-11-25 sessions.
+        assert missing.value.error.code == (-32602 if mode == "2026-07-28" else -32002)
 
         prompts = await client.list_prompts()
         advice = next(p for p in prompts.prompts if p.name == "restock_advice")

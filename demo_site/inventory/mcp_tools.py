@@ -290,7 +290,7 @@ def product_by_sku(sku: str) -> str:
     """One product by SKU, as a JSON object."""
     product = Product.objects.filter(sku=sku).first()
     if product is None:
-        raise invalid_params("Resource not found", {"uri": f"inventory://products/{sku}"})
+        raise mcp_tools.ResourceNotFound(f"inventory://products/{sku}")
     return json.dumps(_product_dict(product))
 
 

@@ -49,6 +49,22 @@ class McpError(Exception):
         return f"McpError({self.code}, {self.message!r})"
 
 
+class ResourceNotFound(McpError):
+    """No resource the caller may read answers to ``uri``.
+
+    -32602 from 2026-07-28 on (SEP-2164: servers MUST), -32002 for earlier versions, whose spec
+    has servers SHOULD answer that code (server/resources, Error Handling); the dispatcher,
+    which knows the request's era, turns it into the latter (:meth:`for_handshake_era`).
+    """
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(INVALID_PARAMS, "Resource not found", {"uri": uri})
+
+    def for_handshake_era(self) -> ResourceNotFound:
+        self.code = RESOURCE_NOT_FOUND
+        return self
+
+
 class InvalidArguments(McpError):
     """A tool's arguments that fail its validation; ``errors`` says why, field by field
     (``[{field, message, type}]``, also the ``data.errors`` of the -32602 it is).

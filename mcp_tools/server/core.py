@@ -39,7 +39,7 @@ from ..engine.journal import Journal, Step, digest
 from ..interprocess import cancellation, events, wakeups
 from ..protocol import jsonrpc
 from ..protocol.answers import InvalidAnswer, checked_step_answer
-from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidArguments, McpError, invalid_params
+from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidArguments, McpError, ResourceNotFound, invalid_params
 from ..protocol.levels import at_least
 from ..protocol.schemas import InvalidSchema
 from ..registry import Prompt, Resource, Tool, registry
@@ -148,7 +148,7 @@ async def resolve_target(method: str, params: dict[str, Any], principal: Princip
             raise invalid_params('"uri" must be a string')
         found = registry.find_resource(uri)
         if found is None or not await permitted(principal, found[0].permissions):
-            raise McpError(INVALID_PARAMS, "Resource not found", {"uri": uri})
+            raise ResourceNotFound(uri)
         resource, template_params = found
         return Target("resources/read", uri, resource.fn, resource.is_async, None, template_params,
                       lambda value: shape_resource(resource, uri, value), params)

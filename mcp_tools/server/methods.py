@@ -21,7 +21,7 @@ from django.dispatch import receiver
 from .. import store
 from ..conf import RELOAD_ON, mcp_settings
 from ..protocol import versions
-from ..protocol.errors import INVALID_PARAMS, McpError, invalid_params, method_not_found
+from ..protocol.errors import McpError, ResourceNotFound, invalid_params, method_not_found
 from ..protocol.levels import LOG_LEVELS
 from ..registry import registry
 from . import sessions, threads
@@ -218,7 +218,7 @@ async def subscribe_resource(params: dict[str, Any], rc: RequestContext) -> dict
     # Refused exactly as resources/read refuses a URI the caller may not read.
     found = registry.find_resource(uri)
     if found is None or not await permitted(rc.principal, found[0].permissions):
-        raise McpError(INVALID_PARAMS, "Resource not found", {"uri": uri})
+        raise ResourceNotFound(uri)
     if not await store.subscribe(rc.session_id, uri):
         raise invalid_params("Resource URI too long to subscribe to")
     return {}
@@ -339,7 +339,10 @@ async def dispatch(method: str, params: dict[str, Any], rc: RequestContext) -> d
     handler = table.get(method)
     if handler is None or (method in ("tools/callSaga", "tools/resumeSaga") and not mcp_settings.ENABLE_SAGAS):
         raise method_not_found(method, http_status=404 if rc.modern else 200)
-    result = await handler(params, rc)
+    try:
+        result = await handler(params, rc)
+    except ResourceNotFound as exc:
+        raise exc if rc.modern else exc.for_handshake_era()
     if rc.modern:
         result.setdefault("resultType", "complete")
         meta = result.get("_meta")
