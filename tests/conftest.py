@@ -56,8 +56,10 @@ class ChildProcess:
 class LiveServer(ChildProcess):
     """A real ASGI server process serving demo_site on 127.0.0.1."""
 
-    def __init__(self, server: str = "daphne", port: int | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(self, server: str = "daphne", port: int | None = None, env: dict[str, str] | None = None,
+                 app: str = "demo_site.asgi:application") -> None:
         self.server = server
+        self.app = app
         self.port = port or free_port()
         self.env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
@@ -70,9 +72,9 @@ class LiveServer(ChildProcess):
     def start(self) -> LiveServer:
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.server_settings", "PYTHONPATH": str(ROOT), **self.env}
         if self.server == "daphne":
-            cmd = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "demo_site.asgi:application"]
+            cmd = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), self.app]
         else:
-            cmd = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning", "demo_site.asgi:application"]
+            cmd = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning", self.app]
         log = open(self.log_path, "wb")  # noqa: SIM115 - closed with the process
         self.process = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30

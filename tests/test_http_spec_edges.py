@@ -299,6 +299,40 @@ async def test_listen_acknowledges_only_what_it_honours() -> None:
     assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "sub-1"
 
 
+def _idle_tool() -> str:
+    return "idle"
+
+
+async def test_an_idle_listen_stream_sends_keep_alives_and_still_delivers(monkeypatch: Any) -> None:
+    """2026-07-28 streamable-http: "For long-lived streams — in particular the subscriptions/listen response
+    stream — servers are encouraged to periodically emit an SSE comment line ... as a keep-alive" (intermediaries
+    and client idle timeouts close a silent stream; the official Python client reads with a 300 s timeout).
+    The listen stream sends one every KEEPALIVE_SECONDS when it has nothing to say, and a notification that
+    comes after them still goes out."""
+    from mcp_tools.registry import make_tool, registry
+    from mcp_tools.transports import http as http_transport
+
+    monkeypatch.setattr(http_transport, "KEEPALIVE_SECONDS", 0.05)
+    message = modern_message("subscriptions/listen", {"notifications": {"toolsListChanged": True}}, request_id=1)
+    stream = Stream("POST", post_headers(extra={"mcp-method": "subscriptions/listen"}), json.dumps(message).encode())
+    try:
+        await stream.wait_for(lambda m: m.get("method") == "notifications/subscriptions/acknowledged")
+
+        async def two_keep_alives() -> None:
+            while stream.text().count("\n: keep-alive\n\n") < 2:
+                assert not stream.task.done(), stream.sent
+                stream.got.clear()
+                await stream.got.wait()
+
+        await asyncio.wait_for(two_keep_alives(), 10)
+        with registry.registered_temporarily(make_tool(_idle_tool, name="zz_idle_tool")):
+            _, changed = await stream.wait_for(lambda m: m.get("method") == "notifications/tools/list_changed")
+    finally:
+        stream.gone.set()
+        await asyncio.wait_for(stream.task, 10)
+    assert changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 1
+
+
 @pytest.mark.parametrize("filters", [[], {"toolsListChanged": "yes"}, {"resourceSubscriptions": "test://static-text"},
                                      {"resourceSubscriptions": [1]}])
 async def test_listen_filters_of_the_wrong_shape_are_refused(filters: Any) -> None:

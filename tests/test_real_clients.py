@@ -378,3 +378,29 @@ async def test_authenticated_deploy_records_the_actor(start_server: type[LiveSer
         assert result.is_error is False, result
         rows = await audit_rows(f"auth-{mode}")
         assert [(row["actor"], row["detail"]["env"]) for row in rows] == [("deployer", "staging")]
+
+
+# -- idle streams -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("server", ["daphne", "uvicorn"])
+async def test_an_idle_2026_subscription_outlives_the_client_read_timeout(start_server: type[LiveServer], server: str) -> None:
+    """The official client reads a 2026-07-28 ``subscriptions/listen`` stream with a read timeout (300 s by
+    default): with nothing to notify for longer, a stream that carried no byte died (httpx ReadTimeout, the
+    SDK's SubscriptionLost). Keep-alive comments (every second on this server) keep it open past the
+    client's 4 s read timeout, for three times as long."""
+    import anyio
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    url = start_server(server=server, app="tests.live_extras_asgi:application").start().url
+    read_timeout = 4.0
+    idle_for = 3 * read_timeout
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=read_timeout)) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode=MODERN, read_timeout_seconds=30) as client:
+            async with client.listen(tools_list_changed=True) as subscription:
+                with anyio.move_on_after(idle_for) as idle:
+                    async for event in subscription:
+                        raise AssertionError(f"nothing changed, yet the subscription delivered {event!r}")
+            assert idle.cancelled_caught, "the subscription ended before the idle period did"
+            assert (await client.call_tool("echo", {"text": "still here"})).content[0].text == "still here"

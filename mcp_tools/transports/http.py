@@ -492,9 +492,11 @@ class Response:
             await self.json(status, message, extra)
 
 
-#: A standalone stream with nothing to say sends an SSE comment this often (proxies close idle
-#: connections), and looks at its session then (sessions.keep_in_use).
+#: A standalone stream or a ``subscriptions/listen`` stream with nothing to say sends an SSE
+#: comment this often (proxies and clients close idle connections); a standalone stream looks at
+#: its session then (sessions.keep_in_use).
 KEEPALIVE_SECONDS = 15.0
+KEEPALIVE_COMMENT = b": keep-alive\n\n"
 
 
 class McpEndpoint:
@@ -821,10 +823,16 @@ class McpEndpoint:
             await response.event(jsonrpc.notification_message("notifications/subscriptions/acknowledged", {"_meta": meta, "notifications": wanted}))
             while True:
                 getter = asyncio.ensure_future(outbox.get())
-                done, _ = await asyncio.wait({getter, watcher}, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait({getter, watcher}, timeout=KEEPALIVE_SECONDS, return_when=asyncio.FIRST_COMPLETED)
                 if watcher in done:
                     getter.cancel()
                     return
+                if getter not in done:
+                    # Idle: a comment, or the client's read timeout (the SDK's is 300 s) or a proxy's
+                    # idle timeout closes the stream and the subscription is lost.
+                    getter.cancel()
+                    await response._send({"type": "http.response.body", "body": KEEPALIVE_COMMENT, "more_body": True})
+                    continue
                 message = getter.result()
                 # Tagged here, not when queued: the outbox knows a notification by its method and URI only.
                 await response.event(jsonrpc.notification_message(message["method"], {**message.get("params", {}), "_meta": meta}))
@@ -981,7 +989,7 @@ class McpEndpoint:
                         await response.event(message)
                     else:
                         getter.cancel()
-                        await response._send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
+                        await response._send({"type": "http.response.body", "body": KEEPALIVE_COMMENT, "more_body": True})
         finally:
             if watcher is not None:
                 watcher.cancel()
