@@ -258,7 +258,7 @@ async def test_param_headers_follow_the_tool_registered_under_the_name() -> None
     from mcp_tools.registry import registry
 
     mirrored = _regional_tool(True)
-    assert mirrored.param_headers == (("region", "Region"),)
+    assert mirrored.param_headers == ((("region",), "Region"),)
     params = {"name": "regional", "arguments": {"region": "eu-west", "count": 2}}
     with registry.registered_temporarily(mirrored):
         missing = await call_modern(McpEndpoint(), "tools/call", params)

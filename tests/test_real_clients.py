@@ -380,6 +380,27 @@ async def test_authenticated_deploy_records_the_actor(start_server: type[LiveSer
         assert [(row["actor"], row["detail"]["env"]) for row in rows] == [("deployer", "staging")]
 
 
+# -- arguments mirrored in Mcp-Param-* headers ----------------------------------------------------
+
+
+async def test_tools_with_optional_and_nested_header_arguments_are_listed_and_called(start_server: type[LiveServer]) -> None:
+    """The official 2026-07-28 client drops from tools/list a tool whose x-mcp-header annotations break the
+    spec's rules (find_invalid_x_mcp_header): ``Annotated[str | None, Field(json_schema_extra={"x-mcp-header":
+    "Zone"})] = None`` was such a tool (pydantic's anyOf has no ``type``), and so was an annotated field of a
+    nested model (in ``$defs``). Both are listed now; the client mirrors the values (the nested one from its
+    property path) and the server checks them, and an omitted or null optional argument needs no header."""
+    url = start_server(server="uvicorn", app="tests.live_extras_asgi:application").start().url
+    async with sdk_client(url, MODERN) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert {"live_zoned", "live_deploy_to"} <= set(tools), sorted(tools)
+        assert tools["live_zoned"].input_schema["properties"]["zone"]["type"] == "string"
+        assert (await client.call_tool("live_zoned", {"zone": "eu-west"})).content[0].text == "zone=eu-west"
+        assert (await client.call_tool("live_zoned", {"zone": None})).content[0].text == "zone=None"
+        assert (await client.call_tool("live_zoned", {})).content[0].text == "zone=None"
+        deployed = await client.call_tool("live_deploy_to", {"target": {"region": "eu-west", "replicas": 2}})
+        assert deployed.content[0].text == "eu-westx2"
+
+
 # -- idle streams -------------------------------------------------------------------------------
 
 

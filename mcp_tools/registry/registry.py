@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from ..engine.context import ToolContext
 from ..protocol.errors import invalid_params
 from . import results
+from .param_headers import header_properties
 from .schemas import InputSpec, OutputSpec, input_from_serializer, input_from_signature, output_from_annotation, parse_param_docs
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
@@ -104,18 +105,15 @@ class Tool:
     icons: list[dict[str, Any]] | None = None
     thread_sensitive: bool = True
     _wire: dict[str, Any] | None = dataclasses.field(default=None, repr=False)
-    _param_headers: tuple[tuple[str, str], ...] | None = dataclasses.field(default=None, repr=False)
+    _param_headers: tuple[tuple[tuple[str, ...], str], ...] | None = dataclasses.field(default=None, repr=False)
 
     @property
-    def param_headers(self) -> tuple[tuple[str, str], ...]:
-        """``(argument, header name)`` of the arguments the schema mirrors in ``Mcp-Param-*`` headers
-        (``x-mcp-header``), in schema order; read from the schema once, like :meth:`to_wire`."""
+    def param_headers(self) -> tuple[tuple[tuple[str, ...], str], ...]:
+        """``(path, header name)`` of the arguments the schema mirrors in ``Mcp-Param-*`` headers
+        (``x-mcp-header``), ``path`` being the chain of property names (nested ones too), in schema
+        order; read from the schema once, like :meth:`to_wire`."""
         if self._param_headers is None:
-            properties = self.input.schema.get("properties", {})
-            self._param_headers = tuple(
-                (prop, str(header)) for prop, schema in properties.items()
-                if isinstance(schema, dict) and (header := schema.get("x-mcp-header"))
-            )
+            self._param_headers = header_properties(self.input.schema)
         return self._param_headers
 
     def to_wire(self) -> dict[str, Any]:
@@ -510,7 +508,9 @@ def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     ``task_support`` ("optional" or "required") says whether clients may or
     must call it as an MCP task. ``paginate=True`` makes a generator tool
     answer page by page with resume tokens. ``scopes`` lists the OAuth scopes a
-    bearer token needs to see and call the tool (docs/oauth.md).
+    bearer token needs to see and call the tool (docs/oauth.md). Arguments annotated
+    ``x-mcp-header`` that clients could not mirror in a header raise ``ImproperlyConfigured``
+    (docs/protocol.md, "Arguments mirrored in headers").
     """
 
     def decorate(func: F) -> F:

@@ -26,6 +26,7 @@ from pydantic.fields import FieldInfo
 
 from ..protocol.errors import InvalidArguments
 from ..protocol.schemas import compile_schema, schema_errors
+from .param_headers import mirrored_schema
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -303,6 +304,7 @@ def input_from_signature(
     schema.pop("title", None)
     schema.setdefault("properties", {})
     schema["additionalProperties"] = False
+    schema = mirrored_schema(name, schema)
     field_names = list(fields)
     # A model's __dict__ holds its fields' values, in order: copied, it is the kwargs (0.2 µs
     # less than reading them one by one), unless a parameter did not become a field of
@@ -395,7 +397,7 @@ def input_from_serializer(name: str, serializer_class: type) -> InputSpec:
         if not prop.get("readOnly")
     }
     required = [name for name in mapped.get("required", []) if name in properties]
-    schema = {"type": "object", "properties": properties, **({"required": required} if required else {})}
+    schema = mirrored_schema(name, {"type": "object", "properties": properties, **({"required": required} if required else {})})
 
     def validate(arguments: dict[str, Any]) -> dict[str, Any]:
         mistyped = argument_type_errors(properties, arguments)

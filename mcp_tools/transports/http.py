@@ -1135,8 +1135,10 @@ def check_param_headers(headers: dict[str, str], params: dict[str, Any], request
         return
     given = params.get("arguments")
     arguments: dict[str, Any] = given if isinstance(given, dict) else {}
-    for prop, header_name in tool.param_headers:
-        expected = arguments.get(prop)
+    for path, header_name in tool.param_headers:
+        expected: Any = arguments
+        for key in path:  # a nested property's value (2026-07-28: the exact property path)
+            expected = expected.get(key) if isinstance(expected, dict) else None
         if expected is None:
             continue  # absent or null: the client omits the header, and none is expected (2026-07-28)
         raw = headers.get(f"mcp-param-{header_name.lower()}")

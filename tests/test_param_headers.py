@@ -1,0 +1,204 @@
+"""Tool arguments mirrored in ``Mcp-Param-*`` headers (``x-mcp-header``, 2026-07-28).
+
+The spec allows the annotation only on a property reached through ``properties`` alone whose ``type``
+is string, integer or boolean, named by an RFC 9110 token unique (case-insensitively) in the tool;
+clients MUST drop a tool that breaks these from ``tools/list``, and the official ones do, silently
+(Python SDK: ``mcp.shared.inbound.find_invalid_x_mcp_header``; TS SDK: ``scanXMcpHeaderDeclarations``).
+A spec review found such tools registered and listed: the natural ``Optional[str]`` argument
+(pydantic's ``anyOf`` has no ``type``), a float (``number``), two annotations naming one header, a
+name with a space. An ``Optional`` of a string, integer or boolean (and an enum, a ``Literal``, a
+nested model) now gets a schema the clients accept; the rest is refused when the tool is built.
+The server also checks the headers of nested annotated properties, as the spec requires.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Annotated, Any, Literal, Optional
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from mcp.shared.inbound import find_invalid_x_mcp_header
+from pydantic import BaseModel, Field
+
+from mcp_tools.protocol.errors import HEADER_MISMATCH
+from mcp_tools.registry import make_tool, registry
+from mcp_tools.transports.http import McpEndpoint
+from tests.asgi_client import call_modern
+
+pytestmark = pytest.mark.django_db(transaction=True)
+APP = McpEndpoint()
+
+
+def header(name: str, **field: Any) -> Any:
+    return Field(json_schema_extra={"x-mcp-header": name}, **field)
+
+
+class Color(str, enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Target(BaseModel):
+    region: Annotated[str, header("Region")]
+    replicas: int = 1
+
+
+# -- tools the official clients list ------------------------------------------------------------
+
+
+def zoned(zone: Annotated[str | None, header("Zone")] = None) -> str:
+    return f"zone={zone}"
+
+
+def optional_int(count: Annotated[Optional[int], header("Count", ge=0)] = None) -> str:  # noqa: UP045 - the spelling users write
+    return f"count={count}"
+
+
+def optional_bool(dry: Annotated[bool | None, header("Dry-Run")] = None) -> str:
+    return f"dry={dry}"
+
+
+def optional_literal(tier: Annotated[Literal["gold", "silver"] | None, header("Tier")] = None) -> str:
+    return f"tier={tier}"
+
+
+def colored(color: Annotated[Color, header("Color")], shade: Annotated[Color | None, header("Shade")] = None) -> str:
+    return f"{color.value}/{shade.value if shade else None}"
+
+
+def deploy_to(target: Target, note: str = "") -> str:
+    return f"{target.region}x{target.replicas}"
+
+
+LISTED = [zoned, optional_int, optional_bool, optional_literal, colored, deploy_to]
+
+
+@pytest.mark.parametrize("fn", LISTED, ids=[fn.__name__ for fn in LISTED])
+async def test_tools_with_header_arguments_are_valid_for_the_official_clients(fn: Any) -> None:
+    tool = make_tool(fn, name=f"zz_{fn.__name__}")
+    with registry.registered_temporarily(tool):
+        r = await call_modern(APP, "tools/list")
+    listed = next(t for t in r.json()["result"]["tools"] if t["name"] == f"zz_{fn.__name__}")
+    assert find_invalid_x_mcp_header(listed["inputSchema"]) is None, listed["inputSchema"]
+
+
+def test_an_optional_header_argument_stays_optional_with_its_constraints() -> None:
+    schema = make_tool(optional_int).input.schema
+    assert schema["properties"]["count"] == {"type": "integer", "minimum": 0, "x-mcp-header": "Count"}
+    assert "count" not in schema.get("required", [])
+    enum_schema = make_tool(colored).input.schema
+    assert enum_schema["properties"]["shade"] == {"type": "string", "enum": ["red", "blue"], "x-mcp-header": "Shade"}
+    assert "$defs" not in enum_schema  # inlined: left there, a definition's annotation is off the properties chain
+    nested = make_tool(deploy_to).input.schema
+    assert nested["properties"]["target"]["properties"]["region"] == {"type": "string", "x-mcp-header": "Region"}
+    assert "$defs" not in nested
+
+
+@pytest.mark.parametrize(("arguments", "headers", "text"), [
+    ({"zone": "eu-west"}, {"mcp-param-zone": "eu-west"}, "zone=eu-west"),
+    ({"zone": None}, {}, "zone=None"),  # null: the client omits the header (2026-07-28), and null is still taken
+    ({}, {}, "zone=None"),
+])
+async def test_an_optional_header_argument_is_called_with_a_value_null_or_nothing(
+        arguments: dict[str, Any], headers: dict[str, str], text: str) -> None:
+    with registry.registered_temporarily(make_tool(zoned)):
+        r = await call_modern(APP, "tools/call", {"name": "zoned", "arguments": arguments}, headers=headers)
+    assert r.status == 200, r.body
+    assert r.json()["result"]["content"] == [{"type": "text", "text": text}]
+
+
+async def test_a_value_without_its_header_is_still_refused() -> None:
+    with registry.registered_temporarily(make_tool(zoned)):
+        r = await call_modern(APP, "tools/call", {"name": "zoned", "arguments": {"zone": "eu-west"}})
+    assert (r.status, r.json()["error"]["code"]) == (400, HEADER_MISMATCH), r.body
+
+
+# -- nested annotated properties: the server checks their headers too ------------------------------
+
+
+@pytest.mark.parametrize(("headers", "status"), [
+    ({"mcp-param-region": "eu-west"}, 200),
+    ({}, 400),  # the value is in the body: a client that omits the header does not conform
+    ({"mcp-param-region": "us-east"}, 400),
+])
+async def test_a_nested_annotated_property_is_checked_against_its_header(headers: dict[str, str], status: int) -> None:
+    """2026-07-28 streamable-http, Custom Headers: an annotated property may be nested (a chain of
+    ``properties``); its value is read at that exact path, and servers MUST reject a missing or
+    mismatched header with 400 / -32020."""
+    tool = make_tool(deploy_to)
+    assert tool.param_headers == ((("target", "region"), "Region"),)
+    arguments = {"target": {"region": "eu-west", "replicas": 2}}
+    with registry.registered_temporarily(tool):
+        r = await call_modern(APP, "tools/call", {"name": "deploy_to", "arguments": arguments}, headers=headers)
+    assert r.status == status, r.body
+    if status == 200:
+        assert r.json()["result"]["content"] == [{"type": "text", "text": "eu-westx2"}]
+    else:
+        assert r.json()["error"]["code"] == HEADER_MISMATCH
+
+
+# -- tools the official clients would drop: refused when built ---------------------------------------
+
+
+class Node(BaseModel):
+    name: Annotated[str, header("Name")]
+    children: list[Node] = []
+
+
+def ratio(value: Annotated[float, header("Ratio")]) -> str:
+    return str(value)
+
+
+def twice(a: Annotated[str, header("Region")], b: Annotated[str, header("region")]) -> str:
+    return a + b
+
+
+def spaced(a: Annotated[str, header("My Region")]) -> str:
+    return a
+
+
+def empty(a: Annotated[str, header("")]) -> str:
+    return a
+
+
+def listed(regions: list[Annotated[str, header("Region")]]) -> str:
+    return ",".join(regions)
+
+
+def either(key: Annotated[str | int, header("Key")]) -> str:
+    return str(key)
+
+
+def maybe_target(target: Target | None = None) -> str:
+    return str(target)
+
+
+def tree(root: Node) -> str:
+    return root.name
+
+
+@pytest.mark.parametrize(("fn", "reason"), [
+    (ratio, "on property 'value': only a string, integer or boolean property may be mirrored in a header, and its type is 'number'"),
+    (twice, "'region' on property 'b': property 'a' has the same header name"),
+    (spaced, "'My Region' on property 'a': the header name must be an RFC 9110 token"),
+    (empty, "'' on property 'a': the header name must be an RFC 9110 token"),
+    (listed, "'Region' at '/properties/regions/items': only a property reached through 'properties' alone"),
+    (either, "'Key' on property 'key': only a string, integer or boolean property may be mirrored in a header, and its type is missing"),
+    (maybe_target, "'Region' at '/$defs/Target/properties/region': only a property reached through 'properties' alone"),
+    (tree, "'Name' at '/$defs/Node/properties/name': only a property reached through 'properties' alone"),
+], ids=["float", "duplicate", "not-a-token", "empty", "in-a-list", "union", "optional-model", "recursive-model"])
+def test_a_tool_the_clients_would_drop_is_refused_naming_tool_property_and_reason(fn: Any, reason: str) -> None:
+    with pytest.raises(ImproperlyConfigured) as refused:
+        make_tool(fn, name=f"zz_{fn.__name__}")
+    message = str(refused.value)
+    assert message.startswith(f"Tool 'zz_{fn.__name__}' cannot be listed to 2026-07-28 clients: x-mcp-header "), message
+    assert reason in message, message
+
+
+def test_a_refused_tool_is_not_registered_by_the_decorator() -> None:
+    from mcp_tools.registry import tool
+
+    with pytest.raises(ImproperlyConfigured):
+        tool(name="zz_decorated_ratio")(ratio)
+    assert registry.get_tool("zz_decorated_ratio") is None
