@@ -166,6 +166,30 @@ def test_input_schema_sphinx_docstring_descriptions() -> None:
     assert built.input.schema["properties"]["limit"]["description"] == "How many to return."
 
 
+def test_an_annotated_field_description_is_kept_with_or_without_a_docstring_line() -> None:
+    """``Annotated[T, Field(description=...)]`` was listed without its description when the
+    docstring had no line for the parameter (an explicit ``description=None`` merged over it)."""
+
+    def described(
+        flag: Annotated[bool, Field(description="Whether to go.")],
+        count: Annotated[int, Field(ge=0, description="How many, from the annotation.")] = 1,
+        plain: str = "",
+    ) -> str:
+        """Do it.
+
+        Args:
+            count: How many, from the docstring.
+            plain: Described by the docstring only.
+        """
+        return plain
+
+    properties = make_tool(described).input.schema["properties"]
+    assert properties["flag"]["description"] == "Whether to go."
+    assert properties["count"]["description"] == "How many, from the annotation."  # the more specific one
+    assert properties["count"]["minimum"] == 0
+    assert properties["plain"]["description"] == "Described by the docstring only."
+
+
 def test_parse_param_docs_numpy_style() -> None:
     summary, params = parse_param_docs(
         """Add numbers.

@@ -278,6 +278,12 @@ def _json_of(arguments: dict[str, Any]) -> bytes | None:
             return None
 
 
+def _annotated_description(annotation: Any) -> bool:
+    """Whether ``Annotated[T, Field(description=...)]`` gives the parameter a description of its own."""
+    return typing.get_origin(annotation) is typing.Annotated and any(
+        isinstance(meta, FieldInfo) and meta.description for meta in typing.get_args(annotation)[1:])
+
+
 def input_from_signature(
     name: str,
     parameters: list[inspect.Parameter],
@@ -298,7 +304,12 @@ def input_from_signature(
             fields[param.name] = (annotation, field)
             continue
         default = ... if param.default is inspect.Parameter.empty else param.default
-        fields[param.name] = (annotation, Field(default, description=description))
+        # ``Annotated[T, Field(description=...)]`` describes itself: neither a docstring's text
+        # nor an explicit ``description=None`` (which pydantic would merge over it) replaces it.
+        if description and not _annotated_description(annotation):
+            fields[param.name] = (annotation, Field(default, description=description))
+        else:
+            fields[param.name] = (annotation, Field(default))
     model = create_model(f"{_camel(name)}Arguments", __base__=ArgumentsModel, **fields)
     schema = _strip_titles(model.model_json_schema())
     schema.pop("title", None)
