@@ -201,9 +201,12 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Expired calls, takeover of calls whose worker died, and retention (see docs/background.md).
+# The sweep: expired calls, and takeover of calls whose worker died; the cleanup: what
+# manage.py mcp_cleanup does (old SSE events, idle sessions, finished calls past their
+# retention). See docs/background.md.
 CELERY_BEAT_SCHEDULE = {
     "mcp-tools-sweep": {"task": "mcp_tools.sweep", "schedule": 30.0},
+    "mcp-tools-cleanup": {"task": "mcp_tools.cleanup", "schedule": 3600.0},
 }
 
 # --------------------------------------------------------------------------

@@ -40,6 +40,15 @@ def sweep() -> dict[str, int]:
     return run_sweep()
 
 
+@shared_task(name="mcp_tools.cleanup", ignore_result=True)
+def cleanup() -> dict[str, Any]:
+    """Periodic (Celery beat, e.g. hourly): what ``manage.py mcp_cleanup`` does, on the settings'
+    retention: expire overdue calls, delete old SSE events, idle sessions and old finished calls."""
+    from .maintenance import cleanup as run_cleanup
+
+    return run_cleanup().as_dict()
+
+
 def retry_call(call_id: str) -> str | None:
     """Run a failed background call again as a new call (what the admin's "Retry" does); its id, or None."""
     from .server.background import retry_failed

@@ -113,3 +113,41 @@ def test_negative_days_are_refused() -> None:
 
     with pytest.raises(CommandError):
         call_command("mcp_cleanup", "--days", "-1", stdout=StringIO())
+
+
+@pytest.mark.django_db
+def test_the_periodic_cleanup_task_deletes_what_mcp_cleanup_does() -> None:
+    """The demo's beat schedule had only ``mcp_tools.sweep``, described as doing "retention", and the
+    settings docs spoke of a "periodic cleanup task" that did not exist: a site set up like the demo
+    kept every finished call, idle session (with its subscriptions) and SSE event for good."""
+    from django.conf import settings
+
+    from mcp_tools.models import McpSession, ResourceSubscription
+    from mcp_tools.tasks import cleanup
+
+    long_ago = timezone.now() - timedelta(days=400)
+    old = make_call(CallStatus.COMPLETED, timedelta(seconds=-1))
+    ToolCall.objects.filter(id=old.id).update(updated_at=long_ago, created_at=long_ago)
+    overdue = make_call(CallStatus.INPUT_REQUIRED, timedelta(seconds=-1))
+    waiting = make_call(CallStatus.INPUT_REQUIRED, timedelta(hours=1))
+    session = McpSession.objects.create(id="idle-session", protocol_version="2025-11-25", client_info={},
+                                        client_capabilities={}, principal="anonymous")
+    McpSession.objects.filter(id=session.id).update(last_seen_at=long_ago)
+    ResourceSubscription.objects.create(session_id=session.id, uri="test://watched")
+    live = McpSession.objects.create(id="live-session", protocol_version="2025-11-25", client_info={},
+                                     client_capabilities={}, principal="anonymous")
+    event = StreamEvent.objects.create(session_id=session.id, stream_id="s", payload="{}")
+    StreamEvent.objects.filter(id=event.id).update(created_at=long_ago)
+
+    report = cleanup.apply().get()  # as a worker runs it
+
+    assert report["expired_calls"] == 1 and report["finished_calls"] == 1 and report["events"] == 1, report
+    assert report["sessions"] == 1, report
+    assert not ToolCall.objects.filter(id=old.id).exists()
+    assert dict(ToolCall.objects.values_list("id", "status")) == {overdue.id: "expired", waiting.id: "input_required"}
+    assert not McpSession.objects.filter(id=session.id).exists()
+    assert McpSession.objects.filter(id=live.id).exists()
+    assert not ResourceSubscription.objects.filter(session_id=session.id).exists()
+    assert not StreamEvent.objects.filter(id=event.id).exists()
+    # The demo schedules it.
+    assert any(entry["task"] == "mcp_tools.cleanup" for entry in settings.CELERY_BEAT_SCHEDULE.values())

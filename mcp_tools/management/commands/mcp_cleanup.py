@@ -24,14 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="Report what would be expired and deleted; change nothing.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from datetime import timedelta
-
-        from django.utils import timezone
-
-        from mcp_tools.conf import mcp_settings
-        from mcp_tools.console.retention import purge_finished_calls, retention_seconds
-        from mcp_tools.models import StreamEvent, ToolCall
-        from mcp_tools.server.sessions import purge_idle
+        from mcp_tools.maintenance import FROM_SETTINGS, cleanup
 
         dry_run = bool(options["dry_run"])
         # Checked before anything is changed: nan or inf would fail halfway through.
@@ -39,25 +32,16 @@ class Command(BaseCommand):
             raise CommandError("--days must be a finite number")
         if options["days"] is not None and options["days"] < 0:
             raise CommandError("--days must not be negative")
-        keep = options["days"] * 86400 if options["days"] is not None else retention_seconds()
+        report = cleanup(keep_seconds=options["days"] * 86400 if options["days"] is not None else FROM_SETTINGS, dry_run=dry_run)
         if dry_run:
-            expired = ToolCall.objects.overdue().count()
-            events = StreamEvent.objects.filter(
-                created_at__lt=timezone.now() - timedelta(seconds=int(mcp_settings.CALL_TTL))
-            ).count()
-            self.stdout.write(f"Dry run: would expire {expired} call(s) and delete {events} old stream event(s).")
+            self.stdout.write(f"Dry run: would expire {report.expired_calls} call(s) and delete {report.events} old stream event(s).")
         else:
-            expired = ToolCall.objects.expire_overdue()
-            events = StreamEvent.objects.purge_older_than(int(mcp_settings.CALL_TTL))
-            self.stdout.write(f"Expired {expired} call(s); deleted {events} old stream event(s).")
-        idle = mcp_settings.SESSION_IDLE_SECONDS
-        if idle is not None:
-            sessions = purge_idle(float(idle), dry_run=dry_run)
-            verb = "Dry run: would delete" if dry_run else "Deleted"
-            self.stdout.write(f"{verb} {sessions} session(s) unused for {float(idle):g} second(s).")
-        if keep is None:
+            self.stdout.write(f"Expired {report.expired_calls} call(s); deleted {report.events} old stream event(s).")
+        verb = "Dry run: would delete" if dry_run else "Deleted"
+        if report.sessions is not None:
+            self.stdout.write(f"{verb} {report.sessions} session(s) unused for {report.idle_seconds:g} second(s).")
+        if report.keep_seconds is None:
             self.stdout.write("Finished calls are kept (RETAIN_FINISHED_SECONDS is None).")
             return
-        purged = purge_finished_calls(keep, dry_run=dry_run)
-        verb = "Dry run: would delete" if dry_run else "Deleted"
-        self.stdout.write(f"{verb} {purged.calls} finished call(s) and {purged.steps} step(s) older than {keep:g} second(s).")
+        self.stdout.write(f"{verb} {report.finished_calls} finished call(s) and {report.steps} step(s) "
+                          f"older than {report.keep_seconds:g} second(s).")
