@@ -60,6 +60,17 @@ def _on_changed(message: dict[str, Any]) -> None:
     _cache.pop(message.get("session_id", ""), None)
 
 
+def _drop_expired(now: float) -> None:
+    """Drop the cache's entries past their time, oldest first, stopping at the first one still good."""
+    expired = []
+    for session_id, (_, deadline) in _cache.items():
+        if deadline > now:
+            break
+        expired.append(session_id)
+    for session_id in expired:
+        del _cache[session_id]
+
+
 async def get(session_id: str) -> SessionInfo | None:
     """The session, from this process's cache or the database (unknown ids are never cached)."""
     global _ttl
@@ -87,6 +98,12 @@ async def get(session_id: str) -> SessionInfo | None:
             await store.touch_session(session_id)
     info = SessionInfo(row.id, row.protocol_version, row.client_capabilities, row.principal, row.log_level)
     if ttl > 0:
+        # Entries leave in the order they were put in, which is the order they expire in (one TTL):
+        # a refreshed one goes to the end, and those past their time go from the front, so the
+        # cache holds the sessions used within the last TTL, not every session ever used (each
+        # holds its client's capabilities, up to 16 KiB of JSON).
+        _cache.pop(session_id, None)
+        _drop_expired(now)
         if len(_cache) >= MAX_CACHED:
             _cache.clear()
         _cache[session_id] = (info, now + ttl)
