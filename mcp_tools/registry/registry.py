@@ -151,6 +151,10 @@ class Tool:
     def shape_result(self, value: Any) -> dict[str, Any]:
         """Turn a handler's return value into a ``CallToolResult`` dict."""
         if isinstance(value, results.ToolResult):
+            # Hand-built results (every model tool's) are checked as dumped ones are: structured
+            # content with NaN or infinity cannot conform to an advertised outputSchema.
+            if value.structured_content is not None and self.output.schema is not None:
+                self.output.check_finite(value.structured_content)
             return value.to_wire()
         if isinstance(value, dict) and isinstance(value.get("content"), list) and self.output.mode == "text":
             return value

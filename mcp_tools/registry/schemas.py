@@ -460,14 +460,21 @@ class OutputSpec:
         assert self.adapter is not None
         dumped = self.adapter.dump_python(value, mode="json", by_alias=True, warnings="error")
         self.adapter.validate_python(dumped)  # what the serializer lets through untyped (None for an int)
+        self.check_finite(dumped)
+        return dumped
+
+    def check_finite(self, dumped: Any) -> None:
+        """Raise ValueError where the JSON value ``dumped`` holds a float NaN or infinity.
+
+        pydantic takes NaN and infinity for a float, as a DRF serializer does, and JSON has no
+        number for them: the encoder writes null (or NaN, which no JSON reader takes), against a
+        "number" in the schema. Only a schema with a number (or a place for any value) can hold
+        one, so others skip the walk.
+        """
         if self._may_hold_float is None:
             self._may_hold_float = self.schema is None or may_hold_float(self.schema, self.schema)
-        # pydantic takes NaN and infinity for a float, and JSON has no number for them: the encoder
-        # writes null (or NaN, which no JSON reader takes), against a "number" in the schema. Only a
-        # schema with a number (or a place for any value) can hold one, so others skip the walk.
         if self._may_hold_float and not all_finite(dumped):
             raise ValueError("the value holds NaN or infinity, which is no JSON number")
-        return dumped
 
 
 def may_hold_float(schema: Any, root: dict[str, Any], seen: frozenset[str] = frozenset()) -> bool:
