@@ -697,3 +697,28 @@ async def test_a_console_that_ends_without_a_disconnect_stops_its_ticker_and_lea
     assert not leaked, "the ended console's ticker is still running"
     assert await _group_size() == members, "the ended console is still in the group"
 
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_console_whose_ticker_fails_closes_its_socket(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tick that raises (the database went away) ended the ticker and left the socket open: the page
+    said "live" over a dashboard that no longer moved. Now the socket is closed (1011), and the page
+    polls instead (console.js), saying "offline" while that fails too."""
+    from django.db import OperationalError
+
+    from mcp_tools.console import consumers
+
+    viewer = await sync_to_async(make_user)("viewer", perms=("view_toolcall",))
+    socket = await _communicator(await sync_to_async(_session_cookie)(viewer))
+    assert (await socket.connect())[0]
+    await socket.receive_json_from(timeout=5)
+
+    def database_gone() -> str:
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(consumers, "_fingerprint", database_gone)
+    monkeypatch.setattr(consumers, "TICK_SECONDS", 0.05)
+    closed = await socket.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": consumers.TICKER_FAILED}, closed
+    await socket.disconnect()
+    assert not _tickers()

@@ -37,6 +37,8 @@ REFRESH_SECONDS = 30.0
 #: At most one push per this interval, however many calls change.
 MIN_GAP_SECONDS = 0.25
 FORBIDDEN = 4403
+#: The close code of a socket whose ticker failed (RFC 6455's "internal error").
+TICKER_FAILED = 1011
 
 logger = logging.getLogger(__name__)
 
@@ -189,6 +191,23 @@ class ConsoleConsumer(AsyncJsonWebsocketConsumer):
         self.wake.set()
 
     async def watch(self) -> None:
+        """Push the dashboard as calls change, until the consumer ends.
+
+        A ticker that fails (the database went away, a query raised) closes the socket with
+        :data:`TICKER_FAILED`: the page then falls back to polling, which says "offline" while
+        the data endpoint fails too, and opens the socket again later. Before, the socket stayed
+        open with nothing behind it, and the page said "live" over a dashboard that no longer moved.
+        """
+        try:
+            await self._tick()
+        except Exception:
+            logger.exception("The console's ticker failed; closing the socket (the page falls back to polling)")
+            try:
+                await self.close(code=TICKER_FAILED)
+            except Exception:  # the socket is gone already: nothing left to tell
+                logger.debug("Could not close the console's socket", exc_info=True)
+
+    async def _tick(self) -> None:
         loop = asyncio.get_running_loop()
         last_push = loop.time()
         while True:

@@ -25,18 +25,28 @@
     root.dispatchEvent(new CustomEvent("mcp:updated"));
   }
 
+  function setPolling() {
+    setState("polling", "live (polling every " + Math.round(pollMs / 1000) + " s)");
+  }
+
   function poll() {
     var url = root.dataset.pollUrl + "?since=" + encodeURIComponent(fingerprint);
     fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
       .then(function (r) { if (!r.ok) { throw new Error(r.status); } return r.json(); })
-      .then(function (data) { if (!data.unchanged) { show(data.html, data.fingerprint); } })
+      .then(function (data) {
+        if (pollTimer) { setPolling(); }  // back from "offline" once the server answers again
+        if (!data.unchanged) { show(data.html, data.fingerprint); }
+      })
       .catch(function () { setState("offline", "offline (retrying)"); });
   }
 
+  /* Also where the server closes the socket because its updates stopped (code 1011: the
+     console's ticker failed, the database went away): the page polls, so it never says "live"
+     over a dashboard that no longer moves. */
   function startPolling() {
     setTimeout(connect, retryMs);  // try the socket again later
     if (pollTimer) { return; }
-    setState("polling", "live (polling every " + Math.round(pollMs / 1000) + " s)");
+    setPolling();
     poll();
     pollTimer = setInterval(poll, pollMs);
   }
