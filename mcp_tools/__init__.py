@@ -57,9 +57,9 @@ def __getattr__(name: str) -> object:
     # Imported lazily: they reach the ORM, and `import mcp_tools` (or its protocol
     # layer) must not pull in django.db or channels.
     if name in ("notify_resource_updated", "notify_resource_updated_sync"):
-        from .interprocess import notifications
+        from .server import sessions
 
-        return getattr(notifications, name)
+        return getattr(sessions, name)
     if name in _MODEL_TOOLS:
         from . import modeltools
 

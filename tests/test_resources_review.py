@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
+import mcp_tools
 from mcp_tools import prompt, resource
-from mcp_tools.interprocess import notifications
 from mcp_tools.models import ResourceSubscription
 from mcp_tools.registry import registry
 from mcp_tools.transports.http import McpEndpoint
@@ -261,12 +261,61 @@ async def test_unsubscribe_works_after_the_caller_lost_access_to_the_resource() 
         await sync_to_async(revoke)()
         answer = await legacy(session, "resources/unsubscribe", {"uri": GATED_URI}, token)
         still_subscribed = await sync_to_async(ResourceSubscription.objects.filter(session_id=session, uri=GATED_URI).exists)()
-        notified = await notifications.notify_resource_updated(GATED_URI)
+        notified = await mcp_tools.notify_resource_updated(GATED_URI)
     finally:
         registry.unregister_resource(GATED_URI)
     assert "result" in answer, answer
     assert not still_subscribed
     assert notified == 0
+
+
+@pytest.mark.parametrize("variant", ["async", "sync"])
+@pytest.mark.parametrize("lost", ["permission", "active"])
+async def test_an_update_is_not_sent_to_a_session_that_may_no_longer_read_the_resource(variant: str, lost: str) -> None:
+    """notify_resource_updated told every subscribed session, also one whose user had since lost the
+    permission to read the resource (or was made inactive): resources/read refuses it, and
+    resources/subscribe would now. At send time such a session is left out and unsubscribed;
+    one that may still read it is told."""
+    from mcp_tools.interprocess import notifications
+
+    perm = ("inventory.change_product",)
+    tokens = {name: await sync_to_async(create_user_with_token)(name, perm) for name in ("leaver", "keeper")}
+    resource(GATED_URI, permissions=list(perm))(gated)
+    outboxes = {name: notifications.Outbox() for name in tokens}
+    sessions: dict[str, str] = {}
+    try:
+        for name, token in tokens.items():
+            sessions[name] = await open_session(token)
+            assert (await legacy(sessions[name], "resources/subscribe", {"uri": GATED_URI}, token)).get("result") == {}
+            await notifications.open_stream(sessions[name], outboxes[name])
+
+        def take_away() -> None:
+            from django.contrib.auth.models import User
+            user = User.objects.get(username="leaver")
+            if lost == "permission":
+                user.user_permissions.clear()
+            else:
+                user.is_active = False
+                user.save()
+
+        await sync_to_async(take_away)()
+        if variant == "async":
+            told = await mcp_tools.notify_resource_updated(GATED_URI)
+        else:
+            told = await sync_to_async(mcp_tools.notify_resource_updated_sync)(GATED_URI)
+        for _ in range(500):  # delivered by this process's listener, in a task of its own
+            if outboxes["keeper"].qsize():
+                break
+            await asyncio.sleep(0.01)
+        subscribed = await sync_to_async(lambda: set(ResourceSubscription.objects.filter(uri=GATED_URI).values_list("session_id", flat=True)))()
+    finally:
+        for name, session in sessions.items():
+            notifications.close_stream(session, outboxes[name])
+        registry.unregister_resource(GATED_URI)
+    assert told == 1
+    assert outboxes["keeper"].qsize() == 1
+    assert outboxes["leaver"].qsize() == 0, "the session that may no longer read the resource was told of it"
+    assert subscribed == {sessions["keeper"]}, "the lost reader's subscription stays"
 
 
 async def test_unsubscribe_works_after_the_resource_was_unregistered() -> None:

@@ -16,6 +16,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import InMemoryChannelLayer
 
+import mcp_tools
 from mcp_tools import store
 from mcp_tools.interprocess import broadcast, notifications
 from mcp_tools.models import McpSession
@@ -142,7 +143,7 @@ async def test_a_newer_get_stream_takes_over_and_each_notification_goes_on_one_s
     assert await _until(lambda: _primed(newer))
     assert await _until(older.task.done)
     assert _status(older) == _status(newer) == 200
-    await notifications.notify_resource_updated(URI)
+    await mcp_tools.notify_resource_updated(URI)
     assert await _until(lambda: len(_updates(newer)) == 1)
     assert _updates(older) == []
     assert not newer.task.done()
@@ -168,7 +169,7 @@ async def test_with_a_shared_layer_a_stream_gets_each_notification_once(monkeypa
     headers = await _subscribed_session()
     s = Stream("GET", headers)
     assert await _until(lambda: _primed(s))
-    await notifications.notify_resource_updated(URI)
+    await mcp_tools.notify_resource_updated(URI)
     assert await _until(lambda: len(_updates(s)) >= 1)
     await asyncio.sleep(0.3)  # room for a second copy to arrive
     assert len(_updates(s)) == 1
@@ -185,7 +186,7 @@ async def test_a_resumed_standalone_stream_goes_on_under_the_same_stream_id() ->
     await _close(first)
     resumed = Stream("GET", {**headers, "last-event-id": priming})
     assert await _until(lambda: ": resumed" in resumed.text())
-    await notifications.notify_resource_updated(URI)
+    await mcp_tools.notify_resource_updated(URI)
     assert await _until(lambda: len(_updates(resumed)) == 1), resumed.text()
     assert not resumed.task.done()
     event_id = _updates(resumed)[0][0]

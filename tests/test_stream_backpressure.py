@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
+import mcp_tools
 from mcp_tools.interprocess import notifications
 from mcp_tools.models import ResourceSubscription
 from mcp_tools.registry import registry
@@ -52,10 +53,10 @@ async def _flood() -> None:
         for kind in ("tools", "prompts", "resources"):
             registry._changed(kind)  # what registering or removing a tool, prompt or resource does
     for uri in URIS:
-        await notifications.notify_resource_updated(uri)
+        await mcp_tools.notify_resource_updated(uri)
     for _ in range(5):
         for uri in URIS[:20]:
-            await notifications.notify_resource_updated(uri)
+            await mcp_tools.notify_resource_updated(uri)
 
 
 def _notifications(stream: Stream) -> list[tuple[str, str | None]]:

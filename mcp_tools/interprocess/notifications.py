@@ -26,8 +26,6 @@ import time
 import uuid
 from typing import Any
 
-from asgiref.sync import async_to_sync
-
 from .. import store
 from . import broadcast
 
@@ -207,24 +205,13 @@ def _on_update(message: dict[str, Any]) -> None:
         task.add_done_callback(_deliveries.discard)
 
 
-async def notify_resource_updated(uri: str) -> int:
-    """Tell every session subscribed to ``uri`` that it changed (``notifications/resources/updated``).
-
-    Open ``subscriptions/listen`` streams (2026-07-28) that asked for ``uri`` in
-    ``resourceSubscriptions`` hear of it too. Returns the number of subscribed
-    2025-11-25 sessions. Call it after the data behind a
-    resource changes (from a view, a signal handler, a Celery task); use
-    :func:`notify_resource_updated_sync` from sync code.
-    """
-    session_ids = await store.subscribers(uri)
+async def publish_resource_updated(uri: str, session_ids: list[str]) -> None:
+    """Tell the sessions subscribed to ``uri`` that it changed, in every process, and the
+    ``subscriptions/listen`` streams that asked for it; ``session_ids`` are its subscribers, read by
+    the caller (:func:`mcp_tools.server.sessions.notify_resource_updated`, which leaves out and
+    unsubscribes the sessions that may no longer read it before it calls this)."""
     # One message for every process (this one too), whose streams hear of it from there; when
     # there is no other process to tell, or the layer failed, this process's streams directly.
     if not await broadcast.publish(UPDATES_GROUP, {"type": "mcp.resource.updated", "uri": uri}):
         _deliver_to_listeners(uri)
         await _deliver_to_streams(uri, session_ids)
-    return len(session_ids)
-
-
-def notify_resource_updated_sync(uri: str) -> int:
-    """:func:`notify_resource_updated` for sync code."""
-    return async_to_sync(notify_resource_updated)(uri)

@@ -12,6 +12,7 @@ accept an ended session for up to ``SESSION_CACHE_SECONDS``.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -25,7 +26,11 @@ from django.utils import timezone
 from .. import store
 from ..conf import RELOAD_ON, mcp_settings
 from ..interprocess import broadcast, notifications
+from ..registry import registry
+from . import threads
 from .auth import Principal, anonymous_principal
+
+logger = logging.getLogger("mcp_tools.notifications")
 
 GROUP = "mcp_tools.sessions"
 MAX_CACHED = 10_000
@@ -151,6 +156,50 @@ async def _ended(session_ids: list[str], reason: str, *, waiting_only: bool = Fa
         await notifications.end_streams(session_id)
     for call_id in await store.session_calls(*session_ids, waiting_only=waiting_only):
         await end_call(call_id, "cancelled", reason)
+
+
+async def notify_resource_updated(uri: str) -> int:
+    """Tell every session subscribed to ``uri`` that it changed (``notifications/resources/updated``).
+
+    Open ``subscriptions/listen`` streams (2026-07-28) that asked for ``uri`` in
+    ``resourceSubscriptions`` hear of it too. Returns the number of 2025-11-25 sessions told.
+    Call it after the data behind a resource changes (from a view, a signal handler, a Celery
+    task); use :func:`notify_resource_updated_sync` from sync code.
+
+    A session whose principal may no longer read the resource (a permission taken away, the
+    user deleted or made inactive) is not told, and its subscription is removed, as
+    ``resources/subscribe`` would refuse it now. The check is the user's permissions, read
+    now; a token's scopes were checked when it subscribed (the session does not keep them).
+    """
+    subscribed = await store.subscriptions(uri)
+    found = registry.find_resource(uri)
+    perms = found[0].permissions if found is not None else ()
+    if perms and subscribed:  # a resource anyone may read needs no check (and no query)
+        readers = await _readers({principal for _, principal in subscribed}, perms)
+        lost = [session_id for session_id, principal in subscribed if principal not in readers]
+        if lost:
+            await store.unsubscribe_sessions(uri, lost)
+            logger.info("Unsubscribed %d session(s) from %s: their principal may no longer read it", len(lost), uri)
+        subscribed = [(session_id, principal) for session_id, principal in subscribed if principal in readers]
+    session_ids = [session_id for session_id, _ in subscribed]
+    await notifications.publish_resource_updated(uri, session_ids)
+    return len(session_ids)
+
+
+def notify_resource_updated_sync(uri: str) -> int:
+    """:func:`notify_resource_updated` for sync code."""
+    return async_to_sync(notify_resource_updated)(uri)
+
+
+async def _readers(principal_ids: set[str], perms: tuple[str, ...]) -> set[str]:
+    """Those of the sessions' stored ``principal_ids`` that have ``perms`` now (each looked at once)."""
+    users = await store.active_users_of(sorted(principal_ids))
+    readers: set[str] = set()
+    for principal_id, user in users.items():
+        # Stored ids are fitted already; no scopes: not kept with the session (checked at subscribe).
+        if await threads.run_sync(Principal(user=user, id=principal_id, stored=True).has_perms, perms):
+            readers.add(principal_id)
+    return readers
 
 
 async def keep_in_use(session_id: str, recorded: float) -> float | None:

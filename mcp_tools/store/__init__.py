@@ -24,7 +24,7 @@ __all__ = [
     "CallNotLive", "DATABASE_UNAVAILABLE", "OnceFailedElsewhere", "advance", "call_task_id", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "answer_step", "append_event", "call_for_stream", "call_request_id", "session_calls", "waiting_session_call", "call_status", "claim_round",
     "close_connections", "close_old_thread_connections", "close_thread_connections", "create_call", "database_unreachable", "create_session", "db", "db_alive", "in_lane", "delete_session", "events_after", "get_session", "load_call", "longest_conn_max_age", "touch_session",
     "record_once", "check_once", "record_failed_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
-    "subscribers", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "expire_overdue", "record_progress", "set_stream",
+    "subscribers", "subscriptions", "unsubscribe_sessions", "active_users_of", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "expire_overdue", "record_progress", "set_stream",
 ]
 
 
@@ -77,6 +77,9 @@ set_session_log_level = db(sync_sessions.set_session_log_level)
 subscribe = db(sync_sessions.subscribe)
 unsubscribe = db(sync_sessions.unsubscribe)
 subscribers = db(sync_sessions.subscribers)
+subscriptions = db(sync_sessions.subscriptions)
+unsubscribe_sessions = db(sync_sessions.unsubscribe_sessions)
+active_users_of = db(sync_sessions.active_users_of)
 append_event = db(sync_sessions.append_event)
 events_after = db(sync_sessions.events_after)
 stream_of_event = db(sync_sessions.stream_of_event)

@@ -99,6 +99,45 @@ def subscribers(uri: str) -> list[str]:
     return list(ResourceSubscription.objects.filter(uri=uri).values_list("session_id", flat=True))
 
 
+def subscriptions(uri: str) -> list[tuple[str, str]]:
+    """``(session id, the session's principal)`` of each session subscribed to ``uri``."""
+    from ..models import ResourceSubscription
+
+    return list(ResourceSubscription.objects.filter(uri=uri).values_list("session_id", "session__principal"))
+
+
+def unsubscribe_sessions(uri: str, session_ids: list[str]) -> None:
+    """Remove the subscriptions of ``session_ids`` to ``uri``."""
+    from ..models import ResourceSubscription
+
+    ResourceSubscription.objects.filter(uri=uri, session_id__in=session_ids).delete()
+
+
+def active_users_of(principal_ids: list[str]) -> dict[str, Any]:
+    """The active user each of ``principal_ids`` names (``user:<pk>``), by principal id; a principal
+    that names none (anonymous, an OAuth client, a user since deleted or made inactive) is left out.
+
+    A principal whose pk was too long to keep (:func:`~mcp_tools.server.auth.fit_principal_id`)
+    names no user it can be read back from: it is left out too.
+    """
+    from django.contrib.auth import get_user_model
+    from django.core.exceptions import ValidationError
+
+    user_model = get_user_model()
+    pks: dict[Any, str] = {}
+    for principal_id in principal_ids:
+        if principal_id.startswith("user:"):
+            try:
+                pks[user_model._meta.pk.to_python(principal_id[len("user:"):])] = principal_id
+            except (ValidationError, ValueError, TypeError):  # no pk of this model: names nobody
+                continue
+    if not pks:
+        return {}
+    # is_active read from each user, not filtered on: a custom user model may have no such column.
+    users = user_model._default_manager.filter(pk__in=list(pks))
+    return {pks[user.pk]: user for user in users if user.pk in pks and getattr(user, "is_active", True)}
+
+
 # -- SSE event log -------------------------------------------------------------
 
 def append_event(session_id: str, stream_id: str, payload: str) -> int:
