@@ -52,15 +52,35 @@ def exact_id(search_term: str) -> uuid.UUID | None:
         return None
 
 
+def principal_forms(value: str) -> list[str]:
+    """``value`` and, for one longer than a principal id can be, the id it stands for: such an id is
+    kept fitted to the column (:func:`~mcp_tools.server.auth.fit_principal_id`), and an operator
+    pastes the id as it was made (``oauth-client:<a client id URL>``). Both are looked for: a term of
+    exactly the limit in the fitted shape may be a stored id itself, or a raw one stored fitted."""
+    if len(value) < PRINCIPAL_MAX_LENGTH:
+        return [value]
+    fitted = fit_principal_id(value)  # past the limit, or at it in the fitted shape
+    return [value] if fitted == value else [value, fitted]
+
+
 def with_fitted_principal(found: QuerySet[Any], queryset: QuerySet[Any], search_term: str) -> QuerySet[Any]:
-    """``found`` and, for a term longer than a principal id can be, the rows of the id it stands for:
-    such an id is kept fitted to the column (:func:`~mcp_tools.server.auth.fit_principal_id`), and
-    an operator pastes the id as it was made (``oauth-client:<a client id URL>``)."""
-    term = search_term.strip()
-    if len(term) < PRINCIPAL_MAX_LENGTH:
-        return found
-    fitted = fit_principal_id(term)  # past the limit, or at it in the fitted shape
-    return found if fitted == term else found | queryset.filter(principal=fitted)
+    """``found`` and the rows of the fitted id a long search term stands for (:func:`principal_forms`)."""
+    forms = principal_forms(search_term.strip())
+    return found if len(forms) == 1 else found | queryset.filter(principal=forms[1])
+
+
+class PrincipalFilterChangeList(ChangeList):
+    """A changelist whose ``?principal=<id>`` (or ``principal__exact``) in the URL takes a long id as
+    it was made as well as its stored, fitted form, as the search does (:func:`principal_forms`).
+    Django's changelist matches any of a parameter's values, so the fitted one is added to them."""
+
+    def get_filters_params(self, params: Any = None) -> Any:
+        lookup_params = super().get_filters_params(params)
+        for key in ("principal", "principal__exact"):
+            values = lookup_params.get(key)
+            if values:
+                lookup_params[key] = list(dict.fromkeys(form for value in values for form in principal_forms(value)))
+        return lookup_params
 
 
 class StatusFilter(admin.SimpleListFilter):
@@ -159,7 +179,7 @@ OPERATOR_END_MESSAGES: dict[str, str] = {
 }
 
 
-class ToolCallChangeList(ChangeList):
+class ToolCallChangeList(PrincipalFilterChangeList):
     """The calls' changelist: its rows are read without the big JSON columns (:data:`LIST_DEFERRED`).
 
     Here and not in ``ToolCallAdmin.get_queryset``, which also serves the detail page,
@@ -433,6 +453,9 @@ class McpSessionAdmin(RefusesUnstorableSelections):
         if "\x00" in object_id:  # no id holds it, and PostgreSQL refuses it in a query (a 500)
             return None
         return super().get_object(request, object_id, from_field)
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return PrincipalFilterChangeList
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet[McpSession], search_term: str) -> tuple[QuerySet[McpSession], bool]:
         found, may_have_duplicates = super().get_search_results(request, queryset, search_term)

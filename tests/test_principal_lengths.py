@@ -222,3 +222,24 @@ def test_the_admin_finds_a_raw_id_of_the_fitted_shape_and_its_stored_form(staff_
     link = reverse("admin:mcp_tools_toolcall_change", args=[call.pk]).encode()
     for term in (raw, fit_principal_id(raw)):
         assert link in staff_client.get(reverse("admin:mcp_tools_toolcall_changelist"), {"q": term}).content, term
+
+
+@pytest.mark.parametrize("form", ["raw", "fitted"])
+def test_the_admins_principal_filter_in_the_url_takes_a_long_id_as_it_was_made(staff_client, form: str) -> None:  # type: ignore[no-untyped-def]
+    """?principal=<id> matched the stored, fitted form only, while the search finds both: a link or a
+    bookmark made with the id as the caller's credentials gave it listed nothing."""
+    from mcp_tools.server.auth import fit_principal_id
+
+    call = ToolCall.objects.create(tool_name="zz_filtered", principal=fit_principal_id(RAW), flavor="mrtr", params_digest="0" * 64,
+                                   status="input_required")
+    McpSession.objects.create(id="s" * 32, protocol_version="2025-11-25", principal=fit_principal_id(RAW))
+    value = RAW if form == "raw" else fit_principal_id(RAW)
+    link = reverse("admin:mcp_tools_toolcall_change", args=[call.pk]).encode()
+    for key in ("principal", "principal__exact"):
+        calls = staff_client.get(reverse("admin:mcp_tools_toolcall_changelist"), {key: value})
+        sessions = staff_client.get(reverse("admin:mcp_tools_mcpsession_changelist"), {key: value})
+        assert calls.status_code == sessions.status_code == 200, key
+        assert link in calls.content, key
+        assert b"s" * 32 in sessions.content, key
+    other = staff_client.get(reverse("admin:mcp_tools_toolcall_changelist"), {"principal": "oauth-client:" + OTHER_CLIENT_ID})
+    assert link not in other.content
