@@ -8,7 +8,7 @@ user, then the client's model, called as a user with a DRF token, as in
 docs/getting-started.md)::
 
     import pytest
-    from django.contrib.auth.models import User
+    from django.contrib.auth import get_user_model
     from rest_framework.authtoken.models import Token
 
     from mcp_tools.testing import McpTestClient
@@ -20,7 +20,9 @@ docs/getting-started.md)::
 
     @pytest.mark.django_db(transaction=True)
     async def test_deploy():
-        token = await Token.objects.acreate(user=await User.objects.acreate(username="tester"))
+        User = get_user_model()  # the login field is the model's USERNAME_FIELD: username, email...
+        user = await User._default_manager.acreate(**{User.USERNAME_FIELD: "tester@example.com"})
+        token = await Token.objects.acreate(user=user)
         client = McpTestClient(token=token.key, answer=answer)
         result = await client.call_tool("deploy", {"service": "api"})
         assert result["structuredContent"]["env"] == "staging"

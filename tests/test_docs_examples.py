@@ -70,3 +70,19 @@ def test_readme_tool_example_registers_as_pasted(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(registry_module, "registry", fresh)
     exec(compile(readme_tool_example(), "<README.md Register a tool>", "exec"), {"__name__": "readme_example"})
     assert {tool.name for tool in fresh.tools} == {"echo", "deploy"}
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_testing_docstrings_user_logs_in_by_the_user_models_login_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example made its user with ``User.objects.acreate(username=...)``: a project whose
+    ``AUTH_USER_MODEL`` logs in by email has no ``username`` to set (a TypeError there). Here the demo's
+    user logs in by email, as such a model's does: the example's user must have that login set."""
+    from asgiref.sync import sync_to_async
+    from django.contrib.auth import get_user_model
+
+    user_model = get_user_model()
+    monkeypatch.setattr(user_model, "USERNAME_FIELD", "email")
+    (test,) = _docstring_tests().values()
+    await test()
+    [user] = await sync_to_async(list)(user_model._default_manager.all())
+    assert user.get_username(), "the example's user has no login in the field the user model names"
