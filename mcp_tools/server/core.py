@@ -103,6 +103,25 @@ async def permitted(principal: Principal, perms: tuple[str, ...]) -> bool:
     return await threads.run_sync(principal.has_perms, perms)
 
 
+async def may_use(principal: Principal, method: str, name: str) -> bool:
+    """Whether ``principal`` may use now what ``method`` names by ``name`` (a resource's URI for
+    ``resources/read``, a prompt's name for ``prompts/get``, else a tool's name): it is registered
+    and the caller has its permissions and its token's scopes, as a new request is checked.
+
+    For what a call or task that started earlier names: a permission taken away since, or a
+    token without the scope, stops it as it would stop a new request.
+    """
+    item: Tool | Prompt | Resource | None
+    if method == "resources/read":
+        found = registry.find_resource(name)
+        item = found[0] if found is not None else None
+    elif method == "prompts/get":
+        item = registry.get_prompt(name)
+    else:
+        item = registry.get_tool(name)
+    return item is not None and await permitted(principal, item.permissions)
+
+
 async def resolve_target(method: str, params: dict[str, Any], principal: Principal) -> Target:
     """Find what ``method`` + ``params`` names and validate its arguments (-32602 otherwise).
 

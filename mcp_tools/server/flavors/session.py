@@ -25,7 +25,6 @@ from ...interprocess import cancellation, wakeups
 from ...protocol import jsonrpc
 from ...protocol.answers import InvalidAnswer, checked_step_answer
 from ...protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
-from ...registry import registry
 from .. import background, core
 from ..context import RequestContext
 
@@ -59,19 +58,6 @@ async def _answered_so(call_id: str, seq: int, answer: tuple[str, Any, Any]) -> 
     loaded = await store.load_call(call_id)
     step = loaded[1].at(seq) if loaded is not None else None
     return step is not None and step.status != "pending" and (step.status, step.response, step.error) == answer
-
-
-async def _may_still_run(method: str, params: dict[str, Any], rc: RequestContext) -> bool:
-    """Whether the caller may run what a call's ``method`` + ``params`` name now (its permissions and
-    its token's scopes, as a new request is checked; the arguments were checked when it started)."""
-    if method == "resources/read":
-        found = registry.find_resource(str(params.get("uri", "")))
-        item: Any = found[0] if found is not None else None
-    elif method == "prompts/get":
-        item = registry.get_prompt(str(params.get("name", "")))
-    else:
-        item = registry.get_tool(str(params.get("name", "")))
-    return item is not None and await core.permitted(rc.principal, item.permissions)
 
 
 def parse_step_request_id(value: Any) -> tuple[str, int] | None:
@@ -315,7 +301,9 @@ async def accept_client_response(message: dict[str, Any], rc: RequestContext) ->
         # Those calls take their answers in their own requests, with the round's token.
         logger.warning("Refused a session response for %s call %s", row.flavor, call_id)
         return _not_waiting()
-    if not await _may_still_run(row.method, row.arguments, rc):
+    # Whether the caller may run what the call names now (the arguments were checked when it started).
+    name = row.arguments.get("uri" if row.method == "resources/read" else "name", "")
+    if not await core.may_use(rc.principal, row.method, str(name)):
         # An answer moves the call on, as a retry with a token does, and that re-checks the caller:
         # a token without the tool's scope, or a user whose permission was revoked, does not.
         logger.warning("Refused a response for call %s from a caller who may not run it now", call_id)

@@ -145,19 +145,11 @@ async def _own_task(params: dict[str, Any], rc: RequestContext) -> tuple[Any, An
         raise invalid_params('"taskId" must be a non-empty string')
     loaded = await store.load_call(task_id)
     if loaded is None or loaded[0].principal != rc.principal.id or not loaded[0].background \
-            or not await _may_call(rc, loaded[0].tool_name, {}):
+            or not await core.may_use(rc.principal, "tools/call", loaded[0].tool_name):
         # Someone else's task is indistinguishable from one that does not exist; so is a task of a
         # tool the caller may not call now (a token without its scope, a permission taken away).
         raise invalid_params("Unknown task", {"taskId": task_id})
     return loaded
-
-
-async def _may_call(rc: RequestContext, tool_name: str, seen: dict[str, bool]) -> bool:
-    """Whether the caller may call ``tool_name`` now, as ``tools/call`` would check (``seen``: answers so far)."""
-    if tool_name not in seen:
-        tool = registry.get_tool(tool_name)
-        seen[tool_name] = tool is not None and await core.permitted(rc.principal, tool.permissions)
-    return seen[tool_name]
 
 
 async def get(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
@@ -320,9 +312,10 @@ async def legacy_list(params: dict[str, Any], rc: RequestContext) -> dict[str, A
         after = (position["t"], position["i"])
     size = int(mcp_settings.PAGE_SIZE)
     rows = await store.tasks_of(rc.principal.id, after, size + 1)
-    seen: dict[str, bool] = {}
+    # Each tool looked at once, however many of its tasks the page holds.
+    callable_tools = {name for name in {row.tool_name for row in rows[:size]} if await core.may_use(rc.principal, "tools/call", name)}
     # The page's position is kept over every row, listed or not: hidden tasks neither repeat nor shift others.
-    result: dict[str, Any] = {"tasks": [legacy_task(row) for row in rows[:size] if await _may_call(rc, row.tool_name, seen)]}
+    result: dict[str, Any] = {"tasks": [legacy_task(row) for row in rows[:size] if row.tool_name in callable_tools]}
     if len(rows) > size:
         # A keyset position (the last task's creation time, exactly, and id): tasks created or
         # removed between pages neither repeat nor hide one.
