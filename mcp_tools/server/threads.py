@@ -122,6 +122,16 @@ def _with_connection_rules(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwa
         store.close_old_thread_connections()
 
 
+def run_after_request(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
+    """Run ``fn(*args, **kwargs)``, sync code of a task that outlived its request, where such code
+    runs: the thread asgiref shares with the process, between the connection rules of a request's
+    start and end (its connection closed after it with ``CONN_MAX_AGE = 0``), since no request's
+    end reaches that thread. Not a thread of its own per request: one would be left behind by
+    each such task, with its connection. Returns its future, as ``Executor.submit`` does.
+    """
+    return SyncToAsync.single_thread_executor.submit(_with_connection_rules, fn, *args, **kwargs)
+
+
 async def run_sync(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
     """Await ``fn(*args, **kwargs)``, sync code that may use the ORM (a principal's ``has_perms``),
     in a thread where Django's connection rules apply to the connection it opens.
@@ -153,7 +163,7 @@ class _RequestExecutor(Executor):
             # A task the request started outlived it: its sync code runs where all of it ran
             # before requests had threads of their own, in the thread the process shares, which
             # no request's end reaches: the rules of a request's start and end around each job.
-            return SyncToAsync.single_thread_executor.submit(_with_connection_rules, fn, *args, **kwargs)
+            return run_after_request(fn, *args, **kwargs)
         if self._pool is None:
             reused = _borrow()
             if reused is not None:
@@ -213,8 +223,9 @@ class RequestThread:
 
     Inside an enclosing context (the endpoint served as a Django view, under Django's ASGI
     handler) the enclosing request's thread serves, as asgiref does for nested contexts, so
-    what the request's middleware set up in it applies (``transports/view.py`` hands the work
-    over when a sync-only middleware's executor quits with the view).
+    what the request's middleware set up in it applies (``transports/view.py`` gives the
+    endpoint a context whose executor reaches that thread however Django holds it, and after
+    the request, :func:`run_after_request`).
     A request that runs no sync code starts no thread: it costs about 2 µs.
 
     ``with RequestThread():`` does the same for sync code that hands one piece of work to an

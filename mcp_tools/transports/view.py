@@ -15,17 +15,18 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
-from asgiref.sync import AsyncToSync, SyncToAsync
+from asgiref.sync import AsyncToSync, SyncToAsync, ThreadSensitiveContext
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from ..conf import mcp_settings
 from ..protocol import jsonrpc
 from ..protocol.errors import INTERNAL_ERROR, McpError
+from ..server import threads
 from .http import McpEndpoint
 
 logger = logging.getLogger(__name__)
@@ -78,29 +79,74 @@ def non_atomic_everywhere(view: ViewT) -> ViewT:
     return view
 
 
-class _ViewThenRequestThread(Executor):
-    """Where the endpoint's sync code runs when a sync-only middleware called this view.
+class _DjangoRequestThread(Executor):
+    """Where the endpoint's thread-sensitive sync code runs under Django's ASGI handler: Django's
+    thread for the request, where its middleware ran, with what that set up there (a tenant's
+    connection, thread-locals), as a view's sync code would; after the request, where a task that
+    outlived its request runs it on the ASGI mount.
 
-    Django then calls the view through ``async_to_sync`` from the request's thread, which takes
-    sync work only while it waits for the view (its ``CurrentThreadExecutor``, which the
-    endpoint's task inherits); the endpoint streams on after the view returned, when that
-    executor has quit ("CurrentThreadExecutor already quit"). From then on the work goes to the
-    request context's executor: the same thread, back in Django's hands for this request until
-    the response is sent. Either way the endpoint's sync code runs in the thread the
-    middleware ran in, with what it set up there (its connection: a tenant's schema; its
-    thread-locals), as a view's sync code would.
+    Django's thread is reached as the request has it at each moment:
+
+    * While the view runs under a sync-only middleware (Django called it through
+      ``async_to_sync`` from that thread): that call's ``CurrentThreadExecutor``, which quits
+      when the view returns.
+    * Then, or from the start without such a middleware: the request context's executor (the
+      thread's own queue), which runs the work once the thread is free.
+    * Once the endpoint has ended (the answer is complete) or Django's request context has
+      exited: :func:`~mcp_tools.server.threads.run_after_request`, the thread the process
+      shares, with the connection rules of a request's start and end around it. Before,
+      asgiref made a thread of its own for each exited request context (or, behind a
+      sync-only middleware, used the shared thread without the rules): with
+      ``CONN_MAX_AGE = 0`` the work's connection stayed open, and each such request left a
+      thread behind.
+
+    Called on the event loop's thread only (``sync_to_async`` submits from there).
     """
 
-    def __init__(self, while_the_view_runs: Executor) -> None:
-        self._view_thread = while_the_view_runs
+    def __init__(self, view_thread: Executor | None, request_context: ThreadSensitiveContext, request_thread: Executor) -> None:
+        self._view_thread = view_thread
+        self._request_context = request_context
+        self._request_thread = request_thread
+        #: The endpoint's task: once it is done, the request is over for the endpoint.
+        self.endpoint: asyncio.Task[None] | None = None
         self.view_returned = False
 
+    def _over(self) -> bool:
+        endpoint = self.endpoint
+        if endpoint is not None and endpoint.done():
+            return True
+        # Django's handler drops the context's executor (and ends its thread) when the request ends.
+        return SyncToAsync.context_to_thread_executor.get(self._request_context) is not self._request_thread
+
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        if not self.view_returned:
+        if self._over():
+            return threads.run_after_request(fn, *args, **kwargs)
+        if self._view_thread is not None and not self.view_returned:
             return self._view_thread.submit(fn, *args, **kwargs)
-        context = SyncToAsync.thread_sensitive_context.get(None)
-        executor = SyncToAsync.context_to_thread_executor.get(context) if context is not None else None
-        return (executor or SyncToAsync.single_thread_executor).submit(fn, *args, **kwargs)
+        try:
+            return self._request_thread.submit(fn, *args, **kwargs)
+        except RuntimeError:  # shut down: the request just ended
+            return threads.run_after_request(fn, *args, **kwargs)
+
+
+def _in_django_request_thread(context: contextvars.Context) -> _DjangoRequestThread | None:
+    """Give the endpoint's task (its ``context``) Django's thread for this request
+    (:class:`_DjangoRequestThread`), or nothing outside a request context of Django's."""
+    view_thread = getattr(AsyncToSync.executors, "current", None)
+    # sync_to_async prefers an async_to_sync's executor to the context's: none for the endpoint's
+    # calls, which all come to the context's (ours), which uses that one while it runs.
+    context.run(setattr, AsyncToSync.executors, "current", None)
+    request_context = SyncToAsync.thread_sensitive_context.get(None)
+    if request_context is None:  # not under Django's ASGI handler: the endpoint's RequestThread serves
+        return None
+    request_thread = SyncToAsync.context_to_thread_executor.get(request_context)
+    if request_thread is None:  # no sync code ran in the request yet: made as asgiref would
+        request_thread = SyncToAsync.context_to_thread_executor[request_context] = ThreadPoolExecutor(max_workers=1)
+    executor = _DjangoRequestThread(view_thread, request_context, request_thread)
+    endpoint_context = ThreadSensitiveContext()
+    SyncToAsync.context_to_thread_executor[endpoint_context] = executor  # goes with the context (a weak key)
+    context.run(SyncToAsync.thread_sensitive_context.set, endpoint_context)
+    return executor
 
 
 @non_atomic_everywhere
@@ -130,19 +176,17 @@ async def mcp_view(request: HttpRequest) -> HttpResponse | StreamingHttpResponse
         await outgoing.put(message)
 
     # The endpoint's sync code runs in Django's thread for this request, as a view's would: what its
-    # middleware set up there applies. Behind a sync-only middleware that thread is reached through
-    # an executor that quits when this view returns: handed over then (_ViewThenRequestThread).
+    # middleware set up there applies (_DjangoRequestThread).
     context = contextvars.copy_context()
-    view_thread = getattr(AsyncToSync.executors, "current", None)
-    handover = _ViewThenRequestThread(view_thread) if view_thread is not None else None
-    if handover is not None:
-        context.run(setattr, AsyncToSync.executors, "current", handover)
+    django_thread = _in_django_request_thread(context)
     task = asyncio.get_running_loop().create_task(_endpoint(dict(scope), receive, send), context=context)
+    if django_thread is not None:
+        django_thread.endpoint = task
     try:
         return await _answer(task, outgoing, gone)
     finally:
-        if handover is not None:
-            handover.view_returned = True
+        if django_thread is not None:
+            django_thread.view_returned = True
 
 
 async def _answer(task: asyncio.Task[None], outgoing: asyncio.Queue[dict[str, Any]], gone: asyncio.Event) -> HttpResponse | StreamingHttpResponse:
