@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import threading
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
@@ -79,6 +80,35 @@ def non_atomic_everywhere(view: ViewT) -> ViewT:
     return view
 
 
+class _Job:
+    """One piece of the endpoint's sync code, offered to more than one executor: the first to run it
+    does; the others find it taken and do nothing."""
+
+    __slots__ = ("future", "_call", "_lock", "taken")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.future: Future[Any] = Future()
+        self._call = (fn, args, kwargs)
+        self._lock = threading.Lock()
+        self.taken = False
+
+    def run(self) -> None:
+        with self._lock:
+            if self.taken:
+                return
+            self.taken = True
+        fn, args, kwargs = self._call
+        del self._call  # the copy still queued elsewhere must not keep the arguments alive
+        if not self.future.set_running_or_notify_cancel():  # its caller stopped waiting before it started
+            return
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:
+            self.future.set_exception(exc)
+        else:
+            self.future.set_result(result)
+
+
 class _DjangoRequestThread(Executor):
     """Where the endpoint's thread-sensitive sync code runs under Django's ASGI handler: Django's
     thread for the request, where its middleware ran, with what that set up there (a tenant's
@@ -91,7 +121,12 @@ class _DjangoRequestThread(Executor):
       ``async_to_sync`` from that thread): that call's ``CurrentThreadExecutor``, which quits
       when the view returns.
     * Then, or from the start without such a middleware: the request context's executor (the
-      thread's own queue), which runs the work once the thread is free.
+      thread's own queue), which runs the work once the thread is free. A sync-only middleware
+      (or a ``process_response`` run in the thread) may instead hold the thread to read the
+      streamed answer itself (Django reads an async stream for sync code through
+      ``async_to_sync``): the work also goes to the executor that read runs meanwhile in the
+      thread, found when the reader asks the stream for more (:meth:`reading`). Before, it
+      waited in the thread's queue behind the reader, which waited for it: a deadlock.
     * Once the endpoint has ended (the answer is complete) or Django's request context has
       exited: :func:`~mcp_tools.server.threads.run_after_request`, the thread the process
       shares, with the connection rules of a request's start and end around it. Before,
@@ -110,6 +145,11 @@ class _DjangoRequestThread(Executor):
         #: The endpoint's task: once it is done, the request is over for the endpoint.
         self.endpoint: asyncio.Task[None] | None = None
         self.view_returned = False
+        #: Where the code reading the streamed answer runs its sync work (its async_to_sync's
+        #: executor), or None: nothing read it yet, or Django's async handler does.
+        self._reader: Executor | None = None
+        #: Work queued in Django's thread and not yet run there: offered to a reader that comes.
+        self._waiting: list[_Job] = []
 
     def _over(self) -> bool:
         endpoint = self.endpoint
@@ -123,10 +163,38 @@ class _DjangoRequestThread(Executor):
             return threads.run_after_request(fn, *args, **kwargs)
         if self._view_thread is not None and not self.view_returned:
             return self._view_thread.submit(fn, *args, **kwargs)
+        job = _Job(fn, args, kwargs)
+        if self._reader is not None:
+            try:
+                self._reader.submit(job.run)
+                return job.future
+            except RuntimeError:  # that read is over ("CurrentThreadExecutor already quit")
+                self._reader = None
         try:
-            return self._request_thread.submit(fn, *args, **kwargs)
+            self._request_thread.submit(job.run)
         except RuntimeError:  # shut down: the request just ended
             return threads.run_after_request(fn, *args, **kwargs)
+        self._waiting = [waiting for waiting in self._waiting if not waiting.taken]
+        self._waiting.append(job)
+        return job.future
+
+    def reading(self) -> None:
+        """The streamed answer is being read, by the code of the current context: its sync work
+        runs where ``sync_to_async`` would run it there (a sync reader's ``async_to_sync``
+        executor, in Django's thread), and so does the endpoint's, that queued there included."""
+        reader = getattr(AsyncToSync.executors, "current", None)
+        if reader is self._reader:  # the same read goes on: it has been offered what waits
+            return
+        self._reader = reader
+        self._waiting = [job for job in self._waiting if not job.taken]
+        if reader is None:
+            return
+        for job in self._waiting:
+            try:
+                reader.submit(job.run)
+            except RuntimeError:  # that read is over already
+                self._reader = None
+                return
 
 
 def _in_django_request_thread(context: contextvars.Context) -> _DjangoRequestThread | None:
@@ -183,14 +251,16 @@ async def mcp_view(request: HttpRequest) -> HttpResponse | StreamingHttpResponse
     if django_thread is not None:
         django_thread.endpoint = task
     try:
-        return await _answer(task, outgoing, gone)
+        return await _answer(task, outgoing, gone, django_thread.reading if django_thread is not None else None)
     finally:
         if django_thread is not None:
             django_thread.view_returned = True
 
 
-async def _answer(task: asyncio.Task[None], outgoing: asyncio.Queue[dict[str, Any]], gone: asyncio.Event) -> HttpResponse | StreamingHttpResponse:
-    """The view's response to what the endpoint (``task``) sends: whole, or streamed while it runs."""
+async def _answer(task: asyncio.Task[None], outgoing: asyncio.Queue[dict[str, Any]], gone: asyncio.Event,
+                  reading: Callable[[], None] | None) -> HttpResponse | StreamingHttpResponse:
+    """The view's response to what the endpoint (``task``) sends: whole, or streamed while it runs
+    (``reading()`` each time its reader asks for more: :meth:`_DjangoRequestThread.reading`)."""
 
     async def stop_endpoint() -> None:
         gone.set()
@@ -223,6 +293,8 @@ async def _answer(task: asyncio.Task[None], outgoing: asyncio.Queue[dict[str, An
                     yield message["body"]
                 if not message.get("more_body"):
                     return
+                if reading is not None:
+                    reading()
                 message = await outgoing.get()
         finally:
             # The client went away (Django stops iterating) or the stream ended.
