@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.utils.module_loading import import_string
 
-from .conf import DEFAULTS
+from .conf import ACCEPTS, DEFAULTS, problem
 
 
 @register(Tags.compatibility)
@@ -39,12 +39,17 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         value = merged[key]
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             problems.append(Error(f"MCP_TOOLS[{key!r}] must be a positive integer, not {value!r}.", id="mcp_tools.E006"))
+    for name, rule in ACCEPTS.items():
+        wrong = problem(name, merged[name])
+        if wrong is not None:
+            problems.append(Error(wrong, id=rule.check_id))
     if "channels" not in settings.INSTALLED_APPS:
         problems.append(Error("mcp_tools serves MCP through Django Channels: add 'channels' to INSTALLED_APPS.", id="mcp_tools.E007"))
     origins = merged["ALLOWED_ORIGINS"]
     if origins is not None and "*" in origins:
         problems.append(Warning("MCP_TOOLS['ALLOWED_ORIGINS'] contains '*': any web page can call the endpoint from a browser.",
                                 hint="List the origins that may call it.", id="mcp_tools.W001"))
+    problems.sort(key=lambda message: message.id)  # stable: one key's messages keep the table's order
     return problems
 
 
@@ -79,6 +84,8 @@ def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     problems: list[Any] = []
     user = getattr(settings, "MCP_TOOLS", {}) or {}
     keys = user.get("SIGNING_KEYS") if isinstance(user, dict) else None
+    if problem("SIGNING_KEYS", keys) is not None:  # E008 reports it
+        keys = None
     secret = keys[0] if keys else settings.SECRET_KEY
     if not secret or len(str(secret)) < 50 or str(secret).startswith("django-insecure"):
         problems.append(Warning("The key that seals requestState and saga tokens is weak.",

@@ -1,13 +1,15 @@
 """The ``MCP_TOOLS`` settings dict, its defaults, and lazy access to it.
 
 Settings are read when used, never at import time, and reloaded on Django's
-``setting_changed`` signal so ``override_settings`` works in tests.
+``setting_changed`` signal so ``override_settings`` works in tests. A value is tested against
+:data:`ACCEPTS` when it is first read (``manage.py check`` applies the same tests).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
@@ -93,6 +95,39 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+class Accepts(NamedTuple):
+    """What one ``MCP_TOOLS`` key accepts: its test, the words docs/settings.md says it with, and
+    the id of the system check that reports a value failing it."""
+
+    test: Callable[[Any], bool]
+    says: str
+    check_id: str
+    #: The value never appears in a message (a key that seals tokens).
+    secret: bool = False
+
+
+def _signing_keys(value: Any) -> bool:
+    # A str is a sequence too: list("key") would sign with "k" and fall back to "e" and "y".
+    return value is None or isinstance(value, (list, tuple)) and all(isinstance(key, str) and key for key in value)
+
+
+#: Every key this table names is checked by ``manage.py check`` (:mod:`mcp_tools.checks`) and
+#: when it is read: a value failing its test raises ImproperlyConfigured there, not something
+#: further on that would use it wrongly (a token sealed with the wrong key, a session ended at once).
+ACCEPTS: dict[str, Accepts] = {
+    "SIGNING_KEYS": Accepts(_signing_keys, "None or a list of non-empty strings, newest first", "mcp_tools.E008", secret=True),
+}
+
+
+def problem(name: str, value: Any) -> str | None:
+    """What is wrong with ``value`` for the key ``name`` (a sentence), or None when it fits :data:`ACCEPTS`."""
+    rule = ACCEPTS.get(name)
+    if rule is None or rule.test(value):
+        return None
+    shown = f"a {type(value).__name__}" if rule.secret else repr(value)
+    return f"MCP_TOOLS[{name!r}] must be {rule.says}, not {shown}."
+
+
 class McpToolsSettings:
     """Attribute access to ``settings.MCP_TOOLS`` merged over :data:`DEFAULTS`."""
 
@@ -114,7 +149,11 @@ class McpToolsSettings:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or name not in DEFAULTS:
             raise AttributeError(f"Invalid MCP_TOOLS setting: {name!r}")
-        value = self.__dict__[name] = self._merged()[name]  # later reads are plain attribute reads
+        value = self._merged()[name]
+        wrong = problem(name, value)
+        if wrong is not None:  # checked once per configuration: a value that fits is cached below
+            raise ImproperlyConfigured(wrong)
+        self.__dict__[name] = value  # later reads are plain attribute reads
         return value
 
     def reload(self) -> None:

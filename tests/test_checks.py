@@ -1,4 +1,4 @@
-"""System checks mcp_tools.E001-E007 and W001-W005: each fires on bad settings, none on good ones."""
+"""System checks mcp_tools.E001-E008 and W001-W005: each fires on bad settings, none on good ones."""
 
 from __future__ import annotations
 
@@ -127,6 +127,31 @@ def test_check_e006_positive_integers(key: str, value: Any) -> None:
         found = check_settings(None)
     assert ids(found) == ["mcp_tools.E006"]
     assert repr(key) in found[0].msg
+
+
+LONG_KEY = "k3Jd9-a-long-random-signing-key-given-as-a-string-not-a-list-0123456789"
+
+
+@pytest.mark.parametrize("value", [LONG_KEY, LONG_KEY.encode(), ["s" * 64, ""], ["s" * 64, None], [b"s" * 64], 5],
+                         ids=["string", "bytes", "empty-entry", "none-entry", "bytes-entry", "int"])
+def test_check_e008_signing_keys_not_a_list_of_strings(value: Any) -> None:
+    """A string given for the list signed every token with its first character (any token gave the key away)."""
+    with mcp(SIGNING_KEYS=value):
+        found = check_settings(None)
+    assert ids(found) == ["mcp_tools.E008"]
+    assert "SIGNING_KEYS" in found[0].msg
+    assert LONG_KEY not in found[0].msg and "s" * 64 not in found[0].msg  # the key never reaches a log
+
+
+@pytest.mark.parametrize("value", [None, [], ["s" * 64], ("s" * 64, "old")])
+def test_check_e008_silent_for_a_list_of_keys(value: Any) -> None:
+    with mcp(SIGNING_KEYS=value):
+        assert check_settings(None) == []
+
+
+def test_check_w002_leaves_signing_keys_given_as_a_string_to_e008() -> None:
+    with override_settings(**{**GOOD_DEPLOYMENT, "MCP_TOOLS": {**GOOD_MCP_TOOLS, "SIGNING_KEYS": LONG_KEY}}):
+        assert check_deployment(None) == []
 
 
 def test_check_e007_channels_not_installed() -> None:

@@ -74,3 +74,19 @@ def test_tokens_are_written_as_djangos_serializer_writes_them() -> None:
     assert _CompactJSON().dumps(payload) == signing.JSONSerializer().dumps(payload)
     with pytest.raises(TypeError):
         _CompactJSON().dumps({"x": object()})
+
+
+@pytest.mark.parametrize("value", ["k3Jd9-a-long-random-signing-key-given-as-a-string-0123456789", ["k" * 64, ""]],
+                         ids=["string", "empty-entry"])
+def test_signing_keys_that_are_no_list_of_keys_seal_nothing(value: object) -> None:
+    """SIGNING_KEYS given as one string sealed every token with its first character, and every other
+    character opened tokens too: sealing and opening now refuse it, naming the setting, not the key."""
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+    from django.test import override_settings
+
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "SIGNING_KEYS": value}):
+        for use in (lambda: tokens.seal("resume", {"p": "x"}), lambda: tokens.unseal("resume", "a:b:c")):
+            with pytest.raises(ImproperlyConfigured, match=r"MCP_TOOLS\['SIGNING_KEYS'\] must be None or a list") as raised:
+                use()
+            assert "k3Jd9" not in str(raised.value) and "k" * 64 not in str(raised.value)

@@ -31,7 +31,7 @@ class InvalidToken(Exception):
 
 
 def _keys() -> tuple[str, list[str]]:
-    configured = mcp_settings.SIGNING_KEYS
+    configured = mcp_settings.SIGNING_KEYS  # a list of non-empty strings, or ImproperlyConfigured (conf.ACCEPTS)
     if configured:
         keys = list(configured)
         return keys[0], keys[1:]
