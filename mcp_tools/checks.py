@@ -46,7 +46,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     if "channels" not in settings.INSTALLED_APPS:
         problems.append(Error("mcp_tools serves MCP through Django Channels: add 'channels' to INSTALLED_APPS.", id="mcp_tools.E007"))
     origins = merged["ALLOWED_ORIGINS"]
-    if origins is not None and "*" in origins:
+    if isinstance(origins, (list, tuple)) and "*" in origins:
         problems.append(Warning("MCP_TOOLS['ALLOWED_ORIGINS'] contains '*': any web page can call the endpoint from a browser.",
                                 hint="List the origins that may call it.", id="mcp_tools.W001"))
     problems.sort(key=lambda message: message.id)  # stable: one key's messages keep the table's order

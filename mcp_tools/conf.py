@@ -8,6 +8,7 @@ Settings are read when used, never at import time, and reloaded on Django's
 from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
@@ -111,10 +112,31 @@ def _signing_keys(value: Any) -> bool:
     return value is None or isinstance(value, (list, tuple)) and all(isinstance(key, str) and key for key in value)
 
 
+def is_origin(value: Any) -> bool:
+    """``value`` is a browser origin as an ``Origin`` header carries it (``scheme://host[:port]``:
+    no path, not even ``/``, no user) or ``"*"``."""
+    if value == "*":
+        return True
+    if not isinstance(value, str):
+        return False
+    parts = urlsplit(value)
+    try:
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:  # a port that is no number, or past 65535
+        return False
+    return port_ok and bool(parts.scheme and parts.hostname) and "@" not in parts.netloc and value.lower() == f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def _origins(value: Any) -> bool:
+    # A str is a sequence too: "origin in 'https://app.example.com'" held for every substring.
+    return value is None or isinstance(value, (list, tuple)) and all(is_origin(origin) for origin in value)
+
+
 #: Every key this table names is checked by ``manage.py check`` (:mod:`mcp_tools.checks`) and
 #: when it is read: a value failing its test raises ImproperlyConfigured there, not something
 #: further on that would use it wrongly (a token sealed with the wrong key, a session ended at once).
 ACCEPTS: dict[str, Accepts] = {
+    "ALLOWED_ORIGINS": Accepts(_origins, 'None or a list of origins ("scheme://host[:port]", no path) or "*"', "mcp_tools.E009"),
     "SIGNING_KEYS": Accepts(_signing_keys, "None or a list of non-empty strings, newest first", "mcp_tools.E008", secret=True),
 }
 

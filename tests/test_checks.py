@@ -1,4 +1,4 @@
-"""System checks mcp_tools.E001-E008 and W001-W005: each fires on bad settings, none on good ones."""
+"""System checks mcp_tools.E001-E009 and W001-W005: each fires on bad settings, none on good ones."""
 
 from __future__ import annotations
 
@@ -152,6 +152,23 @@ def test_check_e008_silent_for_a_list_of_keys(value: Any) -> None:
 def test_check_w002_leaves_signing_keys_given_as_a_string_to_e008() -> None:
     with override_settings(**{**GOOD_DEPLOYMENT, "MCP_TOOLS": {**GOOD_MCP_TOOLS, "SIGNING_KEYS": LONG_KEY}}):
         assert check_deployment(None) == []
+
+
+@pytest.mark.parametrize("value", ["https://app.example.com", 5, ["https://app.example.com/"], ["app.example.com"],
+                                   ["https://user@app.example.com"], ["https://app.example.com:x"], ["https://"], [None]],
+                         ids=["string", "int", "trailing-slash", "no-scheme", "userinfo", "bad-port", "no-host", "none-entry"])
+def test_check_e009_allowed_origins_not_a_list_of_origins(value: Any) -> None:
+    """One string matched every origin that was a substring of it; 5 made the check itself a TypeError."""
+    with mcp(ALLOWED_ORIGINS=value):
+        found = check_settings(None)
+    assert ids(found) == ["mcp_tools.E009"]
+    assert "ALLOWED_ORIGINS" in found[0].msg
+
+
+@pytest.mark.parametrize("value", [None, [], ("https://app.example.com", "http://localhost:8000", "http://[::1]:8000")])
+def test_check_e009_silent_for_a_list_of_origins(value: Any) -> None:
+    with mcp(ALLOWED_ORIGINS=value):
+        assert check_settings(None) == []
 
 
 def test_check_e007_channels_not_installed() -> None:

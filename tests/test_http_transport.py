@@ -204,6 +204,20 @@ async def test_endpoint_allowed_origin_and_configured_origins() -> None:
         assert_rpc_error(refused, 403, -32600)
 
 
+async def test_endpoint_allowed_origins_match_whole_origins_only() -> None:
+    """ALLOWED_ORIGINS given as one string let in every origin that was a substring of it
+    ("https://app.example.co", "https://app", "h"): now such a value answers no origin (a 500,
+    ImproperlyConfigured logged; mcp_tools.E009), and a list matches whole origins, in any case."""
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "ALLOWED_ORIGINS": "https://app.example.com"}):
+        for origin in ("https://app.example.co", "https://app.example.com"):
+            answer = await call_modern(APP, "tools/list", headers={"origin": origin})
+            assert answer.status == 500 and answer.header("access-control-allow-origin") is None, origin
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "ALLOWED_ORIGINS": ["https://App.Example.com"]}):
+        assert (await call_modern(APP, "tools/list", headers={"origin": "https://app.example.com"})).status == 200
+        for origin in ("https://app.example.co", "https://app", "https://app.example.com.evil.test"):
+            assert_rpc_error(await call_modern(APP, "tools/list", headers={"origin": origin}), 403, -32600)
+
+
 # -- body size ---------------------------------------------------------------------------------
 
 SMALL_LIMIT = {**settings.MCP_TOOLS, "MAX_BODY_BYTES": 256}

@@ -160,7 +160,7 @@ class _Hot:
     caches of :mod:`mcp_tools.conf`.
     """
 
-    __slots__ = ("max_body", "allow_anonymous", "oauth", "carriers", "hosts")
+    __slots__ = ("max_body", "allow_anonymous", "oauth", "carriers", "hosts", "origins")
 
     def __init__(self) -> None:
         self.max_body = int(mcp_settings.MAX_BODY_BYTES)
@@ -173,6 +173,9 @@ class _Hot:
         self.carriers = carriers
         #: Host header values already checked against ALLOWED_HOSTS, and the verdict.
         self.hosts: dict[str, bool] = {}
+        origins = mcp_settings.ALLOWED_ORIGINS  # a list of origins or None (conf.ACCEPTS), so never a str
+        #: ALLOWED_ORIGINS, lowercased as browsers send them (None: derived from ALLOWED_HOSTS).
+        self.origins: frozenset[str] | None = None if origins is None else frozenset(origin.lower() for origin in origins)
 
 
 _hot_settings: _Hot | None = None
@@ -227,9 +230,9 @@ def check_origin(headers: dict[str, str]) -> str | None:
     origin = headers.get("origin")
     if origin is None:
         return None
-    allowed = mcp_settings.ALLOWED_ORIGINS
-    if allowed is not None:
-        if origin in allowed or "*" in allowed:
+    origins = _hot().origins
+    if origins is not None:
+        if origin.lower() in origins or "*" in origins:
             return origin
     else:
         parts = urlsplit(origin)
