@@ -25,11 +25,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     if not isinstance(path, str) or not path.startswith("/") or " " in path:
         problems.append(Error(f"MCP_TOOLS['PATH'] must be a URL path starting with '/', not {path!r}.", id="mcp_tools.E003"))
     classes = merged["AUTHENTICATION_CLASSES"]
-    if classes is not None:
+    if problem("AUTHENTICATION_CLASSES", classes) is None and classes is not None:  # else E004 from the table below
         for dotted in classes:
             try:
                 import_string(dotted) if isinstance(dotted, str) else dotted
-            except ImportError as exc:
+            except (ImportError, ValueError) as exc:  # ValueError: import_module("") for a path such as ".Auth"
                 problems.append(Error(f"MCP_TOOLS['AUTHENTICATION_CLASSES'] cannot import {dotted!r}: {exc}.", id="mcp_tools.E004"))
     for key in ("SLOW_CALL_SECONDS", "SESSION_CACHE_SECONDS"):
         seconds = merged[key]

@@ -132,10 +132,17 @@ def _origins(value: Any) -> bool:
     return value is None or isinstance(value, (list, tuple)) and all(is_origin(origin) for origin in value)
 
 
+def _authentication_classes(value: Any) -> bool:
+    # One dotted path given for the list would be imported character by character.
+    return value is None or isinstance(value, (list, tuple)) and all(isinstance(cls, type) or isinstance(cls, str) and cls for cls in value)
+
+
 #: Every key this table names is checked by ``manage.py check`` (:mod:`mcp_tools.checks`) and
 #: when it is read: a value failing its test raises ImproperlyConfigured there, not something
 #: further on that would use it wrongly (a token sealed with the wrong key, a session ended at once).
 ACCEPTS: dict[str, Accepts] = {
+    "AUTHENTICATION_CLASSES": Accepts(_authentication_classes, "None or a list of DRF authentication classes (import strings)",
+                                      "mcp_tools.E004"),
     "ALLOWED_ORIGINS": Accepts(_origins, 'None or a list of origins ("scheme://host[:port]", no path) or "*"', "mcp_tools.E009"),
     "SIGNING_KEYS": Accepts(_signing_keys, "None or a list of non-empty strings, newest first", "mcp_tools.E008", secret=True),
 }

@@ -260,3 +260,15 @@ async def test_session_cookie_of_a_logged_in_user_authenticates() -> None:
     # Expected: 200 (SessionAuthentication is configured, auth.py even disables its CSRF check for this);
     # actual: 401: the ASGIRequest built by authenticate_scope has no .user, so DRF's SessionAuthentication returns None.
     assert response.status == 200, (response.status, response.body)
+
+
+async def test_authentication_classes_given_as_one_string_is_a_named_misconfiguration(caplog: pytest.LogCaptureFixture) -> None:
+    """One dotted path given for the list made every request a 500 with a ValueError from importing
+    its characters ("." is no module). Now the request still fails (500: nobody can be
+    authenticated), but what is logged names the setting, and manage.py check reports E004."""
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "ALLOW_ANONYMOUS": False,
+                                      "AUTHENTICATION_CLASSES": "rest_framework.authentication.TokenAuthentication"}):
+        answer = await call_modern(APP, "tools/list")
+    assert answer.status == 500
+    failures = [record.exc_info[1] for record in caplog.records if record.exc_info]
+    assert any("MCP_TOOLS['AUTHENTICATION_CLASSES'] must be None or a list" in str(exc) for exc in failures), failures

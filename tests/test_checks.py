@@ -99,6 +99,24 @@ def test_check_e004_authentication_class_that_does_not_import() -> None:
     assert "rest_framework.authentication.Nope" in found[1].msg
 
 
+@pytest.mark.parametrize("value", ["rest_framework.authentication.SessionAuthentication", 5, [""], [None]],
+                         ids=["string", "int", "empty-entry", "none-entry"])
+def test_check_e004_authentication_classes_not_a_list(value: Any) -> None:
+    """One dotted path given for the list made the check import it character by character (a ValueError
+    for ".", not a message)."""
+    with mcp(AUTHENTICATION_CLASSES=value):
+        found = check_settings(None)
+    assert ids(found) == ["mcp_tools.E004"]
+    assert "must be None or a list" in found[0].msg
+
+
+def test_check_e004_a_path_that_is_no_module_path() -> None:
+    with mcp(AUTHENTICATION_CLASSES=[".TokenAuthentication"]):
+        found = check_settings(None)
+    assert ids(found) == ["mcp_tools.E004"]
+    assert "'.TokenAuthentication'" in found[0].msg
+
+
 def test_check_e004_silent_for_importable_classes() -> None:
     with mcp(AUTHENTICATION_CLASSES=["rest_framework.authentication.TokenAuthentication"]):
         assert check_settings(None) == []
