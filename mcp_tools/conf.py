@@ -7,6 +7,7 @@ Settings are read when used, never at import time, and reloaded on Django's
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, NamedTuple
 from urllib.parse import urlsplit
 
@@ -107,6 +108,21 @@ class Accepts(NamedTuple):
     secret: bool = False
 
 
+def _number(*, above: float | None = None, at_least: float | None = None, integer: bool = False,
+            none: bool = False) -> Callable[[Any], bool]:
+    """The test of a number key: finite (no bool, no str such as "1d"), within its bound, or None
+    where ``none`` says None means something of its own (docs/settings.md)."""
+
+    def test(value: Any) -> bool:
+        if value is None:
+            return none
+        if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) or not math.isfinite(value):
+            return False
+        return (above is None or value > above) and (at_least is None or value >= at_least)
+
+    return test
+
+
 def _signing_keys(value: Any) -> bool:
     # A str is a sequence too: list("key") would sign with "k" and fall back to "e" and "y".
     return value is None or isinstance(value, (list, tuple)) and all(isinstance(key, str) and key for key in value)
@@ -144,6 +160,8 @@ ACCEPTS: dict[str, Accepts] = {
     "AUTHENTICATION_CLASSES": Accepts(_authentication_classes, "None or a list of DRF authentication classes (import strings)",
                                       "mcp_tools.E004"),
     "ALLOWED_ORIGINS": Accepts(_origins, 'None or a list of origins ("scheme://host[:port]", no path) or "*"', "mcp_tools.E009"),
+    # 0 would end every session at its next request; None keeps sessions.
+    "SESSION_IDLE_SECONDS": Accepts(_number(above=0, none=True), "None or a number of seconds > 0", "mcp_tools.E005"),
     "SIGNING_KEYS": Accepts(_signing_keys, "None or a list of non-empty strings, newest first", "mcp_tools.E008", secret=True),
 }
 

@@ -136,6 +136,22 @@ def test_check_e005_silent_for_non_negative_numbers(value: float) -> None:
         assert check_settings(None) == []
 
 
+@pytest.mark.parametrize("value", [0, -1, "1d", True, float("inf"), float("nan")],
+                         ids=["zero", "negative", "string", "bool", "inf", "nan"])
+def test_check_e005_session_idle_seconds_must_be_positive_or_none(value: Any) -> None:
+    """0 ended every 2025-11-25 session at its next request; None is how to keep sessions."""
+    with mcp(SESSION_IDLE_SECONDS=value):
+        found = check_settings(None)
+    assert ids(found) == ["mcp_tools.E005"]
+    assert "'SESSION_IDLE_SECONDS'" in found[0].msg
+
+
+@pytest.mark.parametrize("value", [None, 0.5, 60, 86400])
+def test_check_e005_silent_for_a_positive_idle_limit_or_none(value: Any) -> None:
+    with mcp(SESSION_IDLE_SECONDS=value):
+        assert check_settings(None) == []
+
+
 @pytest.mark.parametrize(
     "key", ["MAX_BODY_BYTES", "PAGE_SIZE", "TOKEN_TTL", "CALL_TTL", "EVENT_RETENTION", "SAMPLING_MAX_TOOLS", "SAMPLING_MAX_TOOL_CALLS"]
 )

@@ -84,3 +84,20 @@ async def test_an_expired_session_s_open_stream_ends_when_its_expiry_is_found() 
     assert await _until(stream.task.done)
     assert stream.sent[-1] == {"type": "http.response.body", "body": b""}  # ended, not dropped
     await _close(stream)
+
+
+@pytest.mark.parametrize("limit", [0, -60, "1d"])
+async def test_an_idle_limit_that_is_no_positive_number_ends_no_session(limit: object) -> None:
+    """SESSION_IDLE_SECONDS = 0 (or less) ended every session at its next request, each 404 sending
+    the client to start a new one that ended the same way; "1d" was a ValueError per request. Such a
+    value is refused (mcp_tools.E005; a 500 naming the setting here), and ends no session."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    session = await open_session()
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "SESSION_IDLE_SECONDS": limit}):
+        sessions.clear()
+        assert await ping(session) == 500
+        assert await sync_to_async(McpSession.objects.filter(id=session).exists)()
+    sessions.clear()
+    assert await ping(session) == 200
