@@ -153,16 +153,71 @@ def _authentication_classes(value: Any) -> bool:
     return value is None or isinstance(value, (list, tuple)) and all(isinstance(cls, type) or isinstance(cls, str) and cls for cls in value)
 
 
-#: Every key this table names is checked by ``manage.py check`` (:mod:`mcp_tools.checks`) and
-#: when it is read: a value failing its test raises ImproperlyConfigured there, not something
-#: further on that would use it wrongly (a token sealed with the wrong key, a session ended at once).
+def _text(*, none: bool = False, empty: bool = True) -> Callable[[Any], bool]:
+    return lambda value: none if value is None else isinstance(value, str) and (empty or bool(value))
+
+
+def _header_name(value: Any) -> bool:
+    # RFC 9110 field name (a token): what a client can send and the transport can look up.
+    return value is None or isinstance(value, str) and bool(value) and all(c in _TOKEN_CHARS for c in value.lower())
+
+
+_TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")
+
+# What the keys of one kind accept, said once (docs/settings.md, "Accepted values", groups the keys so).
+SECONDS_OR_ZERO = Accepts(_number(at_least=0), "a number of seconds >= 0", "mcp_tools.E005")
+SECONDS = Accepts(_number(above=0), "a number of seconds > 0", "mcp_tools.E005")
+SECONDS_OR_NONE = Accepts(_number(above=0, none=True), "None or a number of seconds > 0", "mcp_tools.E005")
+POSITIVE_INTEGER = Accepts(_number(above=0, integer=True), "a positive integer", "mcp_tools.E006")
+FLAG = Accepts(lambda value: isinstance(value, bool), "True or False", "mcp_tools.E010")
+TEXT_OR_NONE = Accepts(_text(none=True), "None or a string", "mcp_tools.E011")
+
+#: What each key accepts: every key of :data:`DEFAULTS`. ``manage.py check`` reports a value
+#: failing its test (:mod:`mcp_tools.checks`), and reading it raises ImproperlyConfigured, not
+#: something further on that would use it wrongly (a token sealed with the wrong key, a session
+#: ended at once, a ValueError per request).
 ACCEPTS: dict[str, Accepts] = {
+    "PATH": Accepts(lambda value: isinstance(value, str) and value.startswith("/") and " " not in value,
+                    "a URL path starting with '/', without spaces", "mcp_tools.E003"),
+    "SERVER_NAME": Accepts(_text(empty=False), "a non-empty string", "mcp_tools.E011"),
+    # A number would go out as one in serverInfo, which clients type as a string.
+    "SERVER_TITLE": TEXT_OR_NONE,
+    "SERVER_VERSION": TEXT_OR_NONE,
+    "INSTRUCTIONS": TEXT_OR_NONE,
     "AUTHENTICATION_CLASSES": Accepts(_authentication_classes, "None or a list of DRF authentication classes (import strings)",
                                       "mcp_tools.E004"),
+    "ALLOW_ANONYMOUS": FLAG,  # the string "False" would be true
+    "ANONYMOUS_SECRET_HEADER": Accepts(_header_name, "None or a header name", "mcp_tools.E011"),
+    # check_oauth reports it (E040) with the rest of OAUTH; here for its reads.
+    "OAUTH": Accepts(lambda value: value is None or isinstance(value, dict), "None or a dict", "mcp_tools.E040"),
     "ALLOWED_ORIGINS": Accepts(_origins, 'None or a list of origins ("scheme://host[:port]", no path) or "*"', "mcp_tools.E009"),
-    # 0 would end every session at its next request; None keeps sessions.
-    "SESSION_IDLE_SECONDS": Accepts(_number(above=0, none=True), "None or a number of seconds > 0", "mcp_tools.E005"),
+    "MAX_BODY_BYTES": POSITIVE_INTEGER,
+    "PAGE_SIZE": POSITIVE_INTEGER,
+    "SESSION_CACHE_SECONDS": SECONDS_OR_ZERO,  # 0: read on every request
+    "SESSION_IDLE_SECONDS": SECONDS_OR_NONE,  # 0 would end every session at its next request; None keeps them
+    "EVENT_RETENTION": POSITIVE_INTEGER,
     "SIGNING_KEYS": Accepts(_signing_keys, "None or a list of non-empty strings, newest first", "mcp_tools.E008", secret=True),
+    "TOKEN_TTL": POSITIVE_INTEGER,
+    "CALL_TTL": POSITIVE_INTEGER,
+    # 0 (or less) would delete calls just finished, before a task client read the result; None keeps them.
+    "RETAIN_FINISHED_SECONDS": SECONDS_OR_NONE,
+    "RECORD_ALL_CALLS": FLAG,
+    "SLOW_CALL_SECONDS": SECONDS_OR_ZERO,
+    "CANCEL_POLL_SECONDS": SECONDS_OR_ZERO,  # 0: no checks
+    "STORE_DRIVER_CURSOR": FLAG,
+    "STORE_SQLITE_LANE": FLAG,
+    "WORKER_LEASE_SECONDS": SECONDS,  # 0 would renew the lease in a loop, a write per pass
+    "TASK_POLL_INTERVAL_MS": POSITIVE_INTEGER,  # sent as an integer; 0 would ask clients to poll without a pause
+    "TASK_MAX_TTL_MS": Accepts(_number(at_least=1000, integer=True), "an integer >= 1000", "mcp_tools.E006"),  # ttl from 1000 to this
+    "TASK_RESULT_WAIT_SECONDS": SECONDS_OR_ZERO,
+    "CONVERGE_WAIT_SECONDS": SECONDS_OR_ZERO,
+    "CACHE_TTL_MS": Accepts(_number(at_least=0, integer=True), "an integer >= 0", "mcp_tools.E006"),  # 0: stale at once
+    "SAMPLING_MAX_TOOLS": POSITIVE_INTEGER,
+    "SAMPLING_MAX_TOOL_CALLS": POSITIVE_INTEGER,
+    "ENABLE_SAGAS": FLAG,
+    "STDIO_USER": Accepts(_text(none=True, empty=False), "None or a non-empty string", "mcp_tools.E011"),
+    "STDIO_SHUTDOWN_GRACE_SECONDS": SECONDS_OR_ZERO,
+    "AUTODISCOVER": FLAG,
 }
 
 

@@ -1,15 +1,18 @@
-"""System checks mcp_tools.E001-E009 and W001-W005: each fires on bad settings, none on good ones."""
+"""System checks mcp_tools.E001-E011 and W001-W005: each fires on bad settings, none on good ones."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from django.conf import settings
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from mcp_tools.checks import check_database, check_deployment, check_settings, sqlite_transaction_mode_problems
+from mcp_tools.conf import ACCEPTS, DEFAULTS, mcp_settings, problem
 
 GOOD_MCP_TOOLS: dict[str, Any] = {**settings.MCP_TOOLS, "ALLOW_ANONYMOUS": False}
 GOOD_DEPLOYMENT: dict[str, Any] = {
@@ -203,6 +206,61 @@ def test_check_e009_allowed_origins_not_a_list_of_origins(value: Any) -> None:
 def test_check_e009_silent_for_a_list_of_origins(value: Any) -> None:
     with mcp(ALLOWED_ORIGINS=value):
         assert check_settings(None) == []
+
+
+# -- every key: its type and range (conf.ACCEPTS) ---------------------------------------------
+
+#: Values each key refuses, and the id that reports them: the plausible wrong types a review found
+#: (a version as a number, durations as "30d" / "500ms", a flag as a string) and out-of-range numbers.
+REFUSED: list[tuple[str, Any, str]] = [
+    ("SERVER_NAME", "", "mcp_tools.E011"), ("SERVER_NAME", None, "mcp_tools.E011"),
+    ("SERVER_TITLE", 5, "mcp_tools.E011"), ("SERVER_VERSION", 2, "mcp_tools.E011"), ("SERVER_VERSION", 1.5, "mcp_tools.E011"),
+    ("INSTRUCTIONS", ["Be brief."], "mcp_tools.E011"), ("STDIO_USER", "", "mcp_tools.E011"), ("STDIO_USER", 1, "mcp_tools.E011"),
+    ("ANONYMOUS_SECRET_HEADER", "X Client Secret", "mcp_tools.E011"), ("ANONYMOUS_SECRET_HEADER", "", "mcp_tools.E011"),
+    ("ALLOW_ANONYMOUS", "False", "mcp_tools.E010"), ("RECORD_ALL_CALLS", 1, "mcp_tools.E010"),
+    ("STORE_DRIVER_CURSOR", None, "mcp_tools.E010"), ("STORE_SQLITE_LANE", "yes", "mcp_tools.E010"),
+    ("ENABLE_SAGAS", 0, "mcp_tools.E010"), ("AUTODISCOVER", "True", "mcp_tools.E010"),
+    ("RETAIN_FINISHED_SECONDS", -1, "mcp_tools.E005"), ("RETAIN_FINISHED_SECONDS", 0, "mcp_tools.E005"),
+    ("RETAIN_FINISHED_SECONDS", "30d", "mcp_tools.E005"),
+    ("WORKER_LEASE_SECONDS", 0, "mcp_tools.E005"), ("WORKER_LEASE_SECONDS", -30, "mcp_tools.E005"),
+    ("CANCEL_POLL_SECONDS", -1, "mcp_tools.E005"), ("CONVERGE_WAIT_SECONDS", "60s", "mcp_tools.E005"),
+    ("TASK_RESULT_WAIT_SECONDS", None, "mcp_tools.E005"), ("STDIO_SHUTDOWN_GRACE_SECONDS", float("inf"), "mcp_tools.E005"),
+    ("TASK_POLL_INTERVAL_MS", "500ms", "mcp_tools.E006"), ("TASK_POLL_INTERVAL_MS", 0, "mcp_tools.E006"),
+    ("CACHE_TTL_MS", "60s", "mcp_tools.E006"), ("CACHE_TTL_MS", -1, "mcp_tools.E006"), ("CACHE_TTL_MS", 1.5, "mcp_tools.E006"),
+    ("TASK_MAX_TTL_MS", 999, "mcp_tools.E006"), ("TASK_MAX_TTL_MS", "1d", "mcp_tools.E006"),
+]
+
+#: Values at the edges of what each key accepts (0 where docs/settings.md gives 0 a meaning, None where None has one).
+ACCEPTED: list[tuple[str, Any]] = [
+    ("SERVER_VERSION", "2.0.1"), ("SERVER_TITLE", None), ("INSTRUCTIONS", ""), ("STDIO_USER", None), ("STDIO_USER", "ops"),
+    ("ANONYMOUS_SECRET_HEADER", None), ("ANONYMOUS_SECRET_HEADER", "X-Client-Secret"),
+    ("ALLOW_ANONYMOUS", True), ("AUTODISCOVER", False), ("RETAIN_FINISHED_SECONDS", None), ("RETAIN_FINISHED_SECONDS", 0.5),
+    ("WORKER_LEASE_SECONDS", 0.6), ("CANCEL_POLL_SECONDS", 0), ("CONVERGE_WAIT_SECONDS", 0), ("TASK_RESULT_WAIT_SECONDS", 0),
+    ("STDIO_SHUTDOWN_GRACE_SECONDS", 0), ("SESSION_CACHE_SECONDS", 0), ("CACHE_TTL_MS", 0), ("TASK_POLL_INTERVAL_MS", 1),
+    ("TASK_MAX_TTL_MS", 1000),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "check_id"), REFUSED, ids=[f"{key}={value!r}" for key, value, _ in REFUSED])
+def test_check_refuses_a_value_of_the_wrong_type_or_range(key: str, value: Any, check_id: str) -> None:
+    with mcp(**{key: value}):
+        found = check_settings(None)
+        with pytest.raises(ImproperlyConfigured, match=re.escape(f"MCP_TOOLS[{key!r}] must be")):
+            getattr(mcp_settings, key)  # and where it is read, rather than a failure further on
+    assert ids(found) == [check_id]
+    assert repr(key) in found[0].msg
+
+
+@pytest.mark.parametrize(("key", "value"), ACCEPTED, ids=[f"{key}={value!r}" for key, value in ACCEPTED])
+def test_check_accepts_values_at_the_edge_of_the_range(key: str, value: Any) -> None:
+    with mcp(**{key: value}):
+        assert check_settings(None) == []
+        assert getattr(mcp_settings, key) == value
+
+
+def test_every_key_has_a_test_its_default_passes() -> None:
+    assert set(ACCEPTS) == set(DEFAULTS)
+    assert {key: problem(key, value) for key, value in DEFAULTS.items() if problem(key, value)} == {}
 
 
 def test_check_e007_channels_not_installed() -> None:

@@ -151,3 +151,17 @@ def test_the_periodic_cleanup_task_deletes_what_mcp_cleanup_does() -> None:
     assert not StreamEvent.objects.filter(id=event.id).exists()
     # The demo schedules it.
     assert any(entry["task"] == "mcp_tools.cleanup" for entry in settings.CELERY_BEAT_SCHEDULE.values())
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("retain", [-3600, 0, "30d"])
+def test_a_retention_that_is_no_positive_number_deletes_nothing(settings, retain: object) -> None:  # type: ignore[no-untyped-def]
+    """A negative RETAIN_FINISHED_SECONDS deleted calls that had just finished (a task client then found
+    no result), and "30d" was a ValueError: such a value is refused (mcp_tools.E005) before anything changes."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    just_finished = make_call(CallStatus.COMPLETED, timedelta(hours=1))
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "RETAIN_FINISHED_SECONDS": retain}
+    with pytest.raises(ImproperlyConfigured, match="RETAIN_FINISHED_SECONDS"):
+        call_command("mcp_cleanup", stdout=StringIO())
+    assert list(ToolCall.objects.values_list("id", flat=True)) == [just_finished.id]

@@ -489,3 +489,17 @@ async def test_internal_failure_is_a_json_rpc_error_without_traceback(monkeypatc
     body = response.json()
     assert body["error"] == {"code": -32603, "message": "Internal error"}
     assert b"fire" not in response.body and b"Traceback" not in response.body
+
+
+async def test_server_info_holds_strings_only() -> None:
+    """SERVER_VERSION = 2 went out as a number in serverInfo, which the official client's
+    Implementation model refuses (every handshake failed there): the value is refused where it is
+    read (an internal error, logged naming the setting; mcp_tools.E011), and a string version goes out as given."""
+    from mcp.types import Implementation
+
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "SERVER_VERSION": 2}):
+        assert (await call_modern(APP, "server/discover")).json()["error"]["code"] == -32603
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "SERVER_VERSION": "2"}):
+        result = (await call_modern(APP, "server/discover")).json()["result"]
+    info = result.get("serverInfo") or result["_meta"]["io.modelcontextprotocol/serverInfo"]
+    assert Implementation.model_validate(info).version == "2"

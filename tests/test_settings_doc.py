@@ -55,3 +55,15 @@ def test_the_system_checks_table_lists_every_check_id_of_the_code() -> None:
     assert in_code and in_table == in_code
     readme = (PAGE.parent.parent / "README.md").read_text()
     assert "System checks" in readme and "W001`–`W005" not in readme
+
+
+def test_the_accepted_values_section_says_what_each_key_accepts() -> None:
+    """Each key stands in one bullet of "Accepted values", which says what conf.ACCEPTS tests and the check id."""
+    from mcp_tools.conf import ACCEPTS
+
+    section = PAGE.read_text().split("## Accepted values", 1)[1].split("\n## ", 1)[0]
+    bullets = [line for line in section.splitlines() if line.startswith("- ")]
+    for key, rule in ACCEPTS.items():
+        naming = [line for line in bullets if f"`{key}`" in line.split("): ", 1)[-1]]
+        assert len(naming) == 1, (key, naming)
+        assert naming[0].startswith(f"- {rule.says} (`{rule.check_id}`): "), (key, naming[0])

@@ -26,7 +26,9 @@ class Purged:
 
 
 def retention_seconds() -> float | None:
-    """``RETAIN_FINISHED_SECONDS`` (None: keep finished calls forever)."""
+    """``RETAIN_FINISHED_SECONDS`` (None: keep finished calls forever); a value that is not None or a
+    number > 0 (a negative one would delete calls just finished) raises ImproperlyConfigured before
+    anything is deleted (``conf.ACCEPTS``, check ``mcp_tools.E005``)."""
     from ..conf import mcp_settings
 
     value = mcp_settings.RETAIN_FINISHED_SECONDS
