@@ -23,3 +23,35 @@ def test_makemigrations_check_mcp_tools_app_alone() -> None:
     out = StringIO()
     call_command("makemigrations", "mcp_tools", "--check", "--dry-run", stdout=out, stderr=out)
     assert "No changes detected in app 'mcp_tools'" in out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reversing_0006_refuses_to_cut_a_long_request_id() -> None:
+    """0006 widened request_id from varchar(128) to text; going back, PostgreSQL cut a longer id
+    silently (the call then answered under another id). The reverse now refuses while such a call
+    exists, and goes through once it is gone. (SQLite keeps any length: nothing to refuse there.)"""
+    from django.db import connection
+    from django.db.migrations.exceptions import IrreversibleError
+    from django.utils import timezone
+
+    from mcp_tools.models import ToolCall
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL cuts text cast to varchar(128); SQLite keeps it")
+    latest = [name for app, name in _leaf_nodes() if app == "mcp_tools"][0]
+    ToolCall.objects.create(tool_name="t", principal="anonymous", flavor="mrtr", params_digest="0" * 64,
+                            request_id="r" * 129, status="completed", expires_at=timezone.now())
+    try:
+        with pytest.raises(IrreversibleError, match="1 call\\(s\\) have a request id longer than 128"):
+            call_command("migrate", "mcp_tools", "0005", verbosity=0)
+        ToolCall.objects.all().delete()
+        call_command("migrate", "mcp_tools", "0005", verbosity=0)
+    finally:
+        call_command("migrate", "mcp_tools", latest, verbosity=0)
+
+
+def _leaf_nodes() -> list[tuple[str, str]]:
+    from django.db import connection
+    from django.db.migrations.loader import MigrationLoader
+
+    return MigrationLoader(connection).graph.leaf_nodes()
