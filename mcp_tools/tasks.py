@@ -44,7 +44,7 @@ def sweep() -> dict[str, int]:
 def cleanup() -> dict[str, Any]:
     """Periodic (Celery beat, e.g. hourly): what ``manage.py mcp_cleanup`` does, on the settings'
     retention: expire overdue calls, delete old SSE events, idle sessions and old finished calls."""
-    from .maintenance import cleanup as run_cleanup
+    from .console.retention import cleanup as run_cleanup
 
     return run_cleanup().as_dict()
 

@@ -24,7 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="Report what would be expired and deleted; change nothing.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from mcp_tools.maintenance import FROM_SETTINGS, cleanup
+        from mcp_tools.console.retention import FROM_SETTINGS, cleanup
 
         dry_run = bool(options["dry_run"])
         # Checked before anything is changed: nan or inf would fail halfway through.
