@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+from django.utils.functional import Promise
 
 DEFAULTS: dict[str, Any] = {
     # Where the endpoint lives (used by mcp_tools.urls / routing helpers and the demo banner).
@@ -154,7 +155,9 @@ def _authentication_classes(value: Any) -> bool:
 
 
 def _text(*, none: bool = False, empty: bool = True) -> Callable[[Any], bool]:
-    return lambda value: none if value is None else isinstance(value, str) and (empty or bool(value))
+    # A lazy translation (gettext_lazy) is text too: i18n sites translate their instructions and title,
+    # and the JSON encoder writes it as its string.
+    return lambda value: none if value is None else isinstance(value, (str, Promise)) and (empty or bool(str(value)))
 
 
 def _header_name(value: Any) -> bool:
@@ -226,7 +229,9 @@ def problem(name: str, value: Any) -> str | None:
     rule = ACCEPTS.get(name)
     if rule is None or rule.test(value):
         return None
-    shown = f"a {type(value).__name__}" if rule.secret else repr(value)
+    # repr() of what is not a plain value can look like a valid one (a lazy string shows its text).
+    plain = type(value) in (str, int, float, bool, list, tuple, dict)
+    shown = repr(value) if plain and not rule.secret else f"a {type(value).__name__}"
     return f"MCP_TOOLS[{name!r}] must be {rule.says}, not {shown}."
 
 
