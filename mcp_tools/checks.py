@@ -157,7 +157,7 @@ def check_registered_permissions(app_configs: Any = None, **kwargs: Any) -> list
 
 @register(Tags.security)
 def check_oauth(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    """``MCP_TOOLS["OAUTH"]`` (ids E040-E043, W040): MCP authorization as a resource server."""
+    """``MCP_TOOLS["OAUTH"]`` (ids E040-E043, W040, W041): MCP authorization as a resource server."""
     user = getattr(settings, "MCP_TOOLS", {}) or {}
     config = user.get("OAUTH") if isinstance(user, dict) else None
     if config is None:
@@ -201,4 +201,48 @@ def check_oauth(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         problems.append(Warning("MCP_TOOLS['OAUTH']['RESOURCE'] is not set: the resource identifier (the token audience) is "
                                 "built from each request's scheme and Host.",
                                 hint="Set it to the public URL of the MCP endpoint, e.g. 'https://example.com/mcp'.", id="mcp_tools.W040"))
+    problems.extend(bearer_authenticator_problems(user.get("AUTHENTICATION_CLASSES")))
+    return problems
+
+
+def bearer_authenticator_problems(configured: Any) -> list[Any]:
+    """W041: with ``OAUTH`` on, a DRF authenticator used for MCP takes bearer tokens (django-oauth-toolkit's
+    ``OAuth2Authentication``, as DOT's docs advise for a REST API; simplejwt's ``JWTAuthentication``).
+
+    MCP hands every ``Authorization: Bearer`` value to the token verifier and refuses
+    ``?access_token=`` (docs/oauth.md), so such an authenticator never authenticates an MCP request:
+    a token it would accept is one the resource-server checks (audience, expiry, scopes) did not see.
+    ``configured``: ``MCP_TOOLS["AUTHENTICATION_CLASSES"]`` (None: DRF's defaults).
+    """
+    try:
+        if configured is None:
+            from rest_framework.settings import api_settings
+
+            listed = list(getattr(settings, "REST_FRAMEWORK", {}).get("DEFAULT_AUTHENTICATION_CLASSES") or ())
+            classes = list(api_settings.DEFAULT_AUTHENTICATION_CLASSES)
+        elif isinstance(configured, (list, tuple)):
+            listed = list(configured)
+            classes = [import_string(path) if isinstance(path, str) else path for path in configured]
+        else:
+            return []  # E004
+    except (ImportError, ValueError):
+        return []  # E004 (MCP_TOOLS) or DRF's own error (REST_FRAMEWORK)
+    problems: list[Any] = []
+    for index, cls in enumerate(classes):
+        try:
+            header = cls().authenticate_header(None)  # what the transport asks of each class for a 401, too
+        except Exception:
+            continue
+        scheme = header.split(None, 1)[0].lower() if isinstance(header, str) and header.strip() else ""
+        if scheme == "bearer":
+            # As the setting spells it (DOT's docs give the package's path, not the module's).
+            name = listed[index] if index < len(listed) and isinstance(listed[index], str) else f"{cls.__module__}.{cls.__qualname__}"
+            source = "MCP_TOOLS['AUTHENTICATION_CLASSES']" if configured is not None else "REST_FRAMEWORK['DEFAULT_AUTHENTICATION_CLASSES']"
+            problems.append(Warning(
+                f"MCP_TOOLS['OAUTH'] is on and {source} lists {name}, which takes bearer tokens: MCP gives every "
+                "Bearer token to OAUTH['TOKEN_VERIFIER'] (audience, expiry, scopes) and refuses access tokens in the "
+                "query string, so this authenticator never authenticates an MCP request.",
+                hint="Set MCP_TOOLS['AUTHENTICATION_CLASSES'] to the DRF authenticators MCP should use, without it "
+                     "(your REST API keeps REST_FRAMEWORK's); see docs/oauth.md.",
+                id="mcp_tools.W041"))
     return problems

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -137,15 +138,38 @@ def verifier() -> TokenVerifier:
     return _verifier
 
 
+#: RFC 6750 2.1 ``b64token``: the syntax of a bearer token in the ``Authorization`` header.
+_B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+
+
 def bearer_token(headers: dict[str, str]) -> str | None:
-    """The bearer token of the request when OAuth is on (None: no ``Authorization: Bearer``)."""
+    """The bearer token of the request when OAuth is on (None: no ``Authorization`` of scheme Bearer).
+
+    Any ``Authorization`` value whose scheme is ``Bearer`` (in any case, RFC 9110 11.1) is the
+    verifier's alone: the scheme ends at the first whitespace of any kind, as oauthlib (behind
+    django-oauth-toolkit's DRF ``OAuth2Authentication``) and DRF's authenticators split it. Were
+    ``Bearer<TAB>token`` left to the DRF authenticators, one of them could accept the token
+    without the audience and scope checks (docs/oauth.md). RFC 6750 2.1 writes one space before
+    the token; other whitespace is tolerated, the token itself must be a ``b64token``.
+
+    Raises :class:`TokenRefused` (400 ``invalid_request``, RFC 6750 3.1) for a Bearer value that
+    is malformed: no token, or something that is no ``b64token`` (two tokens, other characters).
+    """
     if not enabled():
         return None
-    value = headers.get("authorization", "")
-    scheme, _, token = value.strip().partition(" ")
-    if scheme.lower() != "bearer":
+    value = headers.get("authorization")
+    if value is None:
         return None
-    return token.strip()
+    parts = value.split(None, 1)
+    if not parts or parts[0].lower() != "bearer":
+        return None
+    token = parts[1].strip() if len(parts) > 1 else ""
+    if not token:
+        raise TokenRefused("The Bearer authorization carries no token", status=400, error="invalid_request")
+    if not _B64TOKEN.fullmatch(token):
+        raise TokenRefused("The Bearer authorization is malformed: one token of the RFC 6750 b64token syntax expected",
+                           status=400, error="invalid_request")
+    return token
 
 
 def _canonical(uri: str) -> str:

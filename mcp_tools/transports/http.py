@@ -20,7 +20,7 @@ import logging
 import time
 import uuid
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -321,6 +321,14 @@ def _unauthorized(scope: dict[str, Any], headers: dict[str, str], message: str, 
     return HttpError(401, McpError(INVALID_REQUEST, f"Unauthorized: {message}"), extra_headers=extra)
 
 
+def _token_refused(resource: str, exc: oauth.TokenRefused) -> HttpError:
+    """The answer to a refused bearer token: its status and a challenge naming the error (RFC 6750 3)."""
+    logger.info("Refused a bearer token: %s", exc)
+    header = oauth.challenge(resource, error=exc.error, description=str(exc), scope=exc.scope)
+    label = {400: "Bad Request", 403: "Forbidden"}.get(exc.status, "Unauthorized")
+    return HttpError(exc.status, McpError(INVALID_REQUEST, f"{label}: {exc}"), extra_headers=[(b"www-authenticate", header.encode())])
+
+
 async def authenticate_bearer(scope: dict[str, Any], headers: dict[str, str], token: str) -> Principal:
     """An OAuth bearer token, checked by the configured verifier (401 invalid_token / 403 insufficient_scope)."""
     # The URL this request reached: an include() under another path is a resource of its own.
@@ -328,11 +336,32 @@ async def authenticate_bearer(scope: dict[str, Any], headers: dict[str, str], to
     try:
         principal: Principal = await sync_to_async(oauth.authenticate_bearer, thread_sensitive=True)(token, resource)
     except oauth.TokenRefused as exc:
-        logger.info("Refused a bearer token: %s", exc)
-        header = oauth.challenge(resource, error=exc.error, description=str(exc), scope=exc.scope)
-        label = "Forbidden" if exc.status == 403 else "Unauthorized"
-        raise HttpError(exc.status, McpError(INVALID_REQUEST, f"{label}: {exc}"), extra_headers=[(b"www-authenticate", header.encode())]) from None
+        raise _token_refused(resource, exc) from None
     return principal
+
+
+#: The name RFC 6750 (2.2, 2.3) gives an access token in a form body or a query string.
+ACCESS_TOKEN_PARAMETER = "access_token"
+
+
+def refuse_query_token(scope: dict[str, Any], headers: dict[str, str]) -> None:
+    """With OAuth on, 400 ``invalid_request`` for a request whose query string has an ``access_token``.
+
+    The MCP authorization spec ("Access Token Usage"): access tokens MUST NOT be in the query
+    string. Nor may they reach the DRF authenticators that way: django-oauth-toolkit's
+    ``OAuth2Authentication`` (oauthlib) reads ``access_token`` from the query and would accept a
+    token without the verifier's audience and scope checks. (A form body never reaches them: the
+    body is JSON, and the DRF request is built without it.)
+    """
+    query = scope.get("query_string")
+    if not query or not _hot().oauth:
+        return
+    # Parsed as oauthlib parses it (percent-decoded names, blank values kept).
+    names = {name for name, _ in parse_qsl(query.decode("latin-1"), keep_blank_values=True)}
+    if ACCESS_TOKEN_PARAMETER in names:
+        raise _token_refused(oauth.resource_of(scope, headers), oauth.TokenRefused(
+            "Access tokens must be sent in the Authorization header, never in the query string",
+            status=400, error="invalid_request"))
 
 
 def anonymous_at_once(headers: dict[str, str]) -> bool:
@@ -344,11 +373,21 @@ def anonymous_at_once(headers: dict[str, str]) -> bool:
 
 
 async def authenticate(scope: dict[str, Any], headers: dict[str, str]) -> Principal:
+    """The caller of a request: its bearer token with OAuth on, else the DRF authenticators (or anonymous).
+
+    With OAuth on, a bearer token, well formed or not, and an ``access_token`` in the query
+    string never reach the DRF authenticators (:func:`oauth.bearer_token`, :func:`refuse_query_token`).
+    """
     hot = _hot()
-    if hot.oauth and "authorization" in headers:
-        token = oauth.bearer_token(headers)
-        if token is not None:
-            return await authenticate_bearer(scope, headers, token)
+    if hot.oauth:
+        refuse_query_token(scope, headers)
+        if "authorization" in headers:
+            try:
+                token = oauth.bearer_token(headers)
+            except oauth.TokenRefused as exc:
+                raise _token_refused(oauth.resource_of(scope, headers), exc) from None
+            if token is not None:
+                return await authenticate_bearer(scope, headers, token)
     carriers = hot.carriers
     if carriers is not None and headers.keys().isdisjoint(carriers):
         # No credentials where the configured authenticators look for them.
@@ -525,6 +564,7 @@ class McpEndpoint:
                         await response.json(204, None, preflight_headers(origin, headers))
                         return
                     response.cors = cors_headers(origin)
+                refuse_query_token(scope, headers)  # anonymous requests too (anonymous_at_once skips authenticate)
                 version_header = headers.get("mcp-protocol-version")
                 if method == "POST":
                     await self.post(scope, receive, headers, response)

@@ -1,0 +1,200 @@
+"""With ``MCP_TOOLS["OAUTH"]`` on, a bearer token reaches the tools only through the token verifier.
+
+A site whose REST API uses django-oauth-toolkit lists DOT's DRF ``OAuth2Authentication`` among
+its authenticators. A token sent where the verifier did not look (``?access_token=``,
+``Bearer<TAB>token``) went to the DRF authenticators, and DOT accepted it without the
+resource-server checks: no audience, no required scope, no tool scope (docs/oauth.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import override_settings
+
+from tests.asgi_client import AsgiResponse, modern_message, post_headers, request
+
+pytest.importorskip("oauth2_provider")
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+DOT_DRF = "oauth2_provider.contrib.rest_framework.OAuth2Authentication"
+RESOURCE = "http://testserver/mcp"
+RESTOCK = {"name": "restock", "arguments": {"sku": "BT-1", "quantity": 5}}
+
+#: Requests the spy authenticator saw (it authenticates any request that has an Authorization header).
+seen: list[str] = []
+
+
+class SpyAuthentication:
+    """A DRF authenticator that accepts any ``Authorization`` header as its user's: what must never
+    see a bearer token (DOT's accepts a valid one whatever its audience and scopes)."""
+
+    user: Any = None
+
+    def authenticate(self, request: Any) -> Any:
+        value = request.META.get("HTTP_AUTHORIZATION")
+        if value is None:
+            return None
+        seen.append(value)
+        return (SpyAuthentication.user, None)
+
+    def authenticate_header(self, request: Any) -> str:
+        return "Spy"
+
+
+def oauth_on(classes: list[str], anonymous: bool = False) -> Any:
+    from django.conf import settings
+
+    conf = {key: value for key, value in settings.MCP_TOOLS.items() if key not in ("OAUTH", "AUTHENTICATION_CLASSES")}
+    conf.update(ALLOW_ANONYMOUS=anonymous, AUTHENTICATION_CLASSES=classes, OAUTH={
+        "AUTHORIZATION_SERVERS": ["/o"], "TOKEN_VERIFIER": "mcp_tools.contrib.oauth_toolkit.OAuthToolkitVerifier",
+        "SCOPES_SUPPORTED": ["mcp", "inventory:write"], "REQUIRED_SCOPES": ["mcp"]})
+    return override_settings(MCP_TOOLS=conf)
+
+
+def site(query: bytes = b"") -> Any:
+    from django.core.handlers.asgi import ASGIHandler
+
+    from mcp_tools.routing import mcp_asgi_app
+
+    app = mcp_asgi_app(ASGIHandler())
+
+    async def with_query(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await app({**scope, "query_string": query}, receive, send)
+
+    return with_query
+
+
+def _user() -> Any:
+    from django.contrib.auth.models import Permission, User
+
+    user = User.objects.create_user(username=f"bt-{secrets.token_hex(4)}", password="x")
+    user.user_permissions.add(Permission.objects.get(content_type__app_label="inventory", codename="change_product"))
+    return user
+
+
+def make_token(resource: list[str], scope: str) -> str:
+    """A DOT access token of a user who may restock (``resource``: its audience)."""
+    from django.utils import timezone
+    from oauth2_provider.models import AccessToken, Application
+
+    user = _user()
+    SpyAuthentication.user = user
+    app = Application.objects.create(name="bt", user=user, client_type=Application.CLIENT_CONFIDENTIAL,
+                                     authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
+                                     client_secret=secrets.token_urlsafe(20))
+    value = secrets.token_urlsafe(30)
+    AccessToken.objects.create(user=user, application=app, token=value, expires=timezone.now() + timedelta(seconds=600),
+                               scope=scope, resource=resource)
+    return value
+
+
+def product() -> None:
+    from demo_site.inventory.models import Product
+
+    Product.objects.update_or_create(sku="BT-1", defaults={"name": "Bearer widget", "price": "1.00", "stock": 1})
+
+
+def stock() -> int:
+    from demo_site.inventory.models import Product
+
+    return Product.objects.get(sku="BT-1").stock
+
+
+async def restock(app: Any, authorization: str | None) -> AsgiResponse:
+    extra = {"mcp-method": "tools/call", "mcp-name": "restock"}
+    if authorization is not None:
+        extra["authorization"] = authorization
+    return await request(app, "POST", "/mcp", headers=post_headers(extra=extra),
+                         body=json.dumps(modern_message("tools/call", RESTOCK)).encode())
+
+
+def challenge(response: AsgiResponse) -> dict[str, str]:
+    header = response.header("www-authenticate") or ""
+    assert header.startswith("Bearer "), (response.status, header)
+    return dict(re.findall(r'(\w+)="([^"]*)"', header))
+
+
+@pytest.fixture
+async def foreign_token() -> str:
+    """A token for no resource with scope ``read`` only: the verifier refuses it, DOT's DRF authenticator takes it."""
+    await sync_to_async(product)()
+    seen.clear()
+    return await sync_to_async(make_token)([], "read")
+
+
+async def test_query_access_token_is_refused_and_never_reaches_drf(foreign_token: str) -> None:
+    for anonymous in (False, True):
+        with oauth_on([DOT_DRF, "rest_framework.authentication.TokenAuthentication"], anonymous=anonymous):
+            assert (await restock(site(), f"Bearer {foreign_token}")).status == 401  # the verifier: no audience
+            for query in (f"access_token={foreign_token}", f"x=1&access%5Ftoken={foreign_token}", "access_token"):
+                response = await restock(site(query.encode()), None)
+                assert response.status == 400, (anonymous, query, response.status, response.body[:300])
+                assert challenge(response)["error"] == "invalid_request"
+                assert "resource_metadata" in challenge(response)
+    assert await sync_to_async(stock)() == 1
+
+
+@pytest.mark.parametrize("separator", ["\t", "  ", " \t ", "\xa0"])
+async def test_bearer_with_other_whitespace_goes_to_the_verifier_only(foreign_token: str, separator: str) -> None:
+    """Split on any whitespace, as oauthlib and DRF split it: the verifier refuses a token DOT would take."""
+    with oauth_on([DOT_DRF, "rest_framework.authentication.TokenAuthentication"]):
+        for scheme in ("Bearer", "bearer", "BEARER"):
+            response = await restock(site(), f"{scheme}{separator}{foreign_token}")
+            assert response.status == 401, (scheme, separator, response.status, response.body[:300])
+            assert challenge(response)["error"] == "invalid_token"
+    assert await sync_to_async(stock)() == 1
+
+
+async def test_a_good_token_after_a_tab_is_served() -> None:
+    await sync_to_async(product)()
+    token = await sync_to_async(make_token)([RESOURCE], "mcp inventory:write")
+    with oauth_on([DOT_DRF]):
+        response = await restock(site(), f"Bearer\t{token}")
+    assert response.status == 200, response.body[:300]
+    assert await sync_to_async(stock)() == 6
+
+
+@pytest.mark.parametrize("value", ["Bearer", "Bearer ", "bearer \t ", "Bearer a b", "Bearer t\xe9st", "Bearer a,b",
+                                   "Bearer abc, Token def", "Bearer =abc"])
+async def test_malformed_bearer_is_400_invalid_request_and_never_reaches_drf(value: str) -> None:
+    """RFC 6750 3.1: a malformed request is 400 invalid_request; no DRF authenticator is asked instead."""
+    await sync_to_async(product)()
+    await sync_to_async(make_token)([], "read")  # the spy's user, who may restock
+    seen.clear()
+    with oauth_on([f"{__name__}.SpyAuthentication"]):
+        response = await restock(site(), value)
+        assert response.status == 400, (value, response.status, response.body[:300])
+        params = challenge(response)
+        assert params["error"] == "invalid_request" and "resource_metadata" in params
+        # Another scheme still goes to the DRF authenticators.
+        assert (await restock(site(), "Spy abc")).status == 200
+    assert seen == ["Spy abc"]
+    assert await sync_to_async(stock)() == 6
+
+
+def test_check_warns_of_a_bearer_authenticator_used_for_mcp() -> None:
+    from mcp_tools.checks import check_oauth
+
+    oauth = {"AUTHORIZATION_SERVERS": ["/o"], "TOKEN_VERIFIER": "mcp_tools.contrib.oauth_toolkit.OAuthToolkitVerifier",
+             "RESOURCE": "https://shop.example/mcp"}
+    with override_settings(MCP_TOOLS={"OAUTH": oauth, "AUTHENTICATION_CLASSES": [DOT_DRF]}):
+        problems = check_oauth()
+    assert [problem.id for problem in problems] == ["mcp_tools.W041"]
+    assert DOT_DRF in problems[0].msg
+    drf = {"DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.TokenAuthentication", DOT_DRF]}
+    with override_settings(MCP_TOOLS={"OAUTH": oauth}, REST_FRAMEWORK=drf):
+        assert [problem.id for problem in check_oauth()] == ["mcp_tools.W041"]
+    # The REST API keeps DOT; MCP's own list leaves it out: nothing to say.
+    with override_settings(MCP_TOOLS={"OAUTH": oauth, "AUTHENTICATION_CLASSES": ["rest_framework.authentication.TokenAuthentication"]},
+                           REST_FRAMEWORK=drf):
+        assert check_oauth() == []
+    # OAuth off: DRF's authenticators are MCP's authentication, DOT's among them.
+    with override_settings(MCP_TOOLS={"AUTHENTICATION_CLASSES": [DOT_DRF]}):
+        assert check_oauth() == []
