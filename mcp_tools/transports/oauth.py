@@ -16,7 +16,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import register_converter
 
 from ..server import oauth
-from .http import _headers, check_origin, HttpError
+from .http import _TOKEN_CHARS, CORS_MAX_AGE, _headers, check_origin, HttpError
 
 
 class ResourcePathConverter:
@@ -44,6 +44,27 @@ SUFFIXED_ROUTE = ".well-known/oauth-protected-resource/<mcp_resource:resource_pa
 
 #: Anyone may read the document, from any origin (it is public by design, RFC 9728 3).
 CORS = [(b"access-control-allow-origin", b"*")]
+#: The methods the document answers (``Allow``, ``Access-Control-Allow-Methods``).
+METHODS = "GET, HEAD, OPTIONS"
+
+
+def preflight_headers(requested: str) -> list[tuple[bytes, bytes]]:
+    """The answer to an ``OPTIONS`` of the document (a CORS preflight, from any origin), :data:`CORS` aside.
+
+    A browser client sends headers of its own with the GET (the TypeScript SDK sends
+    ``MCP-Protocol-Version``), which makes it no "simple" request: the browser asks first with
+    ``OPTIONS``, and without this answer never fetches the document. ``requested`` is the
+    ``Access-Control-Request-Headers`` value: those headers are allowed as named (the document is
+    the same whatever they say); ``*`` when it names none or something that is no header name (a
+    wildcard holds for requests without credentials, as these are).
+    """
+    names = [name.strip().lower() for name in requested.split(",")] if requested.strip() else []
+    valid = names and all(name and _TOKEN_CHARS.issuperset(name) for name in names)
+    allowed = ", ".join(dict.fromkeys(names)) if valid else "*"
+    return [(b"allow", METHODS.encode()), (b"access-control-allow-methods", METHODS.encode()),
+            (b"access-control-allow-headers", allowed.encode("latin-1")), (b"access-control-max-age", CORS_MAX_AGE),
+            # The allowed headers echo the request's: a cache must tell preflights apart by them.
+            (b"vary", b"Access-Control-Request-Headers")]
 
 
 class ProtectedResourceMetadata:
@@ -62,27 +83,34 @@ class ProtectedResourceMetadata:
         except HttpError as exc:
             status, body = exc.status, json.dumps({"error": exc.error.message}).encode()
         else:
-            if scope.get("method") not in ("GET", "HEAD"):
-                status, body, extra = 405, b"", [(b"allow", b"GET, HEAD")]
+            if scope.get("method") not in ("GET", "HEAD", "OPTIONS"):
+                status, body, extra = 405, b"", [(b"allow", METHODS.encode())]
             elif not oauth.enabled():
                 status, body = 404, json.dumps({"error": "OAuth is not configured"}).encode()
+            elif scope.get("method") == "OPTIONS":
+                status, extra = 204, preflight_headers(headers.get("access-control-request-headers", ""))
             else:
                 # The path-suffixed form describes the endpoint at its suffix; the root form the ASGI mount.
                 suffix = scope.get("url_route", {}).get("kwargs", {}).get("resource_path")
                 document = oauth.metadata_document(oauth.origin_of(scope, headers), "/" + suffix if suffix else None)
                 body = json.dumps(document).encode()
         await send({"type": "http.response.start", "status": status, "headers": extra + CORS})
-        await send({"type": "http.response.body", "body": b"" if scope.get("method") == "HEAD" else body})
+        await send({"type": "http.response.body", "body": b"" if scope.get("method") in ("HEAD", "OPTIONS") else body})
 
 
 def protected_resource_metadata(request: HttpRequest, resource_path: str = "") -> HttpResponse:
     """The same document through Django's URLconf (``mcp_tools.urls.well_known_urlpatterns``)."""
-    if request.method not in ("GET", "HEAD"):
+    if request.method not in ("GET", "HEAD", "OPTIONS"):
         response = HttpResponse(status=405)
-        response["Allow"] = "GET, HEAD"
+        response["Allow"] = METHODS
         return response
     if not oauth.enabled():
         response = JsonResponse({"error": "OAuth is not configured"}, status=404)
+    elif request.method == "OPTIONS":
+        response = HttpResponse(status=204)
+        del response["Content-Type"]  # no content
+        for name, value in preflight_headers(request.headers.get("Access-Control-Request-Headers", "")):
+            response[name.decode()] = value.decode("latin-1")
     else:
         origin = f"{request.scheme}://{request.get_host()}"
         response = JsonResponse(oauth.metadata_document(origin, "/" + resource_path if resource_path else None))
