@@ -91,13 +91,7 @@ class TokenVerifier:
 
     def check(self, info: TokenInfo, resource: str) -> None:
         """Raise :class:`TokenRefused` unless ``info`` may be served at ``resource``."""
-        expires_at = info.expires_at
-        if expires_at is not None and expires_at.tzinfo is None:
-            # Naive (django-oauth-toolkit's tokens with USE_TZ = False): in Django's time zone.
-            from django.utils import timezone as django_timezone
-
-            expires_at = django_timezone.make_aware(expires_at)
-        if expires_at is not None and expires_at <= datetime.now(timezone.utc):
+        if expired(info):
             raise TokenRefused("The access token expired")
         if info.audience:
             if not any(audience_matches(audience, resource) for audience in info.audience):
@@ -108,6 +102,19 @@ class TokenVerifier:
         if not required <= info.scopes:
             raise TokenRefused("The access token lacks a required scope", status=403, error="insufficient_scope",
                                scope=" ".join(sorted(required | info.scopes)))
+
+
+def expired(info: TokenInfo) -> bool:
+    """Whether the token ``info`` describes has expired, by its ``expires_at`` (no lookup)."""
+    expires_at = info.expires_at
+    if expires_at is None:
+        return False
+    if expires_at.tzinfo is None:
+        # Naive (django-oauth-toolkit's tokens with USE_TZ = False): in Django's time zone.
+        from django.utils import timezone as django_timezone
+
+        expires_at = django_timezone.make_aware(expires_at)
+    return expires_at <= datetime.now(timezone.utc)
 
 
 _verifier: TokenVerifier | None = None

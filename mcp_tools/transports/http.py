@@ -55,7 +55,7 @@ from ..server.auth import (
     authentication_classes,
     credential_headers,
 )
-from ..server.core import Awaiting, end_call, permitted
+from ..server.core import Awaiting, end_call, may_use, permitted
 from ..server.flavors import session as session_flavor
 from ..server.threads import RequestThread, run_sync
 
@@ -422,6 +422,36 @@ def bind_anonymous(principal: Principal, headers: dict[str, str], request_id: An
         raise HttpError(400, McpError(INVALID_REQUEST, str(exc)), request_id) from None
 
 
+async def reauthenticate(scope: dict[str, Any], headers: dict[str, str], principal: Principal) -> Principal | None:
+    """The caller of a long-lived request as it is now, from the request's credentials; None when they
+    no longer authenticate the same caller (what a new request with them would be refused or be).
+
+    As a new request is authenticated: a bearer token is looked up again by the verifier (revoked,
+    expired, its user made inactive: refused), DRF credentials go through the DRF authenticators
+    again. The principal returned is new, so its permissions are read again (:func:`core.may_use`).
+    For a ``subscriptions/listen`` stream, before each notification goes out.
+    """
+    try:
+        fresh = bind_anonymous(ANONYMOUS if anonymous_at_once(headers) else await authenticate(scope, headers), headers)
+    except HttpError as exc:
+        logger.info("The credentials of a long-lived request no longer authenticate its caller: %s", exc.error.message)
+        return None
+    except Exception:
+        # The verifier's or the authenticators' database down, an introspection endpoint failing:
+        # not vouched for now. The client can reconnect (and be told 503 or 401 then).
+        logger.warning("Could not authenticate the caller of a long-lived request again", exc_info=True)
+        return None
+    if fresh.id != principal.id:
+        return None
+    if "user" in scope and fresh.id.startswith("user:"):
+        # A Channels AuthMiddlewareStack's user was read when the connection opened: read it again.
+        users = await store.active_users_of([fresh.id])
+        if fresh.id not in users:
+            return None
+        fresh = Principal(user=users[fresh.id], id=fresh.id, auth=fresh.auth, scopes=fresh.scopes, stored=True)
+    return fresh
+
+
 async def check_tool_scopes(scope: dict[str, Any], headers: dict[str, str], method: str, params: dict[str, Any],
                             principal: Principal, request_id: Any) -> None:
     """403 ``insufficient_scope`` for a tool the caller may use but whose scope the token lacks.
@@ -686,7 +716,7 @@ class McpEndpoint:
         if principal.scopes is not None:  # an OAuth token (what check_tool_scopes looks at)
             await check_tool_scopes(scope, headers, method, params, principal, request_id)
         if method == "subscriptions/listen":
-            await self.listen(receive, response, request_id, params, principal)
+            await self.listen(scope, headers, receive, response, request_id, params, principal)
             return
         log_level = meta.get("io.modelcontextprotocol/logLevel")
         if log_level is not None and log_level not in LOG_LEVELS:
@@ -845,8 +875,16 @@ class McpEndpoint:
                 cancellation.unregister(session_id, rc.request_id)
 
     # -- subscriptions/listen (2026-07-28) ----------------------------------------------
-    async def listen(self, receive: Any, response: Response, request_id: Any, params: dict[str, Any], principal: Principal) -> None:
-        """``subscriptions/listen``: list changes and updates of the resources asked for, until the client leaves."""
+    async def listen(self, scope: dict[str, Any], headers: dict[str, str], receive: Any, response: Response, request_id: Any,
+                     params: dict[str, Any], principal: Principal) -> None:
+        """``subscriptions/listen``: list changes and updates of the resources asked for, until the client leaves.
+
+        The caller is authenticated again before each notification goes out (:func:`reauthenticate`):
+        credentials that no longer authenticate it (a revoked or expired token, a user made
+        inactive) end the stream, and a resource update goes out only if the caller may read the
+        resource now (:func:`core.may_use`), as ``notify_resource_updated`` checks 2025-11-25
+        sessions. A token that expires ends the stream at the next keep-alive too (no lookup).
+        """
         wanted = await listen_filter(params, request_id, principal)
         uris: list[str] = wanted.get("resourceSubscriptions", [])
         kinds = {"tools": "toolsListChanged", "prompts": "promptsListChanged", "resources": "resourcesListChanged"}
@@ -871,18 +909,39 @@ class McpEndpoint:
                     getter.cancel()
                     return
                 if getter not in done:
+                    getter.cancel()
+                    if isinstance(principal.auth, oauth.TokenInfo) and oauth.expired(principal.auth):
+                        await self.end_listen(response, "its access token expired")
+                        return
                     # Idle: a comment, or the client's read timeout (the SDK's is 300 s) or a proxy's
                     # idle timeout closes the stream and the subscription is lost.
-                    getter.cancel()
                     await response._send({"type": "http.response.body", "body": KEEPALIVE_COMMENT, "more_body": True})
                     continue
                 message = getter.result()
+                # Sent only to the caller as it is now: what a new request with its credentials would be.
+                current = await reauthenticate(scope, headers, principal)
+                if current is None:
+                    await self.end_listen(response, "its credentials no longer authenticate the caller")
+                    return
+                principal = current  # the token as looked up now: its expiry for the keep-alives
+                uri = message.get("params", {}).get("uri")
+                if message["method"] == "notifications/resources/updated" and not await may_use(current, "resources/read", uri):
+                    logger.info("Left out an update of %s on a subscriptions/listen stream: the caller may no longer read it", uri)
+                    continue
                 # Tagged here, not when queued: the outbox knows a notification by its method and URI only.
                 await response.event(jsonrpc.notification_message(message["method"], {**message.get("params", {}), "_meta": meta}))
         finally:
             watcher.cancel()
             registry.remove_listener(on_change)
             notifications.stop_listening(uris, outbox)
+
+    @staticmethod
+    async def end_listen(response: Response, why: str) -> None:
+        """End a ``subscriptions/listen`` stream without its response: to the client an unexpected end,
+        after which it opens a new one, and its credentials are then refused (401) as any request's."""
+        logger.info("Ended a subscriptions/listen stream: %s", why)
+        with contextlib.suppress(OSError):
+            await response._send({"type": "http.response.body", "body": b""})
 
     # -- GET: the standalone stream, or a resumed one ----------------------------------
     async def get(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], response: Response) -> None:
