@@ -51,7 +51,7 @@ async def test_subscribing_to_an_unknown_resource_is_refused(live_server_url: st
     async with http_client() as http:
         session = await LegacySession.open(http, live_server_url)
         response, message = await session.post("resources/subscribe", {"uri": "nowhere://nothing"})
-    assert message["error"]["code"] == -32602
+    assert message["error"]["code"] == -32002  # 2025-11-25: its spec's "Resource not found" code
     assert message["error"]["data"] == {"uri": "nowhere://nothing"}
 
 
