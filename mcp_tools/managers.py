@@ -28,6 +28,19 @@ def _held_by_lease(now: Any) -> models.Q:
     return models.Q(status=CallStatus.WORKING, background=True, lease_expires_at__gt=now) & ~models.Q(flavor=WireFlavor.TASK)
 
 
+def _orphaned(now: Any) -> models.Q:
+    """A background call that no worker will run (with ``status=working, background=True``): the
+    worker holding it, or the wait for one, is past its lease; or no worker task was ever queued."""
+    return models.Q(lease_expires_at__lt=now) | models.Q(lease_expires_at__isnull=True, celery_task_id="")
+
+
+def _lost_worker(now: Any) -> models.Case:
+    """1 for a call whose worker let its lease run out (the worker was lost), else 0: what taking it over adds to
+    ``lost_workers``. A call that waits for a worker (queued, or for a retry) has no worker: not a loss."""
+    lost = ~models.Q(worker="") & models.Q(lease_expires_at__lt=now)
+    return models.Case(models.When(lost, then=models.Value(1)), default=models.Value(0), output_field=models.PositiveIntegerField())
+
+
 def _run_now(now: Any) -> models.Q:
     """A working call (not a background one: :func:`_held_by_lease`) touched by its owner within the
     time a round is taken over after (``3 × CANCEL_POLL_SECONDS``): a living process runs its handler."""
@@ -156,7 +169,10 @@ class ToolCallManager(PrimaryManager["ToolCall"]):
         unexpired = models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now) | _held_by_lease(now)
         return bool(
             self.filter(free, unexpired, id=call_id, status=CallStatus.WORKING, background=True).update(
-                worker=worker, lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now
+                worker=worker, lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now,
+                # Taking over from a worker whose lease ran out (a message that came before the sweep
+                # did) counts the lost worker as the sweep would: the run that claims checks the bound.
+                lost_workers=models.F("lost_workers") + _lost_worker(now),
             )
         )
 
@@ -169,15 +185,29 @@ class ToolCallManager(PrimaryManager["ToolCall"]):
             )
         )
 
-    def orphaned_background_calls(self) -> list[str]:
-        """Working background calls that no worker will run: their worker's lease ran out (it died),
-        or no worker task was queued for them (the broker refused it: an empty task id, no lease)."""
+    def orphaned_background_calls(self) -> list[tuple[str, str, int]]:
+        """``(call id, tool name, requeues)`` of the working background calls that no worker will run: the worker
+        holding one let its lease run out (it died, or was killed), or a call that waits for a worker
+        (queued, or for a ``retry_on`` retry) is past its deadline, or no worker task was queued for
+        it (the broker refused it: an empty task id, no lease)."""
+        rows = self.filter(_orphaned(timezone.now()), status=CallStatus.WORKING, background=True)
+        return [(str(pk), name, requeues) for pk, name, requeues in rows.values_list("id", "tool_name", "requeues")[:1000]]
+
+    def requeue_orphan(self, call_id: Any, seen_requeues: int, task_id: str, wait_seconds: float) -> bool:
+        """Put an orphaned call (:meth:`orphaned_background_calls`) back in the queue under ``task_id``.
+
+        Compare-and-set on the ``requeues`` count the sweep read, and on the call being orphaned
+        still: of two sweeps one wins, and a call a worker claimed meanwhile stays its. The call
+        then waits for a worker with no worker and a deadline ``wait_seconds`` away (past it the
+        sweep queues it again); a worker that was lost holding it counts in ``lost_workers``.
+        """
         now = timezone.now()
-        lost = models.Q(lease_expires_at__lt=now) | models.Q(lease_expires_at__isnull=True, celery_task_id="")
-        return [
-            str(pk)
-            for pk in self.filter(lost, status=CallStatus.WORKING, background=True).values_list("id", flat=True)[:1000]
-        ]
+        return bool(
+            self.filter(_orphaned(now), id=call_id, requeues=seen_requeues, status=CallStatus.WORKING, background=True).update(
+                lost_workers=models.F("lost_workers") + _lost_worker(now), requeues=seen_requeues + 1, worker="",
+                lease_expires_at=now + timedelta(seconds=wait_seconds), celery_task_id=task_id, updated_at=now,
+            )
+        )
 
     def overdue(self) -> models.QuerySet[ToolCall]:
         """Live calls past their expiry: ``CALL_TTL`` after they were made, or a task's ``ttl``.

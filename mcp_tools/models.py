@@ -151,6 +151,15 @@ class ToolCall(models.Model):
         _("lease expires"), null=True, blank=True,
         help_text=_("A worker renews this while it runs the call; past it, the call is taken over by another worker."),
     )
+    # A default in the database too (db_default): the processes of a release before these columns
+    # insert calls without them while a rolling deploy runs both.
+    lost_workers = models.PositiveIntegerField(
+        _("lost workers"), default=0, db_default=0,
+        help_text=_("How many times a worker running the call was lost (its lease ran out): past the tool's bound, the call fails."),
+    )
+    requeues = models.PositiveIntegerField(
+        _("queued again"), default=0, db_default=0, help_text=_("How many times the sweep queued the call again (its worker or its message was lost)."),
+    )
     poll_interval_ms = models.PositiveIntegerField(_("poll interval (ms)"), null=True, blank=True, help_text=_("Suggested to task clients."))
     created_at = models.DateTimeField(_("created"), auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(_("updated"), auto_now=True)

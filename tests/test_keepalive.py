@@ -101,20 +101,21 @@ async def test_a_worker_whose_lease_renewal_fails_tries_again_at_the_next_third(
 
     answers: list[Any] = [RuntimeError("database is locked"), False]
 
-    async def renew_lease(call_id: str, worker: str, lease: float) -> bool:
+    def renew_lease(call_id: str, worker: str, lease: float) -> bool:
         answer = answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
         return bool(answer)
 
-    monkeypatch.setattr(store, "renew_lease", renew_lease)
+    monkeypatch.setattr(store, "renew_lease_blocking", renew_lease)
     handler = asyncio.ensure_future(asyncio.Event().wait())
     inv = SimpleNamespace(state={})
-    await background._renew_lease(inv, "call", "w1", 0.03, handler)  # type: ignore[arg-type]
+    keeper = background._LeaseKeeper(inv, "call", "w1", 0.03, handler).start()  # type: ignore[arg-type]
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(handler, 10)
+    keeper.stop()
     assert answers == [], "the heartbeat stopped at the failed renewal"
     assert inv.state["lease_lost"] is True  # the second renewal found the call gone: the run stops
-    with pytest.raises(asyncio.CancelledError):
-        await handler
 
 
 # -- live: two server processes on one database -------------------------------------------------

@@ -10,7 +10,9 @@ the client something (the worker is then free; answering queues the call again).
 
 A worker that dies stops renewing its lease; the periodic sweep
 (:func:`sweep`, the ``mcp_tools.sweep`` task and ``mcp_cleanup``) queues its
-calls again, and their journaled ``ctx.once`` effects do not repeat.
+calls again, and their journaled ``ctx.once`` effects do not repeat. A call
+whose runs keep losing their worker (killed by Celery's hard time limit, out
+of memory) ends failed past :func:`lost_worker_limit`, rather than run forever.
 """
 
 from __future__ import annotations
@@ -213,18 +215,19 @@ async def run_in_worker(call_id: str, worker: str, attempt: int = 0) -> str:
         target = await core.resolve_target("tools/call", row.arguments, principal)
     except Exception as exc:  # the tool is gone, or the caller lost the permission since
         logger.warning("Background call %s cannot run: %s", call_id, exc)
-        result = core.error_result(f"The call cannot run: {getattr(exc, 'message', exc)}")
-        await store.save_round(call_id, row.round, [], status="failed", result=result, worker="", lease_expires_at=None,
-                               last_outcome={"round": row.round, "answer": result})
-        await wakeups.notify(call_id)
-        return "failed"
+        return await _fail_unrun(row, worker, f"The call cannot run: {getattr(exc, 'message', exc)}")
+    if row.lost_workers > lost_worker_limit(target.tool):
+        # Each run of it lost its worker (killed by Celery's hard time limit, or out of memory):
+        # running it again would only repeat its effects (those not in ctx.once) on the next worker.
+        logger.error("Background call %s lost its worker %d times; it fails instead of running again", call_id, row.lost_workers)
+        return await _fail_unrun(row, worker, lost_workers_message(row.lost_workers))
     for step in journal.steps:
         step.persisted = True
     inv = core.new_invocation(target, rc, journal, call_id)
     inv.in_worker = True
     inv.state["worker"] = worker  # every write of this run is on condition that this worker still holds the call
     tool = target.tool
-    heartbeat = asyncio.ensure_future(_renew_lease(inv, call_id, worker, lease, asyncio.current_task()))
+    heartbeat = _LeaseKeeper(inv, call_id, worker, lease, asyncio.current_task()).start()
     try:
         try:
             outcome = await core.execute(target, inv)  # the tool's time_limit applies in there
@@ -252,9 +255,7 @@ async def run_in_worker(call_id: str, worker: str, attempt: int = 0) -> str:
                 raise RetryCall(countdown) from exc
             outcome = core.error_result(f"The call failed after {attempt + 1} attempts: {type(exc).__name__}: {exc}")
     finally:
-        heartbeat.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await heartbeat
+        heartbeat.stop()
     if inv.state.get("lease_lost"):
         return "stopped"  # the call ended, or another worker runs it now: this run writes nothing more
     try:
@@ -267,36 +268,105 @@ async def run_in_worker(call_id: str, worker: str, attempt: int = 0) -> str:
     return "finished"
 
 
-async def _renew_lease(inv: engine.Invocation, call_id: str, worker: str, lease: float, handler: asyncio.Task[Any] | None) -> None:
-    while True:
-        await asyncio.sleep(lease / 3)
-        try:
-            renewed = await store.renew_lease(call_id, worker, lease)
-        except Exception:
-            # The database is down, or locked past its timeout (SQLite: a ctx.once effect's
-            # transaction holds the write lock, as it would hold off another worker's claim):
-            # try again at the next third, rather than let the lease run out unrenewed.
-            logger.warning("Could not renew the lease of call %s", call_id, exc_info=True)
-            continue
-        if not renewed and handler is not None:
-            # The call ended (cancelled, expired) or another worker took it over: stop here, as
-            # neither a cancel of ours (the row is not this run's to end) nor a result written over.
-            inv.state["lease_lost"] = True
-            cancellation.stop_task(handler)
-            return
+def lost_worker_limit(tool: Tool | None) -> int:
+    """How many lost workers a call of ``tool`` survives: its ``max_retries`` plus one.
+
+    A worker is lost when its lease runs out while it holds the call: the process died (killed
+    by Celery's hard time limit, out of memory, its machine gone). The call is taken over up to
+    this many times; the worker that would run it once more ends it failed instead.
+    """
+    return (tool.max_retries if tool is not None else 0) + 1
+
+
+def lost_workers_message(times: int) -> str:
+    """The tool error of a call that lost more workers than :func:`lost_worker_limit` allows."""
+    return (f"The call failed: the worker running it was lost {times} times (killed by Celery's hard time limit, "
+            "out of memory, or its machine gone); it is not run again.")
+
+
+async def _fail_unrun(row: Any, worker: str, message: str) -> str:
+    """End a call this worker claimed but will not run, failed with ``message`` as a tool error."""
+    call_id = str(row.id)
+    result = core.error_result(message)
+    if not await store.save_round(call_id, row.round, [], held_by=worker, status="failed", result=result, status_message=message,
+                                  worker="", lease_expires_at=None, finished_at=timezone.now(),
+                                  last_outcome={"round": row.round, "answer": result}):
+        return "stopped"
+    await wakeups.notify(call_id)
+    return "failed"
+
+
+class _LeaseKeeper:
+    """Renews the lease of the call a worker runs, every third of ``lease``, from a thread of its own.
+
+    Not a task on the call's event loop: a handler that blocks that loop (a sync client library in an
+    async tool) would stop the renewals, and another worker would take the call over and run it too
+    while this one still does. The writes go through the store's "alive" thread (:func:`store.db_alive`),
+    so a long sync ``ctx.once`` effect does not hold them up either. When a renewal finds the call
+    ended or held by another worker, the handler is stopped (on its loop) and the run writes nothing more.
+    """
+
+    def __init__(self, inv: engine.Invocation, call_id: str, worker: str, lease: float, handler: asyncio.Task[Any] | None) -> None:
+        self.inv, self.call_id, self.worker, self.lease, self.handler = inv, call_id, worker, lease, handler
+        self.loop = asyncio.get_running_loop()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._renew, name=f"mcp-tools-lease-{call_id}", daemon=True)
+
+    def start(self) -> _LeaseKeeper:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        """The run is over: no more renewals (one under way does nothing to the run)."""
+        self.stopped.set()
+
+    def _renew(self) -> None:
+        while not self.stopped.wait(self.lease / 3):
+            try:
+                renewed = store.renew_lease_blocking(self.call_id, self.worker, self.lease)
+            except Exception:
+                # The database is down, or locked past its timeout (SQLite: a ctx.once effect's
+                # transaction holds the write lock, as it would hold off another worker's claim):
+                # try again at the next third, rather than let the lease run out unrenewed.
+                logger.warning("Could not renew the lease of call %s", self.call_id, exc_info=True)
+                continue
+            if not renewed:
+                with contextlib.suppress(RuntimeError):  # the loop closed: nothing left to stop
+                    self.loop.call_soon_threadsafe(self._lost)
+                return
+
+    def _lost(self) -> None:
+        if self.stopped.is_set() or self.handler is None:
+            return  # the run ended meanwhile; its writes are compare-and-set on this worker anyway
+        # The call ended (cancelled, expired) or another worker took it over: stop here, as
+        # neither a cancel of ours (the row is not this run's to end) nor a result written over.
+        self.inv.state["lease_lost"] = True
+        cancellation.stop_task(self.handler)
+
+
+def queue_wait(requeues: int) -> float:
+    """How long a call queued for the ``requeues``-th time waits for a worker before the sweep queues it
+    again: ``WORKER_LEASE_SECONDS``, doubled each time up to 16 times that (a long backlog is not a lost
+    message, and its calls should not be queued again and again)."""
+    return float(mcp_settings.WORKER_LEASE_SECONDS) * 2 ** min(requeues, 4)
 
 
 def sweep() -> dict[str, int]:
-    """Periodic housekeeping (sync): expire overdue calls, queue again calls whose worker died."""
-    from asgiref.sync import async_to_sync
+    """Periodic housekeeping (sync): expire overdue calls, queue again calls whose worker or message was lost.
 
+    A call whose worker was lost is counted (``lost_workers``); the worker that claims it next
+    fails it once that count is past :func:`lost_worker_limit`, rather than run it again.
+    """
     expired = store.sync_calls.expire_overdue()
-    orphans = store.sync_calls.orphaned_background_calls()
-    for call_id in orphans:
-        async_to_sync(requeue)(call_id)
-    if orphans:
-        logger.warning("Queued %d background call(s) again after their worker was lost", len(orphans))
-    return {"expired": expired, "requeued": len(orphans)}
+    requeued = 0
+    for call_id, tool_name, requeues in store.sync_calls.orphaned_background_calls():
+        task_id = str(uuid.uuid4())
+        if store.sync_calls.requeue_orphan(call_id, requeues, task_id, queue_wait(requeues + 1)):
+            _queue_after_commit(call_id, registry.get_tool(tool_name), task_id)
+            requeued += 1
+    if requeued:
+        logger.warning("Queued %d background call(s) again after their worker or their message was lost", requeued)
+    return {"expired": expired, "requeued": requeued}
 
 
 

@@ -15,13 +15,13 @@ from ..managers import CallNotLive
 from .calls import OnceFailedElsewhere
 from . import calls as sync_calls, sessions as sync_sessions
 from .hop import (
-    DATABASE_UNAVAILABLE, close_old_thread_connections, close_store_thread_connections, close_thread_connections, database_unreachable,
+    DATABASE_UNAVAILABLE, alive_blocking, close_old_thread_connections, close_store_thread_connections, close_thread_connections, database_unreachable,
     db, db_alive, longest_conn_max_age,
 )
 from .lane import close_lanes, in_lane
 
 __all__ = [
-    "CallNotLive", "DATABASE_UNAVAILABLE", "OnceFailedElsewhere", "advance", "call_task_id", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "answer_step", "append_event", "call_for_stream", "call_request_id", "session_calls", "waiting_session_call", "call_status", "claim_round",
+    "CallNotLive", "DATABASE_UNAVAILABLE", "OnceFailedElsewhere", "advance", "call_task_id", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "renew_lease_blocking", "answer_step", "append_event", "call_for_stream", "call_request_id", "session_calls", "waiting_session_call", "call_status", "claim_round",
     "close_connections", "close_old_thread_connections", "close_thread_connections", "create_call", "database_unreachable", "create_session", "db", "db_alive", "in_lane", "delete_session", "events_after", "get_session", "load_call", "longest_conn_max_age", "touch_session",
     "record_once", "check_once", "record_failed_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
     "subscribers", "subscriptions", "unsubscribe_sessions", "active_users_of", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "expire_overdue", "record_progress", "set_stream",
@@ -62,6 +62,8 @@ waiting_session_call = db(sync_calls.waiting_session_call)
 call_for_stream = db(sync_calls.call_for_stream)
 claim_for_worker = db(sync_calls.claim_for_worker)
 renew_lease = db_alive(sync_calls.renew_lease)
+#: :func:`renew_lease` for a plain thread (a worker's lease keeper), waiting for the write.
+renew_lease_blocking = alive_blocking(sync_calls.renew_lease)
 tasks_of = db(sync_calls.tasks_of)
 call_task_id = db(sync_calls.call_task_id)
 touch_live = db_alive(sync_calls.touch_live)

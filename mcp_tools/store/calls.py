@@ -433,10 +433,18 @@ def renew_lease(call_id: Any, worker: str, lease_seconds: float) -> bool:
     return ToolCall.objects.renew_lease(call_id, worker, lease_seconds)
 
 
-def orphaned_background_calls() -> list[str]:
+def orphaned_background_calls() -> list[tuple[str, str, int]]:
+    """``(call id, tool name, requeues)`` of the background calls no worker will run (their worker or message was lost)."""
     from ..models import ToolCall
 
     return ToolCall.objects.orphaned_background_calls()
+
+
+def requeue_orphan(call_id: Any, seen_requeues: int, task_id: str, wait_seconds: float) -> bool:
+    """Put an orphaned background call back in the queue (compare-and-set; see the manager's method)."""
+    from ..models import ToolCall
+
+    return ToolCall.objects.requeue_orphan(call_id, seen_requeues, task_id, wait_seconds)
 
 
 def expire_overdue(call_id: Any = None) -> int:

@@ -39,6 +39,7 @@ another process would take its round over and run the effect again.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import functools
 import logging
@@ -206,6 +207,26 @@ def db_alive(fn: Callable[P, R]) -> Callable[P, Any]:
     ``IMMEDIATE`` one, or an effect that wrote), as does any takeover, which writes the row too.
     """
     return _in_thread(_alive, fn)
+
+
+def alive_blocking(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn`` as :func:`db_alive` runs it (its thread, its connection rules), for a plain thread that waits
+    for it: a worker's lease renewal, which must go on while the call's event loop is blocked."""
+
+    @functools.wraps(fn)
+    def blocking(*args: P.args, **kwargs: P.kwargs) -> R:
+        done: concurrent.futures.Future[R] = concurrent.futures.Future()
+
+        def job() -> None:
+            try:
+                done.set_result(_job(fn, args, kwargs))
+            except BaseException as exc:  # the waiting thread gets it, whatever it is
+                done.set_exception(exc)
+
+        _alive.queue().put((job, None, None))
+        return done.result()
+
+    return blocking
 
 
 def submit(fn: Callable[[], Any]) -> None:

@@ -1,0 +1,23 @@
+"""Background calls that lose their worker or their broker message (docs/background.md, "How it runs")."""
+
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('mcp_tools', '0007_exact_json_columns'),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name='toolcall',
+            name='lost_workers',
+            field=models.PositiveIntegerField(db_default=0, default=0, help_text="How many times a worker running the call was lost (its lease ran out): past the tool's bound, the call fails.", verbose_name='lost workers'),
+        ),
+        migrations.AddField(
+            model_name='toolcall',
+            name='requeues',
+            field=models.PositiveIntegerField(db_default=0, default=0, help_text='How many times the sweep queued the call again (its worker or its message was lost).', verbose_name='queued again'),
+        ),
+    ]
