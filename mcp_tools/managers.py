@@ -24,14 +24,23 @@ if TYPE_CHECKING:
 
 def _held_by_lease(now: Any) -> models.Q:
     """A working background call (not a task) with an unexpired lease: a worker runs it, or it waits for
-    a ``retry_on`` retry. ``CALL_TTL`` does not end it (see :meth:`ToolCallManager.overdue`)."""
+    a ``retry_on`` retry. ``CALL_TTL`` does not end it (see :meth:`ToolCallManager.overdue`). A call that
+    waits in the queue holds no lease (its deadline is ``queued_until``): ``CALL_TTL`` ends it."""
     return models.Q(status=CallStatus.WORKING, background=True, lease_expires_at__gt=now) & ~models.Q(flavor=WireFlavor.TASK)
 
 
 def _orphaned(now: Any) -> models.Q:
     """A background call that no worker will run (with ``status=working, background=True``): the
-    worker holding it, or the wait for one, is past its lease; or no worker task was ever queued."""
-    return models.Q(lease_expires_at__lt=now) | models.Q(lease_expires_at__isnull=True, celery_task_id="")
+    worker holding it, or the wait for a ``retry_on`` retry, is past its lease; or it waits in the
+    queue past its deadline (``queued_until``: its message may be lost), or with no task queued at
+    all (the broker refused it: no task id); or it has neither lease nor deadline and nobody
+    touched it for ``WORKER_LEASE_SECONDS`` (a row queued before deadlines were kept, or whose
+    process died between moving it back to ``working`` and queueing it)."""
+    from .conf import mcp_settings
+
+    untouched = now - timedelta(seconds=float(mcp_settings.WORKER_LEASE_SECONDS))
+    waiting = models.Q(celery_task_id="") | models.Q(queued_until__lt=now) | models.Q(queued_until__isnull=True, updated_at__lt=untouched)
+    return models.Q(lease_expires_at__lt=now) | (models.Q(lease_expires_at__isnull=True) & waiting)
 
 
 def _lost_worker(now: Any) -> models.Case:
@@ -169,12 +178,20 @@ class ToolCallManager(PrimaryManager["ToolCall"]):
         unexpired = models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now) | _held_by_lease(now)
         return bool(
             self.filter(free, unexpired, id=call_id, status=CallStatus.WORKING, background=True).update(
-                worker=worker, lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now,
+                worker=worker, lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now, queued_until=None,
                 # Taking over from a worker whose lease ran out (a message that came before the sweep
                 # did) counts the lost worker as the sweep would: the run that claims checks the bound.
                 lost_workers=models.F("lost_workers") + _lost_worker(now),
             )
         )
+
+    def queue(self, call_id: Any, task_id: str, wait_seconds: float) -> bool:
+        """A live background call is queued under ``task_id``: no worker holds it, and a worker should
+        take it within ``wait_seconds`` (``queued_until``; past it the sweep queues it again, as its
+        message may be lost: a broker restarted without persistence, a server that died before sending)."""
+        now = timezone.now()
+        return bool(self.filter(id=call_id, status__in=LIVE_STATUSES).update(
+            celery_task_id=task_id, worker="", lease_expires_at=None, queued_until=now + timedelta(seconds=wait_seconds)))
 
     def renew_lease(self, call_id: Any, worker: str, lease_seconds: float) -> bool:
         """Extend the lease of a call this worker runs; False when the call ended or was taken over."""
@@ -198,14 +215,14 @@ class ToolCallManager(PrimaryManager["ToolCall"]):
 
         Compare-and-set on the ``requeues`` count the sweep read, and on the call being orphaned
         still: of two sweeps one wins, and a call a worker claimed meanwhile stays its. The call
-        then waits for a worker with no worker and a deadline ``wait_seconds`` away (past it the
-        sweep queues it again); a worker that was lost holding it counts in ``lost_workers``.
+        then waits in the queue, held by no worker, with a deadline ``wait_seconds`` away (past it
+        the sweep queues it again); a worker that was lost holding it counts in ``lost_workers``.
         """
         now = timezone.now()
         return bool(
             self.filter(_orphaned(now), id=call_id, requeues=seen_requeues, status=CallStatus.WORKING, background=True).update(
                 lost_workers=models.F("lost_workers") + _lost_worker(now), requeues=seen_requeues + 1, worker="",
-                lease_expires_at=now + timedelta(seconds=wait_seconds), celery_task_id=task_id, updated_at=now,
+                lease_expires_at=None, queued_until=now + timedelta(seconds=wait_seconds), celery_task_id=task_id, updated_at=now,
             )
         )
 

@@ -151,6 +151,10 @@ class ToolCall(models.Model):
         _("lease expires"), null=True, blank=True,
         help_text=_("A worker renews this while it runs the call; past it, the call is taken over by another worker."),
     )
+    queued_until = models.DateTimeField(
+        _("queued until"), null=True, blank=True,
+        help_text=_("A queued call that no worker took by then is queued again (its broker message may have been lost)."),
+    )
     # A default in the database too (db_default): the processes of a release before these columns
     # insert calls without them while a rolling deploy runs both.
     lost_workers = models.PositiveIntegerField(

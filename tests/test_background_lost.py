@@ -11,6 +11,7 @@ import threading
 import time
 from datetime import timedelta
 from typing import Any
+from unittest import mock
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -22,7 +23,7 @@ from mcp_tools.models import ToolCall
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.server import background
 from mcp_tools.store import sync_calls
-from tests.test_background_review import queued  # noqa: F401
+from tests.test_background_review import legacy, open_session, queued  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -138,3 +139,81 @@ async def test_a_renewal_that_finds_the_call_taken_over_stops_the_handler(settin
         outcome = await asyncio.wait_for(run, 10)
         row = await sync_to_async(_row)(call_id)
     assert (outcome, row.status, row.worker) == ("stopped", "working", "w-B")
+
+
+# -- a lost broker message --------------------------------------------------------------------------
+
+
+def _later(seconds: float) -> Any:
+    """``timezone.now`` ``seconds`` from now (the sweep reads the clock through it)."""
+    return mock.patch("django.utils.timezone.now", return_value=timezone.now() + timedelta(seconds=seconds))
+
+
+async def _quick(ctx: ToolContext) -> str:
+    RUNS.append("quick")
+    return "ok"
+
+
+async def test_a_queued_call_whose_message_was_lost_is_queued_again_by_the_sweep(queued: list[str], settings: Any) -> None:  # noqa: F811
+    """The broker lost the message (restarted without persistence; the server died between the row's commit
+    and the send): a queued call had no lease and a task id, which the sweep never took for lost, and it
+    stayed working until CALL_TTL. Past its queue deadline it is queued again; the two messages run it once."""
+    RUNS.clear()
+    with registry.registered_temporarily(make_tool(_quick, name="quick_lost", background=True)):
+        session = await open_session()
+        created = await legacy(session, "tools/call", {"name": "quick_lost", "arguments": {}, "task": {}})
+        call_id = created["result"]["task"]["taskId"]
+        assert queued == [call_id]
+        assert (await sync_to_async(background.sweep)())["requeued"] == 0  # within its deadline: the message may come
+        lease = float(settings.MCP_TOOLS.get("WORKER_LEASE_SECONDS", 30))
+        with _later(lease + 1):
+            swept = await sync_to_async(background.sweep)()
+        assert (swept["requeued"], queued) == (1, [call_id, call_id])
+        assert await background.run_in_worker(call_id, "w-A") == "finished"
+        assert await background.run_in_worker(call_id, "w-B") == "claimed-elsewhere"  # the first message came after all
+        row = await sync_to_async(_row)(call_id)
+    assert (row.status, RUNS, row.requeues) == ("completed", ["quick"], 1)
+
+
+async def test_a_call_queued_again_after_its_answers_gets_a_queue_deadline(queued: list[str], settings: Any) -> None:  # noqa: F811
+    """go_on_if_answered queues the call again: that message may be lost too."""
+    call_id = await _new_call("quick_lost2")
+    await background.requeue(call_id)
+    lease = float(settings.MCP_TOOLS.get("WORKER_LEASE_SECONDS", 30))
+    with _later(lease + 1):
+        swept = await sync_to_async(background.sweep)()
+    assert (swept["requeued"], queued) == (1, [call_id, call_id])
+
+
+async def test_a_call_left_without_a_deadline_is_queued_again_once_untouched_for_a_lease(queued: list[str], settings: Any) -> None:  # noqa: F811
+    """A row queued before queue deadlines were kept (no lease, a task id), or whose process died between
+    moving it back to working and queueing it: queued again once nobody touched it for a lease."""
+    call_id = await _new_call("quick_lost3")
+    assert (await sync_to_async(background.sweep)())["requeued"] == 0
+    lease = float(settings.MCP_TOOLS.get("WORKER_LEASE_SECONDS", 30))
+    with _later(lease + 1):
+        swept = await sync_to_async(background.sweep)()
+    assert (swept["requeued"], queued) == (1, [call_id])
+
+
+async def test_a_queued_call_is_queued_again_less_and_less_often(queued: list[str], settings: Any) -> None:  # noqa: F811
+    """A long backlog is not a lost message: each time the sweep queues a call again, it waits twice as long."""
+    lease = float(settings.MCP_TOOLS.get("WORKER_LEASE_SECONDS", 30))
+    call_id = await _new_call("quick_lost4")
+    await background.requeue(call_id)
+    deadlines = []
+    for hours in (1, 2, 3):
+        with _later(hours * 3600 + 100 * lease):  # every deadline so far has passed
+            await sync_to_async(background.sweep)()
+        row = await sync_to_async(_row)(call_id)
+        deadlines.append(round((row.queued_until - row.updated_at).total_seconds() / lease))
+    assert deadlines == [2, 4, 8]
+
+
+async def test_a_queued_call_past_call_ttl_is_expired_not_queued_again(queued: list[str], settings: Any) -> None:  # noqa: F811
+    call_id = await _new_call("quick_lost5")
+    await background.requeue(call_id)
+    with _later(float(settings.MCP_TOOLS.get("CALL_TTL", 86400)) + 3600):
+        swept = await sync_to_async(background.sweep)()
+    row = await sync_to_async(_row)(call_id)
+    assert (swept, row.status, queued) == ({"expired": 1, "requeued": 0}, "expired", [call_id])

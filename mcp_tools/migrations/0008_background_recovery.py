@@ -12,6 +12,11 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AddField(
             model_name='toolcall',
+            name='queued_until',
+            field=models.DateTimeField(blank=True, help_text='A queued call that no worker took by then is queued again (its broker message may have been lost).', null=True, verbose_name='queued until'),
+        ),
+        migrations.AddField(
+            model_name='toolcall',
             name='lost_workers',
             field=models.PositiveIntegerField(db_default=0, default=0, help_text="How many times a worker running the call was lost (its lease ran out): past the tool's bound, the call fails.", verbose_name='lost workers'),
         ),

@@ -75,7 +75,7 @@ def _send_or_leave_for_sweep(call_id: str, tool: Tool | None, task_id: str) -> N
         send(call_id, tool, task_id)
     except Exception:
         logger.exception("Could not queue background call %s; the sweep will queue it again", call_id)
-        store.sync_calls.set_task_id(call_id, "")
+        store.sync_calls.not_queued(call_id, task_id)
 
 
 async def defer(inv: engine.Invocation, target: core.Target, rc: RequestContext, round_number: int) -> str:
@@ -85,7 +85,10 @@ async def defer(inv: engine.Invocation, target: core.Target, rc: RequestContext,
     the worker replays them.
     """
     task_id = str(uuid.uuid4())
-    fields: dict[str, Any] = {"background": True, "celery_task_id": task_id}
+    # Queued with a deadline: if no worker claims the call by then (its message was lost, or never
+    # sent: this process died after the commit), the sweep queues it again.
+    fields: dict[str, Any] = {"background": True, "celery_task_id": task_id,
+                              "queued_until": timezone.now() + timedelta(seconds=queue_wait(0))}
     if inv.call_id is None:
         inv.state["row_fields"] = {**inv.state.get("row_fields", {}), **fields}
         call_id = await core.ensure_row(inv, status="working")
@@ -100,13 +103,13 @@ async def defer(inv: engine.Invocation, target: core.Target, rc: RequestContext,
 
 
 async def requeue(call_id: str) -> None:
-    """Queue a background call again (its answers are in, or its worker died)."""
+    """Queue a background call again (its answers are in), with a queue deadline (see :func:`defer`)."""
     loaded = await store.load_call(call_id)
     if loaded is None:
         return
     row, _ = loaded
     task_id = str(uuid.uuid4())
-    await store.db(store.sync_calls.set_task_id)(call_id, task_id)
+    await store.db(store.sync_calls.queue_call)(call_id, task_id, queue_wait(0))
     await store.db(_queue_after_commit)(call_id, registry.get_tool(row.tool_name), task_id)
 
 
@@ -377,7 +380,7 @@ def retry_failed(call_id: str) -> str | None:
     call's status message names the one it retries. Returns the new call id, or
     None when ``call_id`` is not a failed background call.
     """
-    copy = store.sync_calls.copy_failed_background_call(call_id, str(uuid.uuid4()))
+    copy = store.sync_calls.copy_failed_background_call(call_id, str(uuid.uuid4()), queue_wait(0))
     if copy is None:
         return None
     new_id, tool_name, task_id = copy

@@ -454,11 +454,21 @@ def expire_overdue(call_id: Any = None) -> int:
     return ToolCall.objects.expire_overdue(call_id)
 
 
-def set_task_id(call_id: Any, task_id: str) -> bool:
-    """The Celery task that will run a live background call next."""
+def not_queued(call_id: Any, task_id: str) -> bool:
+    """The broker refused the task ``task_id`` of a queued call: the row says nothing is queued for it
+    (no task id, no queue deadline), and the next sweep queues it again. Not once a worker took it
+    (a redelivered message came first), nor once it was queued again under another task."""
     from ..models import ToolCall
 
-    return bool(ToolCall.objects.filter(id=call_id, status__in=("working", "input_required")).update(celery_task_id=task_id))
+    return bool(ToolCall.objects.filter(id=call_id, status__in=LIVE_STATUSES, worker="", celery_task_id=task_id).update(
+        celery_task_id="", queued_until=None))
+
+
+def queue_call(call_id: Any, task_id: str, wait_seconds: float) -> bool:
+    """A live background call is queued under ``task_id``, with a queue deadline (see the manager's ``queue``)."""
+    from ..models import ToolCall
+
+    return ToolCall.objects.queue(call_id, task_id, wait_seconds)
 
 
 def tasks_of(principal: str, after: tuple[str, str] | None, limit: int) -> list[Any]:
@@ -482,11 +492,12 @@ def call_task_id(call_id: Any) -> str:
     return ToolCall.objects.filter(id=call_id).values_list("celery_task_id", flat=True).first() or ""
 
 
-def copy_failed_background_call(call_id: Any, task_id: str) -> tuple[str, str, str] | None:
+def copy_failed_background_call(call_id: Any, task_id: str, wait_seconds: float) -> tuple[str, str, str] | None:
     """A new working row for a failed background call, keeping its journal's ``once`` steps out.
 
     Returns ``(new call id, tool name, task id)``, or None if ``call_id`` is not a failed
-    background call, or was retried already (``retried_as``: a call is retried once).
+    background call, or was retried already (``retried_as``: a call is retried once). The new
+    call is queued with a deadline ``wait_seconds`` away (the sweep queues it again past it).
     """
     import uuid
 
@@ -513,6 +524,7 @@ def copy_failed_background_call(call_id: Any, task_id: str) -> tuple[str, str, s
         ToolCall.objects.create(
             **fields, id=new_id, background=True, status="working", celery_task_id=task_id, status_message=f"Retry of {old.id}",
             expires_at=timezone.now() + timedelta(seconds=mcp_settings.CALL_TTL),
+            queued_until=timezone.now() + timedelta(seconds=wait_seconds),
         )
     return str(new_id), old.tool_name, task_id
 
