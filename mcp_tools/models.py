@@ -135,6 +135,9 @@ class ToolCall(models.Model):
     retried_as = models.UUIDField(_("retried as"), null=True, blank=True,
                                   help_text=_("The new call an operator started to retry this failed one (once)."))
     stream_id = models.CharField(_("SSE stream"), max_length=64, blank=True, help_text=_("The 2025-11-25 response stream that carries this call."))
+    #: The ``progressToken`` of the request that started the call (null: none): a resumed stream, a
+    #: task's ``tasks/result`` and a run that takes the call over report progress under it.
+    progress_token = ExactJSONField(_("progress token"), null=True, blank=True)
     progress = models.FloatField(_("progress"), null=True, blank=True)
     progress_total = models.FloatField(_("progress total"), null=True, blank=True)
     status_message = models.TextField(_("status message"), blank=True)

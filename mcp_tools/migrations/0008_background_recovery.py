@@ -1,6 +1,9 @@
-"""Background calls that lose their worker or their broker message (docs/background.md, "How it runs")."""
+"""Background calls that lose their worker or their broker message (docs/background.md, "How it runs"),
+and the progressToken a resumed stream or a task reports progress under."""
 
 from django.db import migrations, models
+
+import mcp_tools.models
 
 
 class Migration(migrations.Migration):
@@ -10,6 +13,11 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AddField(
+            model_name='toolcall',
+            name='progress_token',
+            field=mcp_tools.models.ExactJSONField(blank=True, null=True, verbose_name='progress token'),
+        ),
         migrations.AddField(
             model_name='toolcall',
             name='queued_until',

@@ -212,7 +212,7 @@ async def run_in_worker(call_id: str, worker: str, attempt: int = 0) -> str:
     rc = RequestContext(
         principal=principal, protocol_version=row.protocol_version, modern=versions.is_modern(row.protocol_version),
         client_capabilities=row.client_capabilities or {}, request_id=jsonrpc.id_from_text(row.request_id),
-        session_id=row.session_id or None, flavor=row.flavor,
+        session_id=row.session_id or None, flavor=row.flavor, progress_token=row.progress_token,
     )
     try:
         target = await core.resolve_target("tools/call", row.arguments, principal)

@@ -480,7 +480,7 @@ async def _create_row(inv: engine.Invocation, status: str) -> None:
             params_digest=target.params_digest, client_capabilities=rc.client_capabilities,
             session_id=rc.session_id or "", request_id=jsonrpc.id_text(rc.request_id), status=status,
             scopes=sorted(rc.principal.scopes) if rc.principal.scopes is not None else None,
-            stream_id=(rc.stream_id() if rc.stream_id else None) or "",
+            stream_id=(rc.stream_id() if rc.stream_id else None) or "", progress_token=inv.progress_token,
             **{**inv.state.get("progress", {}), **inv.state.get("row_fields", {})},
         )
         _watch(inv)

@@ -21,7 +21,7 @@ from .hop import (
 from .lane import close_lanes, in_lane
 
 __all__ = [
-    "CallNotLive", "DATABASE_UNAVAILABLE", "OnceFailedElsewhere", "advance", "call_task_id", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "renew_lease_blocking", "answer_step", "append_event", "call_for_stream", "call_request_id", "session_calls", "waiting_session_call", "call_status", "claim_round",
+    "CallNotLive", "DATABASE_UNAVAILABLE", "OnceFailedElsewhere", "advance", "call_task_id", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "renew_lease_blocking", "answer_step", "append_event", "call_for_stream", "call_progress_token", "call_request_id", "last_progress_on_stream", "session_calls", "waiting_session_call", "call_status", "claim_round",
     "close_connections", "close_old_thread_connections", "close_thread_connections", "create_call", "database_unreachable", "create_session", "db", "db_alive", "in_lane", "delete_session", "events_after", "get_session", "load_call", "longest_conn_max_age", "touch_session",
     "record_once", "check_once", "record_failed_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
     "subscribers", "subscriptions", "unsubscribe_sessions", "active_users_of", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "expire_overdue", "record_progress", "set_stream",
@@ -57,6 +57,7 @@ record_progress = in_lane(sync_calls.record_progress)
 set_stream = db(sync_calls.set_stream)
 call_status = in_lane(sync_calls.call_status)
 call_request_id = db(sync_calls.call_request_id)
+call_progress_token = db(sync_calls.call_progress_token)
 session_calls = db(sync_calls.session_calls)
 waiting_session_call = db(sync_calls.waiting_session_call)
 call_for_stream = db(sync_calls.call_for_stream)
@@ -85,3 +86,4 @@ active_users_of = db(sync_sessions.active_users_of)
 append_event = db(sync_sessions.append_event)
 events_after = db(sync_sessions.events_after)
 stream_of_event = db(sync_sessions.stream_of_event)
+last_progress_on_stream = db(sync_sessions.last_progress_on_stream)

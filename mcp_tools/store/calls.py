@@ -404,6 +404,13 @@ def call_request_id(call_id: Any) -> str | None:
     return ToolCall.objects.filter(id=call_id).values_list("request_id", flat=True).first()
 
 
+def call_progress_token(call_id: Any) -> Any:
+    """The ``progressToken`` of the request that started a call (None: it had none, or no such call)."""
+    from ..models import ToolCall
+
+    return ToolCall.objects.filter(id=call_id).values_list("progress_token", flat=True).first()
+
+
 def call_for_stream(stream_id: str) -> str | None:
     from ..models import ToolCall
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import secrets
 from collections.abc import Callable
 from typing import Any
@@ -150,6 +152,27 @@ def events_after(stream_id: str, last_id: int) -> list[tuple[int, str]]:
     from ..models import StreamEvent
 
     return [(e.id, e.payload) for e in StreamEvent.objects.after(stream_id, last_id, mcp_settings.EVENT_RETENTION)]
+
+
+def last_progress_on_stream(stream_id: str) -> float | None:
+    """The value of the last ``notifications/progress`` an SSE stream sent (from its kept events), or None.
+
+    A resumed stream goes on from it: each value of a token must be above the one before, and the
+    client saw this one (before its stream dropped, or in the replay).
+    """
+    from ..models import StreamEvent
+
+    events = StreamEvent.objects.filter(stream_id=stream_id, payload__contains="notifications/progress").order_by("-id")
+    for payload in events.values_list("payload", flat=True)[:5]:
+        try:
+            message = json.loads(payload)
+        except ValueError:
+            continue
+        if isinstance(message, dict) and message.get("method") == "notifications/progress":
+            value = (message.get("params") or {}).get("progress")
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return float(value)
+    return None
 
 
 def stream_of_event(event_id: int) -> tuple[str, str] | None:

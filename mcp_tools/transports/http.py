@@ -993,9 +993,13 @@ class McpEndpoint:
             # Nothing runs on this stream, or its response was just replayed: one response per request.
             await response._send({"type": "http.response.body", "body": b""})
             return
+        # The call's progress goes on under the request's progressToken, from above the last value the client saw.
+        progress_token = await store.call_progress_token(call_id)
+        progress_sent = await store.last_progress_on_stream(stream_id) if progress_token is not None else None
         rc = RequestContext(principal=principal, protocol_version=session.protocol_version, modern=False,
                             client_capabilities=session.client_capabilities, request_id=request_id, session_id=session.id,
-                            log_level=session.log_level, emit=response.event, stream_id=lambda: stream_id)
+                            log_level=session.log_level, emit=response.event, stream_id=lambda: stream_id,
+                            progress_token=progress_token, progress_sent=progress_sent)
         task = asyncio.ensure_future(session_flavor.continue_call(call_id, rc, already_sent))
         if request_id is not None:
             # The request goes on on this stream: the client's notifications/cancelled stops it here.

@@ -1,0 +1,83 @@
+"""A background call's progress reaches the client under the progressToken of the request that started it:
+on a 2025-11-25 stream resumed with Last-Event-ID, and on a task's ``tasks/result`` stream. Both failed before
+their fixes (the token was never stored on the call's row). The worker is simulated in-process."""
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from mcp_tools import ToolContext
+from mcp_tools.models import ToolCall
+from mcp_tools.registry import make_tool, registry
+from mcp_tools.server import background
+from tests.asgi_client import post_headers
+from tests.test_background_review import queued  # noqa: F401
+from tests.test_http_spec_edges import HANDSHAKE, Stream, _in_memory_layer, open_session  # noqa: F401
+from tests.test_session_ended_calls import deferred_call
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+GATES: dict[int, asyncio.Event] = {}
+
+
+async def _stepped(ctx: ToolContext) -> str:
+    """Reports 1, 2, 3 of 3, each once the test opens its gate."""
+    for step in (1, 2, 3):
+        await GATES[step].wait()
+        await ctx.report_progress(step, 3)
+    return "done"
+
+
+def _progress(stream: Stream) -> list[tuple[Any, float]]:
+    return [(m["params"]["progressToken"], m["params"]["progress"]) for _, m in stream.events() if m.get("method") == "notifications/progress"]
+
+
+async def _resumed_progress(queued: list[str], report_while_dropped: bool) -> tuple[list[Any], list[Any]]:
+    """A stream that drops after progress 1, resumed with Last-Event-ID; the worker reports 2 (while the client is
+    away, or once the resumed stream follows the call), then 3. The progress on each stream."""
+    GATES.clear()
+    GATES.update({step: asyncio.Event() for step in (1, 2, 3)})
+    with registry.registered_temporarily(make_tool(_stepped, name="stepped_bg", background=True)):
+        session = await open_session()
+        headers = post_headers(version=HANDSHAKE, session=session)
+        call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                "params": {"name": "stepped_bg", "arguments": {}, "_meta": {"progressToken": "p-9"}}}
+        first = Stream("POST", headers, json.dumps(call).encode())
+        call_id = await deferred_call(queued)
+        worker = asyncio.ensure_future(background.run_in_worker(call_id, "w"))
+        GATES[1].set()
+        event_id, _ = await first.wait_for(lambda m: m.get("method") == "notifications/progress")
+        first.gone.set()  # the client's connection drops
+        await asyncio.wait_for(first.task, 10)
+        if report_while_dropped:
+            GATES[2].set()
+            for _ in range(200):  # the worker records 2 while no stream is open
+                if (await sync_to_async(ToolCall.objects.get)(id=call_id)).progress == 2:
+                    break
+                await asyncio.sleep(0.02)
+        resumed = Stream("GET", {**headers, "accept": "text/event-stream", "last-event-id": str(event_id)})
+        if not report_while_dropped:
+            await asyncio.sleep(0.3)  # the resumed stream follows the call, whose row still says 1
+            GATES[2].set()
+        await resumed.wait_for(lambda m: m.get("method") == "notifications/progress" and m["params"]["progress"] == 2)
+        GATES[3].set()
+        await resumed.wait_for(lambda m: "result" in m)
+        assert await asyncio.wait_for(worker, 10) == "finished"
+        resumed.gone.set()
+        await asyncio.wait_for(resumed.task, 10)
+    return _progress(first), _progress(resumed)
+
+
+@pytest.mark.parametrize("report_while_dropped", [True, False], ids=["reported-while-away", "reported-after-resume"])
+async def test_progress_goes_on_under_the_request_token_after_a_last_event_id_resume(
+    queued: list[str], report_while_dropped: bool,  # noqa: F811
+) -> None:
+    """The resumed stream got the result but no progress: its request context had no progressToken (the row
+    did not keep it). It goes on from above what the client saw: 1 is not sent again on the token."""
+    first, resumed = await _resumed_progress(queued, report_while_dropped)
+    assert first == [("p-9", 1.0)]
+    assert resumed in ([("p-9", 2.0), ("p-9", 3.0)], [("p-9", 2.0)]), resumed
