@@ -14,8 +14,8 @@ from mcp_tools import ToolContext
 from mcp_tools.models import ToolCall
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.server import background
-from tests.asgi_client import post_headers
-from tests.test_background_review import queued  # noqa: F401
+from tests.asgi_client import handshake_message, post_headers, post_json
+from tests.test_background_review import APP, queued  # noqa: F401
 from tests.test_http_spec_edges import HANDSHAKE, Stream, _in_memory_layer, open_session  # noqa: F401
 from tests.test_session_ended_calls import deferred_call
 
@@ -81,3 +81,25 @@ async def test_progress_goes_on_under_the_request_token_after_a_last_event_id_re
     first, resumed = await _resumed_progress(queued, report_while_dropped)
     assert first == [("p-9", 1.0)]
     assert resumed in ([("p-9", 2.0), ("p-9", 3.0)], [("p-9", 2.0)]), resumed
+
+
+async def test_a_task_augmented_call_reports_progress_on_tasks_result_under_its_token(queued: list[str]) -> None:  # noqa: F811
+    """2025-11-25 tasks: "The progressToken provided in the initial request remains valid throughout the
+    task lifetime". tasks/result's stream carried notifications/tasks/status only, never the progress."""
+    GATES.clear()
+    GATES.update({step: asyncio.Event() for step in (1, 2, 3)})
+    with registry.registered_temporarily(make_tool(_stepped, name="stepped_task", background=True)):
+        session = await open_session()
+        headers = post_headers(version=HANDSHAKE, session=session)
+        created = await post_json(APP, handshake_message("tools/call", {"name": "stepped_task", "arguments": {}, "task": {},
+                                                                        "_meta": {"progressToken": "tp"}}), headers)
+        task_id = created.json()["result"]["task"]["taskId"]
+        result = Stream("POST", headers, json.dumps(handshake_message("tasks/result", {"taskId": task_id})).encode())
+        worker = asyncio.ensure_future(background.run_in_worker(task_id, "w"))
+        for step in (1, 2, 3):
+            GATES[step].set()
+            await result.wait_for(lambda m, step=step: m.get("method") == "notifications/progress" and m["params"]["progress"] == step)
+        await result.wait_for(lambda m: "result" in m)
+        assert await asyncio.wait_for(worker, 10) == "finished"
+        await asyncio.wait_for(result.task, 10)
+    assert _progress(result) == [("tp", 1.0), ("tp", 2.0), ("tp", 3.0)]

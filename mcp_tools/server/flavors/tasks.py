@@ -20,8 +20,8 @@ requires tasks answers ``-32021`` too, and any other tool runs as usual.
 **2025-11-25: the ``tasks`` capability of sessions.** A ``tools/call`` with a
 ``task`` param (``ttl`` in milliseconds) answers ``CreateTaskResult {task}``;
 ``tasks/get`` the ``Task``; ``tasks/result`` waits (up to
-``TASK_RESULT_WAIT_SECONDS``) for the end, sending the task's input requests on
-its stream meanwhile, and answers what the call would have answered, with the
+``TASK_RESULT_WAIT_SECONDS``) for the end, sending the task's input requests and its
+progress (under the ``progressToken`` of the ``tools/call``) on its stream meanwhile, and answers what the call would have answered, with the
 related-task ``_meta``; ``tasks/list`` pages through the caller's tasks;
 ``tasks/cancel`` answers the cancelled task, or ``-32602`` for one that ended.
 """
@@ -282,6 +282,10 @@ async def legacy_result(params: dict[str, Any], rc: RequestContext) -> dict[str,
     row, _ = await _own_task(params, rc)
     task_id = str(row.id)
     rc.flavor = "task"
+    if row.progress_token is not None:
+        # "The progressToken provided in the initial request remains valid throughout the task
+        # lifetime": the worker's progress reaches this stream under it.
+        rc.progress_token = row.progress_token
 
     async def announce(row: Any) -> None:
         if rc.emit is not None:
