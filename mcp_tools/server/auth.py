@@ -131,7 +131,9 @@ class Principal:
     #: The scopes of an OAuth bearer token; None when the credentials are not scope-limited
     #: (DRF authentication, sessions): then only Django permissions apply.
     scopes: frozenset[str] | None = None
-    _perms: set[str] | None = field(default=None, repr=False)
+    #: Django's answer per permission set: a principal lives for one request (or one call), and
+    #: ``tools/list`` asks about the same few sets once per tool.
+    _answers: dict[frozenset[str], bool] = field(default_factory=dict, repr=False, compare=False)
     #: The id is one :func:`fit_principal_id` made (a ``principal`` column): fitting it again would
     #: change a 128-character id, no longer its caller's.
     stored: InitVar[bool] = False
@@ -147,10 +149,14 @@ class Principal:
         return not getattr(self.user, "is_authenticated", False)
 
     def has_perms(self, perms: tuple[str, ...] | list[str]) -> bool:
-        """Sync (may query the database once per principal).
+        """Sync: whether the caller holds every permission of ``perms`` (may query the database).
 
         ``oauth-scope:<scope>`` entries (a tool's ``scopes``) need that scope in the token;
-        superusers are no exception, a token limits what its holder may do.
+        superusers are no exception, a token limits what its holder may do. The rest is Django's
+        ``user.has_perms``, so every authentication backend is asked as Django asks it: one that
+        answers ``has_perm`` alone (django-rules) grants, and one that raises ``PermissionDenied``
+        vetoes. Each answer is kept on the principal; Django's ``ModelBackend`` keeps the user's
+        permissions on the user object, so it queries once per user, not once per check.
         """
         if not perms:
             return True
@@ -166,9 +172,13 @@ class Principal:
                 return True
         if getattr(self.user, "is_superuser", False) and getattr(self.user, "is_active", False):
             return True
-        if self._perms is None:
-            self._perms = set(self.user.get_all_permissions())
-        return all(perm in self._perms for perm in perms)
+        key = frozenset(perms)
+        answer = self._answers.get(key)
+        if answer is None:
+            # Not ``perm in user.get_all_permissions()``: that skips backends that only answer
+            # has_perm, and a backend's veto (PermissionDenied from has_perm) with them.
+            answer = self._answers[key] = bool(self.user.has_perms(key))
+        return answer
 
 
 ANONYMOUS = Principal(user=AnonymousUser(), id="anonymous")
