@@ -17,6 +17,7 @@ from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
+import mcp_tools
 from demo_site.shop.models import Customer, Order
 from mcp_tools.server.auth import Principal
 from tests.asgi_client import call_modern
@@ -139,3 +140,80 @@ def test_the_model_backend_queries_once_per_user_not_per_check() -> None:
         assert principal.has_perms(["shop.delete_customer"]) is False
         assert principal.has_perms(("shop.view_order", "oauth-scope:mcp")) is True
     assert len(queries) == 0, [q["sql"] for q in queries]
+
+
+# -- object permissions: a row the caller may not view is a row that does not exist -------------------
+
+
+class NorthOnlyBackend:
+    """Object-level rules like django-guardian's: the south store's orders are nobody's here."""
+
+    def authenticate(self, request: Any, **kwargs: Any) -> None:
+        return None
+
+    def has_perm(self, user_obj: Any, perm: str, obj: Any = None) -> bool:
+        return isinstance(obj, Order) and obj.store == "north" and user_obj.is_active
+
+
+class ViewOnlySouthBackend:
+    """Everyone may view every order; only the north store's may be changed or deleted."""
+
+    def authenticate(self, request: Any, **kwargs: Any) -> None:
+        return None
+
+    def has_perm(self, user_obj: Any, perm: str, obj: Any = None) -> bool:
+        return isinstance(obj, Order) and (perm == "shop.view_order" or obj.store == "north")
+
+
+class GuardedOrderTools(mcp_tools.ModelToolset):
+    queryset = Order.objects.all()
+    basename = "security.guarded_orders"
+    actions = ["retrieve", "update", "delete"]
+    object_permissions = True
+    admin_actions = ["mark_shipped"]
+
+
+@pytest.fixture
+def guarded():  # type: ignore[no-untyped-def]
+    mcp_tools.register_toolset(GuardedOrderTools)
+    try:
+        yield
+    finally:
+        mcp_tools.unregister_toolset(GuardedOrderTools)
+
+
+def backends(extra: type) -> Any:
+    return override_settings(AUTHENTICATION_BACKENDS=["django.contrib.auth.backends.ModelBackend", f"{__name__}.{extra.__name__}"])
+
+
+@pytest.mark.parametrize("tool", ["retrieve", "update", "delete", "mark_shipped", "shop.orders.cancel"])
+async def test_a_row_the_caller_may_not_view_answers_like_a_missing_row(guarded: None, tool: str) -> None:
+    """docs/model-tools.md: callers cannot probe for rows they may not see. Without the object's view
+    permission the refusal was "You may not retrieve order S-2001", naming the row by its __str__."""
+    tokens, orders = await sync_to_async(seed)()
+    name = tool if "." in tool else f"security.guarded_orders.{tool}"
+    arg = "ids" if tool == "mark_shipped" else "id"
+
+    def args(pk: int) -> dict[str, Any]:
+        return {arg: [pk] if arg == "ids" else pk}
+
+    with backends(NorthOnlyBackend):
+        hidden = await call(name, args(orders["S-2001"]), token=tokens["clerk"])
+        missing = await call(name, args(999999), token=tokens["clerk"])
+    assert hidden["result"]["isError"] is True
+    assert text_of(hidden) == text_of(missing).replace("999999", str(orders["S-2001"]))
+    assert text_of(hidden) == f"No order with id {orders['S-2001']}."
+    assert await sync_to_async(lambda: Order.objects.get(number="S-2001").status)() == "open"
+
+
+@pytest.mark.parametrize("tool", ["update", "delete", "mark_shipped", "shop.orders.cancel"])
+async def test_a_row_the_caller_may_view_is_refused_by_its_lookup_not_its_str(guarded: None, tool: str) -> None:
+    tokens, orders = await sync_to_async(seed)()
+    name = tool if "." in tool else f"security.guarded_orders.{tool}"
+    pk = orders["S-2001"]
+    with backends(ViewOnlySouthBackend):
+        refused = await call(name, {"ids": [pk]} if tool == "mark_shipped" else {"id": pk}, token=tokens["clerk"])
+    what = {"shop.orders.cancel": "cancel", "mark_shipped": "mark shipped"}.get(tool, tool)
+    perm = "shop.delete_order" if tool == "delete" else "shop.change_order"
+    assert text_of(refused) == f"You may not {what} the order with id {pk}: permission {perm} refused for this object."
+    assert await sync_to_async(lambda: Order.objects.get(number="S-2001").status)() == "open"

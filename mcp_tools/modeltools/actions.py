@@ -187,7 +187,7 @@ class ModelAction(base.Declaration):
         lookup = arguments.pop(self.lookup_arg)
         obj = base.get_object(self.get_queryset(ctx), self.lookup_field, lookup)
         base.check_object(ctx.user, self.permissions, obj, base.object_permissions_enabled(self.object_permissions),
-                          self.method.replace("_", " "))
+                          self.method.replace("_", " "), (self.lookup_field, lookup))
         if self.serializer is not None:
             serializer = self.serializer(data=arguments, context={"object": obj, "user": ctx.user})
             unknown = sorted(set(arguments) - set(serializer.fields))

@@ -131,10 +131,10 @@ def _tool(toolset: type[ModelToolset], model_admin: Any, func: Any, name: str, d
         found = {str(value) for value in queryset.values_list(field, flat=True)}
         missing = [value for value in lookups if str(value) not in found]
         if missing:  # like a missing row, whether it does not exist or lies outside the queryset
-            raise ToolError(f"No {base.verbose(model)} with {field if field != 'pk' else 'id'} {base.json_dumps(missing[0])}.")
+            raise base.not_found(model, field, missing[0])
         enabled = base.object_permissions_enabled(toolset.object_permissions)
         for obj in queryset:
-            base.check_object(ctx.user, permissions, obj, enabled, name.replace("_", " "))
+            base.check_object(ctx.user, permissions, obj, enabled, name.replace("_", " "), (field, base.value_at(obj, field)))
         messages = _Messages()
         request._messages = messages  # type: ignore[attr-defined]
         with transaction.atomic():

@@ -172,6 +172,15 @@ def lookup_field(model: type[models.Model], name: str) -> models.Field[Any, Any]
     return field
 
 
+def value_at(obj: Any, path: str) -> Any:
+    """The value a field path names on a row, across forward relations (``customer__name``)."""
+    for part in path.split("__"):
+        if obj is None:
+            return None
+        obj = getattr(obj, part)
+    return obj
+
+
 def get_object(queryset: models.QuerySet[Any], field: str, value: Any) -> Any:
     """The row of ``queryset`` whose ``field`` is ``value``.
 
@@ -185,8 +194,14 @@ def get_object(queryset: models.QuerySet[Any], field: str, value: Any) -> Any:
         pass
     except model.MultipleObjectsReturned:
         pass
+    raise not_found(model, field, value)
+
+
+def not_found(model: type[models.Model], field: str, value: Any) -> ToolError:
+    """The one answer for a row the caller may not reach: missing, outside the queryset, or not
+    theirs to view (:func:`check_object`), so the answers cannot tell these apart."""
     name = "id" if field == "pk" else field
-    raise ToolError(f"No {verbose(model)} with {name} {json_dumps(value)}.")
+    return ToolError(f"No {verbose(model)} with {name} {json_dumps(value)}.")
 
 
 # -- permissions ----------------------------------------------------------------------------
@@ -204,13 +219,26 @@ def object_permissions_enabled(option: bool | None) -> bool:
     return any(path != MODEL_BACKEND for path in backends)
 
 
-def check_object(user: Any, perms: Iterable[str], obj: Any, enabled: bool, what: str) -> None:
-    """Refuse with a tool error unless ``user`` holds every permission on ``obj``."""
+def check_object(user: Any, perms: Iterable[str], obj: Any, enabled: bool, what: str, lookup: tuple[str, Any]) -> None:
+    """Refuse with a tool error unless ``user`` holds every permission on ``obj``.
+
+    As DRF's ``DjangoObjectPermissions``: a caller who may not even view the row is answered as
+    for a row that does not exist (:func:`not_found`, ``lookup`` is the field and value it was
+    asked by); one who may view it is refused by that lookup, never by the row's ``__str__``.
+    """
     if not enabled:
         return
+    perms = list(perms)
     missing = [perm for perm in perms if not user.has_perm(perm, obj)]
-    if missing:
-        raise ToolError(f"You may not {what} {verbose(type(obj))} {obj}: permission {', '.join(missing)} refused for this object.")
+    if not missing:
+        return
+    model = type(obj)
+    view = model_perm(model, "view")
+    if view in missing or (view not in perms and not user.has_perm(view, obj)):
+        raise not_found(model, *lookup)
+    name = "id" if lookup[0] == "pk" else lookup[0]
+    raise ToolError(f"You may not {what} the {verbose(model)} with {name} {json_dumps(lookup[1])}: "
+                    f"permission {', '.join(missing)} refused for this object.")
 
 
 # -- confirmation ---------------------------------------------------------------------------

@@ -57,15 +57,6 @@ except ImportError:  # pragma: no cover - depends on the environment
     django_filters = None
 
 
-def _value_at(obj: Any, path: str) -> Any:
-    """The value an ordering field names on a row, across forward relations (``customer__name``)."""
-    for part in path.split("__"):
-        if obj is None:
-            return None
-        obj = getattr(obj, part)
-    return obj
-
-
 def _exact(value: Any) -> Any:
     """A cursor's value, exactly: JSON would cut datetimes and times to milliseconds (rows created
     in the same millisecond would be skipped or served again)."""
@@ -140,7 +131,7 @@ class ModelToolset:
     def get_object(self, lookup: Any) -> Any:
         obj = base.get_object(self.get_queryset(), self.lookup_field, lookup)
         base.check_object(self.user, self.action_permissions(self.action), obj,
-                          base.object_permissions_enabled(self.object_permissions), self.action)
+                          base.object_permissions_enabled(self.object_permissions), self.action, (self.lookup_field, lookup))
         return obj
 
     def perform_create(self, serializer: Any) -> None:
@@ -172,7 +163,7 @@ class ModelToolset:
         data: dict[str, Any] = {"results": base.jsonable(self.get_serializer(rows, many=True).data)}
         if more:
             last = rows[-1]
-            value = _value_at(last, field) if field != "pk" else last.pk
+            value = base.value_at(last, field) if field != "pk" else last.pk
             data["nextCursor"] = signing.dumps({"o": ordering, "v": _exact(value), "pk": _exact(last.pk)}, salt=CURSOR_SALT)
         return base.structured(data)
 
