@@ -8,7 +8,8 @@ the user was asked to confirm.
 
 from __future__ import annotations
 
-from typing import Any
+from decimal import Decimal
+from typing import Any, TypedDict
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -16,9 +17,11 @@ from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
+from rest_framework import serializers
 
 import mcp_tools
-from demo_site.shop.models import Customer, Order
+from demo_site.shop.models import Customer, Order, Refund
+from mcp_tools.modeltools import unregister_model_action
 from mcp_tools.server.auth import Principal
 from tests.asgi_client import call_modern
 
@@ -217,3 +220,68 @@ async def test_a_row_the_caller_may_view_is_refused_by_its_lookup_not_its_str(gu
     perm = "shop.delete_order" if tool == "delete" else "shop.change_order"
     assert text_of(refused) == f"You may not {what} the order with id {pk}: permission {perm} refused for this object."
     assert await sync_to_async(lambda: Order.objects.get(number="S-2001").status)() == "open"
+
+
+# -- a result that cannot be built rolls the write back ----------------------------------------------
+
+
+class Receipt(TypedDict):
+    refund_id: int
+    amount: int
+
+
+def _refund_with_a_bad_receipt(self: Order, amount: str) -> Receipt:
+    """Refund (the receipt's amount is a Decimal with cents, where the annotation says int)."""
+    refund = Refund.objects.create(order=self, amount=Decimal(amount))
+    return {"refund_id": refund.pk, "amount": refund.amount}  # type: ignore[typeddict-item]
+
+
+async def test_a_model_action_whose_result_does_not_fit_writes_nothing() -> None:
+    """The refund committed, then its receipt failed: the client saw an internal error, and each
+    retry wrote another refund."""
+    tokens, orders = await sync_to_async(seed)()
+    Order.bad_receipt_refund = _refund_with_a_bad_receipt  # type: ignore[attr-defined]
+    action = mcp_tools.register_model_action(Order, "bad_receipt_refund", name="security.orders.refund",
+                                             permissions=["shop.add_refund"])
+    try:
+        first = await call("security.orders.refund", {"id": orders["N-1001"], "amount": "5.25"}, token=tokens["clerk"])
+        again = await call("security.orders.refund", {"id": orders["N-1001"], "amount": "5.25"}, token=tokens["clerk"])
+    finally:
+        unregister_model_action(action)
+        del Order.bad_receipt_refund  # type: ignore[attr-defined]
+    assert first["result"]["isError"] is True and again["result"]["isError"] is True
+    assert await sync_to_async(Refund.objects.count)() == 0
+
+
+class FailingRepresentationSerializer(serializers.ModelSerializer):
+    shipping = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Refund
+        fields = ["id", "order", "amount", "shipping"]
+
+    def get_shipping(self, refund: Refund) -> str:
+        if refund.pk is not None:  # the written row's representation fails (a bug, a missing related row)
+            raise LookupError("no shipping record")
+        return ""
+
+
+class FailingRefundTools(mcp_tools.ModelToolset):
+    queryset = Refund.objects.all()
+    serializer_class = FailingRepresentationSerializer
+    basename = "security.failing_refunds"
+    actions = ["create", "update"]
+    permissions = {"update": ["shop.add_refund"]}  # the clerk's
+
+
+async def test_a_toolset_write_whose_representation_fails_writes_nothing() -> None:
+    tokens, orders = await sync_to_async(seed)()
+    existing = await sync_to_async(lambda: Refund.objects.create(order_id=orders["N-1001"], amount=Decimal("1.00")).pk)()
+    mcp_tools.register_toolset(FailingRefundTools)
+    try:
+        created = await call("security.failing_refunds.create", {"order": orders["N-1001"], "amount": "2.00"}, token=tokens["clerk"])
+        updated = await call("security.failing_refunds.update", {"id": existing, "amount": "3.00"}, token=tokens["clerk"])
+    finally:
+        mcp_tools.unregister_toolset(FailingRefundTools)
+    assert created["result"]["isError"] is True and updated["result"]["isError"] is True
+    assert await sync_to_async(lambda: list(Refund.objects.values_list("amount", flat=True)))() == [Decimal("1.00")]

@@ -219,14 +219,19 @@ class ModelAction(base.Declaration):
         try:
             with transaction.atomic():
                 value = getattr(obj, self.method)(**arguments)
+                # In the same transaction: a result that cannot be built (a value its annotation
+                # refuses, a failing output serializer) rolls the writes back, so the client told
+                # the call failed may call again without the change happening twice.
+                return self._result(fn, obj, value)
         except DjangoValidationError as exc:
             return {"__error__": base.django_validation_errors(exc)}
         except DRFValidationError as exc:
             return {"__error__": base.drf_errors(exc.detail)}
         except IntegrityError as exc:  # journaled as the step's value: a replay answers the same
             return {"__error__": base.database_refusal(exc, f"{self._title()} {obj}")}
-        except ToolError:
-            raise
+
+    def _result(self, fn: Callable[..., Any], obj: models.Model, value: Any) -> dict[str, Any]:
+        """The structured result: the method's annotated return value, or the object serialized."""
         output = self.tool.output if self.tool is not None else self._output_spec(fn)
         if output.adapter is not None:
             dumped = output.dump(value)

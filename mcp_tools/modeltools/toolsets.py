@@ -215,13 +215,17 @@ class ModelToolset:
         try:
             with transaction.atomic():
                 perform(serializer)
+                # In the same transaction: a representation that fails (a method field, a
+                # related row) rolls the write back, so the client told the call failed may
+                # call again without creating the row twice.
+                data = base.jsonable(serializer.data)
         except DjangoValidationError as exc:
             return base.validation_error_result(base.django_validation_errors(exc))
         except DRFValidationError as exc:  # raised by perform_create / perform_update, as in DRF
             return base.validation_error_result(base.drf_errors(exc.detail))
         except IntegrityError as exc:  # a unique or reference rule only the database knew of
             return base.validation_error_result(base.database_refusal(exc, f"Saving the {base.verbose(self.get_model())}"))
-        return base.structured(base.jsonable(serializer.data))
+        return base.structured(data)
 
     # -- list helpers -----------------------------------------------------------------------
     @classmethod
