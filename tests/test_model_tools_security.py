@@ -285,3 +285,58 @@ async def test_a_toolset_write_whose_representation_fails_writes_nothing() -> No
         mcp_tools.unregister_toolset(FailingRefundTools)
     assert created["result"]["isError"] is True and updated["result"]["isError"] is True
     assert await sync_to_async(lambda: list(Refund.objects.values_list("amount", flat=True)))() == [Decimal("1.00")]
+
+
+# -- DRF's CurrentUserDefault stamps the caller -------------------------------------------------------
+
+
+class OwnedRefundSerializer(serializers.ModelSerializer):
+    created_by = serializers.HiddenField(default=serializers.CurrentUserDefault())
+
+    class Meta:
+        model = Refund
+        fields = ["id", "order", "amount", "created_by"]
+
+
+class OwnedRefundTools(mcp_tools.ModelToolset):
+    queryset = Refund.objects.all()
+    serializer_class = OwnedRefundSerializer
+    basename = "security.owned_refunds"
+    actions = ["create"]
+
+
+async def test_current_user_default_stamps_the_caller_in_a_toolset() -> None:
+    """The idiom that stamps a row's owner was an internal error (KeyError 'request')."""
+    tokens, orders = await sync_to_async(seed)()
+    mcp_tools.register_toolset(OwnedRefundTools)
+    try:
+        answer = await call("security.owned_refunds.create", {"order": orders["N-1001"], "amount": "1.00"}, token=tokens["clerk"])
+    finally:
+        mcp_tools.unregister_toolset(OwnedRefundTools)
+    assert answer["result"].get("isError") is not True, answer
+    assert await sync_to_async(lambda: Refund.objects.get().created_by.username)() == "clerk"  # type: ignore[union-attr]
+
+
+class StampedNoteSerializer(serializers.Serializer):
+    note = serializers.CharField()
+    by = serializers.HiddenField(default=serializers.CurrentUserDefault())
+
+
+def _stamp_note(self: Order, note: str, by: Any) -> None:
+    """Note who wrote what."""
+    self.note = f"{note} ({by.username})"
+    self.save(update_fields=["note"])
+
+
+async def test_current_user_default_stamps_the_caller_in_a_model_action() -> None:
+    tokens, orders = await sync_to_async(seed)()
+    Order.stamp_note = _stamp_note  # type: ignore[attr-defined]
+    action = mcp_tools.register_model_action(Order, "stamp_note", name="security.orders.stamp_note",
+                                             serializer=StampedNoteSerializer)
+    try:
+        answer = await call("security.orders.stamp_note", {"id": orders["N-1001"], "note": "checked"}, token=tokens["clerk"])
+    finally:
+        unregister_model_action(action)
+        del Order.stamp_note  # type: ignore[attr-defined]
+    assert answer["result"].get("isError") is not True, answer
+    assert await sync_to_async(lambda: Order.objects.get(number="N-1001").note)() == "checked (clerk)"

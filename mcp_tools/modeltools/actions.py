@@ -189,7 +189,7 @@ class ModelAction(base.Declaration):
         base.check_object(ctx.user, self.permissions, obj, base.object_permissions_enabled(self.object_permissions),
                           self.method.replace("_", " "), (self.lookup_field, lookup))
         if self.serializer is not None:
-            serializer = self.serializer(data=arguments, context={"object": obj, "user": ctx.user})
+            serializer = self.serializer(data=arguments, context=self._context(ctx, obj))
             unknown = sorted(set(arguments) - set(serializer.fields))
             if unknown:
                 return base.validation_error_result({name: ["Unknown field."] for name in unknown})
@@ -222,7 +222,7 @@ class ModelAction(base.Declaration):
                 # In the same transaction: a result that cannot be built (a value its annotation
                 # refuses, a failing output serializer) rolls the writes back, so the client told
                 # the call failed may call again without the change happening twice.
-                return self._result(fn, obj, value)
+                return self._result(fn, obj, value, ctx)
         except DjangoValidationError as exc:
             return {"__error__": base.django_validation_errors(exc)}
         except DRFValidationError as exc:
@@ -230,14 +230,19 @@ class ModelAction(base.Declaration):
         except IntegrityError as exc:  # journaled as the step's value: a replay answers the same
             return {"__error__": base.database_refusal(exc, f"{self._title()} {obj}")}
 
-    def _result(self, fn: Callable[..., Any], obj: models.Model, value: Any) -> dict[str, Any]:
+    def _result(self, fn: Callable[..., Any], obj: models.Model, value: Any, ctx: Any) -> dict[str, Any]:
         """The structured result: the method's annotated return value, or the object serialized."""
         output = self.tool.output if self.tool is not None else self._output_spec(fn)
         if output.adapter is not None:
             dumped = output.dump(value)
             return dumped if output.mode == "object" else {"result": dumped}
         serializer_class = self.output_serializer or default_serializer(self.model)
-        return base.jsonable(serializer_class(obj).data)
+        return base.jsonable(serializer_class(obj, context=self._context(ctx, obj)).data)
+
+    @staticmethod
+    def _context(ctx: Any, obj: models.Model) -> dict[str, Any]:
+        """The serializers' context: ``request`` as a DRF view gives it (``CurrentUserDefault`` reads its user)."""
+        return {"request": base.tool_request(ctx.user), "object": obj, "user": ctx.user}
 
     # -- checks ------------------------------------------------------------------------
     def tool_names(self) -> list[str]:

@@ -119,9 +119,7 @@ def _tool(toolset: type[ModelToolset], model_admin: Any, func: Any, name: str, d
         lookups = list(dict.fromkeys(arguments[lookup_arg]))
         if not lookups or len(lookups) > toolset.max_page_size:
             raise ToolError(f"Name between 1 and {toolset.max_page_size} {base.verbose(model, True)}.")
-        request = HttpRequest()
-        request.method = "POST"
-        request.user = ctx.user
+        request = base.tool_request(ctx.user)
         if _refused(model_admin, func, request) is not None:
             # As for any tool the caller may not use: indistinguishable from one that does not exist.
             raise McpError(INVALID_PARAMS, f"Unknown tool: {prefix}.{name}")

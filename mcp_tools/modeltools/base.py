@@ -21,6 +21,7 @@ from django.core.exceptions import FieldDoesNotExist, ObjectDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, models
+from django.http import HttpRequest
 from django.utils.text import capfirst, slugify
 from pydantic import Field, TypeAdapter, ValidationError
 
@@ -202,6 +203,20 @@ def not_found(model: type[models.Model], field: str, value: Any) -> ToolError:
     theirs to view (:func:`check_object`), so the answers cannot tell these apart."""
     name = "id" if field == "pk" else field
     return ToolError(f"No {verbose(model)} with {name} {json_dumps(value)}.")
+
+
+# -- the request ----------------------------------------------------------------------------
+
+def tool_request(user: Any, method: str = "POST") -> HttpRequest:
+    """A minimal Django request for code written for DRF views and the admin: ``user`` is the
+    caller, ``method`` what the action would be over HTTP. DRF's ``CurrentUserDefault`` (a
+    ``HiddenField`` stamping the owner) reads ``serializer.context["request"].user``; admin
+    actions and ``has_<name>_permission`` read ``request.user``. No headers, no body: an MCP call
+    has no HTTP request of its own to give (its transport may be stdio)."""
+    request = HttpRequest()
+    request.method = method
+    request.user = user
+    return request
 
 
 # -- permissions ----------------------------------------------------------------------------

@@ -14,8 +14,9 @@
 
 registers ``shop.orders.list``, ``shop.orders.retrieve``, ``shop.orders.update``,
 ``shop.orders.delete`` and ``shop.orders.mark_shipped``. A new instance serves
-each call, with ``self.ctx``, ``self.user`` and ``self.action`` set, so
-``get_queryset`` can narrow the rows to what the caller may see.
+each call, with ``self.ctx``, ``self.user``, ``self.request`` (a minimal request for code written
+for DRF views) and ``self.action`` set, so ``get_queryset`` can narrow the rows to what the caller
+may see.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ ACTIONS = ("list", "retrieve", "create", "update", "delete")
 #: The Django permission each action needs by default (``app_label.<perm>_<model>``), as DRF's
 #: ``DjangoModelPermissions`` with ``view`` for reads.
 DEFAULT_PERMISSIONS = {"list": "view", "retrieve": "view", "create": "add", "update": "change", "delete": "delete"}
+
+#: The HTTP method each action would be in a DRF view (``self.request.method``); admin actions are POSTs.
+HTTP_METHODS = {"list": "GET", "retrieve": "GET", "create": "POST", "update": "PATCH", "delete": "DELETE"}
 
 CURSOR_SALT = "mcp_tools.modeltools.cursor"
 #: A list's ``search``: at most this many words (each is a filter), in at most this many characters.
@@ -109,6 +113,8 @@ class ModelToolset:
         self.action = action
         self.user = ctx.user
         self.principal = ctx.principal
+        #: What a DRF view's ``self.request`` would give code written for one: ``.user`` and ``.method``.
+        self.request = base.tool_request(ctx.user, HTTP_METHODS.get(action, "POST"))
 
     # -- hooks, as in a DRF view ------------------------------------------------------------
     def get_queryset(self) -> models.QuerySet[Any]:
@@ -125,7 +131,8 @@ class ModelToolset:
         return default_serializer(cls.get_model())
 
     def get_serializer(self, *args: Any, **kwargs: Any) -> Any:
-        kwargs.setdefault("context", {"user": self.user, "toolset": self})
+        # "request" as a DRF view gives it: CurrentUserDefault / HiddenField read its user.
+        kwargs.setdefault("context", {"request": self.request, "user": self.user, "toolset": self})
         return self.get_serializer_class()(*args, **kwargs)
 
     def get_object(self, lookup: Any) -> Any:
