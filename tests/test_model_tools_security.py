@@ -22,6 +22,7 @@ from rest_framework import serializers
 import mcp_tools
 from demo_site.shop.models import Customer, Order, Refund
 from mcp_tools.modeltools import unregister_model_action
+from mcp_tools.modeltools.base import known_permissions
 from mcp_tools.server.auth import Principal
 from tests.asgi_client import call_modern
 
@@ -340,3 +341,37 @@ async def test_current_user_default_stamps_the_caller_in_a_model_action() -> Non
         del Order.stamp_note  # type: ignore[attr-defined]
     assert answer["result"].get("isError") is not True, answer
     assert await sync_to_async(lambda: Order.objects.get(number="N-1001").note)() == "checked (clerk)"
+
+
+# -- ordering by a foreign key ------------------------------------------------------------------------
+
+
+class ByCustomerTools(mcp_tools.ModelToolset):
+    queryset = Order.objects.all()
+    basename = "security.orders_by_customer"
+    actions = ["list"]
+    ordering_fields = ["customer", "total"]
+
+
+@pytest.mark.parametrize("ordering", ["customer", "-customer"])
+async def test_paging_ordered_by_a_foreign_key(ordering: str) -> None:
+    """The cursor held the related Customer itself: a TypeError when there was a next page."""
+    assert ByCustomerTools.check_declaration(known_permissions()) == []
+    tokens, orders = await sync_to_async(seed)()
+    mcp_tools.register_toolset(ByCustomerTools)
+    try:
+        seen: list[int] = []
+        cursor = None
+        for _ in range(10):
+            answer = await call("security.orders_by_customer.list",
+                                {"ordering": ordering, "limit": 2, **({"cursor": cursor} if cursor else {})}, token=tokens["clerk"])
+            result = answer["result"]
+            assert not result.get("isError"), result
+            seen += [row["customer"] for row in result["structuredContent"]["results"]]
+            cursor = result["structuredContent"].get("nextCursor")
+            if not cursor:
+                break
+    finally:
+        mcp_tools.unregister_toolset(ByCustomerTools)
+    assert len(seen) == len(orders)
+    assert seen == sorted(seen, reverse=ordering.startswith("-"))

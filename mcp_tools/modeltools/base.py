@@ -174,12 +174,28 @@ def lookup_field(model: type[models.Model], name: str) -> models.Field[Any, Any]
 
 
 def value_at(obj: Any, path: str) -> Any:
-    """The value a field path names on a row, across forward relations (``customer__name``)."""
-    for part in path.split("__"):
+    """The value a field path names on a row, across forward relations (``customer__name``).
+
+    A path ending in a relation (``customer``) names the related row's key (``customer_id``), as
+    the database compares and orders it: the related object itself is no JSON value, no cursor.
+    A missing reverse one-to-one row is None.
+    """
+    parts = path.split("__")
+    for index, part in enumerate(parts):
         if obj is None:
             return None
-        obj = getattr(obj, part)
-    return obj
+        if index == len(parts) - 1 and isinstance(obj, models.Model):
+            try:
+                field = obj._meta.get_field(part)
+            except FieldDoesNotExist:  # "pk", a property
+                field = None
+            if field is not None and field.is_relation and field.concrete:
+                return getattr(obj, field.attname)
+        try:
+            obj = getattr(obj, part)
+        except ObjectDoesNotExist:  # a reverse one-to-one with no row
+            return None
+    return obj.pk if isinstance(obj, models.Model) else obj
 
 
 def get_object(queryset: models.QuerySet[Any], field: str, value: Any) -> Any:
