@@ -8,6 +8,8 @@ the user was asked to confirm.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any, TypedDict
 
@@ -24,7 +26,7 @@ from demo_site.shop.models import Customer, Order, Refund
 from mcp_tools.modeltools import unregister_model_action
 from mcp_tools.modeltools.base import known_permissions
 from mcp_tools.server.auth import Principal
-from tests.asgi_client import call_modern
+from tests.asgi_client import argument_errors, call_modern
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -54,6 +56,16 @@ async def list_tools(token: str) -> set[str]:
 
     r = await call_modern(application, "tools/list", {}, token=token)
     return {tool["name"] for tool in r.json()["result"]["tools"]}
+
+
+@contextlib.contextmanager
+def registered(toolset: type[mcp_tools.ModelToolset]) -> Iterator[None]:
+    """The toolset's tools, registered for a test."""
+    mcp_tools.register_toolset(toolset)
+    try:
+        yield
+    finally:
+        mcp_tools.unregister_toolset(toolset)
 
 
 def text_of(answer: dict[str, Any]) -> str:
@@ -178,12 +190,9 @@ class GuardedOrderTools(mcp_tools.ModelToolset):
 
 
 @pytest.fixture
-def guarded():  # type: ignore[no-untyped-def]
-    mcp_tools.register_toolset(GuardedOrderTools)
-    try:
+def guarded() -> Iterator[None]:
+    with registered(GuardedOrderTools):
         yield
-    finally:
-        mcp_tools.unregister_toolset(GuardedOrderTools)
 
 
 def backends(extra: type) -> Any:
@@ -375,3 +384,113 @@ async def test_paging_ordered_by_a_foreign_key(ordering: str) -> None:
         mcp_tools.unregister_toolset(ByCustomerTools)
     assert len(seen) == len(orders)
     assert seen == sorted(seen, reverse=ordering.startswith("-"))
+
+
+# -- filter lookups: typed as what they compare, or refused by the check --------------------------------
+
+
+class LookupTools(mcp_tools.ModelToolset):
+    queryset = Order.objects.all()
+    basename = "security.lookup_orders"
+    actions = ["list"]
+    filterset_fields = {"status": ["in"], "total": ["range", "isnull"], "number": ["startswith"],
+                        "created_at": ["year", "month__gte", "date__range"], "customer": ["in"], "customer__email": ["iexact"]}
+
+
+@pytest.fixture
+def lookup_tools() -> Iterator[None]:
+    with registered(LookupTools):
+        yield
+
+
+async def numbers(arguments: dict[str, Any], token: str) -> list[str]:
+    answer = await call("security.lookup_orders.list", {**arguments, "ordering": "pk"}, token=token)
+    assert answer["result"].get("isError") is not True, answer
+    return sorted(row["number"] for row in answer["result"]["structuredContent"]["results"])
+
+
+async def test_lookups_are_typed_as_what_they_compare(lookup_tools: None) -> None:
+    """`in` was advertised as a string (and iterated as characters), `range` and `year` were
+    internal errors, `year` was typed as a datetime."""
+    from django.utils import timezone
+
+    tokens, orders = await sync_to_async(seed)()
+    schema = LookupTools.input_spec("list").schema["properties"]
+    assert schema["status__in"]["type"] == "array" and schema["status__in"]["items"]["enum"] == ["open", "shipped", "cancelled"]
+    assert (schema["total__range"]["type"], schema["total__range"]["minItems"], schema["total__range"]["maxItems"]) == ("array", 2, 2)
+    assert schema["created_at__year"]["type"] == "integer" and schema["created_at__month__gte"]["type"] == "integer"
+    assert schema["created_at__date__range"]["items"] == {"format": "date", "type": "string"}
+    assert schema["customer__in"]["items"]["type"] == "integer"
+    await sync_to_async(lambda: Order.objects.filter(number="N-1002").update(status="shipped"))()
+    ada = await sync_to_async(lambda: Customer.objects.get(email="ada@example.com").pk)()
+    now = timezone.localtime()
+    clerk = tokens["clerk"]
+    everything = sorted(orders)
+    assert await numbers({"status__in": ["shipped", "cancelled"]}, clerk) == ["N-1002"]
+    assert await numbers({"total__range": ["10", "100"]}, clerk) == ["N-1002", "S-2002"]
+    assert await numbers({"total__isnull": False}, clerk) == everything
+    assert await numbers({"created_at__year": now.year}, clerk) == everything
+    assert await numbers({"created_at__year": now.year - 1}, clerk) == []
+    assert await numbers({"created_at__month__gte": now.month}, clerk) == everything
+    assert await numbers({"created_at__date__range": [str(now.date()), str(now.date())]}, clerk) == everything
+    assert await numbers({"customer__in": [ada]}, clerk) == ["N-1001", "S-2001"]
+    assert await numbers({"customer__email__iexact": "ADA@example.com"}, clerk) == ["N-1001", "S-2001"]
+    assert await numbers({"number__startswith": "S-"}, clerk) == ["S-2001", "S-2002"]
+
+
+@pytest.mark.parametrize(("arguments", "field"), [
+    ({"status__in": "open"}, "status__in"),
+    ({"status__in": ["open", "lost"]}, "status__in"),
+    ({"status__in": []}, "status__in"),
+    ({"total__range": ["10"]}, "total__range"),
+    ({"total__range": "10"}, "total__range"),
+    ({"total__isnull": "false"}, "total__isnull"),
+    ({"created_at__year": "2026"}, "created_at__year"),
+    ({"created_at__year": "2026-01-01T00:00:00Z"}, "created_at__year"),
+    ({"customer__in": ["1"]}, "customer__in"),
+])
+async def test_a_lookup_argument_of_another_shape_is_an_argument_error(lookup_tools: None, arguments: dict[str, Any],
+                                                                       field: str) -> None:
+    tokens, _ = await sync_to_async(seed)()
+    answer = await call("security.lookup_orders.list", arguments, token=tokens["clerk"])
+    assert [error["field"] for error in argument_errors(answer)] == [field]
+
+
+def test_the_check_refuses_lookups_it_cannot_type() -> None:
+    """An unknown lookup passed `manage.py check`, then each call was a FieldError."""
+
+    class TypoTools(mcp_tools.ModelToolset):
+        queryset = Order.objects.all()
+        actions = ["list"]
+        filterset_fields = {"total": ["gte", "greater_than", "year"], "created_at": ["time", "year__isnull"],
+                            "number": ["search"], "customer": ["contains"]}
+
+    problems = TypoTools.check_declaration(known_permissions())
+    assert {problem.id for problem in problems} == {"mcp_tools.E030"}
+    where = f"Toolset {__name__}.test_the_check_refuses_lookups_it_cannot_type.<locals>.TypoTools.filterset_fields names lookup"
+    assert [problem.msg.removeprefix(where).split(":")[0] for problem in problems] == [
+        " 'greater_than' of 'total'", " 'year' of 'total'", " 'time' of 'created_at'", " 'year__isnull' of 'created_at'",
+        " 'search' of 'number'", " 'contains' of 'customer'"]
+    assert "Django knows no lookup 'greater_than' for a DecimalField" in problems[0].msg
+    assert "model tools cannot type its value" in problems[2].msg
+
+
+class TypoTools(mcp_tools.ModelToolset):
+    queryset = Order.objects.all()
+    basename = "security.typo_orders"
+    actions = ["list"]
+    filterset_fields = {"total": ["gte", "greater_than"]}
+
+
+async def test_a_lookup_the_check_refuses_is_left_out_of_the_tool() -> None:
+    """Until the check is heeded the tool works without it: the lookup is an unknown argument,
+    not a FieldError at every call (nor a schema that cannot be built, failing tools/list)."""
+    tokens, _ = await sync_to_async(seed)()
+    with registered(TypoTools):
+        tools = await list_tools(tokens["clerk"])
+        typo = await call("security.typo_orders.list", {"total__greater_than": "1.00"}, token=tokens["clerk"])
+        fine = await call("security.typo_orders.list", {"total__gte": "100.00"}, token=tokens["clerk"])
+    assert "security.typo_orders.list" in tools
+    assert [error["field"] for error in argument_errors(typo)] == ["total__greater_than"]
+    assert sorted(row["number"] for row in fine["result"]["structuredContent"]["results"]) == ["N-1001", "S-2001"]
+

@@ -55,6 +55,19 @@ CURSOR_SALT = "mcp_tools.modeltools.cursor"
 MAX_SEARCH_TERMS = 10
 MAX_SEARCH_LENGTH = 200
 
+#: Filter lookups whose value is one value of the field's type (``total__gte``).
+SCALAR_LOOKUPS = ("exact", "iexact", "gt", "gte", "lt", "lte")
+#: Filter lookups whose value is text whatever the field's type (the database compares it as text).
+TEXT_LOOKUPS = ("contains", "icontains", "startswith", "istartswith", "endswith", "iendswith", "regex", "iregex")
+#: Filter lookups whose value is a list: ``in`` (at most ``max_page_size`` values), ``range`` (two).
+LIST_LOOKUPS = ("in", "range")
+#: Transforms of date and time fields to an integer (``created_at__year``), and to a date.
+INTEGER_TRANSFORMS = ("year", "iso_year", "quarter", "month", "week", "day", "week_day", "iso_week_day", "hour", "minute", "second")
+DATE_TRANSFORMS = ("date",)
+#: What may follow such a transform (``created_at__year__gte``); nothing means ``exact``.
+AFTER_TRANSFORM = ("exact", "gt", "gte", "lt", "lte", "in", "range")
+TYPED_LOOKUPS = (*SCALAR_LOOKUPS, *TEXT_LOOKUPS, *LIST_LOOKUPS, "isnull")
+
 try:  # django-filter is optional: with it, filterset_fields go through a FilterSet
     import django_filters
 except ImportError:  # pragma: no cover - depends on the environment
@@ -240,10 +253,23 @@ class ModelToolset:
         return cls.ordering or (cls.ordering_fields[0] if cls.ordering_fields else "pk")
 
     def filter_queryset(self, queryset: models.QuerySet[Any], arguments: dict[str, Any]) -> models.QuerySet[Any]:
-        filters = {name: arguments[name] for name in self.filter_arguments() if arguments.get(name) is not None}
+        offered = self.filter_arguments()
+        filters = {name: arguments[name] for name in offered if arguments.get(name) is not None}
+        # ``in`` and ``range`` come as JSON arrays, validated item by item: a FilterSet would want
+        # them as comma-separated text (and split a value with a comma in it).
+        lists = {name: value for name, value in filters.items() if isinstance(value, builtins.list)}
+        if lists:
+            queryset = queryset.filter(**lists)
+            filters = {name: value for name, value in filters.items() if name not in lists}
         if filters:
             if django_filters is not None:
-                filterset = django_filters.filterset.filterset_factory(queryset.model, fields=self._filterset_spec())(
+                # The lookups given, not every declared one: a lookup the check refused (E030) is
+                # no argument, and would make the FilterSet itself fail.
+                spec: dict[str, builtins.list[str]] = {}
+                for name in filters:
+                    field, lookup = offered[name]
+                    spec.setdefault(field, []).append(lookup)
+                filterset = django_filters.filterset.filterset_factory(queryset.model, fields=spec)(
                     data={k: base.jsonable(v) for k, v in filters.items()}, queryset=queryset
                 )
                 if not filterset.is_valid():
@@ -289,6 +315,54 @@ class ModelToolset:
         if isinstance(cls.filterset_fields, dict):
             return {field: list(lookups) for field, lookups in cls.filterset_fields.items()}
         return {field: ["exact"] for field in cls.filterset_fields}
+
+    @classmethod
+    def filter_field(cls, path: str) -> Any:
+        """The field a ``filterset_fields`` entry names, across relations (``customer__email``)."""
+        model: Any = cls.get_model()
+        field: Any = None
+        for part in path.split("__"):
+            if model is None:
+                raise FieldDoesNotExist(f"{path!r} goes on past a field that is no relation")
+            field = model._meta.pk if part == "pk" else model._meta.get_field(part)
+            model = field.related_model if field.is_relation else None
+        return field
+
+    @classmethod
+    def filter_type(cls, field: Any, lookup: str) -> Any:
+        """What a filter argument ``<field>__<lookup>`` validates as, strictly; ``ValueError`` saying
+        why for a lookup Django does not know for ``field`` or these tools cannot type."""
+        kind = getattr(field, "get_internal_type", lambda: type(field).__name__)()
+        first, _, rest = lookup.partition("__")
+        value_type: Any = base.field_python_type(field)
+        choices: builtins.list[Any] = [value for value, _ in field.flatchoices] if getattr(field, "choices", None) else []
+        if first in INTEGER_TRANSFORMS or first in DATE_TRANSFORMS:
+            if field.get_transform(first) is None:
+                raise ValueError(f"a {kind} has no {first!r}")
+            value_type = base.DbInt if first in INTEGER_TRANSFORMS else datetime.date
+            choices = []
+            lookup = rest or "exact"
+            if lookup not in AFTER_TRANSFORM:
+                raise ValueError(f"after {first!r} use one of {', '.join(AFTER_TRANSFORM)}")
+        elif "__" in lookup or lookup not in TYPED_LOOKUPS:
+            known = field.get_lookup(first) is not None or field.get_transform(first) is not None
+            raise ValueError(
+                (f"model tools cannot type its value; use one of {', '.join(TYPED_LOOKUPS)}" if known else
+                 f"Django knows no lookup {first!r} for a {kind}")
+                + (f", or on a date or time field {', '.join((*INTEGER_TRANSFORMS, *DATE_TRANSFORMS))}" if known else ""))
+        elif field.get_lookup(lookup) is None:
+            raise ValueError(f"Django knows no lookup {lookup!r} for a {kind}")
+        if choices and lookup in ("exact", "in"):
+            value_type = Literal[tuple(choices)]  # enforced, not only advertised: a value no row can have is -32602
+        if lookup == "isnull":
+            return Annotated[bool, Field(strict=True)]
+        if lookup in TEXT_LOOKUPS:
+            return str
+        if lookup == "in":
+            return Annotated[builtins.list[value_type], Field(min_length=1, max_length=cls.max_page_size)]
+        if lookup == "range":
+            return Annotated[builtins.list[value_type], Field(min_length=2, max_length=2)]
+        return value_type
 
     @classmethod
     def filter_arguments(cls) -> dict[str, tuple[str, str]]:
@@ -408,15 +482,23 @@ class ModelToolset:
     def _list_input(cls, name: str, model: type[models.Model]) -> InputSpec:
         properties: dict[str, Any] = {}
         fields: dict[str, tuple[Any, Any]] = {}
+        many = base.verbose(model, True)
         for argument, (field_name, lookup) in cls.filter_arguments().items():
-            field = model._meta.get_field(field_name)
-            kind: Any = bool if lookup == "isnull" else base.field_python_type(field)  # type: ignore[arg-type]
+            try:
+                kind: Any = cls.filter_type(cls.filter_field(field_name), lookup)
+            except (ValueError, FieldDoesNotExist):
+                # Reported by manage.py check (E030); left out here, so the tool's other arguments
+                # still work and this one is refused as unknown, not failed on in the database.
+                continue
             schema = base.type_schema(kind)
-            if getattr(field, "choices", None) and lookup == "exact":
-                values = [value for value, _ in field.flatchoices]  # type: ignore[union-attr]
-                schema["enum"] = values
-                kind = Literal[tuple(values)]  # enforced, not only advertised: a value no row can have is -32602
-            properties[argument] = {**schema, "description": f"Only {base.verbose(model, True)} whose {field_name} {lookup} this value."}
+            last = lookup.split("__")[-1]
+            if last == "in":
+                description = f"Only {many} whose {field_name.replace('__', ' ')} is one of these values."
+            elif last == "range":
+                description = f"Only {many} whose {field_name.replace('__', ' ')} is between these two values (both included)."
+            else:
+                description = f"Only {many} whose {field_name} {lookup.replace('__', ' ')} this value."
+            properties[argument] = {**schema, "description": description}
             fields[argument] = (kind | None, None)
         if cls.search_fields:
             properties["search"] = {"type": "string", "maxLength": MAX_SEARCH_LENGTH,
@@ -487,9 +569,16 @@ class ModelToolset:
 
         if cls.lookup_field != "pk" and not resolves(cls.lookup_field):
             field_error("lookup_field", cls.lookup_field)
-        for field in cls._filterset_spec():
+        for field, lookups in cls._filterset_spec().items():
             if not resolves(field):
                 field_error("filterset_fields", field)
+                continue
+            for lookup in lookups:
+                try:
+                    cls.filter_type(cls.filter_field(field), lookup)
+                except (ValueError, FieldDoesNotExist) as exc:
+                    problems.append(checks.Error(f"{where}.filterset_fields names lookup {lookup!r} of {field!r}: {exc}.",
+                                                 obj=cls, id="mcp_tools.E030"))
         for field in cls.search_fields:
             if not resolves(field):
                 field_error("search_fields", field)
