@@ -494,3 +494,28 @@ async def test_a_lookup_the_check_refuses_is_left_out_of_the_tool() -> None:
     assert [error["field"] for error in argument_errors(typo)] == ["total__greater_than"]
     assert sorted(row["number"] for row in fine["result"]["structuredContent"]["results"]) == ["N-1001", "S-2001"]
 
+
+# -- the row changes between the confirmation question and the answer ----------------------------------
+
+YES = {"confirm": {"action": "accept", "content": {"confirm": True}}}
+
+
+@pytest.mark.parametrize("tool", ["shop.orders.cancel", "shop.orders.delete"])
+async def test_a_row_edited_while_the_user_was_asked(tool: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The question shows the row ("Cancel order N-1002?"): edited before the yes came, the answer was
+    "NonDeterministicHandler: ..." and an ERROR log, blaming the handler."""
+    tokens, orders = await sync_to_async(seed)()
+    pk = orders["N-1002"]
+    asked = (await call(tool, {"id": pk}, token=tokens["clerk"]))["result"]
+    assert asked["resultType"] == "input_required", asked
+    await sync_to_async(lambda: Order.objects.filter(pk=pk).update(number="N-1002b"))()
+    with caplog.at_level("WARNING"):
+        answer = await call(tool, {"id": pk}, token=tokens["clerk"], inputResponses=YES, requestState=asked["requestState"])
+    assert answer["result"]["isError"] is True
+    assert text_of(answer) == f"The order with id {pk} changed since you were asked to confirm; nothing was done, call again."
+    assert [record.getMessage() for record in caplog.records if record.levelname == "ERROR"] == []
+    assert await sync_to_async(lambda: list(Order.objects.filter(pk=pk).values_list("number", "status")))() == [("N-1002b", "open")]
+
+    again = (await call(tool, {"id": pk}, token=tokens["clerk"]))["result"]  # called again: asked about the row as it is
+    done = await call(tool, {"id": pk}, token=tokens["clerk"], inputResponses=YES, requestState=again["requestState"])
+    assert done["result"].get("isError") is not True, done

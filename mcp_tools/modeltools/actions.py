@@ -200,7 +200,8 @@ class ModelAction(base.Declaration):
             title = self._title()
             # The row is "obj" in the template, even where the method has an argument of that name.
             message = base.confirm_message(self.confirm, f"{title} {obj}?", **{**arguments, "obj": obj})
-            base.confirm(ctx, message, f"Not confirmed: {base.verbose(self.model)} {obj} was left unchanged.")
+            base.confirm(ctx, message, f"Not confirmed: {base.verbose(self.model)} {obj} was left unchanged.",
+                         base.changed_since_asked(self.model, self.lookup_field, lookup))
             # The answer came in a later round: journal the change so a repeated round
             # cannot apply it twice. A tool name may take the key's whole length: fitted to it.
             data = ctx.once(derived_step_key(self.name, "apply"), self._apply, obj, arguments, ctx)

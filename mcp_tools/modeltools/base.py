@@ -26,7 +26,7 @@ from django.utils.text import capfirst, slugify
 from pydantic import Field, TypeAdapter, ValidationError
 
 from ..engine.context import ToolContext
-from ..engine.errors import ElicitationCancelled, ElicitationDeclined
+from ..engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler
 from ..protocol.errors import InvalidArguments
 from ..registry import Tool, registry
 from ..registry.results import ToolError, ToolResult
@@ -214,11 +214,15 @@ def get_object(queryset: models.QuerySet[Any], field: str, value: Any) -> Any:
     raise not_found(model, field, value)
 
 
+def by_lookup(field: str, value: Any) -> str:
+    """How answers name a row: by what the caller asked for (``with id 7``), never by its ``__str__``."""
+    return f"with {'id' if field == 'pk' else field} {json_dumps(value)}"
+
+
 def not_found(model: type[models.Model], field: str, value: Any) -> ToolError:
     """The one answer for a row the caller may not reach: missing, outside the queryset, or not
     theirs to view (:func:`check_object`), so the answers cannot tell these apart."""
-    name = "id" if field == "pk" else field
-    return ToolError(f"No {verbose(model)} with {name} {json_dumps(value)}.")
+    return ToolError(f"No {verbose(model)} {by_lookup(field, value)}.")
 
 
 # -- the request ----------------------------------------------------------------------------
@@ -267,8 +271,7 @@ def check_object(user: Any, perms: Iterable[str], obj: Any, enabled: bool, what:
     view = model_perm(model, "view")
     if view in missing or (view not in perms and not user.has_perm(view, obj)):
         raise not_found(model, *lookup)
-    name = "id" if lookup[0] == "pk" else lookup[0]
-    raise ToolError(f"You may not {what} the {verbose(model)} with {name} {json_dumps(lookup[1])}: "
+    raise ToolError(f"You may not {what} the {verbose(model)} {by_lookup(*lookup)}: "
                     f"permission {', '.join(missing)} refused for this object.")
 
 
@@ -281,18 +284,32 @@ CONFIRM_SCHEMA: dict[str, Any] = {
 }
 
 
-def confirm(ctx: ToolContext, message: str, refused: str) -> None:
+def confirm(ctx: ToolContext, message: str, refused: str, changed: str) -> None:
     """Ask the user yes/no (``ctx.elicit``) before anything changes; a no ends the call with ``refused``.
 
     Works in both protocol eras: on 2025-11-25 the question goes over the
-    session's stream, on 2026-07-28 as an ``input_required`` round.
+    session's stream, on 2026-07-28 as an ``input_required`` round. There the answer comes in a
+    later round, which asks again to read it: if ``message`` is no longer the one the user was
+    asked (it shows the row, and the row was edited in between), the yes was to another
+    question, and the call ends with ``changed`` (a tool error, nothing done).
     """
+    asked = ctx._inv.journal.at(ctx._cursor)  # the question as an earlier round journaled it, if any
     try:
         answer = ctx.elicit(message, CONFIRM_SCHEMA, key="confirm")
+    except NonDeterministicHandler:
+        if asked is not None and asked.kind == "elicit" and asked.key == "confirm":
+            # The same question in other words: the data it shows changed, the handler did not.
+            raise ToolError(changed) from None
+        raise
     except (ElicitationDeclined, ElicitationCancelled):
         raise ToolError(refused) from None
     if not (isinstance(answer, dict) and answer.get("confirm") is True):
         raise ToolError(refused)
+
+
+def changed_since_asked(model: type[models.Model], field: str, value: Any) -> str:
+    """What :func:`confirm` answers when the row changed between the question and the answer."""
+    return f"The {verbose(model)} {by_lookup(field, value)} changed since you were asked to confirm; nothing was done, call again."
 
 
 def confirm_message(template: bool | str, default: str, **values: Any) -> str:

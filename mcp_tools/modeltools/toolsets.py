@@ -206,7 +206,8 @@ class ModelToolset:
         lookup = {self.get_lookup_arg(): arguments[self.get_lookup_arg()]}
         if self.confirm_delete:
             message = base.confirm_message(self.confirm_delete, f"Delete {label}? This cannot be undone.", obj=obj)
-            base.confirm(self.ctx, message, f"Not confirmed: {label} was not deleted.")
+            base.confirm(self.ctx, message, f"Not confirmed: {label} was not deleted.",
+                         base.changed_since_asked(type(obj), self.lookup_field, arguments[self.get_lookup_arg()]))
             done = self.ctx.once("delete", self._destroy, obj)
         else:
             done = self._destroy(obj)
