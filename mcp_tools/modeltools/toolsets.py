@@ -93,7 +93,8 @@ class ModelToolset:
         actions: which of ``list``, ``retrieve``, ``create``, ``update`` (partial), ``delete`` to offer.
         basename: the tool name prefix (default ``<app_label>.<verbose_name_plural>``, e.g. ``shop.orders``).
         permissions: ``{action: [perm, ...]}`` overriding the Django defaults (view/add/change/delete).
-        object_permissions: ask ``user.has_perm(perm, obj)`` too (default: when a non-model backend is configured).
+        object_permissions: ask ``user.has_perm(perm, obj)`` too, for one row's actions, not ``list``
+            (default: when a non-model backend is configured).
         lookup_field / lookup_arg: which field finds one row (default ``pk``, argument ``id``).
         filterset_fields: a list of fields (exact match) or ``{field: [lookups]}``.
         search_fields: fields searched (``icontains``) by the ``search`` argument.
