@@ -47,9 +47,13 @@ class ModelTool(Tool):
     _output: OutputSpec | None = None
 
     def _resolved(self) -> None:
-        if self.resolve is not None:
-            resolve, self.resolve = self.resolve, None
+        resolve = self.resolve
+        if resolve is not None:
+            # Cleared only once the schemas are built: a build that fails (a serializer field no
+            # schema fits) fails again at each use, never leaving the placeholder schema, which
+            # would let calls reach the handler unvalidated.
             self._input, self._output = resolve()
+            self.resolve = None
 
     @property
     def input(self) -> InputSpec:

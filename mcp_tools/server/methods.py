@@ -149,11 +149,25 @@ async def _list(key: str, items: list[Any], params: dict[str, Any], rc: RequestC
     """One page of a ``*/list`` answer: visible items only, cursor, cache hints (2026-07-28)."""
     visible = await _visible(items, rc)
     page, next_cursor = _page(visible, params)
-    result: dict[str, Any] = {key: [item.to_wire() for item in page]}
+    result: dict[str, Any] = {key: _wired(page)}
     if next_cursor:
         result["nextCursor"] = next_cursor
     # The answer depends on the caller whenever any item is permission-gated.
     return _cacheable(result, rc, items)
+
+
+def _wired(page: list[Any]) -> list[dict[str, Any]]:
+    """The page's items as the wire has them, but for one whose description cannot be built (a model
+    tool whose serializer has a field no schema fits, mcp_tools.E034): that one is left out and
+    logged, so one broken tool does not make the whole list an internal error."""
+    wired = []
+    for item in page:
+        try:
+            wired.append(item.to_wire())
+        except Exception:
+            logger.exception("%s cannot be listed: its description failed to build (manage.py check says why)",
+                             getattr(item, "name", None) or getattr(item, "uri", None) or item)
+    return wired
 
 
 async def list_tools(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
