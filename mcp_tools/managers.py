@@ -163,17 +163,22 @@ class ToolCallManager(PrimaryManager["ToolCall"]):
         """The SSE stream a live session call asks its client on (for Last-Event-ID resumption)."""
         return bool(self.filter(id=call_id, status__in=LIVE_STATUSES).update(stream_id=stream_id, updated_at=timezone.now()))
 
-    def claim_for_worker(self, call_id: Any, worker: str, lease_seconds: float) -> bool:
-        """Take a queued background call for ``worker`` (compare-and-set).
+    def claim_for_worker(self, call_id: Any, worker: str, lease_seconds: float, task_id: str | None = None) -> bool:
+        """Take a queued background call for ``worker``, on the message of Celery task ``task_id`` (compare-and-set).
 
-        Succeeds for a working background call that no worker holds (a call waiting
-        for a retry holds a lease with no worker: the sweep's deadline if the retry
-        never comes), or whose worker let its lease run out (it died): that is how a
-        lost worker's call is taken over. Exactly one of several workers wins. Never
-        for an :meth:`overdue` call, even before a sweep marks it so.
+        Succeeds for a working background call queued for a worker (no lease), or whose worker
+        let its lease run out (it died, or the retry it waited for never came): that is how a lost
+        worker's call is taken over. A call that waits for a ``retry_on`` retry (no worker, a lease
+        to the retry's time) is the retry's alone: only the message of the task the call waits on
+        (``celery_task_id``; a Celery retry keeps its task id) takes it. Another message (the sweep
+        queued the call again while the queue was slow, a redelivery) finds it claimed, rather than
+        run it at once, without the backoff. Exactly one of several workers wins. Never for an
+        :meth:`overdue` call, even before a sweep marks it so.
         """
         now = timezone.now()
-        free = models.Q(worker="") | models.Q(lease_expires_at__isnull=True) | models.Q(lease_expires_at__lt=now)
+        free = models.Q(lease_expires_at__isnull=True) | models.Q(lease_expires_at__lt=now)
+        if task_id:
+            free |= models.Q(worker="", celery_task_id=task_id)
         # Not overdue: a retry's lease holds the call past CALL_TTL as a worker's does (see overdue()).
         unexpired = models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now) | _held_by_lease(now)
         return bool(

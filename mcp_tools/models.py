@@ -167,6 +167,12 @@ class ToolCall(models.Model):
     requeues = models.PositiveIntegerField(
         _("queued again"), default=0, db_default=0, help_text=_("How many times the sweep queued the call again (its worker or its message was lost)."),
     )
+    #: The attempt count of ``retry_on`` on the row, not in the message: a second message for the call (the
+    #: sweep's re-queue of a slow queue, a redelivery) starts Celery's own count at 0 again.
+    retries = models.PositiveIntegerField(
+        _("retries"), default=0, db_default=0,
+        help_text=_("How many times the tool's retry_on exceptions had the call run again (at most its max_retries)."),
+    )
     poll_interval_ms = models.PositiveIntegerField(_("poll interval (ms)"), null=True, blank=True, help_text=_("Suggested to task clients."))
     created_at = models.DateTimeField(_("created"), auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(_("updated"), auto_now=True)

@@ -27,7 +27,9 @@ def run_call(self: Any, call_id: str) -> str:
 
     try:
         with RequestThread():
-            return run_call_sync(call_id, worker_name(), attempt=self.request.retries)
+            # The task id, not Celery's retry count: a call waiting for its retry is that task's alone,
+            # and the attempt count is on the row (a second message for the call starts at 0 again).
+            return run_call_sync(call_id, worker_name(), task_id=self.request.id)
     except RetryCall as retry:
         raise self.retry(countdown=retry.countdown, max_retries=None) from retry
 

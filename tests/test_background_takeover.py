@@ -104,9 +104,9 @@ async def test_progress_stays_monotonic_across_a_retry() -> None:
     with registry.registered_temporarily(tool):
         call_id = await _new_call("flaky_progress")
         with pytest.raises(background.RetryCall):
-            await background.run_in_worker(call_id, "w-A", attempt=0)
+            await background.run_in_worker(call_id, "w-A", task_id="m-1")
         first = (await sync_to_async(_row)(call_id)).progress
-        assert await background.run_in_worker(call_id, "w-A", attempt=1) == "finished"
+        assert await background.run_in_worker(call_id, "w-A", task_id="m-1")  # its retry: the same task == "finished"
         row = await sync_to_async(_row)(call_id)
     assert row.status == "completed"
     assert row.progress >= first, (first, row.progress)
@@ -123,11 +123,11 @@ async def test_retry_on_exhausted_ends_failed_with_a_clear_error_and_once_ran_on
     with registry.registered_temporarily(tool):
         call_id = await _new_call("always_fails")
         countdowns = []
-        for attempt in range(2):
+        for _ in range(2):  # attempts 0 and 1, then their retries (Celery keeps the task id)
             with pytest.raises(background.RetryCall) as info:
-                await background.run_in_worker(call_id, "w", attempt=attempt)
+                await background.run_in_worker(call_id, "w", task_id="m-1")
             countdowns.append(info.value.countdown)
-        assert await background.run_in_worker(call_id, "w", attempt=2) == "finished"
+        assert await background.run_in_worker(call_id, "w", task_id="m-1") == "finished"
         row = await sync_to_async(_row)(call_id)
     assert countdowns == [1.0, 2.0]
     assert row.status == "failed" and "after 3 attempts" in str(row.result), row.result
@@ -186,7 +186,7 @@ async def test_a_retry_the_broker_never_delivers_is_queued_again_by_the_sweep(qu
             principal="anon", protocol_version="2026-07-28", flavor="tasks", status="working", background=True,
             celery_task_id="t-1")
         with pytest.raises(background.RetryCall):
-            await background.run_in_worker(call_id, "w", attempt=0)
+            await background.run_in_worker(call_id, "w", task_id="m-1")
         # ... the retry message never arrives. Long after its countdown (and any lease) the sweep runs:
         later = timezone.now() + timedelta(hours=1)
         with mock.patch("django.utils.timezone.now", return_value=later):

@@ -58,8 +58,9 @@ def test_a_call_waiting_for_its_retry_past_call_ttl_is_still_run_by_a_worker() -
     call = ToolCall.objects.create(
         tool_name="nightly_export", principal="user:1", flavor="session", params_digest="0" * 64, status="working",
         background=True, worker="", lease_expires_at=now + timedelta(seconds=30), expires_at=now - timedelta(minutes=5),
+        celery_task_id="t-retry",
     )
-    assert sync_calls.claim_for_worker(call.id, "host:9", 30.0)
+    assert sync_calls.claim_for_worker(call.id, "host:9", 30.0, "t-retry")  # the retry: the same Celery task
     call.refresh_from_db()
     assert (call.status, call.worker) == ("working", "host:9")
 

@@ -180,9 +180,9 @@ if hasattr(os, "register_at_fork"):  # POSIX only (no fork on Windows)
     os.register_at_fork(after_in_child=_forget_loop_after_fork)
 
 
-def run_call_sync(call_id: str, worker: str, attempt: int = 0) -> str:
-    """The body of the ``mcp_tools.run_call`` Celery task: one round, on this process's loop."""
-    future = asyncio.run_coroutine_threadsafe(run_in_worker(call_id, worker, attempt), worker_loop())
+def run_call_sync(call_id: str, worker: str, task_id: str | None = None) -> str:
+    """The body of the ``mcp_tools.run_call`` Celery task ``task_id``: one round, on this process's loop."""
+    future = asyncio.run_coroutine_threadsafe(run_in_worker(call_id, worker, task_id), worker_loop())
     try:
         return future.result()
     except (asyncio.CancelledError, concurrent.futures.CancelledError):
@@ -190,15 +190,17 @@ def run_call_sync(call_id: str, worker: str, attempt: int = 0) -> str:
         return "stopped"
 
 
-async def run_in_worker(call_id: str, worker: str, attempt: int = 0) -> str:
-    """Run one round of a background call on this worker. Returns what happened, for the log.
+async def run_in_worker(call_id: str, worker: str, task_id: str | None = None) -> str:
+    """Run one round of a background call on this worker, for the message of Celery task ``task_id``.
+    Returns what happened, for the log.
 
-    ``claimed-elsewhere`` when another worker holds a valid lease or the call is
-    not waiting for a worker (finished, cancelled, waiting for input); ``expired``
-    when it waited past its expiry (it is marked so, and does not run).
+    ``claimed-elsewhere`` when another worker holds a valid lease, the call waits for the
+    ``retry_on`` retry of another task than ``task_id``, or it is not waiting for a worker
+    (finished, cancelled, waiting for input); ``expired`` when it waited past its expiry
+    (it is marked so, and does not run). The attempt (for ``retry_on``) is the row's count.
     """
     lease = float(mcp_settings.WORKER_LEASE_SECONDS)
-    if not await store.claim_for_worker(call_id, worker, lease):
+    if not await store.claim_for_worker(call_id, worker, lease, task_id):
         # A call that waited past its expiry (in the broker, or for a dead worker's lease) ends so
         # now, not at the next sweep: its task reads failed with the expiry's message at once.
         if await store.expire_overdue(call_id):
@@ -230,6 +232,7 @@ async def run_in_worker(call_id: str, worker: str, attempt: int = 0) -> str:
     inv.in_worker = True
     inv.state["worker"] = worker  # every write of this run is on condition that this worker still holds the call
     tool = target.tool
+    attempt = row.retries
     heartbeat = _LeaseKeeper(inv, call_id, worker, lease, asyncio.current_task()).start()
     try:
         try:
@@ -249,8 +252,11 @@ async def run_in_worker(call_id: str, worker: str, attempt: int = 0) -> str:
                 countdown = tool.retry_backoff * 2**attempt
                 # The lease covers the wait for the retry: if its message never comes (the broker lost
                 # it, or refused it), the sweep finds the call past that lease and queues it again.
+                # Until then only the retry (Celery keeps the task id) claims the call: another message
+                # for it would run it at once. The count is the row's, which a new message does not reset.
+                waits_on = {"celery_task_id": task_id} if task_id else {}
                 if not await store.save_round(call_id, row.round, [s for s in inv.journal.steps if not s.persisted],
-                                              held_by=worker, worker="",
+                                              held_by=worker, worker="", retries=attempt + 1, **waits_on,
                                               lease_expires_at=timezone.now() + timedelta(seconds=countdown + lease)):
                     return "stopped"
                 # The retry runs failed effects again: that is what retry_on is for.

@@ -428,10 +428,11 @@ def after_commit(fn: Callable[[], Any]) -> None:
     transaction.on_commit(fn, using=_db())  # the transaction of the call tables' alias (routers)
 
 
-def claim_for_worker(call_id: Any, worker: str, lease_seconds: float) -> bool:
+def claim_for_worker(call_id: Any, worker: str, lease_seconds: float, task_id: str | None = None) -> bool:
+    """Take a queued background call for ``worker`` on the message of task ``task_id`` (see the manager's method)."""
     from ..models import ToolCall
 
-    return ToolCall.objects.claim_for_worker(call_id, worker, lease_seconds)
+    return ToolCall.objects.claim_for_worker(call_id, worker, lease_seconds, task_id)
 
 
 def renew_lease(call_id: Any, worker: str, lease_seconds: float) -> bool:
