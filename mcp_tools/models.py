@@ -140,6 +140,9 @@ class ToolCall(models.Model):
     progress_token = ExactJSONField(_("progress token"), null=True, blank=True)
     progress = models.FloatField(_("progress"), null=True, blank=True)
     progress_total = models.FloatField(_("progress total"), null=True, blank=True)
+    #: The highest progress value a task's ``tasks/result`` streams sent under ``progress_token``: the
+    #: next ``tasks/result`` goes on from above it (the spec: each value of a token increases).
+    progress_relayed = models.FloatField(_("progress relayed"), null=True, blank=True)
     status_message = models.TextField(_("status message"), blank=True)
     result = ExactJSONField(_("result"), null=True, blank=True, help_text=_("The final result (CallToolResult etc.)."))
     error = ExactJSONField(_("error"), null=True, blank=True, help_text=_("The JSON-RPC error, if the call failed with one."))

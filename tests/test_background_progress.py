@@ -103,3 +103,33 @@ async def test_a_task_augmented_call_reports_progress_on_tasks_result_under_its_
         assert await asyncio.wait_for(worker, 10) == "finished"
         await asyncio.wait_for(result.task, 10)
     assert _progress(result) == [("tp", 1.0), ("tp", 2.0), ("tp", 3.0)]
+
+
+async def _reports_then_waits(ctx: ToolContext) -> str:
+    await ctx.report_progress(1, 3)
+    await GATES[1].wait()
+    return "done"
+
+
+async def test_a_second_tasks_result_does_not_send_the_progress_value_again(queued: list[str], settings: Any) -> None:  # noqa: F811
+    """A task outlives TASK_RESULT_WAIT_SECONDS: the client calls tasks/result again. That stream sent
+    the row's progress (1/3) under the task's token a second time, a value the client had; the spec:
+    each value of a token increases. It goes on from above what the earlier tasks/result sent."""
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "TASK_RESULT_WAIT_SECONDS": 1.0}
+    GATES.clear()
+    GATES[1] = asyncio.Event()
+    with registry.registered_temporarily(make_tool(_reports_then_waits, name="slow_task_p", background=True)):
+        session = await open_session()
+        headers = post_headers(version=HANDSHAKE, session=session)
+        created = await post_json(APP, handshake_message("tools/call", {"name": "slow_task_p", "arguments": {}, "task": {},
+                                                                        "_meta": {"progressToken": "tp"}}), headers)
+        task_id = created.json()["result"]["task"]["taskId"]
+        worker = asyncio.ensure_future(background.run_in_worker(task_id, "w"))
+        seen: list[Any] = []
+        for _ in range(3):  # the client calls tasks/result again after each "still running"
+            stream = Stream("POST", headers, json.dumps(handshake_message("tasks/result", {"taskId": task_id})).encode())
+            await asyncio.wait_for(stream.task, 10)
+            seen += _progress(stream)
+        GATES[1].set()
+        assert await asyncio.wait_for(worker, 10) == "finished"
+    assert seen == [("tp", 1.0)]

@@ -24,7 +24,7 @@ __all__ = [
     "CallNotLive", "DATABASE_UNAVAILABLE", "OnceFailedElsewhere", "advance", "call_task_id", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "renew_lease_blocking", "answer_step", "append_event", "call_for_stream", "call_progress_token", "call_request_id", "last_progress_on_stream", "session_calls", "waiting_session_call", "call_status", "claim_round",
     "close_connections", "close_old_thread_connections", "close_thread_connections", "create_call", "database_unreachable", "create_session", "db", "db_alive", "in_lane", "delete_session", "events_after", "get_session", "load_call", "longest_conn_max_age", "touch_session",
     "record_once", "check_once", "record_failed_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
-    "subscribers", "subscriptions", "unsubscribe_sessions", "active_users_of", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "expire_overdue", "record_progress", "set_stream",
+    "subscribers", "subscriptions", "unsubscribe_sessions", "active_users_of", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "expire_overdue", "record_progress", "record_progress_relayed", "set_stream",
 ]
 
 
@@ -54,6 +54,7 @@ check_once = in_lane(sync_calls.check_once)
 record_failed_once = db(sync_calls.record_failed_once)  # the failure path: the error's str() is user code
 end_call = db(sync_calls.end_call)
 record_progress = in_lane(sync_calls.record_progress)
+record_progress_relayed = db(sync_calls.record_progress_relayed)
 set_stream = db(sync_calls.set_stream)
 call_status = in_lane(sync_calls.call_status)
 call_request_id = db(sync_calls.call_request_id)

@@ -411,6 +411,17 @@ def call_progress_token(call_id: Any) -> Any:
     return ToolCall.objects.filter(id=call_id).values_list("progress_token", flat=True).first()
 
 
+def record_progress_relayed(call_id: Any, progress: float) -> bool:
+    """A task's ``tasks/result`` stream sent ``progress`` under the call's token; kept if above what the row
+    holds (the next ``tasks/result`` goes on from above it). False when the row holds as much already."""
+    from django.db.models import Q
+
+    from ..models import ToolCall
+
+    below = Q(progress_relayed__isnull=True) | Q(progress_relayed__lt=progress)
+    return bool(ToolCall.objects.filter(below, id=call_id).update(progress_relayed=progress))
+
+
 def call_for_stream(stream_id: str) -> str | None:
     from ..models import ToolCall
 

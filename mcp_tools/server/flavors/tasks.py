@@ -32,6 +32,7 @@ import asyncio
 import logging
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from django.utils import timezone
@@ -282,10 +283,12 @@ async def legacy_result(params: dict[str, Any], rc: RequestContext) -> dict[str,
     row, _ = await _own_task(params, rc)
     task_id = str(row.id)
     rc.flavor = "task"
-    if row.progress_token is not None:
+    if row.progress_token is not None and rc.emit is not None:
         # "The progressToken provided in the initial request remains valid throughout the task
-        # lifetime": the worker's progress reaches this stream under it.
-        rc.progress_token = row.progress_token
+        # lifetime": the worker's progress reaches this stream under it, from above what an earlier
+        # tasks/result (past TASK_RESULT_WAIT_SECONDS, on any process) sent: each value must increase.
+        rc.progress_token, rc.progress_sent = row.progress_token, row.progress_relayed
+        rc.emit = _noting_progress(task_id, rc.emit)
 
     async def announce(row: Any) -> None:
         if rc.emit is not None:
@@ -300,6 +303,17 @@ async def legacy_result(params: dict[str, Any], rc: RequestContext) -> dict[str,
     answer = dict(result or {"content": []})
     answer["_meta"] = {**(answer.get("_meta") or {}), RELATED_TASK: {"taskId": task_id}}
     return answer
+
+
+def _noting_progress(call_id: str, emit: Callable[[dict[str, Any]], Awaitable[None]]) -> Callable[[dict[str, Any]], Awaitable[None]]:
+    """``emit`` that keeps on the call's row the progress it sent (for the next ``tasks/result``)."""
+
+    async def emit_noting(message: dict[str, Any]) -> None:
+        await emit(message)
+        if message.get("method") == "notifications/progress":
+            await store.record_progress_relayed(call_id, message["params"]["progress"])
+
+    return emit_noting
 
 
 async def legacy_list(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
