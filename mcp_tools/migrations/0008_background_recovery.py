@@ -1,5 +1,6 @@
-"""Background calls that lose their worker or their broker message (docs/background.md, "How it runs"),
-and the progressToken a resumed stream or a task reports progress under."""
+"""Background calls that lose their worker or their broker message, and their ``retry_on`` attempt count
+(docs/background.md, "How it runs"); the progressToken a resumed stream or a task reports progress under,
+and the progress a task's ``tasks/result`` streams relayed, so the next one does not send it again."""
 
 from django.db import migrations, models
 
@@ -32,5 +33,15 @@ class Migration(migrations.Migration):
             model_name='toolcall',
             name='requeues',
             field=models.PositiveIntegerField(db_default=0, default=0, help_text='How many times the sweep queued the call again (its worker or its message was lost).', verbose_name='queued again'),
+        ),
+        migrations.AddField(
+            model_name='toolcall',
+            name='retries',
+            field=models.PositiveIntegerField(db_default=0, default=0, help_text="How many times the tool's retry_on exceptions had the call run again (at most its max_retries).", verbose_name='retries'),
+        ),
+        migrations.AddField(
+            model_name='toolcall',
+            name='progress_relayed',
+            field=models.FloatField(blank=True, null=True, verbose_name='progress relayed'),
         ),
     ]
