@@ -375,19 +375,18 @@ def anonymous_at_once(headers: dict[str, str]) -> bool:
 async def authenticate(scope: dict[str, Any], headers: dict[str, str]) -> Principal:
     """The caller of a request: its bearer token with OAuth on, else the DRF authenticators (or anonymous).
 
-    With OAuth on, a bearer token, well formed or not, and an ``access_token`` in the query
-    string never reach the DRF authenticators (:func:`oauth.bearer_token`, :func:`refuse_query_token`).
+    With OAuth on, a bearer token, well formed or not, never reaches the DRF authenticators
+    (:func:`oauth.bearer_token`), nor does an ``access_token`` in the query string: every request
+    reaches this through :meth:`McpEndpoint.__call__`, which refused it (:func:`refuse_query_token`).
     """
     hot = _hot()
-    if hot.oauth:
-        refuse_query_token(scope, headers)
-        if "authorization" in headers:
-            try:
-                token = oauth.bearer_token(headers)
-            except oauth.TokenRefused as exc:
-                raise _token_refused(oauth.resource_of(scope, headers), exc) from None
-            if token is not None:
-                return await authenticate_bearer(scope, headers, token)
+    if hot.oauth and "authorization" in headers:
+        try:
+            token = oauth.bearer_token(headers)
+        except oauth.TokenRefused as exc:
+            raise _token_refused(oauth.resource_of(scope, headers), exc) from None
+        if token is not None:
+            return await authenticate_bearer(scope, headers, token)
     carriers = hot.carriers
     if carriers is not None and headers.keys().isdisjoint(carriers):
         # No credentials where the configured authenticators look for them.
