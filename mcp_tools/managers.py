@@ -193,10 +193,12 @@ class ToolCallManager(PrimaryManager["ToolCall"]):
     def queue(self, call_id: Any, task_id: str, wait_seconds: float) -> bool:
         """A live background call is queued under ``task_id``: no worker holds it, and a worker should
         take it within ``wait_seconds`` (``queued_until``; past it the sweep queues it again, as its
-        message may be lost: a broker restarted without persistence, a server that died before sending)."""
+        message may be lost: a broker restarted without persistence, a server that died before sending).
+        False, and nothing changed, when a worker holds the call already (another message for it came
+        first and claimed it): its claim stands, and no message need go."""
         now = timezone.now()
-        return bool(self.filter(id=call_id, status__in=LIVE_STATUSES).update(
-            celery_task_id=task_id, worker="", lease_expires_at=None, queued_until=now + timedelta(seconds=wait_seconds)))
+        return bool(self.filter(id=call_id, status__in=LIVE_STATUSES, worker="").update(
+            celery_task_id=task_id, lease_expires_at=None, queued_until=now + timedelta(seconds=wait_seconds), updated_at=now))
 
     def renew_lease(self, call_id: Any, worker: str, lease_seconds: float) -> bool:
         """Extend the lease of a call this worker runs; False when the call ended or was taken over."""

@@ -185,6 +185,17 @@ async def test_a_call_queued_again_after_its_answers_gets_a_queue_deadline(queue
     assert (swept["requeued"], queued) == (1, [call_id, call_id])
 
 
+async def test_queueing_a_call_again_leaves_a_worker_that_claimed_it_meanwhile_alone(queued: list[str]) -> None:  # noqa: F811
+    """Between go_on_if_answered's claim of the round and its re-queue, another message for the call
+    (the sweep re-queued a slow queue) may be claimed by a worker: the re-queue cleared that worker's
+    claim and sent a new message, which a second worker could run at the same time."""
+    call_id = await _new_call("quick_lost_claimed")
+    assert await sync_to_async(sync_calls.claim_for_worker)(call_id, "worker-a", 30.0)
+    await background.requeue(call_id)
+    row = await sync_to_async(_row)(call_id)
+    assert (row.worker, row.lease_expires_at is not None, queued) == ("worker-a", True, [])
+
+
 async def test_a_call_left_without_a_deadline_is_queued_again_once_untouched_for_a_lease(queued: list[str], settings: Any) -> None:  # noqa: F811
     """A row queued before queue deadlines were kept (no lease, a task id), or whose process died between
     moving it back to working and queueing it: queued again once nobody touched it for a lease."""

@@ -9,7 +9,7 @@ the outcome to the row: a result, or ``input_required`` when the handler asks
 the client something (the worker is then free; answering queues the call again).
 
 A worker that dies stops renewing its lease; the periodic sweep
-(:func:`sweep`, the ``mcp_tools.sweep`` task and ``mcp_cleanup``) queues its
+(:func:`sweep`, the ``mcp_tools.sweep`` task: Celery beat and each worker's start) queues its
 calls again, and their journaled ``ctx.once`` effects do not repeat. A call
 whose runs keep losing their worker (killed by Celery's hard time limit, out
 of memory) ends failed past :func:`lost_worker_limit`, rather than run forever.
@@ -109,7 +109,8 @@ async def requeue(call_id: str) -> None:
         return
     row, _ = loaded
     task_id = str(uuid.uuid4())
-    await store.db(store.sync_calls.queue_call)(call_id, task_id, queue_wait(0))
+    if not await store.db(store.sync_calls.queue_call)(call_id, task_id, queue_wait(0)):
+        return  # a worker claimed it meanwhile (another message for it came first): it runs there
     await store.db(_queue_after_commit)(call_id, registry.get_tool(row.tool_name), task_id)
 
 
