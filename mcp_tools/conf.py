@@ -146,7 +146,8 @@ def is_origin(value: Any) -> bool:
 
 def _origins(value: Any) -> bool:
     # A str is a sequence too: "origin in 'https://app.example.com'" held for every substring.
-    return value is None or isinstance(value, (list, tuple)) and all(is_origin(origin) for origin in value)
+    # A set was accepted before the table (membership is all the endpoint asks of it).
+    return value is None or isinstance(value, (list, tuple, set, frozenset)) and all(is_origin(origin) for origin in value)
 
 
 def _authentication_classes(value: Any) -> bool:
@@ -193,7 +194,7 @@ ACCEPTS: dict[str, Accepts] = {
     "ANONYMOUS_SECRET_HEADER": Accepts(_header_name, "None or a header name", "mcp_tools.E011"),
     # check_oauth reports it (E040) with the rest of OAUTH; here for its reads.
     "OAUTH": Accepts(lambda value: value is None or isinstance(value, dict), "None or a dict", "mcp_tools.E040"),
-    "ALLOWED_ORIGINS": Accepts(_origins, 'None or a list of origins ("scheme://host[:port]", no path) or "*"', "mcp_tools.E009"),
+    "ALLOWED_ORIGINS": Accepts(_origins, 'None or a list or set of origins ("scheme://host[:port]", no path) or "*"', "mcp_tools.E009"),
     "MAX_BODY_BYTES": POSITIVE_INTEGER,
     "PAGE_SIZE": POSITIVE_INTEGER,
     "SESSION_CACHE_SECONDS": SECONDS_OR_ZERO,  # 0: read on every request

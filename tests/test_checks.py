@@ -202,8 +202,10 @@ def test_check_e009_allowed_origins_not_a_list_of_origins(value: Any) -> None:
     assert "ALLOWED_ORIGINS" in found[0].msg
 
 
-@pytest.mark.parametrize("value", [None, [], ("https://app.example.com", "http://localhost:8000", "http://[::1]:8000")])
+@pytest.mark.parametrize("value", [None, [], ("https://app.example.com", "http://localhost:8000", "http://[::1]:8000"),
+                                   {"https://app.example.com"}, frozenset({"https://app.example.com"})])
 def test_check_e009_silent_for_a_list_of_origins(value: Any) -> None:
+    """Sets worked before the settings table (the endpoint only asks whether an origin is in it)."""
     with mcp(ALLOWED_ORIGINS=value):
         assert check_settings(None) == []
 

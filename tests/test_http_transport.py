@@ -216,6 +216,10 @@ async def test_endpoint_allowed_origins_match_whole_origins_only() -> None:
         assert (await call_modern(APP, "tools/list", headers={"origin": "https://app.example.com"})).status == 200
         for origin in ("https://app.example.co", "https://app", "https://app.example.com.evil.test"):
             assert_rpc_error(await call_modern(APP, "tools/list", headers={"origin": origin}), 403, -32600)
+    # A set, as some sites wrote it before the settings table: still whole origins.
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "ALLOWED_ORIGINS": {"https://app.example.com"}}):
+        assert (await call_modern(APP, "tools/list", headers={"origin": "https://app.example.com"})).status == 200
+        assert_rpc_error(await call_modern(APP, "tools/list", headers={"origin": "https://app.example.co"}), 403, -32600)
 
 
 # -- body size ---------------------------------------------------------------------------------
