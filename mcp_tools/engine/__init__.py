@@ -1,7 +1,7 @@
 """The engine: runs a handler against its call's journal and says how the run ended."""
 
 from .context import ToolContext
-from .errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed
+from .errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, UnstorableOnceValue
 from .runner import Completed, Deferred, Invocation, NeedsInput, Outcome, run
 
 __all__ = [
@@ -14,5 +14,6 @@ __all__ = [
     "Outcome",
     "StepFailed",
     "ToolContext",
+    "UnstorableOnceValue",
     "run",
 ]

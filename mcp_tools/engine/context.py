@@ -3,7 +3,9 @@ report progress and log. Each step is journaled; see :mod:`mcp_tools.engine.runn
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import inspect
 import typing
 import uuid
 from collections.abc import Callable, Sequence
@@ -16,8 +18,17 @@ from pydantic import BaseModel, ValidationError
 from ..protocol.answers import ANSWER_SCHEMA
 from ..protocol.errors import MISSING_CLIENT_CAPABILITY, McpError
 from ..protocol.levels import LOG_LEVELS
-from .errors import Defer, ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, Suspend, once_exception
-from .journal import Journal, Step, check_step_key, derived_step_key, digest, failed_once_key
+from .errors import (
+    Defer,
+    ElicitationCancelled,
+    ElicitationDeclined,
+    NonDeterministicHandler,
+    StepFailed,
+    Suspend,
+    UnstorableOnceValue,
+    once_exception,
+)
+from .journal import Journal, Step, check_step_key, derived_step_key, digest, failed_once_key, unstorable_part
 
 if TYPE_CHECKING:
     from ..server.auth import Principal
@@ -462,7 +473,7 @@ class ToolContext:
         journal.check_new_key(key)  # before the effect runs
         step = Step(seq=seq, kind="once", key=key, digest=step_digest)
         try:
-            value = await self._inv.runtime.run_once(self._inv, step, fn, args, kwargs)
+            value = await self._inv.runtime.run_once(self._inv, step, _storable_result(key, fn), args, kwargs)
         finally:
             if step.persisted:  # done, or failed and journaled as such
                 journal.steps.append(step)
@@ -507,6 +518,38 @@ class ToolContext:
 
     async def info(self, data: Any) -> None:
         await self.log("info", data)
+
+
+def _storable_result(key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``, sync or async as it is, raising :class:`UnstorableOnceValue` for a value its journal
+    entry cannot hold (:func:`~mcp_tools.engine.journal.unstorable_part`).
+
+    Raised from inside the effect, it is the effect's failure: a sync effect's writes roll back with
+    its transaction, and the step is journaled as failed, so a replay raises it again instead of
+    running the effect again. Found by the store instead, it was an internal error that named
+    neither the step nor the value, and journaled nothing: a handler that caught it and went on
+    ran an async effect again on its next round.
+    """
+
+    def check(value: Any) -> Any:
+        problem = None if inspect.isawaitable(value) else unstorable_part(value)  # an awaitable: the store says why
+        if problem is not None:
+            raise UnstorableOnceValue(
+                f"ctx.once({key!r}, ...) returned a value its journal cannot store: {problem}; return one without it")
+        return value
+
+    # The runtime's own test of an async effect (server.core.Runtime._run_once): the wrapper is what it tests.
+    if asyncio.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
+
+        async def checked_async(*args: Any, **kwargs: Any) -> Any:
+            return check(await fn(*args, **kwargs))
+
+        return checked_async
+
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        return check(fn(*args, **kwargs))
+
+    return checked
 
 
 class SyncToolContext(ToolContext):

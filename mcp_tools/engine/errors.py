@@ -42,6 +42,15 @@ def once_exception(error: dict[str, Any] | None) -> Exception:
     return OnceFailed(message)
 
 
+class UnstorableOnceValue(ValueError):
+    """A ``ctx.once`` effect returned a value its journal entry cannot hold: a float NaN or infinity
+    (JSON has no number for them) or a string holding U+0000 or a lone surrogate (no database column
+    here keeps one). Its message names the step key and where in the value the problem is.
+
+    Raised as the effect's own failure: a sync effect's database writes roll back, the step is
+    journaled as failed, and every replay raises this again instead of running the effect again."""
+
+
 class ElicitationDeclined(Exception):
     """The user explicitly declined to answer an elicitation."""
 

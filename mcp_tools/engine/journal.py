@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol.answers import ANSWER_SCHEMA
-from ..protocol.jsonrpc import compact_json
+from ..protocol.jsonrpc import compact_json, unstorable_string
 
 _canonical_json = compact_json(sort_keys=True)
 
@@ -86,6 +87,58 @@ def derived_step_key(*parts: object) -> str:
         return key
     tag = "~" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return key[:STEP_KEY_MAX_LENGTH - len(tag)] + tag
+
+
+def unstorable_part(value: Any) -> str | None:
+    """Where and why a journal entry cannot hold ``value`` (a ``ctx.once`` result), else None.
+
+    The store writes a value as ``json.dumps(value, default=str)`` would: a float NaN or infinity has
+    no JSON number (SQLite's ``JSON_VALID`` check and PostgreSQL's ``json`` refuse the ``NaN`` it
+    writes), and no column here holds a string with U+0000 or a lone surrogate
+    (:class:`~mcp_tools.store.sql.UnstorableValue`), nor a value made of one by ``str()``. Said
+    as ``value['a'][0] is a float NaN``, for the tool author to find it.
+    """
+    if type(value) in (str, int, bool) or value is None:  # most results: no walk
+        return _unstorable_leaf(value, "value")
+    pending: list[tuple[Any, str]] = [(value, "value")]
+    seen: set[int] = set()  # a cycle stops here (the store's json.dumps says what it is)
+    while pending:
+        item, where = pending.pop()
+        if isinstance(item, dict):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            for name, child in item.items():
+                if isinstance(name, str) and unstorable_string(name) is not None:
+                    return f"a key of {where}, {name!r}, holds {_bad_characters(name)}, which no database column here keeps"
+                pending.append((child, f"{where}[{name!r}]"))
+        elif isinstance(item, (list, tuple)):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            pending.extend((child, f"{where}[{index}]") for index, child in enumerate(item))
+        else:
+            problem = _unstorable_leaf(item, where)
+            if problem is not None:
+                return problem
+    return None
+
+
+def _unstorable_leaf(item: Any, where: str) -> str | None:
+    if isinstance(item, float):
+        if math.isfinite(item):
+            return None
+        return f"{where} is the float {'NaN' if math.isnan(item) else 'infinity' if item > 0 else '-infinity'}, which JSON has no number for"
+    if item is None or isinstance(item, (int, bool)):
+        return None
+    text = item if isinstance(item, str) else str(item)  # what default=str stores for other objects
+    if unstorable_string(text) is None:
+        return None
+    return f"{where} holds {_bad_characters(text)}, which no database column here keeps"
+
+
+def _bad_characters(text: str) -> str:
+    return "U+0000" if "\x00" in text else "a lone surrogate"
 
 
 def failed_once_key(key: str, seq: int) -> str:

@@ -1,0 +1,161 @@
+"""Corners of the engine a tool author runs into: what a ``ctx.once`` value may hold, what
+``ctx.sample`` may ask of a client, and how sampling's tool uses are named in the journal.
+
+Each test failed before the fix its section names.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from mcp_tools import ToolContext
+from mcp_tools.engine.errors import UnstorableOnceValue
+from mcp_tools.engine.journal import unstorable_part
+from mcp_tools.models import CallStep, ToolCall
+from mcp_tools.registry import make_tool, registry
+from mcp_tools.transports.http import McpEndpoint
+from tests.asgi_client import HANDSHAKE, call_modern, handshake_message, post_headers, post_json
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+APP = McpEndpoint()
+FORM = {"elicitation": {"form": {}}}
+OK = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+RAN: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _in_memory_layer(settings: Any) -> None:
+    """The endpoint runs in the test's own event loop (a Redis layer's connections belong to the loop that opened them)."""
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    RAN.clear()
+
+
+def body_of(raw: bytes) -> dict[str, Any]:
+    """The JSON-RPC response of a POST answered as JSON or as an SSE stream (its last data line)."""
+    text = raw.decode()
+    if text.lstrip().startswith("{"):
+        return dict(json.loads(text))
+    data = [line[len("data:"):].strip() for line in text.splitlines() if line.startswith("data:")]
+    return dict(json.loads(data[-1]))
+
+
+async def call_tool(era: str, name: str, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``tools/call`` of ``name`` without arguments in protocol era ``era``; its JSON-RPC response."""
+    if era == "2026-07-28":
+        response = await call_modern(APP, "tools/call", {"name": name, "arguments": {}}, capabilities=capabilities or {})
+    else:
+        opened = await post_json(APP, handshake_message("initialize", {
+            "protocolVersion": HANDSHAKE, "capabilities": capabilities or {}, "clientInfo": {"name": "t", "version": "1"}}),
+            post_headers(version=None))
+        assert opened.status == 200, opened.body
+        headers = post_headers(version=HANDSHAKE, session=opened.header("mcp-session-id"))
+        initialized = await post_json(APP, handshake_message("notifications/initialized", notification=True), headers)
+        assert initialized.status == 202
+        response = await post_json(APP, handshake_message("tools/call", {"name": name, "arguments": {}}), headers)
+    assert response.status == 200, response.body
+    return body_of(response.body)
+
+
+# -- 1. a ctx.once value the journal cannot hold ----------------------------------------------------
+
+def nan_in_a_dict() -> Any:
+    RAN.append("nan_in_a_dict")
+    return {"total": 1.5, "ratio": math.nan}
+
+
+async def infinity_in_a_list() -> Any:
+    RAN.append("infinity_in_a_list")
+    return [1, [2, -math.inf]]
+
+
+def nul_in_a_string() -> Any:
+    RAN.append("nul_in_a_string")
+    return {"note": "a\x00b"}
+
+
+async def surrogate_in_a_key() -> Any:
+    RAN.append("surrogate_in_a_key")
+    return {"\ud800": 1}
+
+
+EFFECTS = {fn.__name__: fn for fn in (nan_in_a_dict, infinity_in_a_list, nul_in_a_string, surrogate_in_a_key)}
+#: What the error says of each effect's value.
+PROBLEMS = {
+    "nan_in_a_dict": "value['ratio'] is the float NaN",
+    "infinity_in_a_list": "value[1][1] is the float -infinity",
+    "nul_in_a_string": "value['note'] holds U+0000",
+    "surrogate_in_a_key": "a key of value, '\\ud800', holds a lone surrogate",
+}
+
+
+async def run_effect(ctx: ToolContext, effect: str) -> str:
+    """Runs one of the effects above as a once step."""
+    return repr(await ctx.once(f"step-{effect}", EFFECTS[effect]))
+
+
+async def run_effect_and_go_on(ctx: ToolContext, effect: str) -> str:
+    """Catches what its once step raises, then asks the user: the next round replays the step."""
+    try:
+        outcome = repr(await ctx.once("charge", EFFECTS[effect]))
+    except Exception as exc:
+        outcome = type(exc).__name__
+    await ctx.elicit("Go on?", OK, key="go-on")
+    return outcome
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "2025-11-25"])
+@pytest.mark.parametrize("effect", list(EFFECTS))
+async def test_an_unstorable_once_value_is_an_error_naming_its_step_and_what_is_wrong(
+        era: str, effect: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.ERROR, logger="mcp_tools")
+
+    async def handler(ctx: ToolContext) -> str:
+        """Runs an effect whose value the journal cannot hold."""
+        return await run_effect(ctx, effect)
+
+    with registry.registered_temporarily(make_tool(handler, name="unstorable")):
+        body = await call_tool(era, "unstorable")
+    result = body["result"]
+    assert result["isError"] is True
+    [logged] = [record for record in caplog.records if record.exc_info]
+    error = logged.exc_info[1]
+    assert isinstance(error, UnstorableOnceValue)
+    assert f"ctx.once('step-{effect}', ...)" in str(error) and PROBLEMS[effect] in str(error), str(error)
+    assert RAN == [effect]
+    [call] = await sync_to_async(list)(ToolCall.objects.values("status"))
+    assert call["status"] == "failed"
+    [step] = await sync_to_async(list)(CallStep.objects.values("status", "error"))
+    assert step["status"] == "failed" and step["error"]["type"].endswith("UnstorableOnceValue")
+
+
+@pytest.mark.parametrize("effect", ["nan_in_a_dict", "infinity_in_a_list"])
+async def test_a_handler_that_catches_it_goes_on_without_running_the_effect_again(effect: str) -> None:
+    async def handler(ctx: ToolContext) -> str:
+        """Goes on past a once step whose value the journal cannot hold."""
+        return await run_effect_and_go_on(ctx, effect)
+
+    with registry.registered_temporarily(make_tool(handler, name="goes_on")):
+        params: dict[str, Any] = {"name": "goes_on", "arguments": {}}
+        first = (await call_modern(APP, "tools/call", params, capabilities=FORM)).json()["result"]
+        assert first["resultType"] == "input_required", first
+        second = (await call_modern(APP, "tools/call", {
+            **params, "requestState": first["requestState"],
+            "inputResponses": {"go-on": {"action": "accept", "content": {"ok": True}}}}, capabilities=FORM)).json()["result"]
+    assert RAN == [effect], "the effect ran once, and its failure replayed"
+    assert second["content"][0]["text"] == "UnstorableOnceValue", second
+
+
+def test_what_the_journal_can_hold_passes_the_check() -> None:
+    assert unstorable_part({"a": [1, 2.5, None, True, "\U0001f600", "\\u0000"], "b": (1e308, -0.0)}) is None
+    shared: list[Any] = [1.0]
+    cyclic: list[Any] = [shared, shared]
+    cyclic.append(cyclic)
+    assert unstorable_part(cyclic) is None  # the store's json.dumps says what a cycle is
+    assert unstorable_part(ValueError("x\x00")) == "value holds U+0000, which no database column here keeps"
