@@ -159,3 +159,85 @@ def test_what_the_journal_can_hold_passes_the_check() -> None:
     cyclic.append(cyclic)
     assert unstorable_part(cyclic) is None  # the store's json.dumps says what a cycle is
     assert unstorable_part(ValueError("x\x00")) == "value holds U+0000, which no database column here keeps"
+
+
+# -- 2. includeContext and the client's sampling.context capability ----------------------------------
+
+class StubRuntime:
+    """What ``engine.run`` needs of a runtime for a handler that only asks the client things."""
+
+    def resolve_tools(self, tools: Any) -> list[Any]:
+        assert not tools
+        return []
+
+    def sampling_limits(self) -> tuple[int, int]:
+        return 16, 8
+
+
+def first_request(handler: Any, capabilities: dict[str, Any], version: str = "2026-07-28",
+                  journal: Any = None) -> dict[str, Any]:
+    """The params of the first request ``handler`` sends a client of ``capabilities`` speaking ``version``."""
+    from asgiref.sync import async_to_sync
+
+    from mcp_tools.engine import Invocation, NeedsInput, run
+    from mcp_tools.engine.journal import Journal
+
+    inv = Invocation(fn=handler, is_async=True, kwargs={}, context_param="ctx", principal=None, protocol_version=version,
+                     client_capabilities=capabilities, runtime=StubRuntime(),  # type: ignore[arg-type]
+                     journal=journal or Journal())
+    outcome = async_to_sync(run)(inv)
+    assert isinstance(outcome, NeedsInput)
+    request = outcome.pending[0].request
+    assert request is not None
+    return dict(request["params"])
+
+
+async def sample_with_this_server(ctx: ToolContext) -> str:
+    return (await ctx.sample("Summarise what you know", include_context="thisServer")).text
+
+
+async def sample_step_with_all_servers(ctx: ToolContext) -> str:
+    [answer] = await ctx.gather(ctx.sample_step("Summarise", includeContext="allServers"))
+    return str(answer)
+
+
+async def sample_with_none(ctx: ToolContext) -> str:
+    return (await ctx.sample("Summarise", include_context="none")).text
+
+
+@pytest.mark.parametrize("handler", [sample_with_this_server, sample_step_with_all_servers])
+@pytest.mark.parametrize("version", ["2026-07-28", "2025-11-25"])
+def test_deprecated_include_context_is_left_out_for_a_client_without_sampling_context(handler: Any, version: str) -> None:
+    """client/sampling, Capabilities: servers SHOULD NOT use "thisServer" / "allServers" unless the client
+    declares sampling.context; the spec's way out is to omit includeContext ("none" by default)."""
+    assert "includeContext" not in first_request(handler, {"sampling": {}}, version)
+    assert "includeContext" not in first_request(handler, {"sampling": {"tools": {}}}, version)
+
+
+@pytest.mark.parametrize("handler", [sample_with_this_server, sample_step_with_all_servers])
+def test_a_client_that_declares_sampling_context_is_sent_it(handler: Any) -> None:
+    assert first_request(handler, {"sampling": {"context": {}}})["includeContext"] in ("thisServer", "allServers")
+
+
+def test_none_and_versions_before_the_capability_are_sent_as_given() -> None:
+    assert first_request(sample_with_none, {"sampling": {}})["includeContext"] == "none"
+    assert first_request(sample_with_this_server, {"sampling": {}}, "2025-06-18")["includeContext"] == "thisServer"
+
+
+def test_a_step_journaled_with_it_by_an_earlier_release_still_replays() -> None:
+    """A call in flight across the upgrade: its sampling step was sent (and digested) with includeContext."""
+    from mcp_tools.engine.journal import Journal, Step, digest
+
+    sent = {"method": "sampling/createMessage", "params": {
+        "messages": [{"role": "user", "content": {"type": "text", "text": "Summarise what you know"}}],
+        "maxTokens": 1000, "includeContext": "thisServer"}}
+    journal = Journal([Step(seq=0, kind="sample", key="sample-0", digest=digest(["sample", sent]), request=sent)])
+    assert first_request(sample_with_this_server, {"sampling": {}}, journal=journal) == sent["params"]
+
+
+async def test_over_http_the_input_request_goes_without_it() -> None:
+    with registry.registered_temporarily(make_tool(sample_with_this_server)):
+        response = await call_modern(APP, "tools/call", {"name": "sample_with_this_server", "arguments": {}},
+                                     capabilities={"sampling": {}})
+    [request] = response.json()["result"]["inputRequests"].values()
+    assert request["method"] == "sampling/createMessage" and "includeContext" not in request["params"]

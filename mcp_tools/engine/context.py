@@ -315,7 +315,28 @@ class ToolContext:
         sampling_caps = self.client_capabilities.get("sampling")
         self._require({"sampling": {}}, isinstance(sampling_caps, dict))
         conversation = _as_messages(messages)
-        return self._sampling_request({"messages": conversation, "maxTokens": max_tokens, **params}, self._key("sample", key))
+        params = {"messages": conversation, "maxTokens": max_tokens, **params}
+        if not self._may_include_context(params.get("includeContext")):
+            del params["includeContext"]
+        return self._sampling_request(params, self._key("sample", key))
+
+    def _may_include_context(self, value: Any) -> bool:
+        """Whether the next sampling request may carry ``includeContext: value``.
+
+        ``"thisServer"`` and ``"allServers"`` are deprecated since 2025-11-25: servers SHOULD NOT send
+        them unless the client declares ``sampling.context`` (client/sampling, Capabilities). Without
+        it the parameter is left out, as the spec suggests: it defaults to ``"none"``, and a client
+        MAY ignore it anyway, so the handler's request means what it can mean to that client. Older
+        protocol versions have no such capability and take any value. A step journaled with the value
+        by an earlier release keeps it on replay: its digest holds it.
+        """
+        if value not in ("thisServer", "allServers") or self._inv.protocol_version < "2025-11-25":
+            return True
+        sampling_caps = self.client_capabilities.get("sampling")
+        if isinstance(sampling_caps, dict) and "context" in sampling_caps:
+            return True
+        journaled = self._inv.journal.at(self._cursor)
+        return journaled is not None and journaled.kind == "sample" and "includeContext" in ((journaled.request or {}).get("params") or {})
 
     def _sampling_request(self, params: dict[str, Any], key: str) -> StepRequest[dict[str, Any]]:
         return StepRequest(self, "sample", "sampling/createMessage", params, key, lambda answer: answer)
@@ -341,6 +362,10 @@ class ToolContext:
         objects or plain functions), runs the agent loop on the server: each
         ``tool_use`` the model asks for is validated, permission-checked and
         run here, its result sent back, until the model ends its turn.
+
+        ``include_context`` ``"thisServer"`` or ``"allServers"`` (deprecated by the spec) is sent
+        only to a client that declares ``sampling.context`` (or speaks a version older than
+        2025-11-25); to others the request goes without it, which they read as ``"none"``.
         """
         from .sampling import repeated_tool_use, run_tool_use
 
@@ -365,7 +390,7 @@ class ToolContext:
                 ("temperature", temperature),
                 ("stopSequences", stop_sequences),
                 ("modelPreferences", model_preferences),
-                ("includeContext", include_context),
+                ("includeContext", include_context if self._may_include_context(include_context) else None),
             ):
                 if value is not None:
                     params[name] = value
