@@ -6,6 +6,7 @@ Each test failed before the fix its section names.
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import math
@@ -241,3 +242,116 @@ async def test_over_http_the_input_request_goes_without_it() -> None:
                                      capabilities={"sampling": {}})
     [request] = response.json()["result"]["inputRequests"].values()
     assert request["method"] == "sampling/createMessage" and "includeContext" not in request["params"]
+
+
+# -- 3. tool_use ids in the journal's keys ---------------------------------------------------------
+
+class RunningRuntime(StubRuntime):
+    """A runtime that runs ``ctx.once`` effects in memory and offers the tools it is given."""
+
+    def __init__(self, tools: list[Any]) -> None:
+        self.tools = tools
+
+    def resolve_tools(self, tools: Any) -> list[Any]:
+        return [tool for tool in self.tools if tool.name in tools]
+
+    async def run_once(self, inv: Any, step: Any, fn: Any, args: Any, kwargs: Any) -> Any:
+        value = fn(*args, **kwargs)
+        if inspect.isawaitable(value):
+            value = await value
+        step.response, step.status, step.persisted = json.loads(json.dumps(value)), "done", True
+        return value
+
+
+async def lookup_ec(query: str) -> str:
+    """Looks something up."""
+    RAN.append(f"lookup:{query}")
+    return f"found {query}"
+
+
+def save(text: str) -> str:
+    RAN.append(f"save:{text}")
+    return "saved"
+
+
+def use_of(use_id: str, query: str = "q") -> dict[str, Any]:
+    return {"role": "assistant", "model": "m", "stopReason": "toolUse",
+            "content": [{"type": "tool_use", "id": use_id, "name": "lookup_ec", "input": {"query": query}}]}
+
+
+def done(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "model": "m", "stopReason": "endTurn", "content": {"type": "text", "text": text}}
+
+
+async def run_rounds(handler: Any, answers: dict[str, Any], journal: Any = None) -> tuple[Any, Any]:
+    """Run ``handler`` round after round, answering each pending step from ``answers`` by its key,
+    until it completes: its value and its journal."""
+    from mcp_tools.engine import Completed, Invocation, NeedsInput, run
+    from mcp_tools.engine.journal import Journal
+
+    journal = journal or Journal()
+    runtime = RunningRuntime([make_tool(lookup_ec)])
+    for _ in range(10):
+        inv = Invocation(fn=handler, is_async=True, kwargs={}, context_param="ctx", principal=None, protocol_version="2026-07-28",
+                         client_capabilities={"sampling": {"tools": {}}}, runtime=runtime,  # type: ignore[arg-type]
+                         journal=journal)
+        outcome = await run(inv)
+        if isinstance(outcome, Completed):
+            return outcome.value, journal
+        assert isinstance(outcome, NeedsInput)
+        for step in outcome.pending:
+            step.response, step.status = answers[step.key], "done"
+    raise AssertionError("the handler never completed")
+
+
+async def draft_then_save(ctx: ToolContext) -> str:
+    """Keys its own steps under its sampling's key, as a handler may."""
+    draft = await ctx.sample("write it", tools=["lookup_ec"], key="draft")
+    return str(await ctx.once("draft.0.save", save, draft.text))
+
+
+async def save_then_draft(ctx: ToolContext) -> str:
+    await ctx.once("draft.0.save", save, "notes")
+    return (await ctx.sample("write it", tools=["lookup_ec"], key="draft")).text
+
+
+async def research_twice(ctx: ToolContext) -> str:
+    first = await ctx.sample("look", tools=["lookup_ec"], key="research")
+    second = await ctx.sample("look again", tools=["lookup_ec"], key="research.0")
+    return f"{first.text} / {second.text}"
+
+
+@pytest.mark.parametrize("handler, answers, ran", [
+    # The model's id "save" named the tool's run "draft.0.save": the handler's own step after it...
+    (draft_then_save, {"draft": use_of("save"), "draft.1": done("the draft")}, ["lookup:q", "save:the draft"]),
+    # ...or before it: a second step under one key, either way ("Internal error").
+    (save_then_draft, {"draft": use_of("save"), "draft.1": done("the draft")}, ["save:notes", "lookup:q"]),
+    # The id "1" in the first sampling named its run "research.0.1": turn 1 of the sampling keyed "research.0".
+    (research_twice, {"research": use_of("1", "a"), "research.1": done("one"), "research.0": use_of("2", "b"),
+                      "research.0.1": done("two")}, ["lookup:a", "lookup:b"]),
+], ids=["handler-key-after", "handler-key-before", "another-samplings-turn"])
+async def test_a_models_tool_use_id_cannot_name_another_step(handler: Any, answers: dict[str, Any], ran: list[str]) -> None:
+    value, journal = await run_rounds(handler, answers)
+    assert RAN == ran
+    keys = [step.key for step in journal.steps]
+    assert len(keys) == len(set(keys)), keys
+    # And a replay of the whole journal runs nothing again and gives the same value.
+    RAN.clear()
+    again, _ = await run_rounds(handler, {}, journal)
+    assert again == value and RAN == []
+
+
+async def test_a_run_journaled_under_the_former_key_still_replays() -> None:
+    """A call in flight across the upgrade: its tool runs were journaled as ``<key>.<turn>.<id>``."""
+    from mcp_tools.engine.journal import derived_step_key
+
+    value, journal = await run_rounds(research_twice, {
+        "research": use_of("call_1", "a"), "research.1": done("one"), "research.0": use_of("x" * 200, "b"),
+        "research.0.1": done("two")})
+    runs = [step for step in journal.steps if step.kind == "once"]
+    assert [step.key.split(".")[-2] for step in runs] == ["tool_use", "tool_use"]
+    runs[0].key = derived_step_key("research", 0, "call_1")
+    runs[1].key = derived_step_key("research.0", 0, "x" * 200)  # past 128 characters: a digest of it
+    RAN.clear()
+    again, _ = await run_rounds(research_twice, {}, journal)
+    assert again == value and RAN == []

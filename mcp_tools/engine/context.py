@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import inspect
 import typing
 import uuid
@@ -410,23 +411,42 @@ class ToolContext:
                 raise StepFailed(f"The model asked for more than {call_budget} tool calls (SAMPLING_MAX_TOOL_CALLS)")
             conversation.append({"role": "assistant", "content": blocks})
             tool_results: list[dict[str, Any]] = []
-            run_keys: set[str] = set()
+            use_ids: set[str] = set()
             for use in uses:
                 tool_calls += 1
-                # The tool_use id is the client's, of any length: derived_step_key fits the key to
-                # the journal's column (a digest of it past the limit), the same on every replay.
-                run_key = derived_step_key(base_key, turn, use.get("id", tool_calls))
-                if run_key in run_keys:
+                use_id = str(use.get("id", tool_calls))
+                if use_id in use_ids:
                     # The model repeated an id (or gave the number of a use without one): a second
                     # step under one key is refused by the journal, so this use is an error the model
                     # reads, not a failed call. Decided from the journaled answer alone: the same on
                     # every replay, and the uses that are unique keep their keys.
                     tool_results.append(repeated_tool_use(use))
                     continue
-                run_keys.add(run_key)
+                use_ids.add(use_id)
+                run_key = self._tool_use_key(base_key, turn, use_id)
                 tool_results.append(await self.once(run_key, run_tool_use, self, tool_objects, use))
             conversation.append({"role": "user", "content": tool_results})
             turn += 1
+
+    def _tool_use_key(self, base_key: str, turn: int, use_id: str) -> str:
+        """The step key of the run of the tool use ``use_id`` in turn ``turn`` of sampling ``base_key``.
+
+        The id is the client's model's: any text. Put in the key as it is (``<key>.<turn>.<id>``), it
+        let the model name a step the handler keys itself (``ctx.once("draft.0.save")`` after a
+        sampling keyed ``draft``, whose model answers with the id ``save``), one of another sampling
+        (``<key>.0`` turn 1 is ``<key>.0.1``, the id ``1``'s), or a failed step's (``#failed:``):
+        a second step under one key, which failed the call. So the key holds a digest of the id
+        (``<key>.<turn>.tool_use.<32 hex digits>``), which only a key chosen to match could equal.
+
+        A run journaled under the former key (a call in flight across the upgrade: its turn is
+        replayed from the journal) keeps it, so the call replays instead of turning non-deterministic.
+        """
+        former = derived_step_key(base_key, turn, use_id)
+        journaled = self._inv.journal.at(self._cursor)
+        if journaled is not None and journaled.kind == "once" and journaled.key in (former, failed_once_key(former, journaled.seq)):
+            return former
+        hashed = hashlib.sha256(use_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        return derived_step_key(base_key, turn, "tool_use", hashed)
 
     async def gather(self, *requests: StepRequest[Any]) -> list[Any]:
         """Ask several things in one round (several ``inputRequests`` / saga steps)."""
