@@ -355,3 +355,40 @@ async def test_a_run_journaled_under_the_former_key_still_replays() -> None:
     RAN.clear()
     again, _ = await run_rounds(research_twice, {}, journal)
     assert again == value and RAN == []
+
+
+# -- 4. NonDeterministicHandler says which step ----------------------------------------------------
+
+async def ask_about(ctx: ToolContext, text: str) -> str:
+    await ctx.elicit(f"Delete {text}?", OK, key="confirm")
+    return "deleted"
+
+
+async def ask_something_else(ctx: ToolContext, text: str) -> str:
+    await ctx.once("look", lambda: text)
+    return "looked"
+
+
+@pytest.mark.parametrize("handler, text, changed, asked", [
+    (ask_about, "order 2", True, ("elicit", "confirm")),  # the same step, another question
+    (ask_something_else, "order 1", False, ("once", "look")),  # another step at that place
+])
+async def test_non_determinism_names_the_journaled_and_the_asked_step(handler: Any, text: str, changed: bool,
+                                                                      asked: tuple[str, str]) -> None:
+    from mcp_tools.engine import Invocation, NeedsInput, NonDeterministicHandler, run
+
+    def invocation(fn: Any, journal: Any = None) -> Invocation:
+        from mcp_tools.engine.journal import Journal
+
+        return Invocation(fn=fn, is_async=True, kwargs={"text": text}, context_param="ctx", principal=None,
+                          protocol_version="2026-07-28", client_capabilities=FORM, runtime=StubRuntime(),  # type: ignore[arg-type]
+                          journal=journal or Journal())
+
+    first = invocation(ask_about)
+    first.kwargs = {"text": "order 1"}
+    assert isinstance(await run(first), NeedsInput)
+    with pytest.raises(NonDeterministicHandler) as caught:
+        await run(invocation(handler, first.journal))
+    error = caught.value
+    assert (error.seq, error.journaled_kind, error.journaled_key) == (0, "elicit", "confirm")
+    assert (error.kind, error.key) == asked and error.request_changed is changed

@@ -473,7 +473,8 @@ class ToolContext:
             elif step.kind != request.kind or step.key != request.key or step.digest != step_digest:
                 raise NonDeterministicHandler(
                     f"Step {seq} of this call was {step.kind} {step.key!r} but the handler now asks for "
-                    f"{request.kind} {request.key!r}{' with a different request' if step.key == request.key else ''}"
+                    f"{request.kind} {request.key!r}{' with a different request' if step.key == request.key else ''}",
+                    seq=seq, journaled=(step.kind, step.key), asked=(request.kind, request.key or f"step-{seq}"),
                 )
             if not step.answered:
                 waiting = True
@@ -508,7 +509,8 @@ class ToolContext:
             failed = step.status == "failed"
             if step.kind != "once" or step.key != (failed_once_key(key, seq) if failed else key):
                 raise NonDeterministicHandler(
-                    f"Step {seq} of this call was {step.kind} {step.key!r} but the handler now runs once({key!r})"
+                    f"Step {seq} of this call was {step.kind} {step.key!r} but the handler now runs once({key!r})",
+                    seq=seq, journaled=(step.kind, step.key), asked=("once", key),
                 )
             if failed:
                 # It failed when it ran (and its writes rolled back): it fails again, the same way,

@@ -64,7 +64,34 @@ class NonDeterministicHandler(Exception):
 
     Handlers must ask for the same steps in the same order on every run; put
     anything that varies (time, randomness, I/O) inside ``ctx.once``.
+
+    Raised by a ``ToolContext`` step, it says which: :attr:`seq` is the step's place in the journal,
+    :attr:`journaled_kind` / :attr:`journaled_key` what the journal holds there, :attr:`kind` /
+    :attr:`key` what the handler asked for (``"elicit"``, ``"sample"``, ``"roots"``, ``"once"``).
+    All are None when the raiser did not know them (another run's entry, found by the store).
     """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        seq: int | None = None,
+        journaled: tuple[str, str] | None = None,
+        asked: tuple[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.seq = seq
+        self.journaled_kind: str | None = journaled[0] if journaled else None
+        self.journaled_key: str | None = journaled[1] if journaled else None
+        self.kind: str | None = asked[0] if asked else None
+        self.key: str | None = asked[1] if asked else None
+
+    @property
+    def request_changed(self) -> bool:
+        """Whether the handler asked for the very step the journal holds at that place (its kind and
+        key), with another request: the handler took the same path, and what it asks about changed
+        (an elicitation's message built from data edited between the rounds)."""
+        return self.kind is not None and (self.kind, self.key) == (self.journaled_kind, self.journaled_key)
 
 
 class Suspend(BaseException):

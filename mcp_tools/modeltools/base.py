@@ -297,11 +297,10 @@ def confirm(ctx: ToolContext, message: str, refused: str, changed: str) -> None:
     asked (it shows the row, and the row was edited in between), the yes was to another
     question, and the call ends with ``changed`` (a tool error, nothing done).
     """
-    asked = ctx._inv.journal.at(ctx._cursor)  # the question as an earlier round journaled it, if any
     try:
         answer = ctx.elicit(message, CONFIRM_SCHEMA, key="confirm")
-    except NonDeterministicHandler:
-        if asked is not None and asked.kind == "elicit" and asked.key == "confirm":
+    except NonDeterministicHandler as exc:
+        if exc.request_changed:
             # The same question in other words: the data it shows changed, the handler did not.
             raise ToolError(changed) from None
         raise
