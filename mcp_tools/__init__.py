@@ -27,6 +27,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolResult",
+    "UnstorableOnceValue",
     "model_action",
     "notify_resource_updated",
     "notify_resource_updated_sync",
@@ -40,7 +41,7 @@ __all__ = [
 # Importing these does not touch Django settings or models, so `import mcp_tools`
 # is safe in settings modules and before apps are ready.
 from .engine.context import SamplingResult, ToolContext
-from .engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed
+from .engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, UnstorableOnceValue
 from .protocol.errors import ResourceNotFound
 from .registry.registry import AlreadyRegistered, NotRegistered, prompt, resource, tool
 from .registry.results import Page, Pending, ToolError, ToolResult
