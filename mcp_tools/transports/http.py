@@ -421,17 +421,23 @@ def bind_anonymous(principal: Principal, headers: dict[str, str], request_id: An
         raise HttpError(400, McpError(INVALID_REQUEST, str(exc)), request_id) from None
 
 
-async def reauthenticate(scope: dict[str, Any], headers: dict[str, str], principal: Principal) -> Principal | None:
+async def reauthenticate(scope: dict[str, Any], headers: dict[str, str], principal: Principal,
+                         session: sessions.SessionInfo | None = None) -> Principal | None:
     """The caller of a long-lived request as it is now, from the request's credentials; None when they
     no longer authenticate the same caller (what a new request with them would be refused or be).
 
     As a new request is authenticated: a bearer token is looked up again by the verifier (revoked,
     expired, its user made inactive: refused), DRF credentials go through the DRF authenticators
     again. The principal returned is new, so its permissions are read again (:func:`core.may_use`).
-    For a ``subscriptions/listen`` stream, before each notification goes out.
+    An anonymous caller is bound as the request was: to its 2025-11-25 ``session``'s id, else
+    (2026-07-28) to the client secret it sends. For the streams of :class:`StreamCaller`.
     """
     try:
-        fresh = bind_anonymous(ANONYMOUS if anonymous_at_once(headers) else await authenticate(scope, headers), headers)
+        fresh = ANONYMOUS if anonymous_at_once(headers) else await authenticate(scope, headers)
+        if session is None:
+            fresh = bind_anonymous(fresh, headers)
+        elif fresh.is_anonymous and fresh.scopes is None:  # as McpEndpoint.session_for binds it
+            fresh = session.anonymous_principal
     except HttpError as exc:
         logger.info("The credentials of a long-lived request no longer authenticate its caller: %s", exc.error.message)
         return None
@@ -449,6 +455,51 @@ async def reauthenticate(scope: dict[str, Any], headers: dict[str, str], princip
             return None
         fresh = Principal(user=users[fresh.id], id=fresh.id, auth=fresh.auth, scopes=fresh.scopes, stored=True)
     return fresh
+
+
+class StreamCaller:
+    """The caller of a long-lived stream (2026-07-28 ``subscriptions/listen``, a 2025-11-25 session's
+    GET stream) as it is now: authenticated when the stream opened, and again before each
+    notification goes out (:meth:`vouch`), as a new request with the stream's credentials would be.
+    """
+
+    __slots__ = ("scope", "headers", "principal", "session")
+
+    def __init__(self, scope: dict[str, Any], headers: dict[str, str], principal: Principal,
+                 session: sessions.SessionInfo | None = None) -> None:
+        self.scope = scope
+        self.headers = headers
+        #: As last authenticated: its token's expiry is what :meth:`expired` reads.
+        self.principal = principal
+        #: The 2025-11-25 session of a GET stream (an anonymous caller is bound to it), else None.
+        self.session = session
+
+    def expired(self) -> bool:
+        """Whether the bearer token the caller was last authenticated with has expired, by its own
+        ``expires_at`` (no lookup: a stream with nothing to send asks at each keep-alive)."""
+        auth = self.principal.auth
+        return isinstance(auth, oauth.TokenInfo) and oauth.expired(auth)
+
+    async def vouch(self) -> bool:
+        """Authenticate the caller again, before a notification goes out; False when the stream's
+        credentials no longer authenticate it (a token revoked or expired, a DRF token deleted, its
+        user made inactive): the stream then ends, and sends nothing more."""
+        current = await reauthenticate(self.scope, self.headers, self.principal, self.session)
+        if current is None:
+            return False
+        self.principal = current
+        return True
+
+    async def may_receive(self, message: dict[str, Any]) -> bool:
+        """Whether the caller, as :meth:`vouch` last found it, is told of ``message``: a resource
+        update only if it may read the resource now (:func:`core.may_use`)."""
+        if message["method"] != "notifications/resources/updated":
+            return True
+        uri = message.get("params", {}).get("uri")
+        if await may_use(self.principal, "resources/read", uri):
+            return True
+        logger.info("Left out an update of %s on a stream: its caller may no longer read it", uri)
+        return False
 
 
 async def check_tool_scopes(scope: dict[str, Any], headers: dict[str, str], method: str, params: dict[str, Any],
@@ -896,6 +947,7 @@ class McpEndpoint:
             if wanted.get(kinds.get(kind, "")):
                 outbox.put(jsonrpc.notification_message(f"notifications/{kind}/list_changed"))
 
+        caller = StreamCaller(scope, headers, principal)
         registry.add_listener(on_change)
         notifications.listen_to_resources(uris, outbox)
         watcher = asyncio.ensure_future(receive())
@@ -909,8 +961,8 @@ class McpEndpoint:
                     return
                 if getter not in done:
                     getter.cancel()
-                    if isinstance(principal.auth, oauth.TokenInfo) and oauth.expired(principal.auth):
-                        await self.end_listen(response, "its access token expired")
+                    if caller.expired():
+                        await self.end_unvouched(response, "subscriptions/listen", "its access token expired")
                         return
                     # Idle: a comment, or the client's read timeout (the SDK's is 300 s) or a proxy's
                     # idle timeout closes the stream and the subscription is lost.
@@ -918,14 +970,10 @@ class McpEndpoint:
                     continue
                 message = getter.result()
                 # Sent only to the caller as it is now: what a new request with its credentials would be.
-                current = await reauthenticate(scope, headers, principal)
-                if current is None:
-                    await self.end_listen(response, "its credentials no longer authenticate the caller")
+                if not await caller.vouch():
+                    await self.end_unvouched(response, "subscriptions/listen", "its credentials no longer authenticate the caller")
                     return
-                principal = current  # the token as looked up now: its expiry for the keep-alives
-                uri = message.get("params", {}).get("uri")
-                if message["method"] == "notifications/resources/updated" and not await may_use(current, "resources/read", uri):
-                    logger.info("Left out an update of %s on a subscriptions/listen stream: the caller may no longer read it", uri)
+                if not await caller.may_receive(message):
                     continue
                 # Tagged here, not when queued: the outbox knows a notification by its method and URI only.
                 await response.event(jsonrpc.notification_message(message["method"], {**message.get("params", {}), "_meta": meta}))
@@ -935,10 +983,11 @@ class McpEndpoint:
             notifications.stop_listening(uris, outbox)
 
     @staticmethod
-    async def end_listen(response: Response, why: str) -> None:
-        """End a ``subscriptions/listen`` stream without its response: to the client an unexpected end,
-        after which it opens a new one, and its credentials are then refused (401) as any request's."""
-        logger.info("Ended a subscriptions/listen stream: %s", why)
+    async def end_unvouched(response: Response, stream: str, why: str) -> None:
+        """End a stream whose caller :class:`StreamCaller` no longer vouches for (a ``subscriptions/listen``
+        stream without its response): to the client an unexpected end, after which it opens a new
+        one (a GET stream reconnects), and its credentials are then refused (401) as any request's."""
+        logger.info("Ended a %s stream: %s", stream, why)
         with contextlib.suppress(OSError):
             await response._send({"type": "http.response.body", "body": b""})
 
@@ -952,16 +1001,17 @@ class McpEndpoint:
         # The request's own response (its CORS headers, and an error after the stream started is not a second start).
         response.session_id = session_id
         response.event_ids = True
+        caller = StreamCaller(scope, headers, principal, session)
         given = headers.get("last-event-id", "").strip()
         if given:
             last_event_id = ascii_number(given)
             if last_event_id is None:  # our event ids are decimal numbers
                 raise HttpError(400, McpError(INVALID_REQUEST, "Invalid Last-Event-ID"))
-            await self.resume(receive, response, session, principal, last_event_id)
+            await self.resume(receive, response, session, caller, last_event_id)
             return
-        await self.standalone(receive, response)
+        await self.standalone(receive, response, caller)
 
-    async def resume(self, receive: Any, response: Response, session: Any, principal: Principal, last_event_id: int) -> None:
+    async def resume(self, receive: Any, response: Response, session: Any, caller: StreamCaller, last_event_id: int) -> None:
         found = await store.stream_of_event(last_event_id)
         if found is None or found[0] != session.id:
             raise HttpError(404, McpError(INVALID_REQUEST, "Unknown Last-Event-ID"))
@@ -984,7 +1034,7 @@ class McpEndpoint:
         if stream_id.startswith(STANDALONE_STREAM_PREFIX):
             # The standalone stream (the official client always reconnects it with Last-Event-ID):
             # it goes on, under the same stream id, once what it missed is replayed.
-            await self.standalone(receive, response)
+            await self.standalone(receive, response, caller)
             return
         call_id = await store.call_for_stream(stream_id)
         request_id = jsonrpc.id_from_text(await store.call_request_id(call_id)) if call_id is not None else None
@@ -995,7 +1045,7 @@ class McpEndpoint:
         # The call's progress goes on under the request's progressToken, from above the last value the client saw.
         progress_token = await store.call_progress_token(call_id)
         progress_sent = await store.last_progress_on_stream(stream_id) if progress_token is not None else None
-        rc = RequestContext(principal=principal, protocol_version=session.protocol_version, modern=False,
+        rc = RequestContext(principal=caller.principal, protocol_version=session.protocol_version, modern=False,
                             client_capabilities=session.client_capabilities, request_id=request_id, session_id=session.id,
                             log_level=session.log_level, emit=response.event, stream_id=lambda: stream_id,
                             progress_token=progress_token, progress_sent=progress_sent)
@@ -1029,12 +1079,14 @@ class McpEndpoint:
             if request_id is not None:
                 cancellation.unregister(session.id, request_id)
 
-    async def standalone(self, receive: Any, response: Response) -> None:
+    async def standalone(self, receive: Any, response: Response, caller: StreamCaller) -> None:
         """The session's standalone stream: list changes, resource updates, keep-alives.
 
         One per session: a new one (a reconnection, resumed or not) takes over and the older
         one ends (:func:`~mcp_tools.interprocess.notifications.open_stream` says why not a 409),
-        so no message goes out on two streams. It ends too when the session is deleted.
+        so no message goes out on two streams. It ends too when the session is deleted, and
+        when the GET's credentials no longer authenticate its caller (:meth:`StreamCaller.vouch`,
+        before each notification; a token's expiry at each keep-alive), as ``subscriptions/listen`` does.
         """
         assert response.session_id is not None
         session_id = response.session_id
@@ -1091,9 +1143,16 @@ class McpEndpoint:
                             with contextlib.suppress(OSError):
                                 await response._send({"type": "http.response.body", "body": b""})
                             return
-                        await response.event(message)
+                        if not await caller.vouch():
+                            await self.end_unvouched(response, "GET", "its credentials no longer authenticate the caller")
+                            return
+                        if await caller.may_receive(message):
+                            await response.event(message)
                     else:
                         getter.cancel()
+                        if caller.expired():
+                            await self.end_unvouched(response, "GET", "its access token expired")
+                            return
                         await response._send({"type": "http.response.body", "body": KEEPALIVE_COMMENT, "more_body": True})
         finally:
             if watcher is not None:
