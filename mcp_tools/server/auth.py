@@ -11,7 +11,8 @@ import hashlib
 import logging
 import re
 from dataclasses import InitVar, dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NoReturn
 
 from django.contrib.auth.models import AnonymousUser
 from django.core.signals import setting_changed
@@ -132,7 +133,8 @@ class Principal:
     #: (DRF authentication, sessions): then only Django permissions apply.
     scopes: frozenset[str] | None = None
     #: Django's answer per permission set: a principal lives for one request (or one call), and
-    #: ``tools/list`` asks about the same few sets once per tool.
+    #: ``tools/list`` asks about the same few sets once per tool. An :class:`AnonymousPrincipal`
+    #: (:data:`ANONYMOUS` lives as long as the process) keeps none.
     _answers: dict[frozenset[str], bool] = field(default_factory=dict, repr=False, compare=False)
     #: The id is one :func:`fit_principal_id` made (a ``principal`` column): fitting it again would
     #: change a 128-character id, no longer its caller's.
@@ -181,7 +183,38 @@ class Principal:
         return answer
 
 
-ANONYMOUS = Principal(user=AnonymousUser(), id="anonymous")
+#: The answers an anonymous principal keeps: none, and none can be added.
+_NO_ANSWERS: MappingProxyType[frozenset[str], bool] = MappingProxyType({})
+
+
+class AnonymousPrincipal(Principal):
+    """A caller without credentials: :data:`ANONYMOUS`, or one bound to a session or a client secret.
+
+    It holds no permission and keeps nothing: :meth:`has_perms` answers without asking Django or
+    keeping the answer, and the principal cannot be changed once made. :data:`ANONYMOUS` is one
+    object for the whole process (and a session's lives as long as the session is cached): an
+    answer or a scope kept on it would hold for every anonymous request from then on.
+    """
+
+    def __init__(self, binding: str | None = None) -> None:
+        # Set past __setattr__, which refuses every change.
+        object.__setattr__(self, "__dict__", {
+            "user": _ANONYMOUS_USER, "id": fit_principal_id("anonymous" if binding is None else f"anonymous:{binding}"),
+            "auth": None, "scopes": None, "_answers": _NO_ANSWERS})
+
+    def __setattr__(self, name: str, value: Any) -> NoReturn:
+        raise AttributeError(f"An anonymous principal cannot be changed (its {name!r})")
+
+    def __delattr__(self, name: str) -> NoReturn:
+        raise AttributeError(f"An anonymous principal cannot be changed (its {name!r})")
+
+    def has_perms(self, perms: tuple[str, ...] | list[str]) -> bool:
+        """Only what needs no permission: an anonymous caller holds none (and no token scopes)."""
+        return not perms
+
+
+_ANONYMOUS_USER = AnonymousUser()
+ANONYMOUS = AnonymousPrincipal()
 
 
 def anonymous_principal(binding: str) -> Principal:
@@ -190,7 +223,7 @@ def anonymous_principal(binding: str) -> Principal:
     Tokens and calls are bound to ``Principal.id``, so one anonymous caller's
     ``requestState``, saga token or task is refused to another.
     """
-    return Principal(user=ANONYMOUS.user, id=f"anonymous:{binding}")
+    return AnonymousPrincipal(binding)
 
 
 def anonymous_from_secret(headers: dict[str, str]) -> Principal:
