@@ -457,13 +457,19 @@ async def reauthenticate(scope: dict[str, Any], headers: dict[str, str], princip
     return fresh
 
 
+#: Seconds for which one look-up of a stream's caller (:meth:`StreamCaller.vouch`) also vouches for
+#: the notifications that were already waiting when it began: a burst costs one verifier call per
+#: wave, not one per notification, and nothing queued after the look-up began goes out without one.
+REVERIFY_SECONDS = 1.0
+
+
 class StreamCaller:
     """The caller of a long-lived stream (2026-07-28 ``subscriptions/listen``, a 2025-11-25 session's
-    GET stream) as it is now: authenticated when the stream opened, and again before each
-    notification goes out (:meth:`vouch`), as a new request with the stream's credentials would be.
+    GET stream) as it is now: authenticated when the stream opened, and again before notifications
+    go out (:meth:`vouch`), as a new request with the stream's credentials would be.
     """
 
-    __slots__ = ("scope", "headers", "principal", "session")
+    __slots__ = ("scope", "headers", "principal", "session", "_covered", "_checked_at")
 
     def __init__(self, scope: dict[str, Any], headers: dict[str, str], principal: Principal,
                  session: sessions.SessionInfo | None = None) -> None:
@@ -473,6 +479,9 @@ class StreamCaller:
         self.principal = principal
         #: The 2025-11-25 session of a GET stream (an anonymous caller is bound to it), else None.
         self.session = session
+        #: How many more notifications the last look-up vouches for, and when it began (monotonic).
+        self._covered = 0
+        self._checked_at = 0.0
 
     def expired(self) -> bool:
         """Whether the bearer token the caller was last authenticated with has expired, by its own
@@ -480,14 +489,26 @@ class StreamCaller:
         auth = self.principal.auth
         return isinstance(auth, oauth.TokenInfo) and oauth.expired(auth)
 
-    async def vouch(self) -> bool:
-        """Authenticate the caller again, before a notification goes out; False when the stream's
-        credentials no longer authenticate it (a token revoked or expired, a DRF token deleted, its
-        user made inactive): the stream then ends, and sends nothing more."""
+    async def vouch(self, waiting: int) -> bool:
+        """Whether a notification the stream just took from its outbox may go out: False when the
+        stream's credentials no longer authenticate the caller (a token revoked or expired, a DRF
+        token deleted, its user made inactive): the stream then ends, and sends nothing more.
+
+        ``waiting``: how many notifications wait behind this one, read before anything is awaited.
+        The caller is authenticated again unless a look-up that began after this notification was
+        queued, less than :data:`REVERIFY_SECONDS` ago, vouched for it (it found it waiting).
+        """
+        now = time.monotonic()
+        if self._covered > 0 and now - self._checked_at < REVERIFY_SECONDS:
+            self._covered -= 1
+            return True
+        self._covered = 0
         current = await reauthenticate(self.scope, self.headers, self.principal, self.session)
         if current is None:
             return False
         self.principal = current
+        # Those waiting now were queued before this look-up began: it vouches for them too.
+        self._covered, self._checked_at = waiting, now
         return True
 
     async def may_receive(self, message: dict[str, Any]) -> bool:
@@ -929,7 +950,7 @@ class McpEndpoint:
                      params: dict[str, Any], principal: Principal) -> None:
         """``subscriptions/listen``: list changes and updates of the resources asked for, until the client leaves.
 
-        The caller is authenticated again before each notification goes out (:func:`reauthenticate`):
+        The caller is authenticated again before notifications go out (:meth:`StreamCaller.vouch`):
         credentials that no longer authenticate it (a revoked or expired token, a user made
         inactive) end the stream, and a resource update goes out only if the caller may read the
         resource now (:func:`core.may_use`), as ``notify_resource_updated`` checks 2025-11-25
@@ -970,7 +991,7 @@ class McpEndpoint:
                     continue
                 message = getter.result()
                 # Sent only to the caller as it is now: what a new request with its credentials would be.
-                if not await caller.vouch():
+                if not await caller.vouch(outbox.qsize()):
                     await self.end_unvouched(response, "subscriptions/listen", "its credentials no longer authenticate the caller")
                     return
                 if not await caller.may_receive(message):
@@ -1086,7 +1107,7 @@ class McpEndpoint:
         one ends (:func:`~mcp_tools.interprocess.notifications.open_stream` says why not a 409),
         so no message goes out on two streams. It ends too when the session is deleted, and
         when the GET's credentials no longer authenticate its caller (:meth:`StreamCaller.vouch`,
-        before each notification; a token's expiry at each keep-alive), as ``subscriptions/listen`` does.
+        before notifications go out; a token's expiry at each keep-alive), as ``subscriptions/listen`` does.
         """
         assert response.session_id is not None
         session_id = response.session_id
@@ -1143,7 +1164,7 @@ class McpEndpoint:
                             with contextlib.suppress(OSError):
                                 await response._send({"type": "http.response.body", "body": b""})
                             return
-                        if not await caller.vouch():
+                        if not await caller.vouch(outbox.qsize()):
                             await self.end_unvouched(response, "GET", "its credentials no longer authenticate the caller")
                             return
                         if await caller.may_receive(message):
