@@ -38,6 +38,7 @@ from ..registry import AlreadyRegistered, registry
 from ..registry.results import ToolError, ToolResult
 from ..registry.schemas import InputSpec, OutputSpec, input_from_signature, output_from_annotation, parse_param_docs
 from . import base
+from .databases import for_writing, write_alias
 
 logger = logging.getLogger("mcp_tools.modeltools")
 
@@ -185,7 +186,9 @@ class ModelAction(base.Declaration):
 
     def run(self, ctx: Any, arguments: dict[str, Any]) -> ToolResult:
         lookup = arguments.pop(self.lookup_arg)
-        obj = base.get_object(self.get_queryset(ctx), self.lookup_field, lookup)
+        queryset = self.get_queryset(ctx)
+        # The row to change (and to confirm about) as it is where it is written, not on a replica.
+        obj = base.get_object(queryset if self.read_only else for_writing(queryset), self.lookup_field, lookup)
         base.check_object(ctx.user, self.permissions, obj, base.object_permissions_enabled(self.object_permissions),
                           self.method.replace("_", " "), (self.lookup_field, lookup))
         if self.serializer is not None:
@@ -218,7 +221,7 @@ class ModelAction(base.Declaration):
         if context_param is not None:
             arguments = {**arguments, context_param: ctx}
         try:
-            with transaction.atomic():
+            with transaction.atomic(using=write_alias(type(obj), obj)):
                 value = getattr(obj, self.method)(**arguments)
                 # In the same transaction: a result that cannot be built (a value its annotation
                 # refuses, a failing output serializer) rolls the writes back, so the client told

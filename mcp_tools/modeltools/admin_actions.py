@@ -20,6 +20,7 @@ from ..protocol.errors import INVALID_PARAMS, McpError
 from ..registry.results import ToolError, ToolResult
 from ..registry.schemas import InputSpec, OutputSpec
 from . import base
+from .databases import for_writing
 
 if TYPE_CHECKING:
     from .toolsets import ModelToolset
@@ -124,7 +125,7 @@ def _tool(toolset: type[ModelToolset], model_admin: Any, func: Any, name: str, d
             # As for any tool the caller may not use: indistinguishable from one that does not exist.
             raise McpError(INVALID_PARAMS, f"Unknown tool: {prefix}.{name}")
         instance = toolset(ctx, name)
-        queryset = instance.get_queryset().filter(**{f"{toolset.lookup_field}__in": lookups})
+        queryset = for_writing(instance.get_queryset()).filter(**{f"{toolset.lookup_field}__in": lookups})
         field = "pk" if toolset.lookup_field == "pk" else toolset.lookup_field
         found = {str(value) for value in queryset.values_list(field, flat=True)}
         missing = [value for value in lookups if str(value) not in found]
@@ -135,10 +136,11 @@ def _tool(toolset: type[ModelToolset], model_admin: Any, func: Any, name: str, d
             base.check_object(ctx.user, permissions, obj, enabled, name.replace("_", " "), (field, base.value_at(obj, field)))
         messages = _Messages()
         request._messages = messages  # type: ignore[attr-defined]
-        with transaction.atomic():
+        using = queryset.db  # where the action's writes go (the routers' write alias)
+        with transaction.atomic(using=using):
             answer = func(model_admin, request, queryset)
             if isinstance(answer, HttpResponseBase):
-                transaction.set_rollback(True)
+                transaction.set_rollback(True, using=using)
                 raise ToolError(f"The admin action {name!r} needs a web page; run it in the admin.")
         data = {"count": len(lookups), "messages": messages.texts}
         return ToolResult(content=[{"type": "text", "text": " ".join(messages.texts) or f"{title}: done for {len(lookups)}."}],

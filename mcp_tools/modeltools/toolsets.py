@@ -40,6 +40,7 @@ from rest_framework.exceptions import ValidationError as DRFValidationError
 from ..registry.results import ToolError, ToolResult
 from ..registry.schemas import InputSpec, OutputSpec
 from . import base
+from .databases import for_writing, write_alias
 
 ACTIONS = ("list", "retrieve", "create", "update", "delete")
 
@@ -150,7 +151,10 @@ class ModelToolset:
         return self.get_serializer_class()(*args, **kwargs)
 
     def get_object(self, lookup: Any) -> Any:
-        obj = base.get_object(self.get_queryset(), self.lookup_field, lookup)
+        queryset = self.get_queryset()
+        if self.action != "retrieve":  # the row to change (or to confirm about): as it is where it is written
+            queryset = for_writing(queryset)
+        obj = base.get_object(queryset, self.lookup_field, lookup)
         base.check_object(self.user, self.action_permissions(self.action), obj,
                           base.object_permissions_enabled(self.object_permissions), self.action, (self.lookup_field, lookup))
         return obj
@@ -219,7 +223,7 @@ class ModelToolset:
     def _destroy(self, obj: Any) -> bool | dict[str, builtins.list[str]]:
         """Delete ``obj``: True, or the errors of a delete the database refused (rows still refer to it)."""
         try:
-            with transaction.atomic():
+            with transaction.atomic(using=write_alias(type(obj), obj)):
                 self.perform_destroy(obj)
         except IntegrityError as exc:  # ProtectedError and RestrictedError are IntegrityErrors
             return base.database_refusal(exc, f"Deleting {base.verbose(type(obj))} {obj}")
@@ -235,7 +239,7 @@ class ModelToolset:
         if not serializer.is_valid():
             return base.validation_error_result(base.drf_errors(serializer.errors))
         try:
-            with transaction.atomic():
+            with transaction.atomic(using=write_alias(self.get_model(), serializer.instance)):
                 perform(serializer)
                 # In the same transaction: a representation that fails (a method field, a
                 # related row) rolls the write back, so the client told the call failed may
