@@ -32,9 +32,9 @@ from typing import Annotated, Any, ClassVar, Literal
 from django.core import checks, signing
 from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import IntegrityError, models, transaction
+from django.db import IntegrityError, connections, models, router, transaction
 from django.db.models import Q
-from pydantic import Field
+from pydantic import Field, JsonValue
 from rest_framework.exceptions import ValidationError as DRFValidationError
 
 from ..registry.results import ToolError, ToolResult
@@ -68,6 +68,9 @@ DATE_TRANSFORMS = ("date",)
 #: What may follow such a transform (``created_at__year__gte``); nothing means ``exact``.
 AFTER_TRANSFORM = ("exact", "gt", "gte", "lt", "lte", "in", "range")
 TYPED_LOOKUPS = (*SCALAR_LOOKUPS, *TEXT_LOOKUPS, *LIST_LOOKUPS, "isnull")
+#: Lookups of PostgreSQL's array and hstore fields and of JSON fields whose value is no text: a list
+#: (``tags__contains``, ``overlap``), an object (``attributes__contains``), any JSON value, or keys.
+CONTAINER_LOOKUPS = ("contains", "contained_by", "overlap", "has_key", "has_keys", "has_any_keys")
 
 try:  # django-filter is optional: with it, filterset_fields go through a FilterSet
     import django_filters
@@ -262,8 +265,10 @@ class ModelToolset:
         offered = self.filter_arguments()
         filters = {name: arguments[name] for name in offered if arguments.get(name) is not None}
         # ``in`` and ``range`` come as JSON arrays, validated item by item: a FilterSet would want
-        # them as comma-separated text (and split a value with a comma in it).
-        lists = {name: value for name, value in filters.items() if isinstance(value, builtins.list)}
+        # them as comma-separated text (and split a value with a comma in it). The lookups of array,
+        # hstore and JSON fields neither: django-filter has no filter for these fields.
+        lists = {name: value for name, value in filters.items()
+                 if isinstance(value, builtins.list) or self.container_type(self.filter_field(offered[name][0]), offered[name][1]) is not None}
         if lists:
             queryset = queryset.filter(**lists)
             filters = {name: value for name, value in filters.items() if name not in lists}
@@ -342,6 +347,9 @@ class ModelToolset:
         first, _, rest = lookup.partition("__")
         value_type: Any = base.field_python_type(field)
         choices: builtins.list[Any] = [value for value, _ in field.flatchoices] if getattr(field, "choices", None) else []
+        container = cls.container_type(field, lookup)
+        if container is not None:
+            return container
         if first in INTEGER_TRANSFORMS or first in DATE_TRANSFORMS:
             if field.get_transform(first) is None:
                 raise ValueError(f"a {kind} has no {first!r}")
@@ -369,6 +377,39 @@ class ModelToolset:
         if lookup == "range":
             return Annotated[builtins.list[value_type], Field(min_length=2, max_length=2)]
         return value_type
+
+    @classmethod
+    def container_type(cls, field: Any, lookup: str) -> Any:
+        """What a lookup of an array, hstore or JSON field compares (``tags__contains``: a list of the
+        array's items), or None for another field or lookup (``contains`` of a text field is text,
+        and so is ``icontains`` of these, which the database compares with the column as text).
+        ``ValueError`` for a value these tools cannot type, or that Django refuses on the field's database."""
+        if lookup not in CONTAINER_LOOKUPS or not hasattr(field, "get_lookup") or field.get_lookup(lookup) is None:
+            return None
+        kind = field.get_internal_type()
+        keys = Annotated[builtins.list[str], Field(min_length=1, max_length=cls.max_page_size)]
+        if lookup == "has_key":
+            return str
+        if lookup in ("has_keys", "has_any_keys"):
+            return keys
+        if isinstance(field, models.JSONField):
+            using = router.db_for_read(field.model)
+            if not connections[using].features.supports_json_field_contains:
+                # What Django answers, at each query, on SQLite and Oracle (NotSupportedError).
+                raise ValueError(f"{lookup} lookup is not supported on this database backend "
+                                 f"({connections[using].vendor}, database {using!r})")
+            return JsonValue  # an object, an array or a scalar: jsonb's @> and <@ take any
+        if kind == "HStoreField":
+            return dict[str, str | None]
+        if kind == "ArrayField":
+            item = field.base_field
+            if not hasattr(item, "get_internal_type") or item.get_internal_type() in ("ArrayField", "HStoreField", "JSONField"):
+                raise ValueError(f"model tools cannot type a list of {type(item).__name__} values")
+            item_type: Any = base.field_python_type(item)
+            if getattr(item, "choices", None):
+                item_type = Literal[tuple(value for value, _ in item.flatchoices)]
+            return Annotated[builtins.list[item_type], Field(max_length=cls.max_page_size)]
+        return None
 
     @classmethod
     def filter_arguments(cls) -> dict[str, tuple[str, str]]:
