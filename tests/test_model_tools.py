@@ -154,8 +154,9 @@ async def test_list_filters_searches_orders_and_pages_with_a_cursor(server_url: 
         big = await client.call_tool("shop.orders.list", {"total__gte": 100, "ordering": "-total"})
         assert [row["number"] for row in big.structured_content["results"]] == ["S-2001", "N-1001"]
 
-        forged = await client.call_tool("shop.orders.list", {"cursor": "not-a-cursor"})
-        assert forged.is_error is True and "Invalid cursor" in forged.content[0].text
+        with pytest.raises(MCPError) as forged:  # a wrong argument: -32602, as any other
+            await client.call_tool("shop.orders.list", {"cursor": "not-a-cursor"})
+        assert forged.value.error.code == -32602 and forged.value.error.message.startswith("Invalid cursor")
 
     async with sdk_client(server_url, mode, token=shop["tokens"]["viewer"]) as client:
         mine = await client.call_tool("shop.orders.list", {})

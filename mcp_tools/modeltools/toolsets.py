@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
-from django.core import checks, signing
+from django.core import checks
 from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, connections, models, router, transaction
@@ -37,7 +37,10 @@ from django.db.models import Q
 from pydantic import Field, JsonValue
 from rest_framework.exceptions import ValidationError as DRFValidationError
 
+from ..conf import mcp_settings
+from ..protocol.errors import invalid_params
 from ..registry.results import ToolError, ToolResult
+from ..server import tokens
 from ..registry.schemas import InputSpec, OutputSpec
 from . import base
 from .databases import for_writing, write_alias
@@ -51,7 +54,8 @@ DEFAULT_PERMISSIONS = {"list": "view", "retrieve": "view", "create": "add", "upd
 #: The HTTP method each action would be in a DRF view (``self.request.method``); admin actions are POSTs.
 HTTP_METHODS = {"list": "GET", "retrieve": "GET", "create": "POST", "update": "PATCH", "delete": "DELETE"}
 
-CURSOR_SALT = "mcp_tools.modeltools.cursor"
+#: The sealed-token purpose of a list's ``nextCursor`` (signed with ``SIGNING_KEYS``, valid ``TOKEN_TTL`` seconds).
+CURSOR_PURPOSE = "modeltools-cursor"
 #: A list's ``search``: at most this many words (each is a filter), in at most this many characters.
 MAX_SEARCH_TERMS = 10
 MAX_SEARCH_LENGTH = 200
@@ -192,7 +196,8 @@ class ModelToolset:
         if more:
             last = rows[-1]
             value = base.value_at(last, field) if field != "pk" else last.pk
-            data["nextCursor"] = signing.dumps({"o": ordering, "v": _exact(value), "pk": _exact(last.pk)}, salt=CURSOR_SALT)
+            data["nextCursor"] = tokens.seal(CURSOR_PURPOSE, {"t": self._list_tool(), "o": ordering, "v": _exact(value),
+                                                             "pk": _exact(last.pk)})
         return base.structured(data)
 
     def retrieve(self, arguments: dict[str, Any]) -> ToolResult:
@@ -304,13 +309,21 @@ class ModelToolset:
                 queryset = queryset.distinct()
         return queryset
 
+    def _list_tool(self) -> str:
+        return f"{self.get_basename()}.list"
+
     def _after(self, cursor: str, ordering: str) -> Q:
+        """Where the page after ``cursor`` starts; a -32602 error for a cursor this list did not give
+        (forged, tampered with, of another list) or older than ``TOKEN_TTL``: the arguments are wrong."""
         try:
-            position = signing.loads(cursor, salt=CURSOR_SALT)
-        except signing.BadSignature:
-            raise ToolError("Invalid cursor: pass the nextCursor of a previous page unchanged.") from None
-        if position.get("o") != ordering:
-            raise ToolError("This cursor belongs to another ordering: keep the ordering while paging.")
+            position = tokens.unseal(CURSOR_PURPOSE, cursor)
+        except tokens.InvalidToken:
+            raise invalid_params("Invalid cursor: pass the nextCursor of a previous page unchanged, within "
+                                 f"{mcp_settings.TOKEN_TTL} seconds, or list again without a cursor.") from None
+        if position.get("t") != self._list_tool() or not {"o", "v", "pk"} <= position.keys():
+            raise invalid_params(f"Invalid cursor: it is not a cursor of {self._list_tool()}.")
+        if position["o"] != ordering:
+            raise invalid_params("This cursor belongs to another ordering: keep the ordering while paging.")
         field = ordering.lstrip("-")
         value, pk = position["v"], position["pk"]
         after = "lt" if ordering.startswith("-") else "gt"
