@@ -38,7 +38,7 @@ from ..registry import AlreadyRegistered, registry
 from ..registry.results import ToolError, ToolResult
 from ..registry.schemas import InputSpec, OutputSpec, input_from_signature, output_from_annotation, parse_param_docs
 from . import base
-from .databases import for_writing, write_alias
+from .databases import current_row, for_writing, write_alias
 
 logger = logging.getLogger("mcp_tools.modeltools")
 
@@ -199,30 +199,40 @@ class ModelAction(base.Declaration):
             if not serializer.is_valid():
                 return base.validation_error_result(base.drf_errors(serializer.errors))
             arguments = dict(serializer.validated_data)
+        changed = base.changed_since_asked(self.model, self.lookup_field, lookup)
         if self.confirm:
-            title = self._title()
-            # The row is "obj" in the template, even where the method has an argument of that name.
-            message = base.confirm_message(self.confirm, f"{title} {obj}?", **{**arguments, "obj": obj})
-            base.confirm(ctx, message, f"Not confirmed: {base.verbose(self.model)} {obj} was left unchanged.",
-                         base.changed_since_asked(self.model, self.lookup_field, lookup))
+            message = self._question(obj, arguments)
+            base.confirm(ctx, message, f"Not confirmed: {base.verbose(self.model)} {obj} was left unchanged.", changed)
             # The answer came in a later round: journal the change so a repeated round
             # cannot apply it twice. A tool name may take the key's whole length: fitted to it.
-            data = ctx.once(derived_step_key(self.name, "apply"), self._apply, obj, arguments, ctx)
+            data = ctx.once(derived_step_key(self.name, "apply"), self._apply, obj, arguments, ctx, message)
         else:
             data = self._apply(obj, arguments, ctx)
+        if isinstance(data, dict) and "__changed__" in data:
+            raise ToolError(changed)
         if isinstance(data, dict) and "__error__" in data:
             return base.validation_error_result(data["__error__"])
         return base.structured(data)
 
-    def _apply(self, obj: models.Model, arguments: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    def _question(self, obj: models.Model, arguments: dict[str, Any]) -> str:
+        """What the user is asked to confirm (it shows the row: ``{obj}``)."""
+        # The row is "obj" in the template, even where the method has an argument of that name.
+        return base.confirm_message(self.confirm, f"{self._title()} {obj}?", **{**arguments, "obj": obj})
+
+    def _apply(self, obj: models.Model, arguments: dict[str, Any], ctx: Any, asked: str | None = None) -> dict[str, Any]:
+        """Run the method in a transaction; with ``asked`` (the question the user said yes to), on
+        the row as it is now, locked, unless it is gone or the question would now read otherwise."""
         fn = self.function()
         assert fn is not None
         _, _, context_param = self._method_parameters(fn)
-        if context_param is not None:
-            arguments = {**arguments, context_param: ctx}
+        call_arguments = {**arguments, context_param: ctx} if context_param is not None else arguments
         try:
             with transaction.atomic(using=write_alias(type(obj), obj)):
-                value = getattr(obj, self.method)(**arguments)
+                if asked is not None:
+                    obj = current_row(self.get_queryset(ctx), obj)
+                    if obj is None or self._question(obj, arguments) != asked:
+                        return {"__changed__": True}  # journaled: a replay answers the same
+                value = getattr(obj, self.method)(**call_arguments)
                 # In the same transaction: a result that cannot be built (a value its annotation
                 # refuses, a failing output serializer) rolls the writes back, so the client told
                 # the call failed may call again without the change happening twice.

@@ -29,3 +29,20 @@ def for_writing(queryset: models.QuerySet[Any]) -> models.QuerySet[Any]:
     if getattr(queryset, "_db", None) is not None:
         return queryset
     return queryset.using(write_alias(queryset.model))
+
+
+def current_row(queryset: models.QuerySet[Any], obj: models.Model) -> Any:
+    """``obj`` read again through ``queryset`` in the transaction about to change it, its row locked
+    until that transaction ends: None if it is gone, or no longer in ``queryset``.
+
+    What a confirmed change acts on. The user answered about the row as it was when asked, maybe
+    minutes ago (a 2025-11-25 session waits for the answer): the change must see the row as it is
+    now, and nothing may change it between this look and the write. The lock is taken by primary
+    key alone (``SELECT ... FOR UPDATE`` of a ``queryset`` with outer joins or ``DISTINCT`` is an
+    error on PostgreSQL); databases without row locks (SQLite) take their write lock as the
+    transaction begins.
+    """
+    model = type(obj)
+    alias = write_alias(model, obj)
+    model._base_manager.db_manager(alias).select_for_update().filter(pk=obj.pk).exists()
+    return for_writing(queryset).filter(pk=obj.pk).first()

@@ -43,7 +43,7 @@ from ..registry.results import ToolError, ToolResult
 from ..server import tokens
 from ..registry.schemas import InputSpec, OutputSpec
 from . import base
-from .databases import for_writing, write_alias
+from .databases import current_row, for_writing, write_alias
 
 ACTIONS = ("list", "retrieve", "create", "update", "delete")
 
@@ -217,21 +217,33 @@ class ModelToolset:
         obj = self.get_object(arguments[self.get_lookup_arg()])
         label = f"{base.verbose(type(obj))} {obj}"
         lookup = {self.get_lookup_arg(): arguments[self.get_lookup_arg()]}
+        changed = base.changed_since_asked(type(obj), self.lookup_field, arguments[self.get_lookup_arg()])
         if self.confirm_delete:
-            message = base.confirm_message(self.confirm_delete, f"Delete {label}? This cannot be undone.", obj=obj)
-            base.confirm(self.ctx, message, f"Not confirmed: {label} was not deleted.",
-                         base.changed_since_asked(type(obj), self.lookup_field, arguments[self.get_lookup_arg()]))
-            done = self.ctx.once("delete", self._destroy, obj)
+            message = self._delete_question(obj)
+            base.confirm(self.ctx, message, f"Not confirmed: {label} was not deleted.", changed)
+            done = self.ctx.once("delete", self._destroy, obj, message)
         else:
             done = self._destroy(obj)
+        if done is False:  # the row changed or went after the user said yes (journaled: a replay answers the same)
+            raise ToolError(changed)
         if isinstance(done, dict):  # the database refused (journaled as such: a replay answers the same)
             return base.validation_error_result(done)
         return base.structured({"deleted": True, **base.jsonable(lookup)})
 
-    def _destroy(self, obj: Any) -> bool | dict[str, builtins.list[str]]:
-        """Delete ``obj``: True, or the errors of a delete the database refused (rows still refer to it)."""
+    def _delete_question(self, obj: Any) -> str:
+        """What the user is asked before ``obj`` is deleted (it shows the row)."""
+        return base.confirm_message(self.confirm_delete, f"Delete {base.verbose(type(obj))} {obj}? This cannot be undone.", obj=obj)
+
+    def _destroy(self, obj: Any, asked: str | None = None) -> bool | dict[str, builtins.list[str]]:
+        """Delete ``obj``: True, or the errors of a delete the database refused (rows still refer to it).
+        With ``asked`` (the question the user said yes to), the row as it is now, locked: False if it
+        is gone or the question would now read otherwise."""
         try:
             with transaction.atomic(using=write_alias(type(obj), obj)):
+                if asked is not None:
+                    obj = current_row(self.get_queryset(), obj)
+                    if obj is None or self._delete_question(obj) != asked:
+                        return False
                 self.perform_destroy(obj)
         except IntegrityError as exc:  # ProtectedError and RestrictedError are IntegrityErrors
             return base.database_refusal(exc, f"Deleting {base.verbose(type(obj))} {obj}")

@@ -1,0 +1,103 @@
+"""A confirmed change acts on the row as it is when the change is made, not as it was when asked.
+
+The row was read, the question checked against it, and only then the transaction of the change
+opened: a row edited in between (in a 2025-11-25 session, any time while the user was answering)
+was changed from its old copy. An order shipped meanwhile was cancelled (its stale status said
+"open"), and a row that no longer read as the user was asked about was deleted all the same.
+Now the change reads the row again in its transaction, locked, and runs on that.
+
+The edit lands right after the question was checked (``base.confirm`` returned the yes) and
+before the change: the narrowest window, the same code path as a long wait in a session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from demo_site.shop.models import Order
+from mcp_tools.modeltools import base
+from tests.asgi_client import call_modern
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+YES = {"confirm": {"action": "accept", "content": {"confirm": True}}}
+
+
+def seed() -> tuple[str, int]:
+    """The demo shop; the clerk's API token and the pk of the open order N-1002."""
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+
+    from demo_site.shop.seed import seed_shop
+
+    seed_shop()
+    return Token.objects.get_or_create(user=User.objects.get(username="clerk"))[0].key, Order.objects.get(number="N-1002").pk
+
+
+async def call(name: str, arguments: dict[str, Any], token: str, **params: Any) -> dict[str, Any]:
+    from demo_site.asgi import application
+
+    r = await call_modern(application, "tools/call", {"name": name, "arguments": arguments, **params}, token=token)
+    assert r.status == 200, r.body
+    return r.json()["result"]
+
+
+def edit_after_the_yes(monkeypatch: pytest.MonkeyPatch, edit: Callable[[], Any]) -> None:
+    """When the user's yes has been checked, another request edits the row."""
+    confirm = base.confirm
+
+    def confirm_then_edit(*args: Any, **kwargs: Any) -> None:
+        confirm(*args, **kwargs)
+        edit()
+
+    monkeypatch.setattr(base, "confirm", confirm_then_edit)
+
+
+async def confirmed(tool: str, pk: int, token: str) -> dict[str, Any]:
+    asked = await call(tool, {"id": pk}, token)
+    assert asked["resultType"] == "input_required", asked
+    return await call(tool, {"id": pk}, token, inputResponses=YES, requestState=asked["requestState"])
+
+
+def row(pk: int) -> list[tuple[str, str]]:
+    return list(Order.objects.filter(pk=pk).values_list("number", "status"))
+
+
+async def test_an_order_shipped_meanwhile_is_not_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    token, pk = await sync_to_async(seed)()
+    edit_after_the_yes(monkeypatch, lambda: Order.objects.filter(pk=pk).update(status="shipped"))
+    answer = await confirmed("shop.orders.cancel", pk, token)
+    assert answer["isError"] is True
+    assert answer["structuredContent"] == {"errors": {"status": ["Order N-1002 is shipped; only open orders can be cancelled."]}}
+    assert await sync_to_async(row)(pk) == [("N-1002", "shipped")]
+
+
+@pytest.mark.parametrize("tool", ["shop.orders.cancel", "shop.orders.delete"])
+async def test_a_row_that_no_longer_reads_as_asked_is_left_alone(monkeypatch: pytest.MonkeyPatch, tool: str) -> None:
+    token, pk = await sync_to_async(seed)()
+    edit_after_the_yes(monkeypatch, lambda: Order.objects.filter(pk=pk).update(number="N-1002b"))
+    answer = await confirmed(tool, pk, token)
+    assert answer["isError"] is True
+    assert answer["content"][0]["text"] == f"The order with id {pk} changed since you were asked to confirm; nothing was done, call again."
+    assert await sync_to_async(row)(pk) == [("N-1002b", "open")]
+
+
+@pytest.mark.parametrize("tool", ["shop.orders.cancel", "shop.orders.delete"])
+async def test_a_row_that_went_meanwhile_is_a_changed_row(monkeypatch: pytest.MonkeyPatch, tool: str) -> None:
+    token, pk = await sync_to_async(seed)()
+    edit_after_the_yes(monkeypatch, lambda: Order.objects.filter(pk=pk).delete())
+    answer = await confirmed(tool, pk, token)
+    assert answer["isError"] is True
+    assert answer["content"][0]["text"] == f"The order with id {pk} changed since you were asked to confirm; nothing was done, call again."
+
+
+async def test_an_unchanged_row_is_changed_as_confirmed(monkeypatch: pytest.MonkeyPatch) -> None:
+    token, pk = await sync_to_async(seed)()
+    edit_after_the_yes(monkeypatch, lambda: Order.objects.filter(pk=pk).update(note="seen by the packer"))  # not in the question
+    cancelled = await confirmed("shop.orders.cancel", pk, token)
+    assert cancelled.get("isError") is not True, cancelled
+    assert await sync_to_async(row)(pk) == [("N-1002", "cancelled")]
