@@ -8,6 +8,8 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.timesince import timesince, timeuntil
+from django.utils.translation import gettext
 
 from ..states import TERMINAL_STATUSES, CallStatus
 from .queries import local_time
@@ -80,6 +82,36 @@ def worker_state(call: ToolCall) -> str:
     if task_id:
         return format_html('{} <code class="mcp-task" title="Celery task {}">{}</code>', state, task_id, task_id[:8])
     return state
+
+
+def recovery_facts(call: ToolCall, max_retries: int | None) -> list[tuple[str, str]]:
+    """``(label, text)`` of a background call's recovery state, for its page: why it waits, or ran again.
+
+    ``max_retries``: the tool's (None when the tool is no longer registered), shown as the bound of
+    the retries and of the lost workers (a call is taken over at most ``max_retries + 1`` times, as
+    ``background.lost_worker_limit`` says; the worker that would run it again then fails it). Nothing
+    for a call that is not a background call; the queue deadline only while the call is live: the
+    sweep queues it again once a live call is past it (its message may be lost).
+    """
+    if not getattr(call, "background", False):
+        return []
+
+    def bounded(count: int, bound: int | None) -> str:
+        return str(count) if bound is None else f"{count} of {bound}"
+
+    facts = [
+        (gettext("Retries"), bounded(call.retries, max_retries)),
+        (gettext("Lost workers"), bounded(call.lost_workers, None if max_retries is None else max_retries + 1)),
+        (gettext("Queued again"), str(call.requeues)),
+    ]
+    if call.queued_until is not None and call.status not in TERMINAL_STATUSES:
+        until = local_time(call.queued_until)
+        if call.queued_until >= timezone.now():
+            facts.append((gettext("Queued until"), f"{until:%H:%M:%S} (in {timeuntil(call.queued_until)})"))
+        else:
+            past = timesince(call.queued_until)
+            facts.append((gettext("Queued until"), f"{until:%H:%M:%S} (passed {past} ago: the sweep queues it again)"))
+    return facts
 
 
 def render_panel(data: Dashboard) -> str:

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from ..models import TERMINAL_STATUSES, ToolCall
 from . import queries
-from .display import decorate, progress_bar, render_panel, status_badge, worker_state
+from .display import decorate, progress_bar, recovery_facts, render_panel, status_badge, worker_state
 from .retry import is_retryable, retry_api
 from .consumers import websocket_path
 
@@ -86,6 +86,7 @@ def detail(model_admin: ToolCallAdmin, request: HttpRequest, call: ToolCall) -> 
         principal=queries.principal_shown(call.principal),
         session=queries.session_label(call.session_id),
         worker=worker_state(call),
+        recovery=recovery_facts(call, _max_retries(call.tool_name)),
         arguments=queries.pretty_json(queries.call_arguments(call)),
         result=queries.pretty_json(call.result),
         error=queries.pretty_json(call.error),
@@ -97,6 +98,14 @@ def detail(model_admin: ToolCallAdmin, request: HttpRequest, call: ToolCall) -> 
         token_expired=bool(call.expires_at and call.expires_at < timezone.now()),
         now=timezone.now(),
     ))
+
+
+def _max_retries(tool_name: str) -> int | None:
+    """The ``max_retries`` of the tool a call ran, or None when no tool of that name is registered now."""
+    from ..registry import registry
+
+    tool = registry.get_tool(tool_name)
+    return tool.max_retries if tool is not None else None
 
 
 ACTIONS = {"cancel": "cancel_calls", "expire": "expire_calls", "retry": "retry_calls"}
