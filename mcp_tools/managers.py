@@ -170,8 +170,9 @@ class ToolCallManager(PrimaryManager["ToolCall"]):
         let its lease run out (it died, or the retry it waited for never came): that is how a lost
         worker's call is taken over. A call that waits for a ``retry_on`` retry (no worker, a lease
         to the retry's time) is the retry's alone: only the message of the task the call waits on
-        (``celery_task_id``; a Celery retry keeps its task id) takes it. Another message (the sweep
-        queued the call again while the queue was slow, a redelivery) finds it claimed, rather than
+        (``celery_task_id``; the retry is a task of its own id) takes it. Another message (the sweep
+        queued the call again while the queue was slow, a redelivery, of the failed run's own message
+        too) finds it claimed, rather than
         run it at once, without the backoff. Exactly one of several workers wins. Never for an
         :meth:`overdue` call, even before a sweep marks it so.
         """

@@ -13,7 +13,10 @@ from celery import shared_task
 from celery.signals import worker_ready
 
 
-@shared_task(name="mcp_tools.run_call", bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+# max_retries=None: the tool's max_retries bounds its retries (on the row); Celery's default of 3 would
+# refuse a 4th retry of a tool that allows more.
+@shared_task(name="mcp_tools.run_call", bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
+             max_retries=None)
 def run_call(self: Any, call_id: str) -> str:
     """Run one round of a background call on this worker.
 
@@ -31,7 +34,8 @@ def run_call(self: Any, call_id: str) -> str:
             # and the attempt count is on the row (a second message for the call starts at 0 again).
             return run_call_sync(call_id, worker_name(), task_id=self.request.id)
     except RetryCall as retry:
-        raise self.retry(countdown=retry.countdown, max_retries=None) from retry
+        # Under the task id the call now waits on: this message, if delivered again, finds it claimed.
+        raise self.retry(countdown=retry.countdown, task_id=retry.task_id) from retry
 
 
 @shared_task(name="mcp_tools.sweep", ignore_result=True)

@@ -37,7 +37,7 @@ def _row(call_id: str) -> ToolCall:
 
 async def test_a_second_message_does_not_run_a_call_waiting_for_its_retry(messages: list[str], settings: Any) -> None:
     """The queue is slow: the sweep sends message B for a call whose message A is still queued. A runs
-    it, and its retry_on exception has it wait 60 s for Celery's retry (A's task again). B reaches a
+    it, and its retry_on exception has it wait 60 s for its retry (a task A queues). B reaches a
     worker during that wait: it finds the call claimed, rather than run it at once from attempt 0. A's
     retry runs it, as the last of max_retries=1: the tool ran twice, not three times."""
     RUNS.clear()
@@ -49,10 +49,10 @@ async def test_a_second_message_does_not_run_a_call_waiting_for_its_retry(messag
         with _later(lease + 1):  # the sweep sends message B
             assert (await sync_to_async(background.sweep)())["requeued"] == 1
         a, b = messages
-        with pytest.raises(background.RetryCall):  # A: attempt 0 fails; Celery retries task A in 60 s
+        with pytest.raises(background.RetryCall) as retry:  # A: attempt 0 fails; its retry runs in 60 s
             await background.run_in_worker(call_id, "w-A", task_id=a)
         outcome = await background.run_in_worker(call_id, "w-B", task_id=b)
-        final = await background.run_in_worker(call_id, "w-A", task_id=a)  # A's retry: attempt 1, the last
+        final = await background.run_in_worker(call_id, "w-A", task_id=retry.value.task_id)  # A's retry: attempt 1, the last
         row = await sync_to_async(_row)(call_id)
     assert (outcome, final, len(RUNS)) == ("claimed-elsewhere", "finished", 2)
     assert row.status == "failed" and "after 2 attempts" in str(row.result), row.result

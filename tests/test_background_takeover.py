@@ -103,10 +103,10 @@ async def test_progress_stays_monotonic_across_a_retry() -> None:
     tool = make_tool(_flaky, name="flaky_progress", background=True, retry_on=(ConnectionError,), max_retries=2, retry_backoff=0.0)
     with registry.registered_temporarily(tool):
         call_id = await _new_call("flaky_progress")
-        with pytest.raises(background.RetryCall):
+        with pytest.raises(background.RetryCall) as retry:
             await background.run_in_worker(call_id, "w-A", task_id="m-1")
         first = (await sync_to_async(_row)(call_id)).progress
-        assert await background.run_in_worker(call_id, "w-A", task_id="m-1")  # its retry: the same task == "finished"
+        assert await background.run_in_worker(call_id, "w-A", task_id=retry.value.task_id) == "finished"  # its retry
         row = await sync_to_async(_row)(call_id)
     assert row.status == "completed"
     assert row.progress >= first, (first, row.progress)
@@ -123,11 +123,13 @@ async def test_retry_on_exhausted_ends_failed_with_a_clear_error_and_once_ran_on
     with registry.registered_temporarily(tool):
         call_id = await _new_call("always_fails")
         countdowns = []
-        for _ in range(2):  # attempts 0 and 1, then their retries (Celery keeps the task id)
+        task_id = "m-1"
+        for _ in range(2):  # attempts 0 and 1, then their retries (each the task the call waits on)
             with pytest.raises(background.RetryCall) as info:
-                await background.run_in_worker(call_id, "w", task_id="m-1")
+                await background.run_in_worker(call_id, "w", task_id=task_id)
             countdowns.append(info.value.countdown)
-        assert await background.run_in_worker(call_id, "w", task_id="m-1") == "finished"
+            task_id = info.value.task_id
+        assert await background.run_in_worker(call_id, "w", task_id=task_id) == "finished"
         row = await sync_to_async(_row)(call_id)
     assert countdowns == [1.0, 2.0]
     assert row.status == "failed" and "after 3 attempts" in str(row.result), row.result

@@ -142,11 +142,13 @@ def _principal_of(row: Any) -> Principal:
 
 
 class RetryCall(Exception):
-    """The handler raised an exception of its tool's ``retry_on``: run the call again later."""
+    """The handler raised an exception of its tool's ``retry_on``: run the call again in ``countdown``
+    seconds, as Celery task ``task_id``, the one the call waits for (a new id: see :func:`run_in_worker`)."""
 
-    def __init__(self, countdown: float) -> None:
-        super().__init__(countdown)
+    def __init__(self, countdown: float, task_id: str) -> None:
+        super().__init__(countdown, task_id)
         self.countdown = countdown
+        self.task_id = task_id
 
 
 _loop: asyncio.AbstractEventLoop | None = None
@@ -195,8 +197,9 @@ async def run_in_worker(call_id: str, worker: str, task_id: str | None = None) -
     """Run one round of a background call on this worker, for the message of Celery task ``task_id``.
     Returns what happened, for the log.
 
-    ``claimed-elsewhere`` when another worker holds a valid lease, the call waits for the
-    ``retry_on`` retry of another task than ``task_id``, or it is not waiting for a worker
+    ``claimed-elsewhere`` when another worker holds a valid lease, the call waits for its
+    ``retry_on`` retry (a task of its own id, :class:`RetryCall`) and ``task_id`` is another task
+    (the one whose run raised, delivered again, included), or it is not waiting for a worker
     (finished, cancelled, waiting for input); ``expired`` when it waited past its expiry
     (it is marked so, and does not run). The attempt (for ``retry_on``) is the row's count.
     """
@@ -253,16 +256,19 @@ async def run_in_worker(call_id: str, worker: str, task_id: str | None = None) -
                 countdown = tool.retry_backoff * 2**attempt
                 # The lease covers the wait for the retry: if its message never comes (the broker lost
                 # it, or refused it), the sweep finds the call past that lease and queues it again.
-                # Until then only the retry (Celery keeps the task id) claims the call: another message
-                # for it would run it at once. The count is the row's, which a new message does not reset.
-                waits_on = {"celery_task_id": task_id} if task_id else {}
+                # Until then only the retry's message claims the call: another message for it would
+                # run it at once. The retry is a task of its own id, not Celery's usual retry under
+                # the same id: a copy of this task's message delivered again (a visibility timeout, a
+                # worker lost before it acknowledged) would have the retry's id and take the call early.
+                # The count is the row's, which a new message does not reset.
+                retry_task_id = str(uuid.uuid4())
                 if not await store.save_round(call_id, row.round, [s for s in inv.journal.steps if not s.persisted],
-                                              held_by=worker, worker="", retries=attempt + 1, **waits_on,
+                                              held_by=worker, worker="", retries=attempt + 1, celery_task_id=retry_task_id,
                                               lease_expires_at=timezone.now() + timedelta(seconds=countdown + lease)):
                     return "stopped"
                 # The retry runs failed effects again: that is what retry_on is for.
                 await store.db(store.sync_calls.drop_failed_once_steps)(call_id)
-                raise RetryCall(countdown) from exc
+                raise RetryCall(countdown, retry_task_id) from exc
             outcome = core.error_result(f"The call failed after {attempt + 1} attempts: {type(exc).__name__}: {exc}")
     finally:
         heartbeat.stop()
