@@ -159,9 +159,12 @@ class ToolCallManager(PrimaryManager["ToolCall"]):
         except (ValidationError, ValueError):  # not a call id at all
             return False
 
-    def set_stream(self, call_id: Any, stream_id: str) -> bool:
-        """The SSE stream a live session call asks its client on (for Last-Event-ID resumption)."""
-        return bool(self.filter(id=call_id, status__in=LIVE_STATUSES).update(stream_id=stream_id, updated_at=timezone.now()))
+    def set_stream(self, call_id: Any, stream_id: str, request_id: str | None = None) -> bool:
+        """The SSE stream a live session call asks its client on (for Last-Event-ID resumption), and the
+        request (its id as ``jsonrpc.id_text`` keeps it) that stream answers, when not the call's own: a
+        2025-11-25 task is carried by a ``tasks/result`` request, which a resumed stream answers."""
+        fields: dict[str, Any] = {"request_id": request_id} if request_id is not None else {}
+        return bool(self.filter(id=call_id, status__in=LIVE_STATUSES).update(stream_id=stream_id, updated_at=timezone.now(), **fields))
 
     def claim_for_worker(self, call_id: Any, worker: str, lease_seconds: float, task_id: str | None = None) -> bool:
         """Take a queued background call for ``worker``, on the message of Celery task ``task_id`` (compare-and-set).

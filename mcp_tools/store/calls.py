@@ -364,10 +364,11 @@ def record_progress(call_id: Any, progress: float, total: float | None, message:
         return False
 
 
-def set_stream(call_id: Any, stream_id: str) -> bool:
+def set_stream(call_id: Any, stream_id: str, request_id: str | None = None) -> bool:
+    """The stream that carries a live call, and the request it answers (see the manager's method)."""
     from ..models import ToolCall
 
-    return ToolCall.objects.set_stream(call_id, stream_id)
+    return ToolCall.objects.set_stream(call_id, stream_id, request_id)
 
 
 def call_status(call_id: Any) -> tuple[str, int, Any, str] | None:

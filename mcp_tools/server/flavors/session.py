@@ -113,7 +113,10 @@ async def _ask_on_stream(call_id: str, pending: list[Step], rc: RequestContext, 
     if rc.stream_id is not None:
         stream = rc.stream_id()
         if stream:
-            await store.set_stream(call_id, stream)
+            # A task's stream answers its tasks/result request, not the tools/call that made the task
+            # (answered with the task at once): a resumed stream answers the request kept here.
+            carried_by = jsonrpc.id_text(rc.request_id) if related_task is not None else None
+            await store.set_stream(call_id, stream, carried_by)
     for step in pending:
         assert step.request is not None
         params = step.request["params"]
@@ -163,8 +166,21 @@ async def _run_on_worker(inv: engine.Invocation, target: core.Target, rc: Reques
     return result
 
 
+#: How a stream resumed with ``Last-Event-ID`` goes on for a call of another flavor (``flavor`` -> function
+#: of :func:`continue_call`'s arguments): the tasks flavor, which builds on this module, registers its own.
+RESUMED_BY_FLAVOR: dict[str, Callable[[str, RequestContext, set[str]], Awaitable[dict[str, Any] | None]]] = {}
+
+
 async def continue_call(call_id: str, rc: RequestContext, already_sent: set[str]) -> dict[str, Any] | None:
-    """Continue a session call on a resumed stream (``GET`` with ``Last-Event-ID``)."""
+    """Continue a session call on a resumed stream (``GET`` with ``Last-Event-ID``).
+
+    A 2025-11-25 task's stream is its ``tasks/result`` request's (``rc.request_id``, as
+    :func:`_ask_on_stream` kept it): it goes on as that request (:data:`RESUMED_BY_FLAVOR`).
+    """
+    loaded = await store.load_call(call_id)
+    resumed_as = RESUMED_BY_FLAVOR.get(loaded[0].flavor) if loaded is not None else None
+    if resumed_as is not None:
+        return await resumed_as(call_id, rc, already_sent)
     rc.flavor = "session"
     return await follow(call_id, rc, already_sent)
 

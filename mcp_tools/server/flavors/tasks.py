@@ -22,7 +22,8 @@ requires tasks answers ``-32021`` too, and any other tool runs as usual.
 ``tasks/get`` the ``Task``; ``tasks/result`` waits (up to
 ``TASK_RESULT_WAIT_SECONDS``) for the end, sending the task's input requests and its
 progress (under the ``progressToken`` of the ``tools/call``) on its stream meanwhile, and answers what the call would have answered, with the
-related-task ``_meta``; ``tasks/list`` pages through the caller's tasks;
+related-task ``_meta`` (its stream resumed with ``Last-Event-ID`` goes on as it, and answers it:
+:func:`continue_result`); ``tasks/list`` pages through the caller's tasks;
 ``tasks/cancel`` answers the cancelled task, or ``-32602`` for one that ended.
 """
 
@@ -281,6 +282,30 @@ async def legacy_result(params: dict[str, Any], rc: RequestContext) -> dict[str,
     or its JSON-RPC error), with the related-task ``_meta``.
     """
     row, _ = await _own_task(params, rc)
+    return await _carry(row, rc, set())
+
+
+async def continue_result(call_id: str, rc: RequestContext, already_sent: set[str]) -> dict[str, Any] | None:
+    """A ``tasks/result`` stream resumed with ``Last-Event-ID`` (``rc.request_id`` is that request's):
+    it goes on as the request did, the input requests it carried (``already_sent``) not sent again.
+
+    None when the client cancels that request (``notifications/cancelled``): it expects no answer,
+    and the task goes on, as on the request's own stream (``tasks/cancel`` ends a task).
+    """
+    row, _ = await _own_task({"taskId": call_id}, rc)
+    try:
+        return await _carry(row, rc, already_sent)
+    except asyncio.CancelledError:
+        # Stopped: the request was cancelled, or its stream went away (then nobody reads the answer).
+        # A None answer closes the stream; the transport ends the call only for a cancelled result.
+        return None
+
+
+session.RESUMED_BY_FLAVOR["task"] = continue_result
+
+
+async def _carry(row: Any, rc: RequestContext, already_sent: set[str]) -> dict[str, Any]:
+    """Carry a task on this ``tasks/result`` stream until it ends; the request's answer."""
     task_id = str(row.id)
     rc.flavor = "task"
     if row.progress_token is not None and rc.emit is not None:
@@ -297,7 +322,7 @@ async def legacy_result(params: dict[str, Any], rc: RequestContext) -> dict[str,
     try:
         async with asyncio.timeout(float(mcp_settings.TASK_RESULT_WAIT_SECONDS)):
             # The same loop that carries any call that runs elsewhere on a stream.
-            result = await session.follow(task_id, rc, set(), related_task=task_id, on_status=announce)
+            result = await session.follow(task_id, rc, already_sent, related_task=task_id, on_status=announce)
     except TimeoutError:
         raise McpError(INTERNAL_ERROR, "The task is still running; call tasks/result again", {"taskId": task_id}) from None
     answer = dict(result or {"content": []})
