@@ -38,6 +38,7 @@ from ..protocol import jsonrpc, versions
 from ..protocol.errors import McpError
 from ..registry import Tool, registry
 from . import core
+from .threads import unfinished_jobs
 from .auth import Principal
 from .context import RequestContext
 
@@ -184,13 +185,36 @@ if hasattr(os, "register_at_fork"):  # POSIX only (no fork on Windows)
 
 
 def run_call_sync(call_id: str, worker: str, task_id: str | None = None) -> str:
-    """The body of the ``mcp_tools.run_call`` Celery task ``task_id``: one round, on this process's loop."""
+    """The body of the ``mcp_tools.run_call`` Celery task ``task_id``: one round, on this process's loop.
+
+    Inside the task's :class:`~mcp_tools.server.threads.RequestThread`: it returns once the round's
+    sync code is done too (:func:`wait_for_sync_code`).
+    """
     future = asyncio.run_coroutine_threadsafe(run_in_worker(call_id, worker, task_id), worker_loop())
     try:
         return future.result()
     except (asyncio.CancelledError, concurrent.futures.CancelledError):
         # The call ended (cancelled, expired, taken over) while this worker ran it; the row says so.
         return "stopped"
+    finally:
+        wait_for_sync_code(call_id)
+
+
+def wait_for_sync_code(call_id: str) -> None:
+    """Wait for the sync code of this task's round that still runs after the round ended.
+
+    A sync tool runs in a thread, which Python cannot stop: past its ``time_limit`` (or a cancel)
+    the call has ended, and the function runs on. The task waits for it rather than return, so the
+    worker takes no other call while it runs (its concurrency is what it says), and Celery's hard
+    limit (the time limit plus ``WORKER_LEASE_SECONDS``, prefork pool) ends it with the process:
+    the function's effects after the client was told the call failed last at most that long.
+    The message then comes back (``reject_on_worker_lost``) and finds the call ended: nothing runs.
+    """
+    running = unfinished_jobs()
+    if running:
+        logger.warning("Background call %s ended while its sync code still runs (a thread cannot be stopped): "
+                       "this worker waits for it before it takes another call", call_id)
+        concurrent.futures.wait(running)
 
 
 async def run_in_worker(call_id: str, worker: str, task_id: str | None = None) -> str:

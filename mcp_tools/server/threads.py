@@ -191,6 +191,16 @@ class _RequestExecutor(Executor):
         return finished
 
 
+def unfinished_jobs() -> list[Future[Any]]:
+    """The sync jobs of the current :class:`RequestThread` that still run: a sync tool whose run was
+    stopped (its ``time_limit``, a cancel) goes on in its thread, which Python cannot stop."""
+    context = _current_context.get(None)
+    executor = _context_executors.get(context) if context is not None else None
+    if not isinstance(executor, _RequestExecutor):
+        return []
+    return [job for job in executor._jobs if not job.done()]
+
+
 def close_idle_threads() -> None:
     """End the idle request threads, each closing its database connections (tests before
     dropping their database; shutdown)."""
