@@ -20,6 +20,12 @@ every accepted request gets exactly one reply. A request waiting for the
 client's answer (elicitation, sampling) cannot get one after stdin closed: it
 waits out the grace period too. :meth:`StdioServer.stop` (the command's SIGTERM)
 ends the grace period at once.
+
+The server runs as one user (``mcp_stdio --user``) for as long as the client keeps it, but serves
+each request as that user is now, as HTTP authenticates each request: the user is read again (one
+query) and a new :class:`~mcp_tools.server.auth.Principal` asks Django for its permissions, so a
+permission or group taken away (or granted) counts from the next request on, and a user made
+inactive or deleted is refused (``-32600 Unauthorized``, what HTTP answers with its 401).
 """
 
 from __future__ import annotations
@@ -38,9 +44,21 @@ from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, M
 from ..server import RequestContext, dispatch, initialize_result
 from ..server.auth import Principal
 from ..server.flavors import session as session_flavor
-from ..server.threads import RequestThread
+from ..server.threads import RequestThread, run_sync
 
 logger = logging.getLogger("mcp_tools.stdio")
+
+
+def current_user(user: Any) -> Any | None:
+    """Sync: ``user`` as the database has it now (one query), or None when it was deleted or made
+    inactive. A new object: nothing Django cached on the old one (``ModelBackend``'s permissions)
+    comes with it. A custom user model without ``is_active`` counts as active, as Django counts it.
+    """
+    try:
+        fresh = type(user)._default_manager.get(pk=user.pk)
+    except type(user).DoesNotExist:
+        return None
+    return fresh if getattr(fresh, "is_active", True) else None
 
 
 def claim_stdio() -> tuple[BinaryIO, BinaryIO]:
@@ -72,6 +90,8 @@ class StdioServer:
     """
 
     def __init__(self, principal: Principal, reader: BinaryIO, writer: BinaryIO, grace: float | None = None) -> None:
+        #: Who the server runs as, as the process found it when it started: each request is served
+        #: as this caller is then (:meth:`current_principal`), never with this object's answers.
         self.principal = principal
         self.reader = reader
         self.writer = writer
@@ -186,7 +206,14 @@ class StdioServer:
         if message.kind == "response":
             # A response is not answered (JSON-RPC): an answer that does not fit its request fails
             # its step (the handler hears of it), anything else refused is only logged (by the flavor).
-            await session_flavor.accept_client_response(message.raw, self.context(None, None))
+            try:
+                # The answer moves a call on: only for a caller who may still run it (as the answer's
+                # POST is authenticated over HTTP). Refused, it is only logged (nothing answers a response).
+                principal = await self.current_principal()
+            except McpError as exc:
+                logger.warning("Refused a response: %s", exc.message)
+                return
+            await session_flavor.accept_client_response(message.raw, self.context(principal, None, None))
             return
         if message.kind == "notification":
             if message.method == "notifications/cancelled":
@@ -218,10 +245,28 @@ class StdioServer:
             return
         self.running[message.id] = asyncio.ensure_future(self.run(message))
 
-    def context(self, request_id: Any, params: dict[str, Any] | None) -> RequestContext:
+    async def current_principal(self) -> Principal:
+        """The caller as it is now: the user read again (one query) in a new principal, whose
+        permission answers are Django's now; an anonymous server's principal as it is (it holds
+        nothing and keeps nothing). ``McpError`` ``-32600 Unauthorized`` when the user was deleted
+        or made inactive since: what HTTP answers a request of theirs with (a 401).
+
+        Each request pays the query, as each HTTP request pays its authentication: a desktop
+        client's requests come one by one, and a sync tool runs in the request's thread anyway.
+        """
+        principal = self.principal
+        if principal.is_anonymous:
+            return principal
+        user = await run_sync(current_user, principal.user)
+        if user is None:
+            name = principal.user.get_username()  # as the process started with it: no query
+            raise McpError(INVALID_REQUEST, f"Unauthorized: the user this server runs as ({name!r}) is inactive or was deleted")
+        return Principal(user=user, id=principal.id, auth=principal.auth, scopes=principal.scopes, stored=True)
+
+    def context(self, principal: Principal, request_id: Any, params: dict[str, Any] | None) -> RequestContext:
         meta = (params or {}).get("_meta")
         return RequestContext(
-            principal=self.principal, protocol_version=self.version, modern=False,
+            principal=principal, protocol_version=self.version, modern=False,
             client_capabilities=self.capabilities, request_id=request_id, log_level=self.log_level,
             progress_token=jsonrpc.progress_token(meta),
             emit=self.write, flavor="stdio",
@@ -231,7 +276,8 @@ class StdioServer:
         # The reply goes out before the request's thread (if it made one) closes its connections.
         async with RequestThread():
             try:
-                result = await dispatch(message.method, message.params, self.context(message.id, message.params))
+                context = self.context(await self.current_principal(), message.id, message.params)
+                result = await dispatch(message.method, message.params, context)
                 if message.method == "logging/setLevel":
                     # Only after dispatch accepted the level: a refused request changes nothing.
                     self.log_level = message.params["level"]

@@ -30,7 +30,9 @@ class Command(BaseCommand):
 
         # stdout carries the protocol: send every log line to stderr.
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-        principal = principal_for(options.get("user"))  # the same rules as mcp_call (an inactive user is refused)
+        # The same rules as mcp_call (an inactive user is refused); the server reads the user again
+        # for each request (StdioServer.current_principal).
+        principal = principal_for(options.get("user"))
         server = StdioServer(principal, *claim_stdio(), grace=options.get("grace"))
 
         async def serve() -> None:
