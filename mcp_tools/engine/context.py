@@ -74,6 +74,7 @@ class StepRequest(typing.Generic[T]):
         convert: Callable[[Any], T],
         fresh_id: str | None = None,
         answer_schema: dict[str, Any] | None = None,
+        journaled_only: str | None = None,
     ) -> None:
         self.ctx = ctx
         self.kind = kind
@@ -87,6 +88,11 @@ class StepRequest(typing.Generic[T]):
         #: What the answer must fit beyond what the wire's request says, journaled with the step
         #: (under :data:`~mcp_tools.protocol.answers.ANSWER_SCHEMA`) and never sent.
         self.answer_schema = answer_schema
+        #: A parameter sent only if the journal entry at this request's own step already holds it
+        #: (a deprecated value an earlier release journaled): decided in :meth:`ToolContext._resolve`,
+        #: where the step number is known. When built, a request of a :meth:`ToolContext.gather`
+        #: does not know it yet: every request of the gather is built before the first is resolved.
+        self.journaled_only = journaled_only
 
     def __await__(self) -> typing.Generator[Any, None, T]:
         return self._single().__await__()
@@ -317,30 +323,29 @@ class ToolContext:
         self._require({"sampling": {}}, isinstance(sampling_caps, dict))
         conversation = _as_messages(messages)
         params = {"messages": conversation, "maxTokens": max_tokens, **params}
-        if not self._may_include_context(params.get("includeContext")):
-            del params["includeContext"]
         return self._sampling_request(params, self._key("sample", key))
 
     def _may_include_context(self, value: Any) -> bool:
-        """Whether the next sampling request may carry ``includeContext: value``.
+        """Whether this client may be sent ``includeContext: value`` in a new sampling request.
 
         ``"thisServer"`` and ``"allServers"`` are deprecated since 2025-11-25: servers SHOULD NOT send
         them unless the client declares ``sampling.context`` (client/sampling, Capabilities). Without
         it the parameter is left out, as the spec suggests: it defaults to ``"none"``, and a client
         MAY ignore it anyway, so the handler's request means what it can mean to that client. Older
         protocol versions have no such capability and take any value. A step journaled with the value
-        by an earlier release keeps it on replay: its digest holds it.
+        by an earlier release keeps it on replay (its digest holds it): see :meth:`_sampling_request`.
         """
         if value not in ("thisServer", "allServers") or self._inv.protocol_version < "2025-11-25":
             return True
         sampling_caps = self.client_capabilities.get("sampling")
-        if isinstance(sampling_caps, dict) and "context" in sampling_caps:
-            return True
-        journaled = self._inv.journal.at(self._cursor)
-        return journaled is not None and journaled.kind == "sample" and "includeContext" in ((journaled.request or {}).get("params") or {})
+        return isinstance(sampling_caps, dict) and "context" in sampling_caps
 
     def _sampling_request(self, params: dict[str, Any], key: str) -> StepRequest[dict[str, Any]]:
-        return StepRequest(self, "sample", "sampling/createMessage", params, key, lambda answer: answer)
+        """A ``sampling/createMessage`` step; an ``includeContext`` this client may not be sent stays
+        only where its own journal entry holds it (:attr:`StepRequest.journaled_only`)."""
+        journaled_only = None if self._may_include_context(params.get("includeContext")) else "includeContext"
+        return StepRequest(self, "sample", "sampling/createMessage", params, key, lambda answer: answer,
+                           journaled_only=journaled_only)
 
     async def sample(
         self,
@@ -391,7 +396,7 @@ class ToolContext:
                 ("temperature", temperature),
                 ("stopSequences", stop_sequences),
                 ("modelPreferences", model_preferences),
-                ("includeContext", include_context if self._may_include_context(include_context) else None),
+                ("includeContext", include_context),
             ):
                 if value is not None:
                     params[name] = value
@@ -459,12 +464,17 @@ class ToolContext:
         for request in requests:
             seq = self._cursor
             self._cursor += 1
-            wire = {"method": request.method, "params": request.params}
-            step_digest = digest([request.kind, wire])
             step = journal.at(seq)
+            params = request.params
+            if request.journaled_only is not None and request.journaled_only in params and not (
+                    step is not None and step.kind == request.kind
+                    and request.journaled_only in ((step.request or {}).get("params") or {})):
+                params = {name: value for name, value in params.items() if name != request.journaled_only}
+            wire = {"method": request.method, "params": params}
+            step_digest = digest([request.kind, wire])
             if step is None:
                 if request.fresh_id is not None:
-                    wire = {"method": request.method, "params": {**request.params, request.fresh_id: uuid.uuid4().hex}}
+                    wire = {"method": request.method, "params": {**params, request.fresh_id: uuid.uuid4().hex}}
                 if request.answer_schema is not None:
                     wire = {**wire, ANSWER_SCHEMA: request.answer_schema}
                 step = Step(seq=seq, kind=request.kind, key=request.key or f"step-{seq}", digest=step_digest, request=wire)
