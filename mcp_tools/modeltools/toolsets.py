@@ -328,7 +328,9 @@ class ModelToolset:
         """Where the page after ``cursor`` starts; a -32602 error for a cursor this list did not give
         (forged, tampered with, of another list) or older than ``TOKEN_TTL``: the arguments are wrong."""
         try:
-            position = tokens.unseal(CURSOR_PURPOSE, cursor)
+            # It carries the last row's ordering value, which may be a long text (a TextField): the
+            # token cap of ids and digests would refuse it, so its bound is a request's, MAX_BODY_BYTES.
+            position = tokens.unseal(CURSOR_PURPOSE, cursor, max_chars=int(mcp_settings.MAX_BODY_BYTES))
         except tokens.InvalidToken:
             raise invalid_params("Invalid cursor: pass the nextCursor of a previous page unchanged, within "
                                  f"{mcp_settings.TOKEN_TTL} seconds, or list again without a cursor.") from None

@@ -83,6 +83,11 @@ class _Signer(signing.TimestampSigner):
         return signing.b64_encode(mac.digest()).decode()
 
 
+#: The longest token :func:`unseal` opens unless its purpose says otherwise: a ``requestState``,
+#: saga, resume or tasks/list token holds ids and digests (a carried journal at most 2,048
+#: characters), so anything longer is not one of them, refused before its signature is computed.
+MAX_TOKEN_CHARS = 4096
+
 _signers: dict[tuple[str, str, tuple[str, ...]], _Signer] = {}
 
 
@@ -104,8 +109,13 @@ def seal(purpose: str, payload: dict[str, Any]) -> str:
     return _signer(purpose).sign_object(payload, serializer=_CompactJSON)
 
 
-def unseal(purpose: str, token: Any, *, max_age: float | None = None) -> dict[str, Any]:
-    if not isinstance(token, str) or not token or len(token) > 4096:
+def unseal(purpose: str, token: Any, *, max_age: float | None = None, max_chars: int = MAX_TOKEN_CHARS) -> dict[str, Any]:
+    """The payload of a ``purpose`` token :func:`seal` made, at most ``max_age`` seconds ago
+    (``TOKEN_TTL`` by default) and at most ``max_chars`` long; :class:`InvalidToken` otherwise.
+
+    A purpose whose tokens carry values of the caller's data (a list cursor holds the last row's
+    ordering value) passes a bound of its own."""
+    if not isinstance(token, str) or not token or len(token) > max_chars:
         logger.info("Refused %s token: not a string of sane length", purpose)
         raise InvalidToken(purpose)
     try:
