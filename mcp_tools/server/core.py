@@ -122,6 +122,17 @@ async def may_use(principal: Principal, method: str, name: str) -> bool:
     return item is not None and await permitted(principal, item.permissions)
 
 
+def tool_function(tool: Tool) -> Callable[..., Any]:
+    """What runs ``tool``: its function, between Django's connection rules of a request's start and
+    end when it is sync and ``thread_sensitive=False``. asgiref runs such a tool in the loop's
+    default executor, a thread no request's start or end reaches: the connection it opened there
+    was never closed (``CONN_MAX_AGE = 0`` ignored) nor health-checked, and once the database
+    dropped it, every later call of the tool in that thread failed on it."""
+    if tool.is_async or tool.thread_sensitive:
+        return tool.fn
+    return functools.partial(threads._with_connection_rules, tool.fn)
+
+
 async def resolve_target(method: str, params: dict[str, Any], principal: Principal) -> Target:
     """Find what ``method`` + ``params`` names and validate its arguments (-32602 otherwise).
 
@@ -140,7 +151,7 @@ async def resolve_target(method: str, params: dict[str, Any], principal: Princip
             kwargs = tool.validate_arguments(params.get("arguments"))
         except InvalidArguments as exc:
             return refused_target(name, params, exc)
-        return Target("tools/call", name, tool.fn, tool.is_async, tool.context_param, kwargs, tool.shape_result,
+        return Target("tools/call", name, tool_function(tool), tool.is_async, tool.context_param, kwargs, tool.shape_result,
                       params, tool.thread_sensitive, tool)
     if method == "prompts/get":
         name = params.get("name")
