@@ -18,6 +18,7 @@ import pytest
 from django.db import connections
 
 from demo_site.inventory.models import Product
+from mcp_tools import ToolContext
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.transports.http import McpEndpoint
 from tests.asgi_client import call_modern
@@ -92,3 +93,31 @@ async def test_a_dropped_connection_is_not_reused_by_the_next_call(
     body = await call_tool()
     assert body["result"]["structuredContent"] == {"result": 0}, body
     assert USED[1][1] != pid  # a new connection: the dropped one was health-checked and replaced
+
+
+# -- the same tool, run by ctx.sample for the client's model -------------------------------------
+
+async def counting_agent(ctx: ToolContext) -> str:
+    """Lets the client's model count the products."""
+    result = await ctx.sample("How many products?", tools=["count_products"])
+    return result.text
+
+
+async def test_the_tools_connection_is_closed_after_a_run_for_the_clients_model(
+    one_executor_thread: ThreadPoolExecutor, connection_settings: dict[str, Any],
+) -> None:
+    connection_settings["CONN_MAX_AGE"] = 0
+    capabilities = {"sampling": {"tools": {}}}
+    params: dict[str, Any] = {"name": "counting_agent", "arguments": {}}
+    use = {"role": "assistant", "model": "m", "stopReason": "toolUse",
+           "content": [{"type": "tool_use", "id": "u1", "name": "count_products", "input": {}}]}
+    with registry.registered_temporarily(make_tool(counting_agent)):
+        first = (await call_modern(APP, "tools/call", params, capabilities=capabilities)).json()["result"]
+        (key,) = first["inputRequests"]
+        second = (await call_modern(APP, "tools/call", {**params, "requestState": first["requestState"],
+                                                         "inputResponses": {key: use}}, capabilities=capabilities)).json()["result"]
+    (key,) = second["inputRequests"]  # the model's next turn: the tool ran and its result is sent back
+    (result,) = second["inputRequests"][key]["params"]["messages"][-1]["content"]
+    assert result["structuredContent"] == {"result": 0}, result
+    (wrapper, _), = USED
+    assert wrapper.connection is None, "the tool's connection stayed open with CONN_MAX_AGE = 0"

@@ -35,6 +35,11 @@ class Runtime(Protocol):
         """Tools a handler offers the client's model (``ctx.sample(tools=...)``), as registry tools."""
         ...
 
+    def tool_function(self, tool: Any) -> Callable[..., Any]:
+        """What runs a registry tool the client's model asked for: its function, with whatever the
+        layer below needs around it (Django's connection rules for a thread-insensitive sync tool)."""
+        ...
+
     def sampling_limits(self) -> tuple[int, int]:
         """``(max tools per request, default max tool calls)`` of sampling with tools."""
         ...

@@ -69,7 +69,8 @@ async def run_tool_use(ctx: ToolContext, tools: list[Tool], use: dict[str, Any])
             else:
                 # A sync tool's thread cannot be stopped: past the limit the model is answered
                 # and the thread finishes on its own.
-                value = await sync_to_async(tool.fn, thread_sensitive=tool.thread_sensitive)(**kwargs)
+                fn = ctx._inv.runtime.tool_function(tool)  # a thread-insensitive one gets the connection rules
+                value = await sync_to_async(fn, thread_sensitive=tool.thread_sensitive)(**kwargs)
     except Exception as exc:  # the model sees the failure and may try again
         if isinstance(exc, TimeoutError) and deadline.expired():
             return _error_result(use_id, f"Tool {tool.name!r} ran out of time ({tool.time_limit:g} s)")

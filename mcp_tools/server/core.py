@@ -395,6 +395,9 @@ class Runtime:
     def resolve_tools(self, tools: Sequence[Any]) -> list[Any]:
         return registry.resolve_tools(tools)
 
+    def tool_function(self, tool: Any) -> Callable[..., Any]:
+        return tool_function(tool)
+
     def sampling_limits(self) -> tuple[int, int]:
         return int(mcp_settings.SAMPLING_MAX_TOOLS), int(mcp_settings.SAMPLING_MAX_TOOL_CALLS)
 
