@@ -444,8 +444,12 @@ class McpSessionAdmin(RefusesUnstorableSelections):
     readonly_fields = [f.name for f in McpSession._meta.fields]
 
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
-        """Django's rules, minus regular expressions and lookups into the JSON columns (as for calls)."""
-        if refused_lookup(self.model, lookup.split(LOOKUP_SEP), value):
+        """Django's rules, minus regular expressions and lookups into the JSON columns (as for calls),
+        and any but an exact match on the id (a ``__startswith`` would give it away a character at a time)."""
+        parts = lookup.split(LOOKUP_SEP)
+        if refused_lookup(self.model, parts, value):
+            return False
+        if parts[0] in ("id", "pk") and parts[1:] not in ([], ["exact"], ["in"]):
             return False
         return super().lookup_allowed(lookup, value, request)
 
