@@ -22,20 +22,22 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.contrib.admin.utils import unquote
+from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied
 from django.db.models import JSONField, QuerySet
 from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
-from django.urls import path
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.text import Truncator
 from django.utils.timesince import timesince
 from django.utils.translation import gettext_lazy as _
 
 from .console import queries
-from .console.display import progress_bar, status_badge, worker_state
+from .console.display import decorate, progress_bar, status_badge, worker_state
 from .console.retry import is_retryable, retry_api
 from .interprocess import events
 from .models import TERMINAL_STATUSES, CallStatus, McpSession, ToolCall
@@ -437,11 +439,33 @@ class ToolCallAdmin(RefusesUnstorableSelections):
         return super().history_view(request, object_id, extra_context)
 
 
+def session_page(opts: Any) -> str:
+    """The URL name of a session's page (``reverse`` it with its handle)."""
+    return f"admin:{opts.app_label}_{opts.model_name}_change"
+
+
+class SessionChangeList(PrincipalFilterChangeList):
+    """The sessions' changelist: each row links to its session by handle, never by id
+    (:func:`~mcp_tools.console.queries.session_handle`)."""
+
+    def url_for_result(self, result: Any) -> str:
+        return reverse(session_page(self.opts), args=(quote(queries.session_handle(result.pk)),),
+                       current_app=self.model_admin.admin_site.name)
+
+
 @admin.register(McpSession)
-class McpSessionAdmin(RefusesUnstorableSelections):
-    list_display = ("id", "protocol_version", "principal", "log_level", "created_at", "last_seen_at")
+class McpSessionAdmin(admin.ModelAdmin):
+    """2025-11-25 sessions, a read-only report that never shows a whole session id.
+
+    An anonymous caller's session id is its only credential: whoever sends it is that caller. So
+    the pages show its first 8 characters (:func:`~mcp_tools.console.queries.session_label`),
+    address a session by a handle that does not give the id away, and offer nothing that would
+    print it (no delete confirmation, no change form, no ``LogEntry`` named after it). Staff who
+    paste a whole id into the search, or into a session's URL, still find it.
+    """
+
+    list_display = ("session", "protocol_version", "shown_principal", "log_level", "created_at", "last_seen_at")
     search_fields = ("=id", "=principal")
-    readonly_fields = [f.name for f in McpSession._meta.fields]
 
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
         """Django's rules, minus regular expressions and lookups into the JSON columns (as for calls),
@@ -454,16 +478,68 @@ class McpSessionAdmin(RefusesUnstorableSelections):
         return super().lookup_allowed(lookup, value, request)
 
     def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> McpSession | None:
+        """The session a handle names (the pages' links), or a whole id (pasted by staff who hold it)."""
         if "\x00" in object_id:  # no id holds it, and PostgreSQL refuses it in a query (a 500)
             return None
-        return super().get_object(request, object_id, from_field)
+        found = queries.session_by_handle(object_id)
+        return super().get_object(request, found if found is not None else object_id, from_field)
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
-        return PrincipalFilterChangeList
+        return SessionChangeList
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet[McpSession], search_term: str) -> tuple[QuerySet[McpSession], bool]:
         found, may_have_duplicates = super().get_search_results(request, queryset, search_term)
         return with_fitted_principal(found, queryset, search_term), may_have_duplicates
 
+    @admin.display(description=_("session"), ordering="id")
+    def session(self, obj: McpSession) -> str:
+        return queries.session_label(obj.id)
+
+    @admin.display(description=_("principal"), ordering="principal")
+    def shown_principal(self, obj: McpSession) -> str:
+        return queries.principal_shown(obj.principal)
+
+    # -- a read-only report: nothing here adds, changes or deletes a session -------------------
+    # (Django's delete confirmation and its messages, and the LogEntry a change or deletion
+    # leaves, print the session's str(): its whole id. Sessions end when their client deletes
+    # them, or idle, by SESSION_IDLE_SECONDS and mcp_cleanup.)
+
     def has_add_permission(self, request: Any) -> bool:
         return False
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None) -> HttpResponse:
+        """The read-only report of one session (Django's form would print the id in its title and fields)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied  # before the lookup: no answer may tell which sessions exist
+        session = self.get_object(request, unquote(object_id))
+        if session is None:
+            return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]
+        label = queries.session_label(session.id)
+        calls = queries.session_calls(session.id)
+        decorate(calls)
+        return TemplateResponse(request, "admin/mcp_tools/mcpsession/detail.html", {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "app_label": self.opts.app_label,
+            "title": f"{self.opts.verbose_name} {label}",
+            "session": session,
+            "label": label,
+            "principal": queries.principal_shown(session.principal),
+            "client_info": queries.pretty_json(session.client_info),
+            "capabilities": queries.pretty_json(session.client_capabilities),
+            "calls": calls,
+            "media": self.media,
+        })
+
+    def history_view(self, request: HttpRequest, object_id: str, extra_context: Any = None) -> HttpResponse:
+        # Django's History page is titled and linked by the session's str(), its whole id; nothing
+        # in the admin changes a session, so there is no history to show: its report instead.
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        return redirect(reverse(session_page(self.opts), args=(object_id,), current_app=self.admin_site.name))

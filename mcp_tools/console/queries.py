@@ -8,6 +8,7 @@ or steps (the tests assert it). The indexes they rely on are declared in
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -17,8 +18,9 @@ from django.db.models import Count, DurationField, ExpressionWrapper, F, Integer
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, TruncHour
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare
 
-from ..models import CallStep, ToolCall
+from ..models import CallStep, McpSession, ToolCall
 from ..states import LIVE_STATUSES, CallStatus
 
 #: How many rows each dashboard table shows.
@@ -50,6 +52,42 @@ def session_label(session_id: str) -> str:
     so staff who may only look must not be able to copy it from a page.
     """
     return f"{session_id[:8]}…" if len(session_id) > 8 else session_id
+
+
+#: Hex digits of a session's digest in its admin address (:func:`session_handle`).
+HANDLE_DIGEST_CHARS = 16
+
+
+def session_handle(session_id: str) -> str:
+    """How the admin's URLs name a session: its :func:`session_label` characters and a digest.
+
+    Never the id itself: a link's address shows in the address bar, the status bar and a copied
+    link, and the id is an anonymous caller's credential. The digest cannot be turned back into
+    the id (it is a one-way hash of 192 random bits); :func:`session_by_handle` finds the session.
+    """
+    digest = hashlib.sha256(session_id.encode()).hexdigest()[:HANDLE_DIGEST_CHARS]
+    return f"{session_id[:8]}.{digest}"
+
+
+def session_by_handle(handle: str) -> str | None:
+    """The id of the session :func:`session_handle` gave ``handle``, or None (not a handle, or no such session).
+
+    Session ids never hold ".", so a whole id pasted into the URL is never taken for a handle.
+    """
+    prefix, dot, _digest = handle.rpartition(".")
+    if not dot or not prefix or "." in prefix or "\x00" in handle:
+        return None
+    # The prefix narrows the read to the sessions sharing 8 random characters: in practice one.
+    for session_id in McpSession.objects.filter(id__startswith=prefix).values_list("id", flat=True)[:100]:
+        if constant_time_compare(session_handle(session_id), handle):
+            return str(session_id)
+    return None
+
+
+def session_calls(session_id: str) -> list[dict[str, Any]]:
+    """The :data:`TOP` first calls of a 2025-11-25 session (one query)."""
+    # session_id > '' repeats the partial index's condition, so SQLite's planner can use it.
+    return _rows(ToolCall.objects.filter(session_id=session_id, session_id__gt="").order_by("created_at"))
 
 
 def principal_shown(principal: str) -> str:
