@@ -24,6 +24,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -184,42 +185,80 @@ if hasattr(os, "register_at_fork"):  # POSIX only (no fork on Windows)
     os.register_at_fork(after_in_child=_forget_loop_after_fork)
 
 
+class _Round:
+    """What the task learns of the round it ran on the loop: whether its tool's function is sync
+    code of the task's request thread (a sync, thread-sensitive tool), which a stop cannot end."""
+
+    __slots__ = ("sync_tool",)
+
+    def __init__(self) -> None:
+        self.sync_tool = False
+
+
 def run_call_sync(call_id: str, worker: str, task_id: str | None = None) -> str:
     """The body of the ``mcp_tools.run_call`` Celery task ``task_id``: one round, on this process's loop.
 
-    Inside the task's :class:`~mcp_tools.server.threads.RequestThread`: it returns once the round's
-    sync code is done too (:func:`wait_for_sync_code`).
+    Inside the task's :class:`~mcp_tools.server.threads.RequestThread`: when the round of a sync tool
+    ended while its function still runs (its ``time_limit``, a cancel), it returns once that function
+    is done, or gave up waiting for it (:func:`wait_for_sync_tool`).
     """
-    future = asyncio.run_coroutine_threadsafe(run_in_worker(call_id, worker, task_id), worker_loop())
+    started = time.monotonic()
+    ran = _Round()
+    future = asyncio.run_coroutine_threadsafe(run_in_worker(call_id, worker, task_id, ran), worker_loop())
     try:
         return future.result()
     except (asyncio.CancelledError, concurrent.futures.CancelledError):
         # The call ended (cancelled, expired, taken over) while this worker ran it; the row says so.
         return "stopped"
     finally:
-        wait_for_sync_code(call_id)
+        if ran.sync_tool:
+            wait_for_sync_tool(call_id, _hard_limit_left(started))
 
 
-def wait_for_sync_code(call_id: str) -> None:
-    """Wait for the sync code of this task's round that still runs after the round ended.
+def _hard_limit_left(started: float) -> float | None:
+    """Seconds left, from ``started`` (``time.monotonic()``), to the hard time limit of the Celery task
+    running now (its message's, else the task's default, ``task_time_limit``); None without one."""
+    from celery import current_task
+
+    if current_task is None:
+        return None
+    limit = (getattr(current_task.request, "timelimit", None) or (None, None))[0] or current_task.time_limit
+    return None if not limit else max(0.0, float(limit) - (time.monotonic() - started))
+
+
+def wait_for_sync_tool(call_id: str, at_most: float | None) -> bool:
+    """Wait, at most ``at_most`` seconds (None: ``WORKER_LEASE_SECONDS``), for the sync tool's function
+    of this task's round that still runs after the round ended; whether it ended.
 
     A sync tool runs in a thread, which Python cannot stop: past its ``time_limit`` (or a cancel)
     the call has ended, and the function runs on. The task waits for it rather than return, so the
-    worker takes no other call while it runs (its concurrency is what it says), and Celery's hard
-    limit (the time limit plus ``WORKER_LEASE_SECONDS``, prefork pool) ends it with the process:
-    the function's effects after the client was told the call failed last at most that long.
-    The message then comes back (``reject_on_worker_lost``) and finds the call ended: nothing runs.
+    worker takes no other call while it runs (its concurrency is what it says), up to Celery's hard
+    limit (the time limit plus ``WORKER_LEASE_SECONDS``), which on the prefork pool ends it with the
+    process: the function's effects after the client was told the call failed last at most that long.
+    Where no hard limit fires (a pool that enforces none: ``threads``, ``solo``), the wait ends when
+    it was due; without one (no ``time_limit``, no ``task_time_limit``: a cancelled call), after
+    ``WORKER_LEASE_SECONDS``. The task then logs an error and returns, and the function runs on in
+    its thread while the worker takes other calls. Only a sync tool's own function is waited for
+    (:func:`run_call_sync`): an async tool's abandoned ``sync_to_async`` calls are not.
     """
     running = unfinished_jobs()
-    if running:
-        logger.warning("Background call %s ended while its sync code still runs (a thread cannot be stopped): "
-                       "this worker waits for it before it takes another call", call_id)
-        concurrent.futures.wait(running)
+    if not running:
+        return True
+    limit = float(mcp_settings.WORKER_LEASE_SECONDS) if at_most is None else at_most
+    logger.warning("Background call %s ended while its sync tool's function still runs (a thread cannot be stopped): "
+                   "this worker waits for it, at most %g s, before it takes another call", call_id, limit)
+    _, still_running = concurrent.futures.wait(running, timeout=limit)
+    if still_running:
+        logger.error("Background call %s: its sync tool's function still runs after %g s; this worker stops waiting "
+                     "for it and takes other calls while it runs on in its thread", call_id, limit)
+        return False
+    return True
 
 
-async def run_in_worker(call_id: str, worker: str, task_id: str | None = None) -> str:
+async def run_in_worker(call_id: str, worker: str, task_id: str | None = None, ran: _Round | None = None) -> str:
     """Run one round of a background call on this worker, for the message of Celery task ``task_id``.
-    Returns what happened, for the log.
+    Returns what happened, for the log; ``ran`` (the task's) learns whether its tool is sync code of the
+    task's request thread (:func:`run_call_sync`).
 
     ``claimed-elsewhere`` when another worker holds a valid lease, the call waits for its
     ``retry_on`` retry (a task of its own id, :class:`RetryCall`) and ``task_id`` is another task
@@ -260,6 +299,9 @@ async def run_in_worker(call_id: str, worker: str, task_id: str | None = None) -
     inv.in_worker = True
     inv.state["worker"] = worker  # every write of this run is on condition that this worker still holds the call
     tool = target.tool
+    if ran is not None:
+        # Only a thread-sensitive sync tool's function is a job of the task's request thread.
+        ran.sync_tool = not inv.is_async and inv.thread_sensitive
     attempt = row.retries
     heartbeat = _LeaseKeeper(inv, call_id, worker, lease, asyncio.current_task()).start()
     try:
