@@ -110,13 +110,12 @@ async def _rounds(target: core.Target, inv: engine.Invocation, rc: RequestContex
 async def _ask_on_stream(call_id: str, pending: list[Step], rc: RequestContext, related_task: str | None = None) -> None:
     if rc.emit is None:
         raise McpError(INVALID_PARAMS, "This call needs input from the client, which this transport cannot ask for")
-    if rc.stream_id is not None:
+    # A task's stream is kept by its tasks/result request, with that request, on its first message,
+    # whatever it is (flavors/tasks.py): a resumed stream answers it.
+    if rc.stream_id is not None and related_task is None:
         stream = rc.stream_id()
         if stream:
-            # A task's stream answers its tasks/result request, not the tools/call that made the task
-            # (answered with the task at once): a resumed stream answers the request kept here.
-            carried_by = jsonrpc.id_text(rc.request_id) if related_task is not None else None
-            await store.set_stream(call_id, stream, carried_by)
+            await store.set_stream(call_id, stream)
     for step in pending:
         assert step.request is not None
         params = step.request["params"]
@@ -174,8 +173,8 @@ RESUMED_BY_FLAVOR: dict[str, Callable[[str, RequestContext, set[str]], Awaitable
 async def continue_call(call_id: str, rc: RequestContext, already_sent: set[str]) -> dict[str, Any] | None:
     """Continue a session call on a resumed stream (``GET`` with ``Last-Event-ID``).
 
-    A 2025-11-25 task's stream is its ``tasks/result`` request's (``rc.request_id``, as
-    :func:`_ask_on_stream` kept it): it goes on as that request (:data:`RESUMED_BY_FLAVOR`).
+    A 2025-11-25 task's stream is its ``tasks/result`` request's (``rc.request_id``, as the
+    tasks flavor kept it): it goes on as that request (:data:`RESUMED_BY_FLAVOR`).
     """
     loaded = await store.load_call(call_id)
     resumed_as = RESUMED_BY_FLAVOR.get(loaded[0].flavor) if loaded is not None else None

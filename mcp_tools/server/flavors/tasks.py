@@ -314,6 +314,8 @@ async def _carry(row: Any, rc: RequestContext, already_sent: set[str]) -> dict[s
         # tasks/result (past TASK_RESULT_WAIT_SECONDS, on any process) sent: each value must increase.
         rc.progress_token, rc.progress_sent = row.progress_token, row.progress_relayed
         rc.emit = _noting_progress(task_id, rc.emit)
+    if rc.emit is not None and rc.stream_id is not None:
+        rc.emit = _recording_stream(task_id, rc.stream_id, jsonrpc.id_text(rc.request_id), rc.emit)
 
     async def announce(row: Any) -> None:
         if rc.emit is not None:
@@ -328,6 +330,26 @@ async def _carry(row: Any, rc: RequestContext, already_sent: set[str]) -> dict[s
     answer = dict(result or {"content": []})
     answer["_meta"] = {**(answer.get("_meta") or {}), RELATED_TASK: {"taskId": task_id}}
     return answer
+
+
+def _recording_stream(call_id: str, stream_id: Callable[[], str | None], request_id: str | None,
+                      emit: Callable[[dict[str, Any]], Awaitable[None]]) -> Callable[[dict[str, Any]], Awaitable[None]]:
+    """``emit`` that, before the first message it sends, keeps on the call's row the stream that carries
+    it and the ``tasks/result`` request that stream answers: a stream resumed with ``Last-Event-ID``
+    goes on as that request, whatever it carried (a status, progress, an input request). A request
+    answered without streaming (the task had ended) writes nothing."""
+    recorded = False
+
+    async def emit_recording(message: dict[str, Any]) -> None:
+        nonlocal recorded
+        if not recorded:
+            recorded = True
+            stream = stream_id()
+            if stream:
+                await store.set_stream(call_id, stream, request_id)
+        await emit(message)
+
+    return emit_recording
 
 
 def _noting_progress(call_id: str, emit: Callable[[dict[str, Any]], Awaitable[None]]) -> Callable[[dict[str, Any]], Awaitable[None]]:
