@@ -1083,7 +1083,11 @@ class McpEndpoint:
             if task.cancelled():
                 # notifications/cancelled: the call ends cancelled (a handler running here ended it
                 # already; one that waited, or runs elsewhere, ends now) and the client expects no response.
-                await end_call(call_id, "cancelled", "The client cancelled the request")
+                # Not a task's: it stops its tasks/result request, and tasks/cancel ends a task (checked
+                # here, as the cancel may come before the task flavor's own guard was reached).
+                loaded = await store.load_call(call_id)
+                if loaded is None or loaded[0].flavor != "task":
+                    await end_call(call_id, "cancelled", "The client cancelled the request")
                 await response._send({"type": "http.response.body", "body": b""})
                 return
             try:
