@@ -204,16 +204,7 @@ class StdioServer:
 
     async def handle(self, message: jsonrpc.Message) -> None:
         if message.kind == "response":
-            # A response is not answered (JSON-RPC): an answer that does not fit its request fails
-            # its step (the handler hears of it), anything else refused is only logged (by the flavor).
-            try:
-                # The answer moves a call on: only for a caller who may still run it (as the answer's
-                # POST is authenticated over HTTP). Refused, it is only logged (nothing answers a response).
-                principal = await self.current_principal()
-            except McpError as exc:
-                logger.warning("Refused a response: %s", exc.message)
-                return
-            await session_flavor.accept_client_response(message.raw, self.context(principal, None, None))
+            await self.accept_response(message)
             return
         if message.kind == "notification":
             if message.method == "notifications/cancelled":
@@ -244,6 +235,23 @@ class StdioServer:
                 INVALID_REQUEST, "A request with this id is still in progress: ids must be unique")))
             return
         self.running[message.id] = asyncio.ensure_future(self.run(message))
+
+    async def accept_response(self, message: jsonrpc.Message) -> None:
+        """A client's response (an answer to an input request), in the read loop: in a request thread
+        of its own, as a request's sync code runs. On the loop's default executor (outside one) its
+        user and permission reads waited behind ``thread_sensitive=False`` sync tools filling it, and
+        no later line (a ping, a cancel) was read meanwhile."""
+        # A response is not answered (JSON-RPC): an answer that does not fit its request fails
+        # its step (the handler hears of it), anything else refused is only logged (by the flavor).
+        async with RequestThread():
+            try:
+                # The answer moves a call on: only for a caller who may still run it (as the answer's
+                # POST is authenticated over HTTP). Refused, it is only logged (nothing answers a response).
+                principal = await self.current_principal()
+            except McpError as exc:
+                logger.warning("Refused a response: %s", exc.message)
+                return
+            await session_flavor.accept_client_response(message.raw, self.context(principal, None, None))
 
     async def current_principal(self) -> Principal:
         """The caller as it is now: the user read again (one query) in a new principal, whose
