@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -255,3 +256,29 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     for suffix in ("-wal", "-shm"):
         with contextlib.suppress(OSError):
             os.remove(name + suffix)
+
+
+@pytest.fixture(autouse=True)
+def _stop_the_worker_loop() -> Iterator[None]:
+    """Stop the background worker loop a test started in this process (``run_call.apply``), with its tasks.
+
+    A Celery worker process keeps that loop for its life, and serves no MCP client. In the test
+    process it would outlive its test, and the process-wide listeners it started (the channel
+    layer's groups) would keep handling messages meant for later tests' loops.
+    """
+    yield
+    from mcp_tools.server import background
+
+    loop = background._loop
+    if loop is None or loop.is_closed() or not loop.is_running():
+        return
+
+    async def cancel_everything() -> None:
+        others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+
+    asyncio.run_coroutine_threadsafe(cancel_everything(), loop).result(30)
+    loop.call_soon_threadsafe(loop.stop)
+    background._loop = None
