@@ -521,8 +521,11 @@ class McpSessionAdmin(admin.ModelAdmin):
         if session is None:
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]
         label = queries.session_label(session.id)
-        calls = queries.session_calls(session.id)
-        decorate(calls)
+        # Its calls only for staff who may view calls: their own pages refuse the others.
+        calls_admin = self.admin_site._registry.get(ToolCall)
+        calls = queries.session_calls(session.id) if calls_admin is not None and calls_admin.has_view_permission(request) else None
+        if calls is not None:
+            decorate(calls)
         return TemplateResponse(request, "admin/mcp_tools/mcpsession/detail.html", {
             **self.admin_site.each_context(request),
             "opts": self.opts,
