@@ -7,6 +7,7 @@ back), so a process kept up to 10,000 sessions with their capabilities (up to 16
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -28,8 +29,11 @@ class Clock:
 
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """The sessions module's clock, and only its own: patching ``time.monotonic`` itself froze the
+    event loop's clock too (asyncio reads it), so no timer of any task fired while the test ran or
+    while its loop closed, and one PostgreSQL + Redis run hung at this file's teardown."""
     clock = Clock()
-    monkeypatch.setattr(sessions.time, "monotonic", clock)
+    monkeypatch.setattr(sessions, "time", SimpleNamespace(monotonic=clock))
     sessions.clear()
     yield clock
     sessions.clear()
