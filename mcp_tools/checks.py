@@ -116,7 +116,8 @@ def check_background_broker(app_configs: Any = None, **kwargs: Any) -> list[Any]
 @register(Tags.compatibility)
 def check_model_tools(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """Model actions and toolsets: unknown field (E030), method or action (E031), duplicate tool name (E032),
-    unknown permission (E033), a schema that cannot be built (E034)."""
+    unknown permission (E033), a schema that cannot be built (E034), a filter the model's database
+    cannot run (W030)."""
     from .modeltools import check_model_tools as problems
 
     return problems()

@@ -3,24 +3,29 @@
 ``contains`` (and ``icontains``...) were typed as text for every field: a list (``tags__contains``
 of a PostgreSQL ``ArrayField``) or an object (``HStoreField``, ``JSONField``) was refused as an
 invalid argument, and the schema told clients to send a string, which the database then refused.
-JSON ``contains`` is not supported on SQLite (Django raises ``NotSupportedError`` at each query):
-there the check reports it (E030) and the tool leaves it out, as for any lookup it cannot type.
+JSON ``contains`` is not supported on SQLite (Django raises ``NotSupportedError`` at each query).
+It was an Error there (E030), which blocked ``runserver``, ``migrate`` and ``test`` on a site that
+develops on SQLite and deploys on PostgreSQL, for a declaration valid where it runs. It is a
+Warning now (W030); the tool keeps advertising the argument, and a call that uses it on such a
+database is a tool error, before any query, while the tool's other filters keep working.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.core import checks
 from django.db import connection, models
 from django.test.utils import isolate_apps
 
 import mcp_tools
 from mcp_tools.models import ToolCall
 from mcp_tools.modeltools.base import known_permissions
-from tests.asgi_client import argument_errors, call_modern
+from tests.asgi_client import call_modern
 
 postgres_fields = pytest.importorskip("django.contrib.postgres.fields")  # needs a PostgreSQL driver, not the database
 
@@ -74,23 +79,46 @@ def test_container_lookups_are_typed_as_what_they_compare() -> None:
     assert schema["attributes__has_keys"]["type"] == "array" and schema["attributes__has_keys"]["minItems"] == 1
     # The case-insensitive forms compare the column as text, on these fields too.
     assert schema["tags__icontains"]["type"] == "string" and schema["data__icontains"]["type"] == "string"
-    if JSON_CONTAINS:
-        assert "type" not in schema["data__contains"]  # any JSON value: an object, an array, a scalar
-    else:
-        assert "data__contains" not in schema
+    # Any JSON value (an object, an array, a scalar), on every database: a tool's schema is the same
+    # on the SQLite a site develops on and the PostgreSQL it deploys to.
+    assert "type" not in schema["data__contains"]
     tools.input_spec("list").validate({"tags__contains": ["red"], "attributes__contains": {"size": "L"}})
 
 
+@pytest.fixture
+def no_json_containment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The database as SQLite and Oracle are: no JSON ``contains`` / ``contained_by`` (Django raises
+    ``NotSupportedError`` at the query), so PostgreSQL runs these tests too. Set on the features
+    class, which every thread's connection shares."""
+    monkeypatch.setattr(type(connection.features), "supports_json_field_contains", False)
+
+
 @isolate_apps("demo_site.shop")
-def test_the_check_refuses_what_cannot_be_typed_or_run_here() -> None:
-    tools = toolset_of(tagged_model(), {"matrix": ["contains"], "data": ["contains", "has_key"], "scores": ["has_key"]})
-    problems = [problem.msg.split("names lookup ")[1] for problem in tools.check_declaration(known_permissions())]
-    expected = ["'contains' of 'matrix': model tools cannot type a list of ArrayField values.",
-                "'has_key' of 'scores': Django knows no lookup 'has_key' for a ArrayField."]
+def test_the_check_refuses_what_cannot_be_typed() -> None:
+    tools = toolset_of(tagged_model(), {"matrix": ["contains"], "data": ["has_key"], "scores": ["has_key"]})
+    problems = tools.check_declaration(known_permissions())
+    assert [(problem.id, problem.msg.split("names lookup ")[1]) for problem in problems] == [
+        ("mcp_tools.E030", "'contains' of 'matrix': model tools cannot type a list of ArrayField values."),
+        ("mcp_tools.E030", "'has_key' of 'scores': Django knows no lookup 'has_key' for a ArrayField.")]
+
+
+@isolate_apps("demo_site.shop")
+def test_json_containment_the_database_cannot_run_is_a_warning_not_an_error(no_json_containment: None) -> None:
+    tools = toolset_of(tagged_model(), {"data": ["contains", "contained_by", "has_key"]})
+    problems = tools.check_declaration(known_permissions())
+    assert [(type(problem), problem.id) for problem in problems] == [(checks.Warning, "mcp_tools.W030")] * 2
+    assert not any(problem.is_serious() for problem in problems)  # runserver, migrate and test still run
+    assert [problem.msg.split("names lookup ")[1] for problem in problems] == [
+        f"'{lookup}' of 'data', which the model's database cannot run: {lookup} lookup is not supported on this "
+        f"database backend ({connection.vendor}, database 'default'); a call that uses it is a tool error here."
+        for lookup in ("contains", "contained_by")]
+
+
+@isolate_apps("demo_site.shop")
+def test_json_containment_is_no_problem_where_the_database_runs_it() -> None:
     if not JSON_CONTAINS:
-        expected.insert(1, f"'contains' of 'data': contains lookup is not supported on this database backend "
-                           f"({connection.vendor}, database 'default').")
-    assert problems == expected
+        pytest.skip("this database has no JSON contains")
+    assert toolset_of(tagged_model(), {"data": ["contains", "contained_by"]}).check_declaration(known_permissions()) == []
 
 
 @pytest.mark.parametrize("arguments", [{"tags__contains": "red"}, {"tags__contains": ["green"]},
@@ -124,19 +152,48 @@ def calls_tools() -> Iterator[type[mcp_tools.ModelToolset]]:
         mcp_tools.unregister_toolset(tools)
 
 
-async def test_json_lookups_filter_the_list(calls_tools: type[mcp_tools.ModelToolset]) -> None:
-    def rows() -> list[int]:
-        return [ToolCall.objects.create(tool_name="t", arguments=arguments, principal="p", params_digest="d").pk
+async def two_calls() -> list[str]:
+    def rows() -> list[str]:
+        return [str(ToolCall.objects.create(tool_name="t", arguments=arguments, principal="p", params_digest="d").pk)
                 for arguments in ({"order": 5, "tags": ["a", "b"]}, {"order": 6})]
 
-    first, second = map(str, await sync_to_async(rows)())
+    return await sync_to_async(rows)()
+
+
+async def test_json_lookups_filter_the_list(calls_tools: type[mcp_tools.ModelToolset]) -> None:
+    if not JSON_CONTAINS:
+        pytest.skip("this database has no JSON contains (see the next test)")
+    first, second = await two_calls()
     keyed = await listed("lookups.calls.list", {"arguments__has_key": "tags"})
     assert [row["id"] for row in keyed["result"]["structuredContent"]["results"]] == [first]
     contains = await listed("lookups.calls.list", {"arguments__contains": {"tags": ["b"]}})
-    if JSON_CONTAINS:
-        assert [row["id"] for row in contains["result"]["structuredContent"]["results"]] == [first]
-    else:  # left out of the tool (E030): an unknown argument, not a NotSupportedError at the query
-        assert [error["field"] for error in argument_errors(contains)] == ["arguments__contains"]
+    assert [row["id"] for row in contains["result"]["structuredContent"]["results"]] == [first]
+
+
+def test_manage_py_check_passes_with_a_warning(no_json_containment: None, calls_tools: type[mcp_tools.ModelToolset]) -> None:
+    from django.core.management import call_command
+
+    err = io.StringIO()
+    call_command("check", stdout=io.StringIO(), stderr=err)  # SystemCheckError if it were an Error
+    assert "mcp_tools.W030" in err.getvalue() and "'contains' of 'arguments'" in err.getvalue()
+
+
+async def test_json_containment_the_database_cannot_run_is_a_tool_error(
+        no_json_containment: None, calls_tools: type[mcp_tools.ModelToolset]) -> None:
+    first, second = await two_calls()
+    contains = await listed("lookups.calls.list", {"arguments__contains": {"tags": ["b"]}, "arguments__has_key": "tags"})
+    assert "error" not in contains, contains  # no -32603, no 500: an answer the model can read
+    result = contains["result"]
+    assert result["isError"] is True and "structuredContent" not in result, result
+    assert result["content"][0]["text"] == (
+        f"The filter arguments__contains cannot be used here: contains lookup is not supported on this database "
+        f"backend ({connection.vendor}, database 'default'). Call the tool without it.")
+    assert "Traceback" not in str(result)
+    # The tool's other filters still work here, and the schema still offers the argument.
+    keyed = await listed("lookups.calls.list", {"arguments__has_key": "tags"})
+    assert [row["id"] for row in keyed["result"]["structuredContent"]["results"]] == [first]
+    assert "arguments__contains" in calls_tools.input_spec("list").schema["properties"]
+    assert await sync_to_async(ToolCall.objects.filter(pk__in=[first, second]).count)() == 2
 
 
 @pytest.fixture

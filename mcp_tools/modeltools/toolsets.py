@@ -75,6 +75,9 @@ TYPED_LOOKUPS = (*SCALAR_LOOKUPS, *TEXT_LOOKUPS, *LIST_LOOKUPS, "isnull")
 #: Lookups of PostgreSQL's array and hstore fields and of JSON fields whose value is no text: a list
 #: (``tags__contains``, ``overlap``), an object (``attributes__contains``), any JSON value, or keys.
 CONTAINER_LOOKUPS = ("contains", "contained_by", "overlap", "has_key", "has_keys", "has_any_keys")
+#: The lookups of a JSON field that Django runs only where ``supports_json_field_contains``
+#: (PostgreSQL, MySQL, MariaDB; not SQLite or Oracle, where each query raises ``NotSupportedError``).
+JSON_CONTAINMENT_LOOKUPS = ("contains", "contained_by")
 
 try:  # django-filter is optional: with it, filterset_fields go through a FilterSet
     import django_filters
@@ -281,6 +284,14 @@ class ModelToolset:
     def filter_queryset(self, queryset: models.QuerySet[Any], arguments: dict[str, Any]) -> models.QuerySet[Any]:
         offered = self.filter_arguments()
         filters = {name: arguments[name] for name in offered if arguments.get(name) is not None}
+        # Refused before any query, as a tool error the model can act on: JSON containment on a
+        # database without it (a site developing on SQLite, deploying on PostgreSQL) would be a
+        # NotSupportedError at the query, an internal error.
+        for name in filters:
+            field, lookup = offered[name]
+            why = self.unsupported_lookup(self.filter_field(field), lookup, queryset.db)
+            if why is not None:
+                raise ToolError(f"The filter {name} cannot be used here: {why}. Call the tool without it.")
         # ``in`` and ``range`` come as JSON arrays, validated item by item: a FilterSet would want
         # them as comma-separated text (and split a value with a comma in it). The lookups of array,
         # hstore and JSON fields neither: django-filter has no filter for these fields.
@@ -410,7 +421,8 @@ class ModelToolset:
         """What a lookup of an array, hstore or JSON field compares (``tags__contains``: a list of the
         array's items), or None for another field or lookup (``contains`` of a text field is text,
         and so is ``icontains`` of these, which the database compares with the column as text).
-        ``ValueError`` for a value these tools cannot type, or that Django refuses on the field's database."""
+        ``ValueError`` for a value these tools cannot type. Whether the database can run it is
+        :meth:`unsupported_lookup`'s question, asked by the check (W030) and at each call."""
         if lookup not in CONTAINER_LOOKUPS or not hasattr(field, "get_lookup") or field.get_lookup(lookup) is None:
             return None
         kind = field.get_internal_type()
@@ -420,12 +432,10 @@ class ModelToolset:
         if lookup in ("has_keys", "has_any_keys"):
             return keys
         if isinstance(field, models.JSONField):
-            using = router.db_for_read(field.model)
-            if not connections[using].features.supports_json_field_contains:
-                # What Django answers, at each query, on SQLite and Oracle (NotSupportedError).
-                raise ValueError(f"{lookup} lookup is not supported on this database backend "
-                                 f"({connections[using].vendor}, database {using!r})")
-            return JsonValue  # an object, an array or a scalar: jsonb's @> and <@ take any
+            # An object, an array or a scalar: jsonb's @> and <@ take any. Typed so on every
+            # database, those that cannot run it too (unsupported_lookup): the tool's schema is the
+            # same where a site develops (SQLite) and where it deploys (PostgreSQL).
+            return JsonValue
         if kind == "HStoreField":
             return dict[str, str | None]
         if kind == "ArrayField":
@@ -436,6 +446,15 @@ class ModelToolset:
             if getattr(item, "choices", None):
                 item_type = Literal[tuple(value for value, _ in item.flatchoices)]
             return Annotated[builtins.list[item_type], Field(max_length=cls.max_page_size)]
+        return None
+
+    @classmethod
+    def unsupported_lookup(cls, field: Any, lookup: str, using: str) -> str | None:
+        """Why the database ``using`` cannot run the filter ``<field>__<lookup>`` (JSON ``contains``
+        and ``contained_by`` on SQLite and Oracle, as Django's ``NotSupportedError`` says), or None."""
+        if (isinstance(field, models.JSONField) and lookup in JSON_CONTAINMENT_LOOKUPS
+                and not connections[using].features.supports_json_field_contains):
+            return f"{lookup} lookup is not supported on this database backend ({connections[using].vendor}, database {using!r})"
         return None
 
     @classmethod
@@ -620,6 +639,7 @@ class ModelToolset:
     def check_declaration(cls, known_perms: set[str]) -> builtins.list[checks.CheckMessage]:
         where = f"Toolset {cls.__module__}.{cls.__qualname__}"
         problems: builtins.list[checks.CheckMessage] = []
+        warnings: builtins.list[checks.CheckMessage] = []  # not problems: the schemas are still built
         model = cls.get_model()
 
         def field_error(attribute: str, path: str) -> None:
@@ -653,6 +673,14 @@ class ModelToolset:
                 except (ValueError, FieldDoesNotExist) as exc:
                     problems.append(checks.Error(f"{where}.filterset_fields names lookup {lookup!r} of {field!r}: {exc}.",
                                                  obj=cls, id="mcp_tools.E030"))
+                    continue
+                # A Warning, not an Error: valid for the database the site deploys on, it must not
+                # block runserver, migrate and test on the one it develops on; a call is refused.
+                why = cls.unsupported_lookup(cls.filter_field(field), lookup, router.db_for_read(model))
+                if why is not None:
+                    warnings.append(checks.Warning(
+                        f"{where}.filterset_fields names lookup {lookup!r} of {field!r}, which the model's database cannot "
+                        f"run: {why}; a call that uses it is a tool error here.", obj=cls, id="mcp_tools.W030"))
         for field in cls.search_fields:
             if not resolves(field):
                 field_error("search_fields", field)
@@ -680,7 +708,7 @@ class ModelToolset:
                 except Exception as exc:  # reported, not raised: the serializer may name a missing field
                     problems.append(checks.Error(f"{where}: the {action} tool's schema cannot be built: {exc}",
                                                  obj=cls, id="mcp_tools.E034"))
-        return problems
+        return problems + warnings
 
 
 class ToolsetDeclaration(base.Declaration):
