@@ -34,7 +34,7 @@ from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, connections, models, router, transaction
 from django.db.models import Q
-from pydantic import Field, JsonValue
+from pydantic import Field, JsonValue, WithJsonSchema
 from rest_framework.exceptions import ValidationError as DRFValidationError
 
 from ..conf import mcp_settings
@@ -78,6 +78,11 @@ CONTAINER_LOOKUPS = ("contains", "contained_by", "overlap", "has_key", "has_keys
 #: The lookups of a JSON field that Django runs only where ``supports_json_field_contains``
 #: (PostgreSQL, MySQL, MariaDB; not SQLite or Oracle, where each query raises ``NotSupportedError``).
 JSON_CONTAINMENT_LOOKUPS = ("contains", "contained_by")
+#: The lookups of a JSON field whose value is a JSON value (``in``: a list of them), compared as JSON.
+JSON_VALUE_LOOKUPS = ("exact", "in")
+#: Any JSON value, with the schema ``{}``: pydantic's own for ``JsonValue`` in a list is a ``$ref`` to
+#: ``#/$defs/JsonValue``, which in one property of a tool's ``inputSchema`` points at nothing.
+ANY_JSON: Any = Annotated[JsonValue, WithJsonSchema({})]
 
 try:  # django-filter is optional: with it, filterset_fields go through a FilterSet
     import django_filters
@@ -283,22 +288,36 @@ class ModelToolset:
 
     def filter_queryset(self, queryset: models.QuerySet[Any], arguments: dict[str, Any]) -> models.QuerySet[Any]:
         offered = self.filter_arguments()
-        filters = {name: arguments[name] for name in offered if arguments.get(name) is not None}
+        # The fields of the filters given (only those: a lookup the check refused is no argument).
+        given = {name: (self.filter_field(offered[name][0]), offered[name][1]) for name in offered if name in arguments}
+        # Null is no filter, except where it is a value to compare: a JSON field's exact null.
+        filters = {name: arguments[name] for name, (field, lookup) in given.items()
+                   if arguments[name] is not None or (lookup == "exact" and self.json_value_lookup(field, lookup))}
         # Refused before any query, as a tool error the model can act on: JSON containment on a
         # database without it (a site developing on SQLite, deploying on PostgreSQL) would be a
         # NotSupportedError at the query, an internal error.
         for name in filters:
-            field, lookup = offered[name]
-            why = self.unsupported_lookup(self.filter_field(field), lookup, queryset.db)
+            why = self.unsupported_lookup(*given[name], queryset.db)
             if why is not None:
                 raise ToolError(f"The filter {name} cannot be used here: {why}. Call the tool without it.")
         # ``in`` and ``range`` come as JSON arrays, validated item by item: a FilterSet would want
         # them as comma-separated text (and split a value with a comma in it). The lookups of array,
         # hstore and JSON fields neither: django-filter has no filter for these fields.
         lists = {name: value for name, value in filters.items()
-                 if isinstance(value, builtins.list) or self.container_type(self.filter_field(offered[name][0]), offered[name][1]) is not None}
+                 if isinstance(value, builtins.list) or self.container_type(*given[name]) is not None
+                 or self.json_value_lookup(*given[name])}
         if lists:
-            queryset = queryset.filter(**lists)
+            # One filter() call, as before: through a relation to many rows, its conditions are of one related row.
+            condition = Q()
+            for name, value in lists.items():
+                if self.json_value_lookup(*given[name]) and given[name][1] == "in" and None in value:
+                    # Django drops None from an IN list: a JSON null asked for matches as exact's does.
+                    field = offered[name][0]
+                    others = [item for item in value if item is not None]
+                    condition &= (Q(**{field: None}) | Q(**{name: others})) if others else Q(**{field: None})
+                else:
+                    condition &= Q(**{name: value})
+            queryset = queryset.filter(condition)
             filters = {name: value for name, value in filters.items() if name not in lists}
         if filters:
             if django_filters is not None:
@@ -404,7 +423,11 @@ class ModelToolset:
                 + (f", or on a date or time field {', '.join((*INTEGER_TRANSFORMS, *DATE_TRANSFORMS))}" if known else ""))
         elif field.get_lookup(lookup) is None:
             raise ValueError(f"Django knows no lookup {lookup!r} for a {kind}")
-        if choices and lookup in ("exact", "in"):
+        if cls.json_value_lookup(field, lookup):
+            # Any JSON value, compared as JSON (Django's JSONField exact): 5 is not "5", true is not 1,
+            # null is a JSON null. Typed as text, a client could send none but strings.
+            value_type = ANY_JSON
+        elif choices and lookup in ("exact", "in"):
             value_type = Literal[tuple(choices)]  # enforced, not only advertised: a value no row can have is -32602
         if lookup == "isnull":
             return Annotated[bool, Field(strict=True)]
@@ -447,6 +470,11 @@ class ModelToolset:
                 item_type = Literal[tuple(value for value, _ in item.flatchoices)]
             return Annotated[builtins.list[item_type], Field(max_length=cls.max_page_size)]
         return None
+
+    @staticmethod
+    def json_value_lookup(field: Any, lookup: str) -> bool:
+        """Whether the filter ``<field>__<lookup>`` takes a JSON value (``in``: a list of them), of a JSON field."""
+        return isinstance(field, models.JSONField) and lookup in JSON_VALUE_LOOKUPS
 
     @classmethod
     def unsupported_lookup(cls, field: Any, lookup: str, using: str) -> str | None:
@@ -592,7 +620,7 @@ class ModelToolset:
             else:
                 description = f"Only {many} whose {field_name} {lookup.replace('__', ' ')} this value."
             properties[argument] = {**schema, "description": description}
-            fields[argument] = (kind | None, None)
+            fields[argument] = (kind | None, None)  # null: no filter, or a JSON field's null (filter_queryset)
         if cls.search_fields:
             properties["search"] = {"type": "string", "maxLength": MAX_SEARCH_LENGTH,
                                     "description": f"Up to {MAX_SEARCH_TERMS} words to look for in {', '.join(cls.search_fields)}."}
@@ -615,7 +643,9 @@ class ModelToolset:
 
                 raise InvalidArguments(name, [
                     {"field": field, "message": "Extra inputs are not permitted", "type": "extra_forbidden"} for field in unknown])
-            return typed(arguments)
+            # The arguments given only, not the None that stands for one left out: a JSON field's
+            # exact null is a filter (JSON null), and left out it is none.
+            return {key: value for key, value in typed(arguments).items() if key in arguments}
 
         return InputSpec({"type": "object", "properties": properties, "additionalProperties": False}, validate)
 
