@@ -230,6 +230,32 @@ async def test_resuming_a_finished_stream_does_not_send_the_response_twice() -> 
     assert len(responses) == 1, resumed.text()
 
 
+async def test_resuming_a_stream_at_its_response_event_sends_nothing_more() -> None:
+    """2025-11-25 transports, Resumability: the server replays what came AFTER the last event id. A client
+    that resumes at the event carrying the response has it: the stream ends with nothing more, and no new
+    event is stored, however often the client reconnects (the response went out once: docs/protocol.md)."""
+    from mcp_tools.models import StreamEvent
+
+    session = await open_session({"elicitation": {}})
+    headers = post_headers(version=HANDSHAKE, session=session)
+    call = {"jsonrpc": "2.0", "id": "req-1", "method": "tools/call", "params": {"name": "test_elicitation", "arguments": {"message": "hi"}}}
+    first = Stream("POST", headers, json.dumps(call).encode())
+    _, asked = await first.wait_for(lambda m: m.get("method") == "elicitation/create")
+    answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"username": "u", "email": "e@x.org"}}}
+    assert (await post_json(APP, answer, headers)).status == 202
+    last_event_id, final = await first.wait_for(lambda m: m.get("id") == "req-1")
+    await asyncio.wait_for(first.task, 10)
+    assert last_event_id is not None and "result" in final, final
+    count = sync_to_async(StreamEvent.objects.filter(session_id=session).count)
+    stored = await count()
+    for _ in range(2):
+        resumed = Stream("GET", {**headers, "accept": "text/event-stream", "last-event-id": last_event_id})
+        await asyncio.wait_for(resumed.task, 10)
+        assert resumed.sent[0]["status"] == 200
+        assert resumed.events() == [], resumed.text()
+        assert await count() == stored
+
+
 # -- 6. repeated routing headers: the server checks the last, an intermediary reads the first -----------
 
 

@@ -1043,15 +1043,21 @@ class McpEndpoint:
         # Some servers send headers only with the first body bytes: send a comment now.
         await response._send({"type": "http.response.body", "body": b": resumed\n\n", "more_body": True})
         already_sent: set[str] = set()
-        answered: set[Any] = set()  # ids of the responses replayed
-        for event_id, payload in await store.events_after(stream_id, last_event_id):
-            if payload:
-                await response._send({"type": "http.response.body", "body": f"id: {event_id}\nevent: message\ndata: {payload}\n\n".encode(), "more_body": True})
-                kind, message_id = _kind_and_id(payload)
-                if kind == "request":
-                    already_sent.add(str(message_id))
-                elif kind == "response":
-                    answered.add(message_id)
+        answered: set[Any] = set()  # ids of the responses the stream carried: seen by the client, or replayed now
+        # The whole kept stream (bounded per stream by EVENT_RETENTION), not only what follows
+        # last_event_id: a client that resumes at (or after) the event carrying the response has it,
+        # and must not get it again under a new event id.
+        for event_id, payload in await store.events_after(stream_id, 0):
+            if not payload:
+                continue
+            kind, message_id = _kind_and_id(payload)
+            if kind == "response":
+                answered.add(message_id)
+            if event_id <= last_event_id:
+                continue
+            await response._send({"type": "http.response.body", "body": f"id: {event_id}\nevent: message\ndata: {payload}\n\n".encode(), "more_body": True})
+            if kind == "request":
+                already_sent.add(str(message_id))
         if stream_id.startswith(STANDALONE_STREAM_PREFIX):
             # The standalone stream (the official client always reconnects it with Last-Event-ID):
             # it goes on, under the same stream id, once what it missed is replayed.
@@ -1060,7 +1066,8 @@ class McpEndpoint:
         call_id = await store.call_for_stream(stream_id)
         request_id = jsonrpc.id_from_text(await store.call_request_id(call_id)) if call_id is not None else None
         if call_id is None or (request_id is not None and request_id in answered):
-            # Nothing runs on this stream, or its response was just replayed: one response per request.
+            # Nothing runs on this stream, or it carried its response already (before last_event_id,
+            # at it, or in the replay just sent): one response per request.
             await response._send({"type": "http.response.body", "body": b""})
             return
         # The call's progress goes on under the request's progressToken, from above the last value the client saw.
