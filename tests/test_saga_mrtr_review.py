@@ -115,6 +115,41 @@ async def test_a_resumed_saga_whose_handler_defers_leaves_no_call_working() -> N
         assert statuses == ["failed"], statuses  # ended as the client was told
 
 
+async def charge_then_defer(ctx: ToolContext) -> str:
+    """Runs only as a task (``task_support="required"``): an effect, a question, then the worker."""
+    n = await ctx.once("effect", effect)
+    await ctx.elicit("name?", schema=Q, key="q")
+    await ctx.defer()
+    return f"charged {n}"
+
+
+@pytest.mark.parametrize("era", ["2026", "2026-with-tasks", "2025"])
+@pytest.mark.parametrize("arguments", [{}, {"unexpected": 1}], ids=["valid-arguments", "invalid-arguments"])
+async def test_a_tool_that_runs_only_as_a_task_is_refused_by_call_saga_before_it_runs(era: str, arguments: dict[str, Any]) -> None:
+    """tools/call refuses a taskSupport="required" tool before anything runs; tools/callSaga ran it (a call
+    row, its effect, its question) and then failed it at ctx.defer(). A saga is never a task, whatever the
+    client declared: -32602, and nothing changed."""
+    from mcp_tools.server.flavors.tasks import EXTENSION
+    from tests.asgi_client import HANDSHAKE, post_json
+    from tests.test_http_spec_edges import open_session
+
+    EFFECTS.clear()
+    with registry.registered_temporarily(make_tool(charge_then_defer, task_support="required")):
+        params = {"name": "charge_then_defer", "arguments": arguments}
+        before = await snapshot()
+        if era == "2025":
+            headers = post_headers(version=HANDSHAKE, session=await open_session({"elicitation": {"form": {}}}))
+            response = await post_json(APP, {"jsonrpc": "2.0", "id": 1, "method": "tools/callSaga", "params": params}, headers)
+        else:
+            caps = {**CAPS, "extensions": {EXTENSION: {}}} if era == "2026-with-tasks" else CAPS
+            response = await call_modern(APP, "tools/callSaga", params, capabilities=caps)
+        body = response.json()
+        assert response.status == 200 and body.get("error", {}).get("code") == -32602, (response.status, body)
+        assert "runs only as a task" in body["error"]["message"], body
+        assert await snapshot() == before
+        assert EFFECTS == []
+
+
 # -- 2026-07-28 rounds ---------------------------------------------------------------------------
 
 class Amount(BaseModel):

@@ -13,7 +13,8 @@ from typing import Any
 from ... import engine
 from ...engine.journal import Journal, Step, digest
 from ...protocol.answers import step_type
-from ...protocol.errors import invalid_params
+from ...protocol.errors import McpError, invalid_params
+from ...registry import registry
 from .. import core
 from ..context import RequestContext
 
@@ -31,9 +32,23 @@ def suspended(call_id: str, round_number: int, pending: list[Step], rc: RequestC
 ON_WORKER = "This tool continues on a background worker, which a saga cannot follow; call it with tools/call."
 
 
+def only_as_task(name: str) -> McpError:
+    """-32602 for ``tools/callSaga`` of a tool whose ``taskSupport`` is ``"required"``.
+
+    Not the refusal ``tools/call`` gives such a tool (-32021 "declare the extension", -32601 "add
+    task"): nothing the client could add makes a saga a task, so the saga's params are what is wrong.
+    """
+    return invalid_params(f"Tool {name!r} runs only as a task, which a saga cannot be; call it with tools/call", {"name": name})
+
+
 async def call(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     """``tools/callSaga``: run the tool until it completes or needs its first steps."""
     target = await core.resolve_target("tools/callSaga", params, rc.principal)
+    tool = registry.get_tool(target.name)  # target.tool is None for arguments that failed validation
+    if tool is not None and tool.task_support == "required":
+        # Refused before anything runs (no row, no question, no effect), as tools/call refuses it;
+        # after resolve_target, so a tool the caller may not see is still just "Unknown tool".
+        raise only_as_task(target.name)
     rc.flavor = "saga"
     inv = core.new_invocation(target, rc)
     outcome = await core.execute(target, inv)
