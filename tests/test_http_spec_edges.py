@@ -256,6 +256,30 @@ async def test_resuming_a_stream_at_its_response_event_sends_nothing_more() -> N
         assert await count() == stored
 
 
+@pytest.mark.parametrize("error", [{}, {"code": "x", "message": "m"}, {"code": 1.5}, {"code": -1}],
+                         ids=["empty", "code-string", "code-float-no-message", "no-message"])
+async def test_a_response_whose_error_is_no_error_object_is_refused_and_the_call_keeps_waiting(error: Any) -> None:
+    """JSON-RPC 2.0 5.1: a response's error is an object with an integer "code" and a string "message". One
+    that is not ({}, a string or float code, no message) was accepted (202) and failed the waiting step; it
+    is refused (400, -32600, no id: a response's id is the server's own) and the call keeps waiting."""
+    session = await open_session({"elicitation": {}})
+    headers = post_headers(version=HANDSHAKE, session=session)
+    call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "test_elicitation", "arguments": {"message": "hi"}}}
+    stream = Stream("POST", headers, json.dumps(call).encode())
+    _, asked = await stream.wait_for(lambda m: m.get("method") == "elicitation/create")
+    refused = await post_json(APP, {"jsonrpc": "2.0", "id": asked["id"], "error": error}, headers)
+    body = refused.json()
+    assert refused.status == 400 and body["error"]["code"] == -32600, (refused.status, body)
+    assert body["error"]["message"].startswith("Invalid response: ") and body["id"] is None, body
+    row = await sync_to_async(ToolCall.objects.get)()
+    assert row.status == "input_required", row.status
+    answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"username": "u", "email": "e@x.org"}}}
+    assert (await post_json(APP, answer, headers)).status == 202
+    _, final = await stream.wait_for(lambda m: m.get("id") == 9)
+    await asyncio.wait_for(stream.task, 10)
+    assert "result" in final and not final["result"].get("isError"), final
+
+
 # -- 6. repeated routing headers: the server checks the last, an intermediary reads the first -----------
 
 

@@ -175,8 +175,15 @@ def test_classify_responses(payload: dict[str, object]) -> None:
         {"jsonrpc": "2.0", "result": {}},
         {"jsonrpc": "2.0", "id": 1, "error": "boom"},
         {"jsonrpc": "2.0", "id": None, "result": {}},
+        {"jsonrpc": "2.0", "id": 1, "error": {}},
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": "x", "message": "m"}},
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": 1.5, "message": "m"}},
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": True, "message": "m"}},
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": -1}},
+        {"jsonrpc": "2.0", "id": 1, "error": {"code": -1, "message": None}},
     ],
-    ids=["result-and-error", "neither", "no-id", "error-not-object", "null-id"],
+    ids=["result-and-error", "neither", "no-id", "error-not-object", "null-id", "error-empty", "error-code-string",
+         "error-code-float", "error-code-bool", "error-no-message", "error-message-null"],
 )
 def test_classify_malformed_responses_are_invalid_request(payload: dict[str, object]) -> None:
     with pytest.raises(McpError) as info:

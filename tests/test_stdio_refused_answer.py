@@ -7,9 +7,11 @@ call answered at once."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import threading
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -61,7 +63,10 @@ async def wait_for(out: Lines, predicate: Any, timeout: float) -> dict[str, Any]
     return None
 
 
-async def test_an_answer_refused_over_stdio_does_not_leave_the_call_hanging_unannounced() -> None:
+@contextlib.asynccontextmanager
+async def asked_for_age() -> AsyncIterator[tuple[Callable[[dict[str, Any]], None], Lines, dict[str, Any]]]:
+    """A stdio server whose ``tools/call`` (id 2) of ``ask_age_stdio`` waits for its elicitation:
+    yields how to send a line, what the server wrote, and the ``elicitation/create`` it sent."""
     read_fd, write_fd = os.pipe()
     reader, feed = os.fdopen(read_fd, "rb"), os.fdopen(write_fd, "wb")
     out = Lines()
@@ -80,10 +85,29 @@ async def test_an_answer_refused_over_stdio_does_not_leave_the_call_hanging_unan
             send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "ask_age_stdio", "arguments": {}}})
             ask = await wait_for(out, lambda m: m.get("method") == "elicitation/create", 10)
             assert ask is not None, out.lines
-            send({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"age": 999}}})
-            # The client is told: an answer to its tools/call (an error), or the question asked again.
-            told = await wait_for(out, lambda m: m.get("id") == 2 or (m.get("method") == "elicitation/create" and m is not ask), 5)
+            yield send, out, ask
         finally:
             feed.close()
             await asyncio.wait_for(serving, 15)
+
+
+async def test_an_answer_refused_over_stdio_does_not_leave_the_call_hanging_unannounced() -> None:
+    async with asked_for_age() as (send, out, ask):
+        send({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"age": 999}}})
+        # The client is told: an answer to its tools/call (an error), or the question asked again.
+        told = await wait_for(out, lambda m: m.get("id") == 2 or (m.get("method") == "elicitation/create" and m is not ask), 5)
     assert told is not None, f"the refused answer left the call waiting, silently: {out.lines}"
+
+
+async def test_a_response_whose_error_is_no_error_object_is_refused_over_stdio_and_the_call_keeps_waiting() -> None:
+    """The stdio transport reads a line with the same jsonrpc.classify(): an "error" without an integer
+    "code" and a string "message" is an Invalid Request (-32600, no id) there too, not a failed step;
+    the call still takes the valid answer that follows."""
+    async with asked_for_age() as (send, out, ask):
+        send({"jsonrpc": "2.0", "id": ask["id"], "error": {"code": "x", "message": "m"}})
+        refused = await wait_for(out, lambda m: "error" in m and m.get("id") is None, 5)
+        send({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"age": 42}}})
+        final = await wait_for(out, lambda m: m.get("id") == 2, 10)
+    assert refused is not None and refused["error"]["code"] == -32600, out.lines
+    assert final is not None and "result" in final, out.lines
+    assert final["result"]["content"][0]["text"] == "42", final

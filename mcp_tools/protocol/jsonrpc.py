@@ -233,10 +233,20 @@ def classify(payload: Any) -> Message:
             raise InvalidMessage('Invalid request: "params" must be an object', _readable_id(payload))
         return Message("request" if has_id else "notification", payload)
     if has_id and (("result" in payload) != ("error" in payload)):
-        if "error" in payload and not isinstance(payload["error"], dict):
-            raise InvalidMessage('Invalid response: "error" must be an object')
+        if "error" in payload and not _is_error_object(payload["error"]):
+            raise InvalidMessage('Invalid response: "error" must be an object with an integer "code" and a string "message"')
         return Message("response", payload)
     raise InvalidMessage("Invalid request: not a JSON-RPC request, notification or response")
+
+
+def _is_error_object(error: Any) -> bool:
+    """Whether a response's ``error`` is a JSON-RPC 2.0 error object (section 5.1): ``code`` an integer
+    (a JSON true is no number, 1.5 no integer), ``message`` a string, ``data`` anything. Anything else
+    is refused as it arrives, so it cannot fail the step that waits for a real answer."""
+    if not isinstance(error, dict):
+        return False
+    code = error.get("code")
+    return isinstance(code, int) and not isinstance(code, bool) and isinstance(error.get("message"), str)
 
 
 def _readable_id(payload: dict[str, Any]) -> RequestId | None:
