@@ -82,6 +82,28 @@ async def test_invalid_request_whose_id_cannot_be_read_answers_null(message: Any
     assert response.status == 400 and body["error"]["code"] == -32600 and body["id"] is None, body
 
 
+@pytest.mark.parametrize("case", ["unknown-session", "ended-session", "no-session-header", "other-version"])
+async def test_a_response_refused_for_its_session_answers_no_id(case: str) -> None:
+    """A client response (to the server's request "mcp_tools:<call>:<step>") that its session refuses (unknown
+    or ended session, no Mcp-Session-Id, another MCP-Protocol-Version): the error named the response's id, the
+    server's own request's. As for any response refused (an unknown id, a malformed one), it names none."""
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    if case == "unknown-session":
+        headers["mcp-session-id"] = "no-such-session"
+    elif case == "ended-session":
+        assert (await request(APP, "DELETE", headers=headers)).status == 204
+    elif case == "no-session-header":
+        del headers["mcp-session-id"]
+    else:
+        headers["mcp-protocol-version"] = "2025-06-18"
+    message = {"jsonrpc": "2.0", "id": "mcp_tools:x:0", "result": {}}
+    response = await request(APP, "POST", headers=headers, body=json.dumps(message).encode())
+    body = response.json()
+    assert response.status in (400, 404) and body["error"]["code"] == -32600, (response.status, body)
+    assert body["id"] is None, body
+
+
 @pytest.mark.parametrize("change", READABLE_ID_CHANGES)
 async def test_stdio_invalid_request_with_a_readable_id_answers_with_that_id(change: dict[str, Any]) -> None:
     """The stdio transport reads a line the same way and answers with the id too."""

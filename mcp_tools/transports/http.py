@@ -813,7 +813,9 @@ class McpEndpoint:
                                                                "(send it without the header to start a new session)"), message.id)
             await self.initialize(scope, headers, message, response)
             return
-        principal, session = await self.session_for(scope, headers, message.id)
+        # A refusal names the id of a request only: a response's id is the server's own request's,
+        # not one to answer (jsonrpc._readable_id's rule, and the unknown-id path's).
+        principal, session = await self.session_for(scope, headers, message.id if message.kind == "request" else None)
         session_id = session.id
         response.session_id = session_id
         response.event_ids = True
