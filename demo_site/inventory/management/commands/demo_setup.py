@@ -12,6 +12,7 @@ import os
 import sys
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
@@ -28,6 +29,25 @@ DEMO_PRODUCTS = [
 ]
 
 ADMIN_USERNAME = "admin"
+
+#: Addresses that mean "every interface" to a server (``HOST=0.0.0.0 scripts/demo``), with the
+#: loopback address a browser or client on this machine reaches it at instead. No client can
+#: send them as a host (the demo's ALLOWED_HOSTS refuses them), so they are never printed.
+WILDCARD_LOOPBACK = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}
+
+
+def reachable_base_url(base_url: str) -> tuple[str, str | None]:
+    """``base_url`` with a wildcard listening address replaced by loopback, and that address (else None).
+
+    >>> reachable_base_url("http://0.0.0.0:9000")
+    ('http://127.0.0.1:9000', '0.0.0.0')
+    """
+    parts = urlsplit(base_url)
+    loopback = WILDCARD_LOOPBACK.get(parts.hostname or "")
+    if loopback is None:
+        return base_url, None
+    netloc = loopback if parts.port is None else f"{loopback}:{parts.port}"
+    return parts._replace(netloc=netloc).geturl(), parts.hostname
 
 
 class Command(BaseCommand):
@@ -69,6 +89,7 @@ class Command(BaseCommand):
 
         from mcp_tools.conf import mcp_settings
 
+        host, wildcard = reachable_base_url(host)
         mcp_url = host.rstrip("/") + "/" + mcp_settings.PATH.lstrip("/")
         if password is None:
             password_note = "password unchanged"
@@ -94,6 +115,11 @@ class Command(BaseCommand):
             f"  Terminal:   .venv/bin/python manage.py mcp_call echo --arg text=hello --user {ADMIN_USERNAME}",
             "Stop the demo with Ctrl-C.",
         ]
+        if wildcard is not None:
+            lines[2:2] = [
+                f"  The server listens on all interfaces ({wildcard}); the URLs below are this machine's.",
+                "  From another machine, use this machine's name or address, added to DJANGO_ALLOWED_HOSTS first.",
+            ]
         self.stdout.write("\n".join(lines))
 
     # -- steps -----------------------------------------------------------
