@@ -272,8 +272,11 @@ async def test_an_admin_action_runs_on_the_rows_the_caller_names(server_url: str
     async with sdk_client(server_url, mode, token=shop["tokens"]["clerk"]) as client:
         result = await client.call_tool("shop.orders.mark_shipped", {"ids": [shop["orders"]["N-1001"], shop["orders"]["S-2002"]]})
         missing = await client.call_tool("shop.orders.mark_shipped", {"ids": [shop["orders"]["N-1002"], 10**9]})
+        again = await client.call_tool("shop.orders.mark_shipped", {"ids": [shop["orders"]["N-1001"]]})
     assert result.is_error is False, result
     assert result.structured_content == {"count": 2, "messages": ["2 order(s) marked as shipped."]}
+    # An order already shipped is counted as named, and the message says it was left alone.
+    assert again.structured_content == {"count": 1, "messages": ["0 of 1 order(s) marked as shipped (1 not open, left unchanged)."]}
     assert missing.is_error is True and missing.content[0].text == f"No order with id {10**9}."
     statuses = await db(lambda: {n: order_field(n, "status") for n in ("N-1001", "S-2002", "N-1002")})
     assert statuses == {"N-1001": "shipped", "S-2002": "shipped", "N-1002": "open"}

@@ -17,8 +17,15 @@ class OrderAdmin(admin.ModelAdmin):
 
     @admin.action(description="Mark selected %(verbose_name_plural)s as shipped", permissions=["change"])
     def mark_shipped(self, request: Any, queryset: Any) -> None:
+        selected = queryset.count()
         updated = queryset.filter(status=Order.Status.OPEN).update(status=Order.Status.SHIPPED)
-        self.message_user(request, f"{updated} order(s) marked as shipped.")
+        if updated == selected:
+            self.message_user(request, f"{updated} order(s) marked as shipped.")
+        else:
+            # Only open orders ship: say how many of the selected ones were left alone, so the
+            # message agrees with the number selected (the model tool's answer reports that count).
+            self.message_user(request, f"{updated} of {selected} order(s) marked as shipped "
+                                       f"({selected - updated} not open, left unchanged).")
 
 
 admin.site.register(Customer, list_display=("name", "email", "is_locked"))
