@@ -81,9 +81,25 @@ def test_dry_run_reports_and_changes_nothing(settings) -> None:  # type: ignore[
     out = StringIO()
     call_command("mcp_cleanup", "--dry-run", stdout=out)
     assert "would expire 1 call(s)" in out.getvalue()
-    assert "would delete 1 finished call(s) and 3 step(s)" in out.getvalue()
+    assert "would delete 1 finished call(s) and 3 step(s) older than 1 day." in out.getvalue()
     assert list(ToolCall.objects.order_by("id").values_list("id", "status")) == before
     assert ToolCall.objects.get(id=overdue.id).status == "input_required"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("retain", "days", "said"), [
+    (2592000, None, "older than 30 days."),  # the default, once printed as 2.592e+06 second(s)
+    (5400, None, "older than 1.5 hours."),
+    (45, None, "older than 45 seconds."),
+    (None, "1.5", "older than 1.5 days."),
+])
+def test_the_report_says_spans_in_readable_units(settings, retain: int | None, days: str | None, said: str) -> None:  # type: ignore[no-untyped-def]
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "RETAIN_FINISHED_SECONDS": retain or 60, "SESSION_IDLE_SECONDS": 86400}
+    out = StringIO()
+    call_command("mcp_cleanup", "--dry-run", *(["--days", days] if days else []), stdout=out)
+    assert said in out.getvalue()
+    assert "session(s) unused for 1 day." in out.getvalue()
+    assert "e+" not in out.getvalue()
 
 
 @pytest.mark.django_db

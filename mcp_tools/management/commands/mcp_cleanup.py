@@ -7,6 +7,20 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+#: Units a span is reported in, largest first.
+_UNITS = (("day", 86400.0), ("hour", 3600.0), ("minute", 60.0), ("second", 1.0))
+
+
+def readable_duration(seconds: float) -> str:
+    """``seconds`` in the largest unit it makes at least one of, for people: ``2592000`` is ``"30 days"``.
+
+    (``:g`` printed the default retention as ``2.592e+06 second(s)``.) Up to two decimals, so
+    ``--days 1.5`` reads ``1.5 days``.
+    """
+    name, size = next(((name, size) for name, size in _UNITS if seconds >= size), _UNITS[-1])
+    amount = f"{seconds / size:.2f}".rstrip("0").rstrip(".")
+    return f"{amount} {name}" + ("" if amount == "1" else "s")
+
 
 class Command(BaseCommand):
     help = (
@@ -38,10 +52,10 @@ class Command(BaseCommand):
         else:
             self.stdout.write(f"Expired {report.expired_calls} call(s); deleted {report.events} old stream event(s).")
         verb = "Dry run: would delete" if dry_run else "Deleted"
-        if report.sessions is not None:
-            self.stdout.write(f"{verb} {report.sessions} session(s) unused for {report.idle_seconds:g} second(s).")
+        if report.sessions is not None and report.idle_seconds is not None:  # both None when sessions are kept
+            self.stdout.write(f"{verb} {report.sessions} session(s) unused for {readable_duration(report.idle_seconds)}.")
         if report.keep_seconds is None:
             self.stdout.write("Finished calls are kept (RETAIN_FINISHED_SECONDS is None).")
             return
         self.stdout.write(f"{verb} {report.finished_calls} finished call(s) and {report.steps} step(s) "
-                          f"older than {report.keep_seconds:g} second(s).")
+                          f"older than {readable_duration(report.keep_seconds)}.")
