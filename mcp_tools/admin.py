@@ -25,7 +25,7 @@ from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied
-from django.db.models import JSONField, QuerySet
+from django.db.models import JSONField, Q, QuerySet
 from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect
@@ -43,7 +43,7 @@ from .interprocess import events
 from .models import TERMINAL_STATUSES, CallStatus, McpSession, ToolCall
 from .registry import registry
 from .server.auth import PRINCIPAL_MAX_LENGTH, fit_principal_id
-from .states import LIVE_STATUSES
+from .states import LIVE_STATUSES, WireFlavor
 
 
 def exact_id(search_term: str) -> uuid.UUID | None:
@@ -83,6 +83,26 @@ class PrincipalFilterChangeList(ChangeList):
             if values:
                 lookup_params[key] = list(dict.fromkeys(form for value in values for form in principal_forms(value)))
         return lookup_params
+
+
+class ServedAsFilter(admin.SimpleListFilter):
+    """How calls were served (``?flavor=``, the parameter of the field filter this replaces): "Task"
+    lists the tasks of both protocol eras, although a 2026-07-28 task's row keeps the flavor ``mrtr``
+    (see :func:`~mcp_tools.console.queries.modern_tasks`); "2026-07-28 multi-round-trip" leaves them out."""
+
+    title = _("served as")
+    parameter_name = "flavor"
+
+    def lookups(self, request: Any, model_admin: Any) -> list[tuple[str, Any]]:
+        return list(WireFlavor.choices)
+
+    def queryset(self, request: Any, queryset: QuerySet[ToolCall]) -> QuerySet[ToolCall]:
+        value = self.value()
+        if value == WireFlavor.TASK:
+            return queryset.filter(Q(flavor=WireFlavor.TASK) | queries.modern_tasks())
+        if value == WireFlavor.MRTR:
+            return queryset.filter(flavor=WireFlavor.MRTR).alias(served_as_task=queries.modern_task_flag()).filter(served_as_task=False)
+        return queryset.filter(flavor=value) if value else queryset
 
 
 class StatusFilter(admin.SimpleListFilter):
@@ -189,7 +209,7 @@ class ToolCallChangeList(PrincipalFilterChangeList):
     """
 
     def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[ToolCall]:
-        return super().get_queryset(request, exclude_parameters).defer(*LIST_DEFERRED)
+        return queries.with_modern_task_flag(super().get_queryset(request, exclude_parameters).defer(*LIST_DEFERRED))
 
 
 def refused_lookup(model: Any, parts: list[str], value: Any) -> bool:
@@ -230,7 +250,7 @@ class ToolCallAdmin(RefusesUnstorableSelections):
     list_display = ("status_badge", "tool_name", "who", "served", "age", "last_activity", "progress_bar", "steps", "worker_state")
     list_display_links = ("tool_name",)
     list_filter = (
-        StatusFilter, ToolFilter, "flavor", "background", ("user", admin.RelatedOnlyFieldListFilter), "created_at",
+        StatusFilter, ToolFilter, ServedAsFilter, "background", ("user", admin.RelatedOnlyFieldListFilter), "created_at",
     )
     # Principals and sessions by exact match only: a substring search would let staff who may only
     # look find an anonymous caller's session id (its credential) a character at a time.
@@ -300,7 +320,7 @@ class ToolCallAdmin(RefusesUnstorableSelections):
 
     @admin.display(description=_("served as"), ordering="flavor")
     def served(self, obj: ToolCall) -> str:
-        label = str(obj.get_flavor_display())
+        label = queries.served_label(obj)
         return f"{label} · background" if getattr(obj, "background", False) else label
 
     @admin.display(description=_("age"), ordering="created_at")

@@ -722,3 +722,39 @@ async def test_a_console_whose_ticker_fails_closes_its_socket(monkeypatch: pytes
     assert closed == {"type": "websocket.close", "code": consumers.TICKER_FAILED}, closed
     await socket.disconnect()
     assert not _tickers()
+
+
+def _served_as_column(operator: Client, flavor: str) -> dict[str, str]:
+    """``{call id: "served as" cell}`` of the changelist filtered on ``flavor`` (every status)."""
+    response = operator.get(reverse(CHANGELIST), {"flavor": flavor, "state": "all"})
+    assert response.status_code == 200
+    admin = response.context["cl"].model_admin
+    return {str(call.pk): admin.served(call) for call in shown(response)}
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_2026_task_is_listed_and_filtered_as_a_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call a 2026-07-28 client made through the tasks extension (answered ``resultType: "task"``)
+    is a task in the console, as a 2025-11-25 task is: "Served as: Task" lists both, and the
+    multi-round-trip filter, which lists a 2026 call held on a worker, leaves it out."""
+    from demo_site.asgi import application
+    from mcp_tools.server import background
+
+    monkeypatch.setattr(background, "send", lambda call_id, tool, task_id: None)  # no broker: the task stays queued
+    tasks = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    response = await call_modern(application, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 30}},
+                                 capabilities=tasks)
+    created = json.loads(response.body)["result"]
+    assert created["resultType"] == "task", created
+    task_id = created["taskId"]
+    got = await call_modern(application, "tasks/get", {"taskId": task_id}, capabilities=tasks, headers={"mcp-name": task_id})
+    assert json.loads(got.body)["result"]["status"] == "working"
+    legacy = await sync_to_async(make_call)("slow_compute", "working", steps=0, flavor="task", background=True, method="tools/call")
+    held = await sync_to_async(make_call)("slow_compute", "working", steps=0, background=True, method="tools/call")
+    operator = await sync_to_async(client_for)(await sync_to_async(make_user)("operator", perms=("view_toolcall",)))
+
+    as_task = await sync_to_async(_served_as_column)(operator, "task")
+    assert as_task == {task_id: "Task · background", str(legacy.pk): "Task · background"}
+    assert await sync_to_async(_served_as_column)(operator, "mrtr") == {str(held.pk): "2026-07-28 multi-round-trip · background"}
+    page = unescape((await sync_to_async(operator.get)(reverse("admin:mcp_tools_toolcall_change", args=[task_id]))).content.decode())
+    assert "Task · 2026-07-28 · background" in " ".join(page.split()), page

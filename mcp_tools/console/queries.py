@@ -14,14 +14,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, DurationField, ExpressionWrapper, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery, TextField
+from django.db.models import (
+    BooleanField, Case, Count, DurationField, ExpressionWrapper, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery, TextField,
+    Value, When,
+)
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, TruncHour
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
 from ..models import CallStep, McpSession, ToolCall
-from ..states import LIVE_STATUSES, CallStatus
+from ..states import LIVE_STATUSES, CallStatus, WireFlavor
 
 #: How many rows each dashboard table shows.
 TOP = 10
@@ -107,6 +110,63 @@ def principal_label(username: str | None, principal: str) -> str:
     if principal.startswith(ANONYMOUS_SESSION_PREFIX):
         return f"anonymous (session {session_label(principal[len(ANONYMOUS_SESSION_PREFIX):])})"
     return principal or "anonymous"
+
+
+#: The 2026-07-28 tasks extension, as a client declares it (``mcp_tools.server.flavors.tasks.EXTENSION``).
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+
+def modern_tasks() -> Q:
+    """The calls served as 2026-07-28 tasks (``resultType: "task"``, then ``tasks/get``).
+
+    Their rows keep the flavor ``mrtr`` of the request that started them, as the flavor means more
+    than a label: a ``task`` row's ttl ends it even while a worker runs it (the 2025-11-25 client chose
+    that ttl, ``managers._held_by_lease``), and a session's answer to one of its requests is refused
+    only for ``mrtr`` and ``saga`` rows (``flavors/session.py``). What a row holds tells them apart:
+    a background ``tools/call`` whose client declared the tasks extension, of a tool that supports
+    tasks (``flavors.tasks.wants_task``; the tool as it is registered now).
+    """
+    from ..registry import registry
+
+    task_tools = [tool.name for tool in registry.tools if tool.task_support != "forbidden"]
+    if not task_tools:  # no such call (and an empty IN is no expression an annotation can hold)
+        return Q(pk__isnull=True)
+    return Q(flavor=WireFlavor.MRTR, background=True, method="tools/call", tool_name__in=task_tools,
+             client_capabilities__extensions__has_key=TASKS_EXTENSION)
+
+
+def with_modern_task_flag(queryset: QuerySet[ToolCall]) -> QuerySet[ToolCall]:
+    """Annotate ``is_modern_task`` (:func:`modern_tasks`), for rows read without ``client_capabilities``
+    (the changelist defers it): :func:`served_as` then reads no column per row."""
+    return queryset.annotate(is_modern_task=modern_task_flag())
+
+
+def modern_task_flag() -> Case:
+    """:func:`modern_tasks` as a true-or-false column: the condition alone is NULL, not false, for
+    a row whose capabilities lack the key on PostgreSQL (and so would a NOT of it be)."""
+    return Case(When(modern_tasks(), then=Value(True)), default=Value(False), output_field=BooleanField())
+
+
+def served_as(call: ToolCall) -> str:
+    """How a call was served (a :class:`~mcp_tools.states.WireFlavor` value): its recorded flavor,
+    or ``task`` for a 2026-07-28 task (recorded as ``mrtr``, see :func:`modern_tasks`)."""
+    flagged = getattr(call, "is_modern_task", None)
+    if flagged is not None:
+        return WireFlavor.TASK if flagged else str(call.flavor)
+    if call.flavor == WireFlavor.MRTR and call.background and call.method == "tools/call":
+        from ..registry import registry
+
+        extensions = (call.client_capabilities or {}).get("extensions") if isinstance(call.client_capabilities, dict) else None
+        tool = registry.get_tool(call.tool_name)
+        if isinstance(extensions, dict) and TASKS_EXTENSION in extensions and tool is not None and tool.task_support != "forbidden":
+            return WireFlavor.TASK
+    return str(call.flavor)
+
+
+def served_label(call: ToolCall) -> str:
+    """What the console says a call was served as: the label of :func:`served_as`."""
+    flavor = served_as(call)
+    return str(WireFlavor(flavor).label) if flavor in WireFlavor.values else flavor
 
 
 def with_step_counts(queryset: QuerySet[ToolCall]) -> QuerySet[ToolCall]:

@@ -82,6 +82,7 @@ def detail(model_admin: ToolCallAdmin, request: HttpRequest, call: ToolCall) -> 
         original=call,
         badge=status_badge(call.status, call.get_status_display()),
         bar=progress_bar(call.progress, call.progress_total),
+        served=queries.served_label(call),
         who=queries.principal_label(call.user.get_username() if call.user else None, call.principal),
         principal=queries.principal_shown(call.principal),
         session=queries.session_label(call.session_id),
