@@ -32,8 +32,12 @@ The endpoint authenticates these requests as any other (anonymous callers only w
 authentication); for another scheme pass the header itself, e.g.
 ``headers={"Authorization": f"Bearer {access_token}"}``.
 
-Tests that touch the database need ``transaction=True``, as here (the endpoint reaches
-the ORM from a worker thread). ``registry.registered_temporarily(make_tool(fn))``
+Tests that touch the database need ``transaction=True``, as here, or Django's
+``TransactionTestCase``: the endpoint reaches the database from its own thread, on
+its own connection, which cannot see what a ``TestCase`` (or ``django_db`` without
+``transaction=True``) wrote inside the transaction it rolls back at the end, and on
+SQLite waits on its lock. The client's first request refuses to run there
+(:class:`McpTestSetupError`, naming the fix) instead of failing with an internal error. ``registry.registered_temporarily(make_tool(fn))``
 registers a tool for the length of a ``with`` block.
 """
 
@@ -46,9 +50,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import sync_to_async
+
 from .protocol import versions
 
-__all__ = ["McpTestClient", "McpTestError"]
+__all__ = ["McpTestClient", "McpTestError", "McpTestSetupError"]
 
 Answer = Callable[[str, dict[str, Any]], Any]
 DEFAULT_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {"tools": {}}, "roots": {}}
@@ -63,6 +69,48 @@ class McpTestError(Exception):
         self.status = status
         self.code = error.get("code")
         self.error = error
+
+
+class McpTestSetupError(RuntimeError):
+    """The client runs inside a test's transaction, where the endpoint cannot see the test's data."""
+
+
+def _in_test_transaction() -> bool:
+    """Whether this thread's database connections are inside the atomic block of a ``TestCase``
+    (Django marks the blocks it opens for a test class and for each test with ``_from_testcase``).
+
+    In a coroutine, ``connections`` holds the coroutine's own connections, not those the thread's
+    synchronous code opened (asgiref's ``Local`` keeps them apart): pytest-django opens a test's
+    transaction there, then pytest-asyncio runs the test's event loop on the same thread. Those are
+    looked at too, where asgiref keeps them (the thread-local itself); if it ever keeps them
+    elsewhere, that case is just not detected.
+    """
+    from django.db import connections
+
+    opened: list[Any] = list(connections.all(initialized_only=True))
+    storage = getattr(getattr(connections, "_connections", None), "_storage", None)
+    opened += [getattr(storage, alias, None) for alias in connections]
+    return any(getattr(block, "_from_testcase", False)
+               for connection in opened if connection is not None
+               for block in getattr(connection, "atomic_blocks", ()))
+
+
+async def _refuse_test_transaction() -> None:
+    """Raise :class:`McpTestSetupError` inside a ``TestCase``'s transaction.
+
+    Connections are per thread, and the test's may be this one's (pytest-asyncio runs the test's event
+    loop on the thread that opened the transaction) or the thread ``sync_to_async`` runs its ORM calls
+    on (Django runs an ``async def`` test method in ``async_to_sync``, whose caller is that thread):
+    both are looked at. The endpoint's database work runs on a thread of its own, whose connection
+    cannot see rows written in that transaction, nor (on SQLite) write while it holds the lock.
+    """
+    if _in_test_transaction() or await sync_to_async(_in_test_transaction)():
+        raise McpTestSetupError(
+            "McpTestClient cannot run inside a TestCase's transaction: the MCP endpoint reaches the database from "
+            "its own thread and connection, which do not see the rows the test wrote (on SQLite it waits on the "
+            "test's lock). Use django.test.TransactionTestCase instead of TestCase, or "
+            "@pytest.mark.django_db(transaction=True) with pytest-django."
+        )
 
 
 class McpTestClient:
@@ -98,9 +146,16 @@ class McpTestClient:
         self.capabilities = DEFAULT_CAPABILITIES if capabilities is None else capabilities
         self.answer = answer
         self.max_rounds = max_rounds
+        self._setup_checked = False
 
     async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Send one request and return its ``result`` (raises :class:`McpTestError` for an error)."""
+        """Send one request and return its ``result`` (raises :class:`McpTestError` for an error).
+
+        The first request raises :class:`McpTestSetupError` inside a ``TestCase``'s transaction.
+        """
+        if not self._setup_checked:
+            await _refuse_test_transaction()
+            self._setup_checked = True
         params = dict(params or {})
         params["_meta"] = {
             **params.get("_meta", {}),

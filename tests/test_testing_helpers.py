@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import unittest
 from typing import Any
 
 import pytest
+from django.test import TestCase
 
-from mcp_tools.testing import McpTestClient, McpTestError
+from mcp_tools.testing import McpTestClient, McpTestError, McpTestSetupError
 from tests.clients import audit_rows, create_user_with_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -58,3 +60,28 @@ async def test_test_client_sends_extra_headers_on_every_request() -> None:
     with pytest.raises(McpTestError) as caught:
         await McpTestClient(token=key, headers={"authorization": "Token not-a-token"}).request("tools/list")
     assert caught.value.status == 401
+
+
+
+def test_test_client_in_a_django_testcase_names_the_fix() -> None:
+    """Inside a ``TestCase`` (``manage.py test``) the first request fails with an error that names the
+    fix; it failed with "-32603: Internal error" and "database table is locked" in the log on SQLite."""
+
+    class InATestCase(TestCase):
+        async def test_call(self) -> None:
+            await McpTestClient(answer=answers).call_tool("deploy", {"service": "helper"})
+
+    outcome = unittest.TestResult()
+    unittest.TestSuite([InATestCase("test_call")]).run(outcome)  # as the runner does: the class's transaction too
+    assert [trace.splitlines()[-1] for _, trace in outcome.errors + outcome.failures] == [
+        "mcp_tools.testing.McpTestSetupError: McpTestClient cannot run inside a TestCase's transaction: the MCP endpoint "
+        "reaches the database from its own thread and connection, which do not see the rows the test wrote (on SQLite it "
+        "waits on the test's lock). Use django.test.TransactionTestCase instead of TestCase, or "
+        "@pytest.mark.django_db(transaction=True) with pytest-django."
+    ]
+
+
+@pytest.mark.django_db(transaction=False)
+async def test_test_client_in_a_non_transactional_django_db_test_names_the_fix() -> None:
+    with pytest.raises(McpTestSetupError, match=r"TransactionTestCase .*transaction=True"):
+        await McpTestClient(answer=answers).call_tool("deploy", {"service": "helper"})
