@@ -51,6 +51,33 @@ async def test_missing_tasks_extension_is_a_400(method: str, params: dict[str, A
     assert response.status == 400, (response.status, body)
 
 
+
+def gated_echo(text: str) -> str:
+    """Echo, for callers with a permission the anonymous caller lacks."""
+    return text
+
+
+@pytest.mark.parametrize("task_support, era, task", [
+    ("required", MODERN, False),  # would be -32021: declare the tasks extension
+    ("required", HANDSHAKE, False),  # would be -32601: add "task"
+    ("forbidden", HANDSHAKE, True),  # would be -32601: cannot run as a task
+])
+async def test_task_support_refusals_do_not_reveal_a_tool_the_caller_may_not_use(task_support: str, era: str, task: bool) -> None:
+    """A tool the caller may not use answers "Unknown tool", as one that does not exist. The refusals of a
+    call that does not fit the tool's taskSupport came first and named the tool, telling an anonymous
+    caller that a permission-gated tool exists (and how it must be called)."""
+    tool = make_tool(gated_echo, name="review_gated_task_tool", permissions=["auth.view_user"], task_support=task_support)
+    params: dict[str, Any] = {"name": "review_gated_task_tool", "arguments": {"text": "x"}}
+    with registry.registered_temporarily(tool):
+        if era == MODERN:
+            response = await call_modern(APP, "tools/call", params, capabilities={})
+        else:
+            session = await open_session()
+            message = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {**params, **({"task": {}} if task else {})}}
+            response = await request(APP, "POST", headers=post_headers(version=HANDSHAKE, session=session), body=json.dumps(message).encode())
+    body = response.json()
+    assert body["error"] == {"code": -32602, "message": "Unknown tool: review_gated_task_tool"}, body
+
 # -- 2. an Invalid Request whose id is readable is answered with that id --------------------------------
 
 READABLE_ID_CHANGES = [{"params": [1]}, {"params": None}, {"jsonrpc": "1.0"}, {"method": ""}, {"method": 5}]

@@ -71,10 +71,19 @@ def require_negotiated(rc: RequestContext, method: str) -> None:
         raise missing_extension(f"{method} needs the {EXTENSION} extension, which the client did not declare")
 
 
-def check_tool_call(tool: Any, rc: RequestContext) -> None:
+async def check_tool_call(tool: Any, rc: RequestContext) -> None:
     """A tool that requires tasks cannot serve a client without the extension (before anything runs)."""
     if tool is not None and tool.task_support == "required" and not negotiated(rc):
-        raise missing_extension(f"Tool {tool.name!r} runs only as a task; declare the {EXTENSION} extension")
+        await _refuse_if_visible(tool, rc, missing_extension(f"Tool {tool.name!r} runs only as a task; declare the {EXTENSION} extension"))
+
+
+async def _refuse_if_visible(tool: Any, rc: RequestContext, refusal: McpError) -> None:
+    """Raise ``refusal``, about how ``tool`` must be called, unless the caller may not use the tool:
+    then nothing, and :func:`core.resolve_target` answers "Unknown tool" as for a tool that does not
+    exist (the refusal would tell the caller that it does). Only a call about to be refused pays for
+    the permission check here."""
+    if await core.permitted(rc.principal, tool.permissions):
+        raise refusal
 
 
 def wants_task(target: core.Target, rc: RequestContext) -> bool:
@@ -241,7 +250,7 @@ def _requested_ttl_ms(params: dict[str, Any]) -> int:
     return ttl
 
 
-def check_legacy_tool_call(params: dict[str, Any], rc: RequestContext) -> bool:
+async def check_legacy_tool_call(params: dict[str, Any], rc: RequestContext) -> bool:
     """Whether a 2025-11-25 ``tools/call`` is task-augmented; -32601 where the tool's taskSupport forbids the choice."""
     name = params.get("name")
     tool = registry.get_tool(name) if isinstance(name, str) else None
@@ -249,9 +258,9 @@ def check_legacy_tool_call(params: dict[str, Any], rc: RequestContext) -> bool:
     if tool is None:
         return augmented  # resolve_target answers "Unknown tool"
     if augmented and tool.task_support == "forbidden":
-        raise McpError(METHOD_NOT_FOUND, f"Tool {name!r} cannot run as a task")
+        await _refuse_if_visible(tool, rc, McpError(METHOD_NOT_FOUND, f"Tool {name!r} cannot run as a task"))
     if not augmented and tool.task_support == "required":
-        raise McpError(METHOD_NOT_FOUND, f"Tool {name!r} runs only as a task: add \"task\" to the request")
+        await _refuse_if_visible(tool, rc, McpError(METHOD_NOT_FOUND, f"Tool {name!r} runs only as a task: add \"task\" to the request"))
     return augmented
 
 
