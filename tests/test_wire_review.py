@@ -294,3 +294,46 @@ async def test_the_urlconf_mount_answers_cors_too() -> None:
     answer = await request(django_app, "POST", "/mcp-via-django", headers=post_headers(extra={"mcp-method": "tools/list", "origin": ORIGIN}),
                            body=json.dumps(modern_message("tools/list")).encode())
     assert answer.status == 200 and answer.header("access-control-allow-origin") == ORIGIN, answer.headers
+
+
+# -- a finished request's disconnect watcher is freed by reference counting -----------------------------
+
+
+async def waits_then_echoes(text: str) -> str:
+    """Waits once (so the request starts its disconnect watcher), then echoes."""
+    await asyncio.sleep(0.01)
+    return text
+
+
+async def test_a_finished_requests_disconnect_watcher_is_freed_without_the_garbage_collector(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The handler held its cancelled watcher task, whose CancelledError's traceback holds the watcher's
+    frame and so the handler: a cycle per waiting request (every durable round) that only the garbage
+    collector freed, with the frames, tracebacks and closures around it (~18 µs a round in its
+    collections, docs/performance-durable.md). With the collector off, the task must be gone once the
+    request is answered and its cancellation has run."""
+    import gc
+    import weakref
+
+    from mcp_tools.transports import http
+
+    watchers: list[weakref.ref[Any]] = []
+    start_watcher = http._Handler.start_watcher
+
+    def recording(self: Any) -> None:
+        start_watcher(self)
+        watchers.append(weakref.ref(self.watcher))
+
+    monkeypatch.setattr(http._Handler, "start_watcher", recording)
+    with registry.registered_temporarily(make_tool(waits_then_echoes, name="review_waits_then_echoes")):
+        gc.collect()
+        gc.disable()
+        try:
+            response = await call_modern(APP, "tools/call", {"name": "review_waits_then_echoes", "arguments": {"text": "hi"}}, capabilities={})
+            for _ in range(5):  # the cancelled watcher's own steps
+                await asyncio.sleep(0)
+            alive = [ref for ref in watchers if ref() is not None]
+        finally:
+            gc.enable()
+    assert response.json()["result"]["content"][0]["text"] == "hi", response.json()
+    assert len(watchers) == 1
+    assert alive == []
