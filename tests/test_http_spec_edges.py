@@ -230,10 +230,13 @@ async def test_resuming_a_finished_stream_does_not_send_the_response_twice() -> 
     assert len(responses) == 1, resumed.text()
 
 
-async def test_resuming_a_stream_at_its_response_event_sends_nothing_more() -> None:
+@pytest.mark.parametrize("notes", [0, 520], ids=["short-stream", "stream-longer-than-EVENT_RETENTION"])
+async def test_resuming_a_stream_at_its_response_event_sends_nothing_more(notes: int) -> None:
     """2025-11-25 transports, Resumability: the server replays what came AFTER the last event id. A client
     that resumes at the event carrying the response has it: the stream ends with nothing more, and no new
-    event is stored, however often the client reconnects (the response went out once: docs/protocol.md)."""
+    event is stored, however often the client reconnects (the response went out once: docs/protocol.md).
+    Also on a stream that holds more than EVENT_RETENTION events (trimmed only now and then), where a first
+    version of this fix looked for the response among the stream's first EVENT_RETENTION events only."""
     from mcp_tools.models import StreamEvent
 
     session = await open_session({"elicitation": {}})
@@ -241,6 +244,7 @@ async def test_resuming_a_stream_at_its_response_event_sends_nothing_more() -> N
     call = {"jsonrpc": "2.0", "id": "req-1", "method": "tools/call", "params": {"name": "test_elicitation", "arguments": {"message": "hi"}}}
     first = Stream("POST", headers, json.dumps(call).encode())
     _, asked = await first.wait_for(lambda m: m.get("method") == "elicitation/create")
+    await _log_on_the_stream(session, notes)
     answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"username": "u", "email": "e@x.org"}}}
     assert (await post_json(APP, answer, headers)).status == 202
     last_event_id, final = await first.wait_for(lambda m: m.get("id") == "req-1")
@@ -254,6 +258,42 @@ async def test_resuming_a_stream_at_its_response_event_sends_nothing_more() -> N
         assert resumed.sent[0]["status"] == 200
         assert resumed.events() == [], resumed.text()
         assert await count() == stored
+
+
+async def _log_on_the_stream(session: str, notes: int) -> list[int]:
+    """``notes`` log notifications appended to the session's only stream as the server appends events
+    (its retention trims included); their event ids."""
+    from mcp_tools.models import StreamEvent
+    from mcp_tools.store import sessions as sync_sessions
+
+    note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x"}})
+
+    def append() -> list[int]:
+        stream_id = StreamEvent.objects.filter(session_id=session).values_list("stream_id", flat=True).first()
+        return [sync_sessions.append_event(session, stream_id, note) for _ in range(notes)]
+
+    return await sync_to_async(append)()
+
+
+async def test_resuming_a_long_stream_before_its_response_replays_what_followed_and_the_response_once() -> None:
+    """A stream longer than EVENT_RETENTION resumed after most of its events: the replay is what followed
+    Last-Event-ID, the response included, once (a first version of the fix above read the stream's first
+    EVENT_RETENTION events instead, skipped the rest and sent the response again under a new id)."""
+    session = await open_session({"elicitation": {}})
+    headers = post_headers(version=HANDSHAKE, session=session)
+    call = {"jsonrpc": "2.0", "id": "req-2", "method": "tools/call", "params": {"name": "test_elicitation", "arguments": {"message": "hi"}}}
+    first = Stream("POST", headers, json.dumps(call).encode())
+    _, asked = await first.wait_for(lambda m: m.get("method") == "elicitation/create")
+    note_ids = await _log_on_the_stream(session, 520)
+    answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"username": "u", "email": "e@x.org"}}}
+    assert (await post_json(APP, answer, headers)).status == 202
+    response_event_id, _ = await first.wait_for(lambda m: m.get("id") == "req-2")
+    await asyncio.wait_for(first.task, 10)
+    resumed = Stream("GET", {**headers, "accept": "text/event-stream", "last-event-id": str(note_ids[509])})
+    await asyncio.wait_for(resumed.task, 10)
+    replayed = resumed.events()
+    assert [event_id for event_id, _ in replayed] == [str(i) for i in note_ids[510:]] + [response_event_id], resumed.text()
+    assert [message.get("id") for _, message in replayed if "result" in message] == ["req-2"]
 
 
 @pytest.mark.parametrize("error", [{}, {"code": "x", "message": "m"}, {"code": 1.5}, {"code": -1}],

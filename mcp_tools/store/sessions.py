@@ -154,6 +154,14 @@ def events_after(stream_id: str, last_id: int) -> list[tuple[int, str]]:
     return [(e.id, e.payload) for e in StreamEvent.objects.after(stream_id, last_id, mcp_settings.EVENT_RETENTION)]
 
 
+def last_event_of_stream(stream_id: str) -> str | None:
+    """The payload of an SSE stream's newest kept event, or None (one indexed row: a POST stream's
+    response is its last event, whatever the stream carried before it)."""
+    from ..models import StreamEvent
+
+    return StreamEvent.objects.filter(stream_id=stream_id).order_by("-id").values_list("payload", flat=True).first()
+
+
 def last_progress_on_stream(stream_id: str) -> float | None:
     """The value of the last ``notifications/progress`` an SSE stream sent (from its kept events), or None.
 

@@ -1046,20 +1046,21 @@ class McpEndpoint:
         await response._send({"type": "http.response.body", "body": b": resumed\n\n", "more_body": True})
         already_sent: set[str] = set()
         answered: set[Any] = set()  # ids of the responses the stream carried: seen by the client, or replayed now
-        # The whole kept stream (bounded per stream by EVENT_RETENTION), not only what follows
-        # last_event_id: a client that resumes at (or after) the event carrying the response has it,
-        # and must not get it again under a new event id.
-        for event_id, payload in await store.events_after(stream_id, 0):
-            if not payload:
-                continue
-            kind, message_id = _kind_and_id(payload)
+        for event_id, payload in await store.events_after(stream_id, last_event_id):
+            if payload:
+                await response._send({"type": "http.response.body", "body": f"id: {event_id}\nevent: message\ndata: {payload}\n\n".encode(), "more_body": True})
+                kind, message_id = _kind_and_id(payload)
+                if kind == "request":
+                    already_sent.add(str(message_id))
+                elif kind == "response":
+                    answered.add(message_id)
+        if not answered and not stream_id.startswith(STANDALONE_STREAM_PREFIX):
+            # A client that resumes at (or after) the event that carried the response has it, and must
+            # not get it again under a new event id: the response is a POST stream's last event.
+            newest = await store.last_event_of_stream(stream_id)
+            kind, message_id = _kind_and_id(newest) if newest else ("", None)
             if kind == "response":
                 answered.add(message_id)
-            if event_id <= last_event_id:
-                continue
-            await response._send({"type": "http.response.body", "body": f"id: {event_id}\nevent: message\ndata: {payload}\n\n".encode(), "more_body": True})
-            if kind == "request":
-                already_sent.add(str(message_id))
         if stream_id.startswith(STANDALONE_STREAM_PREFIX):
             # The standalone stream (the official client always reconnects it with Last-Event-ID):
             # it goes on, under the same stream id, once what it missed is replayed.
