@@ -36,8 +36,9 @@ Tests that touch the database need ``transaction=True``, as here, or Django's
 ``TransactionTestCase``: the endpoint reaches the database from its own thread, on
 its own connection, which cannot see what a ``TestCase`` (or ``django_db`` without
 ``transaction=True``) wrote inside the transaction it rolls back at the end, and on
-SQLite waits on its lock. The client's first request refuses to run there
-(:class:`McpTestSetupError`, naming the fix) instead of failing with an internal error. ``registry.registered_temporarily(make_tool(fn))``
+SQLite waits on its lock. A request that fails there with an internal error raises
+:class:`McpTestSetupError`, naming the fix, instead (requests that need no such data, a
+``tools/list`` or a tool that touches no table, work there as anywhere). ``registry.registered_temporarily(make_tool(fn))``
 registers a tool for the length of a ``with`` block.
 """
 
@@ -53,6 +54,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from .protocol import versions
+from .protocol.errors import INTERNAL_ERROR
 
 __all__ = ["McpTestClient", "McpTestError", "McpTestSetupError"]
 
@@ -96,7 +98,8 @@ def _in_test_transaction() -> bool:
 
 
 async def _refuse_test_transaction() -> None:
-    """Raise :class:`McpTestSetupError` inside a ``TestCase``'s transaction.
+    """Raise :class:`McpTestSetupError` inside a ``TestCase``'s transaction (called when a request
+    failed with an internal error, the way the endpoint fails there).
 
     Connections are per thread, and the test's may be this one's (pytest-asyncio runs the test's event
     loop on the thread that opened the transaction) or the thread ``sync_to_async`` runs its ORM calls
@@ -146,16 +149,14 @@ class McpTestClient:
         self.capabilities = DEFAULT_CAPABILITIES if capabilities is None else capabilities
         self.answer = answer
         self.max_rounds = max_rounds
-        self._setup_checked = False
 
     async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """Send one request and return its ``result`` (raises :class:`McpTestError` for an error).
 
-        The first request raises :class:`McpTestSetupError` inside a ``TestCase``'s transaction.
+        An internal error inside a ``TestCase``'s transaction raises :class:`McpTestSetupError`, which
+        says why and names the fix (the endpoint's own connection cannot see or, on SQLite, write
+        past the test's transaction). Not before: what needs no such data works there too.
         """
-        if not self._setup_checked:
-            await _refuse_test_transaction()
-            self._setup_checked = True
         params = dict(params or {})
         params["_meta"] = {
             **params.get("_meta", {}),
@@ -181,7 +182,13 @@ class McpTestClient:
         status, body = await self._post(headers, {"jsonrpc": "2.0", "id": next(_ids), "method": method, "params": params})
         message = _final_message(body)
         if "error" in message:
-            raise McpTestError(status, message["error"])
+            failure = McpTestError(status, message["error"])
+            if message["error"].get("code") == INTERNAL_ERROR:
+                try:
+                    await _refuse_test_transaction()
+                except McpTestSetupError as setup_error:
+                    raise setup_error from failure
+            raise failure
         return message["result"]
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
