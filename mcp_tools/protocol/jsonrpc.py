@@ -130,6 +130,8 @@ def parse_body(body: bytes) -> Message:
     # Requests only: a response answers a step, which the session flavor fails with the refusal
     # (a refused response would leave its call waiting for an answer no client sends again), and
     # a notification's params are not stored (a cancel must not be lost for its reason's text).
+    # A response that is no JSON-RPC response at all (classify: an ``error`` that is no error object)
+    # is refused like any malformed message, changing nothing: it answers no step.
     if message.kind == "request" and (not checked or b"\\u0000" in body):  # an escaped NUL (or "\\u0000" as text)
         if unstorable_string(payload) is not None:
             raise InvalidMessage(UNSTORABLE_MESSAGE, _readable_id(payload), code=INVALID_PARAMS)
