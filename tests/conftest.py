@@ -120,6 +120,21 @@ class CeleryWorker(ChildProcess):
         return self.log_path.read_text(errors="replace")
 
 
+@pytest.fixture(params=["django-filter", "orm"])
+def filter_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Model tool filters applied through django-filter's ``FilterSet`` (a site that has it installed),
+    then through ``QuerySet.filter`` (one that has not): a test using this runs once each way."""
+    from mcp_tools.modeltools import toolsets
+
+    if request.param == "django-filter":
+        import django_filters  # a test extra: the FilterSet path is tested, never skipped
+
+        monkeypatch.setattr(toolsets, "django_filters", django_filters)
+    else:
+        monkeypatch.setattr(toolsets, "django_filters", None)
+    return str(request.param)
+
+
 @pytest.fixture
 def start_worker(django_db_setup: None) -> Iterator[type[CeleryWorker]]:
     """Start Celery workers inside a test; all stop afterwards. Stale queued messages are dropped first."""

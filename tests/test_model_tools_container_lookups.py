@@ -160,6 +160,7 @@ async def two_calls() -> list[str]:
     return await sync_to_async(rows)()
 
 
+@pytest.mark.usefixtures("filter_backend")
 async def test_json_lookups_filter_the_list(calls_tools: type[mcp_tools.ModelToolset]) -> None:
     if not JSON_CONTAINS:
         pytest.skip("this database has no JSON contains (see the next test)")
@@ -178,6 +179,7 @@ def test_manage_py_check_passes_with_a_warning(no_json_containment: None, calls_
     assert "mcp_tools.W030" in err.getvalue() and "'contains' of 'arguments'" in err.getvalue()
 
 
+@pytest.mark.usefixtures("filter_backend")
 async def test_json_containment_the_database_cannot_run_is_a_tool_error(
         no_json_containment: None, calls_tools: type[mcp_tools.ModelToolset]) -> None:
     first, second = await two_calls()
@@ -211,6 +213,7 @@ def tagged_table() -> Iterator[type[models.Model]]:
                 editor.delete_model(model)
 
 
+@pytest.mark.usefixtures("filter_backend")
 async def test_array_lookups_filter_the_list(tagged_table: type[models.Model]) -> None:
     tools = toolset_of(tagged_table, {"tags": ["contains", "overlap"], "scores": ["contained_by"]}, name="lookups.tagged_rows")
 

@@ -409,6 +409,7 @@ async def numbers(arguments: dict[str, Any], token: str) -> list[str]:
     return sorted(row["number"] for row in answer["result"]["structuredContent"]["results"])
 
 
+@pytest.mark.usefixtures("filter_backend")
 async def test_lookups_are_typed_as_what_they_compare(lookup_tools: None) -> None:
     """`in` was advertised as a string (and iterated as characters), `range` and `year` were
     internal errors, `year` was typed as a datetime."""
@@ -438,6 +439,7 @@ async def test_lookups_are_typed_as_what_they_compare(lookup_tools: None) -> Non
     assert await numbers({"number__startswith": "S-"}, clerk) == ["S-2001", "S-2002"]
 
 
+@pytest.mark.usefixtures("filter_backend")
 @pytest.mark.parametrize(("arguments", "field"), [
     ({"status__in": "open"}, "status__in"),
     ({"status__in": ["open", "lost"]}, "status__in"),
@@ -482,6 +484,7 @@ class TypoTools(mcp_tools.ModelToolset):
     filterset_fields = {"total": ["gte", "greater_than"]}
 
 
+@pytest.mark.usefixtures("filter_backend")
 async def test_a_lookup_the_check_refuses_is_left_out_of_the_tool() -> None:
     """Until the check is heeded the tool works without it: the lookup is an unknown argument,
     not a FieldError at every call (nor a schema that cannot be built, failing tools/list)."""

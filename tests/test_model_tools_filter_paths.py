@@ -1,0 +1,130 @@
+"""A model toolset's filters answer alike with and without django-filter installed.
+
+With django-filter installed, ``filterset_fields`` went through a ``FilterSet`` built for the
+model; without it, through ``QuerySet.filter``. The tests ran only the second. Each test here runs
+both ways (the ``filter_backend`` fixture), on a model with a field of each kind, through the tool.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection, models
+from django.test.utils import isolate_apps
+
+import mcp_tools
+from demo_site.shop.models import Customer
+from tests.asgi_client import call_modern
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("filter_backend")]
+
+TOOL = "filterpaths.rows.list"
+TOKEN = "12345678-1234-5678-1234-567812345678"
+
+
+def row_model() -> type[models.Model]:
+    """A model of a field of each kind (made inside ``isolate_apps``: no installed app has it)."""
+    fields: dict[str, Any] = {
+        "kind": models.CharField(max_length=5, choices=[("a", "A"), ("b", "B")], null=True),
+        "level": models.IntegerField(choices=[(1, "Low"), (2, "High")], null=True),
+        "flag": models.BooleanField(default=False),
+        "maybe": models.BooleanField(null=True),
+        "day": models.DateField(null=True),
+        "at": models.DateTimeField(null=True),
+        "token": models.UUIDField(null=True),
+        "amount": models.DecimalField(max_digits=8, decimal_places=2, null=True),
+        "ratio": models.FloatField(null=True),
+        "count": models.IntegerField(default=0),
+        "customer": models.ForeignKey(Customer, null=True, on_delete=models.CASCADE, related_name="+"),
+        "name": models.TextField(default="", blank=True),
+        "data": models.JSONField(null=True),
+    }
+    meta = type("Meta", (), {"app_label": "shop"})  # of an isolated registry: the shop's own models never see it
+    return type("FilterRow", (models.Model,), {"__module__": __name__, "Meta": meta, **fields})
+
+
+LOOKUPS: dict[str, list[str]] = {
+    "kind": ["exact", "in", "isnull"], "level": ["exact", "gte"], "flag": ["exact"], "maybe": ["exact", "isnull"],
+    "day": ["exact", "gte", "year"], "at": ["gte", "year__gte", "date", "month__lte"], "token": ["exact", "isnull"],
+    "amount": ["exact", "gte", "range"], "count": ["exact", "gte"], "customer": ["exact", "isnull"],
+    "customer__email": ["iexact"], "name": ["exact"], "data": ["exact", "isnull"],
+}
+
+
+@pytest.fixture
+def rows() -> Iterator[tuple[list[int], dict[str, int]]]:
+    """Four rows, and a toolset listing them, registered: ``([pk of each row], {customer email: pk})``."""
+    with isolate_apps("demo_site.shop"):
+        model: Any = row_model()
+        with connection.schema_editor() as editor:
+            editor.create_model(model)
+        ada = Customer.objects.create(name="Ada", email="ada@example.com")
+        bob = Customer.objects.create(name="Bob", email="bob@example.com")
+        pks = [model.objects.create(**values).pk for values in (
+            {"kind": "a", "level": 1, "flag": True, "maybe": True, "day": datetime.date(2024, 2, 29),
+             "at": datetime.datetime(2024, 2, 29, 10, 30, tzinfo=datetime.UTC), "token": uuid.UUID(TOKEN),
+             "amount": "10.50", "ratio": 0.1, "count": 3, "customer": ada, "name": "Ada, Lovelace", "data": {"a": 1}},
+            {"kind": "b", "level": 2, "maybe": False, "day": datetime.date(2025, 3, 1),
+             "at": datetime.datetime(2025, 3, 1, 12, 0, 0, 250000, tzinfo=datetime.UTC), "token": uuid.uuid4(),
+             "amount": "20", "ratio": 1e-8, "customer": bob, "name": "  padded  ", "data": 5},
+            {"count": 5, "data": None},
+            {"name": "Zed", "count": 1, "data": "x"},
+        )]
+
+        class FilterRows(mcp_tools.ModelToolset):
+            queryset = model.objects.all()
+            basename = "filterpaths.rows"
+            actions = ["list"]
+            permissions = {"list": []}
+            filterset_fields = LOOKUPS
+
+        mcp_tools.register_toolset(FilterRows)
+        try:
+            yield pks, {"ada@example.com": ada.pk, "bob@example.com": bob.pk}
+        finally:
+            mcp_tools.unregister_toolset(FilterRows)
+            with connection.schema_editor() as editor:
+                editor.delete_model(model)
+
+
+async def listed(arguments: dict[str, Any]) -> dict[str, Any]:
+    from demo_site.asgi import application
+
+    body = (await call_modern(application, "tools/call", {"name": TOOL, "arguments": {**arguments, "ordering": "pk"}})).json()
+    assert "error" not in body, body
+    return dict(body["result"])
+
+
+async def found(arguments: dict[str, Any], pks: list[int]) -> list[int]:
+    """Which of the fixture's rows the list answers (their indexes)."""
+    result = await listed(arguments)
+    assert result.get("isError") is not True, result
+    return [pks.index(row["id"]) for row in result["structuredContent"]["results"]]
+
+
+@pytest.mark.parametrize(("arguments", "expected"), [
+    ({"kind": "a"}, [0]), ({"kind__in": ["b"]}, [1]), ({"kind__isnull": True}, [2, 3]),
+    ({"level": 2}, [1]), ({"level__gte": 1}, [0, 1]), ({"flag": True}, [0]), ({"flag": False}, [1, 2, 3]),
+    ({"maybe": False}, [1]), ({"maybe__isnull": False}, [0, 1]),
+    ({"day": "2024-02-29"}, [0]), ({"day__gte": "2024-03-01"}, [1]), ({"day__year": 2024}, [0]),
+    ({"at__gte": "2024-03-01T00:00:00Z"}, [1]), ({"at__gte": "2024-02-29T11:30:00+01:00"}, [0, 1]),
+    ({"at__year__gte": 2025}, [1]), ({"at__date": "2024-02-29"}, [0]), ({"at__month__lte": 2}, [0]),
+    ({"token": TOKEN}, [0]), ({"token": TOKEN.replace("-", "")}, [0]), ({"token__isnull": True}, [2, 3]),
+    ({"amount": "10.5"}, [0]), ({"amount": 20}, [1]), ({"amount__gte": "10.51"}, [1]), ({"amount__range": ["10", "20"]}, [0, 1]),
+    ({"count": 0}, [1]), ({"count__gte": 3}, [0, 2]), ({"customer__isnull": True}, [2, 3]),
+    ({"customer__email__iexact": "BOB@example.com"}, [1]), ({"name": "Ada, Lovelace"}, [0]),
+], ids=repr)
+async def test_typed_values_filter_alike(rows: tuple[list[int], dict[str, int]], arguments: dict[str, Any],
+                                         expected: list[int]) -> None:
+    pks, _ = rows
+    assert await found(arguments, pks) == expected
+
+
+async def test_a_foreign_key_filters_by_the_related_rows_key(rows: tuple[list[int], dict[str, int]]) -> None:
+    pks, customers = rows
+    assert await found({"customer": customers["bob@example.com"]}, pks) == [1]
