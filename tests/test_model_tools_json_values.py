@@ -22,7 +22,7 @@ from demo_site.inventory.models import AuditLog
 from mcp_tools.models import ExactJSONField, ToolCall
 from tests.asgi_client import call_modern
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("filter_backend")]
 
 #: A value of each JSON type, stored one a row, in this order.
 VALUES: list[Any] = [{"a": 1, "b": [2]}, [1, 2], 5, "5", True, None, 1.5, "x"]

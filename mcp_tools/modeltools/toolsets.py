@@ -300,12 +300,7 @@ class ModelToolset:
             why = self.unsupported_lookup(*given[name], queryset.db)
             if why is not None:
                 raise ToolError(f"The filter {name} cannot be used here: {why}. Call the tool without it.")
-        # ``in`` and ``range`` come as JSON arrays, validated item by item: a FilterSet would want
-        # them as comma-separated text (and split a value with a comma in it). The lookups of array,
-        # hstore and JSON fields neither: django-filter has no filter for these fields.
-        lists = {name: value for name, value in filters.items()
-                 if isinstance(value, builtins.list) or self.container_type(*given[name]) is not None
-                 or self.json_value_lookup(*given[name])}
+        lists = {name: value for name, value in filters.items() if self.applied_as_given(*given[name], value)}
         if lists:
             # One filter() call, as before: through a relation to many rows, its conditions are of one related row.
             condition = Q()
@@ -470,6 +465,19 @@ class ModelToolset:
                 item_type = Literal[tuple(value for value, _ in item.flatchoices)]
             return Annotated[builtins.list[item_type], Field(max_length=cls.max_page_size)]
         return None
+
+    @staticmethod
+    def applied_as_given(field: Any, lookup: str, value: Any) -> bool:
+        """Whether the filter ``<field>__<lookup>`` with ``value`` (validated by the tool's schema)
+        goes to ``QuerySet.filter`` as it is, not through django-filter's ``FilterSet`` where that
+        is installed: where the FilterSet would answer otherwise than ``QuerySet.filter``."""
+        if isinstance(value, builtins.list):
+            # ``in`` and ``range`` come as JSON arrays, validated item by item: a FilterSet would
+            # want them as comma-separated text (and split a value with a comma in it).
+            return True
+        # django-filter has no filter for array, hstore and JSON fields, whatever the lookup: its
+        # FilterSet fails to build (an AssertionError) for their isnull, icontains, has_key...
+        return isinstance(field, models.JSONField) or getattr(field, "get_internal_type", str)() in ("ArrayField", "HStoreField")
 
     @staticmethod
     def json_value_lookup(field: Any, lookup: str) -> bool:
