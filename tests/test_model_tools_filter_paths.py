@@ -50,8 +50,8 @@ def row_model() -> type[models.Model]:
 
 LOOKUPS: dict[str, list[str]] = {
     "kind": ["exact", "in", "isnull"], "level": ["exact", "gte"], "flag": ["exact"], "maybe": ["exact", "isnull"],
-    "day": ["exact", "gte", "year"], "at": ["gte", "year__gte", "date", "month__lte"], "token": ["exact", "isnull"],
-    "amount": ["exact", "gte", "range"], "count": ["exact", "gte"], "customer": ["exact", "isnull"],
+    "day": ["exact", "gte", "year"], "at": ["gte", "year__gte", "date", "month__lte"], "token": ["exact", "isnull", "startswith", "icontains"],
+    "amount": ["exact", "gte", "range"], "count": ["exact", "gte", "icontains"], "customer": ["exact", "isnull"],
     "customer__email": ["iexact"], "name": ["exact"], "data": ["exact", "isnull", "icontains"],
 }
 
@@ -137,5 +137,17 @@ async def test_every_lookup_of_a_json_field_filters(rows: tuple[list[int], dict[
                                                     expected: list[int]) -> None:
     """django-filter has no filter for a JSON field: its FilterSet failed (an AssertionError, an
     internal error) for the lookups not applied as given already, ``isnull``, ``icontains``..."""
+    pks, _ = rows
+    assert await found(arguments, pks) == expected
+
+
+@pytest.mark.parametrize(("arguments", "expected"), [
+    ({"token__startswith": "1234"}, [0]), ({"token__icontains": "5678-1234"}, [0]), ({"count__icontains": "-"}, []),
+], ids=repr)
+async def test_a_text_lookup_of_another_field_compares_text(rows: tuple[list[int], dict[str, int]], arguments: dict[str, Any],
+                                                            expected: list[int]) -> None:
+    """``contains``, ``startswith``... take text whatever the field (the database compares the column
+    as text): the FilterSet read it as a value of the field, and refused part of a UUID, or a
+    number's, as an invalid filter."""
     pks, _ = rows
     assert await found(arguments, pks) == expected
