@@ -151,3 +151,14 @@ async def test_a_text_lookup_of_another_field_compares_text(rows: tuple[list[int
     number's, as an invalid filter."""
     pks, _ = rows
     assert await found(arguments, pks) == expected
+
+
+@pytest.mark.parametrize(("arguments", "expected"), [
+    ({"name": ""}, [2]), ({"name": "  padded  "}, [1]), ({"customer__email__iexact": " "}, []),
+], ids=repr)
+async def test_text_is_compared_as_given(rows: tuple[list[int], dict[str, int]], arguments: dict[str, Any],
+                                         expected: list[int]) -> None:
+    """The FilterSet's form fields strip text, and take an empty text for no filter: ``name=""``
+    listed every row, ``"  padded  "`` none."""
+    pks, _ = rows
+    assert await found(arguments, pks) == expected

@@ -475,9 +475,11 @@ class ModelToolset:
             # ``in`` and ``range`` come as JSON arrays, validated item by item: a FilterSet would
             # want them as comma-separated text (and split a value with a comma in it).
             return True
-        if lookup in TEXT_LOOKUPS:
-            # Text whatever the field, which the database compares with the column as text: a
-            # FilterSet reads it as a value of the field, and refuses part of a UUID or a number.
+        if isinstance(value, str):
+            # Text is compared as given: a FilterSet's form fields strip it, and take "" for no
+            # filter. A text lookup (``contains``...) takes text whatever the field, compared with
+            # the column as text: a FilterSet reads it as a value of the field, and refuses part
+            # of a UUID or a number.
             return True
         # django-filter has no filter for array, hstore and JSON fields, whatever the lookup: its
         # FilterSet fails to build (an AssertionError) for their isnull, icontains, has_key...
