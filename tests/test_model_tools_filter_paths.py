@@ -126,8 +126,11 @@ async def test_typed_values_filter_alike(rows: tuple[list[int], dict[str, int]],
 
 
 async def test_a_foreign_key_filters_by_the_related_rows_key(rows: tuple[list[int], dict[str, int]]) -> None:
+    """A key no related row has matches no row: the FilterSet refused it as an invalid filter
+    ("Select a valid choice"), which told the caller which customers exist, rows or not."""
     pks, customers = rows
     assert await found({"customer": customers["bob@example.com"]}, pks) == [1]
+    assert await found({"customer": max(customers.values()) + 1000}, pks) == []
 
 
 @pytest.mark.parametrize(("arguments", "expected"), [

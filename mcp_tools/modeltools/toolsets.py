@@ -481,6 +481,11 @@ class ModelToolset:
             # the column as text: a FilterSet reads it as a value of the field, and refuses part
             # of a UUID or a number.
             return True
+        if getattr(field, "is_relation", False):
+            # A related row's key, compared as the column holds it: a FilterSet looks the row up
+            # in the related model's whole table and refuses a key no row has ("Select a valid
+            # choice"), which tells the caller which rows exist there, visible to it or not.
+            return True
         # django-filter has no filter for array, hstore and JSON fields, whatever the lookup: its
         # FilterSet fails to build (an AssertionError) for their isnull, icontains, has_key...
         return isinstance(field, models.JSONField) or getattr(field, "get_internal_type", str)() in ("ArrayField", "HStoreField")
