@@ -51,7 +51,7 @@ def row_model() -> type[models.Model]:
 LOOKUPS: dict[str, list[str]] = {
     "kind": ["exact", "in", "isnull"], "level": ["exact", "gte"], "flag": ["exact"], "maybe": ["exact", "isnull"],
     "day": ["exact", "gte", "year"], "at": ["gte", "year__gte", "date", "month__lte"], "token": ["exact", "isnull", "startswith", "icontains"],
-    "amount": ["exact", "gte", "range"], "count": ["exact", "gte", "icontains"], "customer": ["exact", "isnull"],
+    "amount": ["exact", "gte", "range"], "count": ["exact", "gte", "icontains"], "ratio": ["exact", "lt"], "customer": ["exact", "isnull"],
     "customer__email": ["iexact"], "name": ["exact"], "data": ["exact", "isnull", "icontains"],
 }
 
@@ -163,5 +163,15 @@ async def test_text_is_compared_as_given(rows: tuple[list[int], dict[str, int]],
                                          expected: list[int]) -> None:
     """The FilterSet's form fields strip text, and take an empty text for no filter: ``name=""``
     listed every row, ``"  padded  "`` none."""
+    pks, _ = rows
+    assert await found(arguments, pks) == expected
+
+
+@pytest.mark.parametrize(("arguments", "expected"), [
+    ({"ratio": 1e300}, []), ({"ratio__lt": 1e60}, [0, 1]), ({"ratio__lt": 1e-7}, [1]),
+], ids=repr)
+async def test_a_float_is_compared_as_given(rows: tuple[list[int], dict[str, int]], arguments: dict[str, Any],
+                                            expected: list[int]) -> None:
+    """The FilterSet read a float as a decimal of at most 1e50, and refused a larger one."""
     pks, _ = rows
     assert await found(arguments, pks) == expected

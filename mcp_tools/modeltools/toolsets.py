@@ -481,6 +481,9 @@ class ModelToolset:
             # the column as text: a FilterSet reads it as a value of the field, and refuses part
             # of a UUID or a number.
             return True
+        if isinstance(value, float):
+            # A FilterSet reads it as a decimal, and refuses one past 1e50.
+            return True
         if getattr(field, "is_relation", False):
             # A related row's key, compared as the column holds it: a FilterSet looks the row up
             # in the related model's whole table and refuses a key no row has ("Select a valid
