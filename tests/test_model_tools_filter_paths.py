@@ -169,9 +169,10 @@ async def test_text_is_compared_as_given(rows: tuple[list[int], dict[str, int]],
 
 @pytest.mark.parametrize(("arguments", "expected"), [
     ({"ratio": 1e300}, []), ({"ratio__lt": 1e60}, [0, 1]), ({"ratio__lt": 1e-7}, [1]),
+    ({"amount": "1e60"}, []), ({"amount__gte": 1e60}, []),
 ], ids=repr)
-async def test_a_float_is_compared_as_given(rows: tuple[list[int], dict[str, int]], arguments: dict[str, Any],
+async def test_a_number_past_1e50_is_compared_as_given(rows: tuple[list[int], dict[str, int]], arguments: dict[str, Any],
                                             expected: list[int]) -> None:
-    """The FilterSet read a float as a decimal of at most 1e50, and refused a larger one."""
+    """The FilterSet read a float or a decimal as a decimal of at most 1e50, and refused a larger one."""
     pks, _ = rows
     assert await found(arguments, pks) == expected

@@ -481,7 +481,7 @@ class ModelToolset:
             # the column as text: a FilterSet reads it as a value of the field, and refuses part
             # of a UUID or a number.
             return True
-        if isinstance(value, float):
+        if isinstance(value, (float, decimal.Decimal)):
             # A FilterSet reads it as a decimal, and refuses one past 1e50.
             return True
         if getattr(field, "is_relation", False):
