@@ -22,8 +22,9 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, models
 from django.http import HttpRequest
+from django.utils.dateparse import parse_duration
 from django.utils.text import capfirst, slugify
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BeforeValidator, Field, TypeAdapter, ValidationError
 
 from ..engine.context import ToolContext
 from ..engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler
@@ -153,11 +154,27 @@ def known_permissions(model_or_none: type[models.Model] | None = None) -> set[st
 #: An integer column's value: a JSON integer (strict: not "11", not true) of at most 64 bits, which
 #: every database takes (a larger one is a -32602 error, not an overflow inside the database driver).
 DbInt = Annotated[int, Field(strict=True, ge=-(2**63), le=2**63 - 1)]
+def _django_duration(value: Any) -> Any:
+    """A duration as Django writes it (``"1 00:00:00"``, how a row's duration is listed) or ISO 8601;
+    anything else is left to pydantic (seconds, or its refusal)."""
+    return (parse_duration(value) or value) if isinstance(value, str) else value
+
+
+def _no_offset(value: datetime.time) -> datetime.time:
+    if value.tzinfo is not None:
+        raise ValueError("a time of day without a UTC offset: the column holds a time in no time zone")
+    return value
+
+
 _LOOKUP_TYPES: dict[str, Any] = {
     "AutoField": DbInt, "BigAutoField": DbInt, "SmallAutoField": DbInt, "IntegerField": DbInt, "BigIntegerField": DbInt,
     "SmallIntegerField": DbInt, "PositiveIntegerField": DbInt, "PositiveBigIntegerField": DbInt,
     "PositiveSmallIntegerField": DbInt, "UUIDField": uuid.UUID, "DateField": datetime.date,
     "DateTimeField": datetime.datetime, "DecimalField": decimal.Decimal, "FloatField": float, "BooleanField": bool,
+    # Not text: QuerySet.filter takes no text for a duration, and text that is no time is a
+    # ValidationError at the query (an internal error); so is an aware time on most databases.
+    "DurationField": Annotated[datetime.timedelta, BeforeValidator(_django_duration)],
+    "TimeField": Annotated[datetime.time, AfterValidator(_no_offset)],
 }
 
 
