@@ -52,7 +52,7 @@ def row_model() -> type[models.Model]:
 
 LOOKUPS: dict[str, list[str]] = {
     "kind": ["exact", "in", "isnull"], "level": ["exact", "gte"], "flag": ["exact"], "maybe": ["exact", "isnull"],
-    "day": ["exact", "gte", "year"], "at": ["gte", "year__gte", "date", "month__lte"], "token": ["exact", "isnull", "startswith", "icontains"],
+    "day": ["exact", "gte", "year"], "at": ["exact", "gte", "range", "year__gte", "date", "month__lte"], "token": ["exact", "isnull", "startswith", "icontains"],
     "clock": ["exact", "gte"], "span": ["exact", "gte"],
     "amount": ["exact", "gte", "range"], "count": ["exact", "gte", "icontains"], "ratio": ["exact", "lt"], "customer": ["exact", "isnull"],
     "customer__email": ["iexact"], "name": ["exact"], "data": ["exact", "isnull", "icontains"],
@@ -201,3 +201,20 @@ async def test_a_duration_or_a_time_of_another_shape_is_an_argument_error(rows: 
                                                                           arguments: dict[str, Any]) -> None:
     """A time with a UTC offset too: the column holds a time of day in no time zone."""
     assert [error["field"] for error in argument_errors({"result": await listed(arguments)})] == list(arguments)
+
+
+@pytest.mark.parametrize(("arguments", "expected"), [
+    ({"at": "2024-02-29T10:30:00"}, [0]), ({"at__gte": "2024-02-29"}, [0, 1]),
+    ({"at__range": ["2024-02-29T10:30:00", "2025-01-01"]}, [0]),
+], ids=repr)
+async def test_a_datetime_without_an_offset_is_of_the_current_time_zone(
+        rows: tuple[list[int], dict[str, int]], arguments: dict[str, Any], expected: list[int]) -> None:
+    """As a form reads it: ``QuerySet.filter`` read it in the default time zone, warning that it
+    had no offset (a RuntimeWarning at each call); the FilterSet in the current one."""
+    from django.utils import timezone
+
+    pks, _ = rows
+    with timezone.override("UTC"):
+        assert await found(arguments, pks) == expected
+    with timezone.override("Pacific/Kiritimati"):  # UTC+14: the first row's 10:30 UTC is 00:30 the next day there
+        assert await found({"at__gte": "2024-03-01T00:30:00", "at__range": ["2024-03-01T00:30:00", "2024-03-01T00:30:00"]}, pks) == [0]

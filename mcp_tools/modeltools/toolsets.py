@@ -29,11 +29,13 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
+from django.conf import settings
 from django.core import checks
 from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, connections, models, router, transaction
 from django.db.models import Q
+from django.utils import timezone
 from pydantic import Field, JsonValue, WithJsonSchema
 from rest_framework.exceptions import ValidationError as DRFValidationError
 
@@ -88,6 +90,16 @@ try:  # django-filter is optional: with it, filterset_fields go through a Filter
     import django_filters
 except ImportError:  # pragma: no cover - depends on the environment
     django_filters = None
+
+
+def aware(value: Any) -> Any:
+    """A filter's value with each datetime without a UTC offset (in a list too) read in the current
+    time zone, as a form reads it: ``QuerySet.filter`` would read it in the default one, warning."""
+    if isinstance(value, builtins.list):
+        return [aware(item) for item in value]
+    if isinstance(value, datetime.datetime) and settings.USE_TZ and timezone.is_naive(value):
+        return timezone.make_aware(value)
+    return value
 
 
 def _exact(value: Any) -> Any:
@@ -291,7 +303,7 @@ class ModelToolset:
         # The fields of the filters given (only those: a lookup the check refused is no argument).
         given = {name: (self.filter_field(offered[name][0]), offered[name][1]) for name in offered if name in arguments}
         # Null is no filter, except where it is a value to compare: a JSON field's exact null.
-        filters = {name: arguments[name] for name, (field, lookup) in given.items()
+        filters = {name: aware(arguments[name]) for name, (field, lookup) in given.items()
                    if arguments[name] is not None or (lookup == "exact" and self.json_value_lookup(field, lookup))}
         # Refused before any query, as a tool error the model can act on: JSON containment on a
         # database without it (a site developing on SQLite, deploying on PostgreSQL) would be a
