@@ -218,3 +218,10 @@ async def test_a_datetime_without_an_offset_is_of_the_current_time_zone(
         assert await found(arguments, pks) == expected
     with timezone.override("Pacific/Kiritimati"):  # UTC+14: the first row's 10:30 UTC is 00:30 the next day there
         assert await found({"at__gte": "2024-03-01T00:30:00", "at__range": ["2024-03-01T00:30:00", "2024-03-01T00:30:00"]}, pks) == [0]
+
+
+@pytest.mark.parametrize("arguments", [{"at__year__gte": 10000}, {"day__year": 0}, {"at__year__gte": -5}], ids=repr)
+async def test_a_year_python_has_no_date_for_is_an_argument_error(rows: tuple[list[int], dict[str, int]],
+                                                                  arguments: dict[str, Any]) -> None:
+    """It was an internal error (a ValueError: Django compares a year as the dates it begins and ends)."""
+    assert [error["field"] for error in argument_errors({"result": await listed(arguments)})] == list(arguments)

@@ -154,6 +154,8 @@ def known_permissions(model_or_none: type[models.Model] | None = None) -> set[st
 #: An integer column's value: a JSON integer (strict: not "11", not true) of at most 64 bits, which
 #: every database takes (a larger one is a -32602 error, not an overflow inside the database driver).
 DbInt = Annotated[int, Field(strict=True, ge=-(2**63), le=2**63 - 1)]
+
+
 def _django_duration(value: Any) -> Any:
     """A duration as Django writes it (``"1 00:00:00"``, how a row's duration is listed) or ISO 8601;
     anything else is left to pydantic (seconds, or its refusal)."""

@@ -71,6 +71,9 @@ LIST_LOOKUPS = ("in", "range")
 #: Transforms of date and time fields to an integer (``created_at__year``), and to a date.
 INTEGER_TRANSFORMS = ("year", "iso_year", "quarter", "month", "week", "day", "week_day", "iso_week_day", "hour", "minute", "second")
 DATE_TRANSFORMS = ("date",)
+#: A year, as ``year`` and ``iso_year`` compare it: Django turns ``created_at__year__gte=N`` into
+#: bounds that are dates of year N, which Python has only from 1 to 9999 (past them, a ValueError).
+YEAR = Annotated[int, Field(strict=True, ge=datetime.MINYEAR, le=datetime.MAXYEAR)]
 #: What may follow such a transform (``created_at__year__gte``); nothing means ``exact``.
 AFTER_TRANSFORM = ("exact", "gt", "gte", "lt", "lte", "in", "range")
 TYPED_LOOKUPS = (*SCALAR_LOOKUPS, *TEXT_LOOKUPS, *LIST_LOOKUPS, "isnull")
@@ -417,7 +420,7 @@ class ModelToolset:
         if first in INTEGER_TRANSFORMS or first in DATE_TRANSFORMS:
             if field.get_transform(first) is None:
                 raise ValueError(f"a {kind} has no {first!r}")
-            value_type = base.DbInt if first in INTEGER_TRANSFORMS else datetime.date
+            value_type = (YEAR if first in ("year", "iso_year") else base.DbInt) if first in INTEGER_TRANSFORMS else datetime.date
             choices = []
             lookup = rest or "exact"
             if lookup not in AFTER_TRANSFORM:
