@@ -24,7 +24,9 @@ from __future__ import annotations
 import builtins
 import datetime
 import decimal
+import functools
 import inspect
+import operator
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, ClassVar, Literal
@@ -305,9 +307,9 @@ class ModelToolset:
         offered = self.filter_arguments()
         # The fields of the filters given (only those: a lookup the check refused is no argument).
         given = {name: (self.filter_field(offered[name][0]), offered[name][1]) for name in offered if name in arguments}
-        # Null is no filter, except where it is a value to compare: a JSON field's exact null.
-        filters = {name: aware(arguments[name]) for name, (field, lookup) in given.items()
-                   if arguments[name] is not None or (lookup == "exact" and self.json_value_lookup(field, lookup))}
+        # Null is no filter, for every argument: a model may send null for each optional one (a JSON
+        # field's JSON null is ``in: [null]``).
+        filters = {name: aware(arguments[name]) for name in given if arguments[name] is not None}
         # Refused before any query, as a tool error the model can act on: JSON containment on a
         # database without it (a site developing on SQLite, deploying on PostgreSQL) would be a
         # NotSupportedError at the query, an internal error.
@@ -320,11 +322,11 @@ class ModelToolset:
             # One filter() call, as before: through a relation to many rows, its conditions are of one related row.
             condition = Q()
             for name, value in lists.items():
-                if self.json_value_lookup(*given[name]) and given[name][1] == "in" and None in value:
-                    # Django drops None from an IN list: a JSON null asked for matches as exact's does.
+                if self.json_value_lookup(*given[name]) and given[name][1] == "in":
+                    # One JSON exact per item, not Django's IN: that drops None, and de-duplicates
+                    # hashable values, for which Python has 1 == True and 0 == False.
                     field = offered[name][0]
-                    others = [item for item in value if item is not None]
-                    condition &= (Q(**{field: None}) | Q(**{name: others})) if others else Q(**{field: None})
+                    condition &= functools.reduce(operator.or_, (Q(**{field: item}) for item in value), Q(pk__in=[]))
                 else:
                     condition &= Q(**{name: value})
             queryset = queryset.filter(condition)
