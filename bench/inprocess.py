@@ -13,7 +13,8 @@ blocks of ``-n`` requests (CPU time of this process per request). ``--app raw`` 
 ``bench/raw_app.py`` (the ceiling of ``bench/run.py``). The bodies are checked like echo.lua
 checks them (``--check`` off only for profiling runs that want no overhead).
 
-``--profile FILE`` writes a cProfile of one block of the mcp_tools app (``pstats`` format).
+``--profile FILE`` writes a cProfile of one block of the mcp_tools app, or of the raw app with
+``--app raw`` (``pstats`` format).
 """
 
 from __future__ import annotations
@@ -207,8 +208,10 @@ async def measure(args: argparse.Namespace) -> list[tuple[str, str, float, list[
     if args.profile:
         import cProfile
 
-        protocol, transport, session, counter = setups[("mcp_tools", eras[0])]
-        requests = [request_bytes(eras[0], next(counter), session) for _ in range(args.n)]
+        # The mcp_tools app when it ran, else the raw one (``--app raw``: the ceiling's own profile).
+        profiled = ("mcp_tools", eras[0]) if ("mcp_tools", eras[0]) in setups else next(iter(setups))
+        protocol, transport, session, counter = setups[profiled]
+        requests = [request_bytes(profiled[1], next(counter), session) for _ in range(args.n)]
         profiler = cProfile.Profile()
         profiler.enable()
         await block(protocol, transport, requests, False)
