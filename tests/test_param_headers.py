@@ -17,7 +17,10 @@ import enum
 from typing import Annotated, Any, Literal, Optional
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
 from mcp.shared.inbound import find_invalid_x_mcp_header
 from pydantic import BaseModel, Field
 
@@ -25,6 +28,7 @@ from mcp_tools.protocol.errors import HEADER_MISMATCH
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.transports.http import McpEndpoint
 from tests.asgi_client import call_modern
+from tests.clients import create_user_with_token
 
 pytestmark = pytest.mark.django_db(transaction=True)
 APP = McpEndpoint()
@@ -136,6 +140,60 @@ async def test_a_nested_annotated_property_is_checked_against_its_header(headers
         assert r.json()["result"]["content"] == [{"type": "text", "text": "eu-westx2"}]
     else:
         assert r.json()["error"]["code"] == HEADER_MISMATCH
+
+
+# -- a tool the caller may not use: its headers are not checked, nor named ---------------------------
+
+
+def zz_gated_region(region: Annotated[str, header("Region")]) -> str:
+    return f"ran in {region}"
+
+
+def _answer(r: Any) -> tuple[int, Any]:
+    """What a caller learns: the HTTP status and the JSON-RPC error (code and message), else the result's text."""
+    body = r.json()
+    if "error" in body:
+        return r.status, (body["error"]["code"], body["error"]["message"])
+    return r.status, body["result"]["content"][0]["text"]
+
+
+@pytest.mark.parametrize(("sent", "permitted_answer"), [
+    ({}, (400, (HEADER_MISMATCH, "Missing Mcp-Param-Region header"))),
+    ({"mcp-param-region": "us-east"}, (400, (HEADER_MISMATCH, "Mcp-Param-Region header does not match the argument"))),
+    ({"mcp-param-region": "eu-west"}, (200, "ran in eu-west")),
+], ids=["no-header", "wrong-header", "right-header"])
+async def test_a_hidden_tools_headers_are_checked_only_for_a_caller_who_may_use_it(
+        sent: dict[str, str], permitted_answer: tuple[int, Any]) -> None:
+    """A security review found the ``Mcp-Param-*`` check run before authentication and the
+    permission check: with no credentials, a permission-gated tool answered 400 "Missing
+    Mcp-Param-Region header" where an unknown tool answered 401, and a user without the permission
+    got -32020 where an unknown tool is -32602, naming the hidden tool and its header. Now the caller
+    is authenticated first, and one who may not use the tool gets exactly an unknown tool's answer
+    (docs/protocol.md: tools with ``permissions`` are hidden from callers without them); one who may
+    still has the headers checked before the call runs (2026-07-28, Custom Headers)."""
+    tool = make_tool(zz_gated_region, permissions=["inventory.change_product"])
+    arguments = {"region": "eu-west"}
+    viewer = await sync_to_async(create_user_with_token)("zz-viewer")
+    clerk = await sync_to_async(create_user_with_token)("zz-clerk", ("inventory.change_product",))
+
+    async def answers(token: str | None) -> tuple[tuple[int, Any], tuple[int, Any]]:
+        """The answers to a call of the hidden tool and of one that does not exist, by the same caller."""
+        gated = await call_modern(APP, "tools/call", {"name": "zz_gated_region", "arguments": arguments}, token=token, headers=sent)
+        unknown = await call_modern(APP, "tools/call", {"name": "zz_no_such_tool", "arguments": arguments}, token=token, headers=sent)
+        return _answer(gated), _answer(unknown)
+
+    with registry.registered_temporarily(tool):
+        with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "ALLOW_ANONYMOUS": False}):
+            anonymous_where_credentials_are_needed = await answers(None)
+        anonymous, without_permission, with_permission = await answers(None), await answers(viewer), await answers(clerk)
+
+    gated, unknown = anonymous_where_credentials_are_needed
+    assert gated[0] == unknown[0] == 401, anonymous_where_credentials_are_needed
+    for caller in (anonymous, without_permission):
+        gated, unknown = caller
+        assert gated == (200, (-32602, "Unknown tool: zz_gated_region")), caller
+        assert unknown == (200, (-32602, "Unknown tool: zz_no_such_tool")), caller
+    assert with_permission[0] == permitted_answer, with_permission
 
 
 # -- tools the official clients would drop: refused when built ---------------------------------------

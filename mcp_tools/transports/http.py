@@ -42,7 +42,7 @@ from ..protocol.errors import (
     UNSUPPORTED_PROTOCOL_VERSION,
     McpError,
 )
-from ..registry import registry
+from ..registry import Tool, registry
 from ..registry.registry import SCOPE_PERMISSION_PREFIX
 from ..server import RequestContext, dispatch, initialize_result, sessions
 from ..server import oauth
@@ -781,9 +781,11 @@ class McpEndpoint:
             header_name = headers.get("mcp-name")
             if header_name is None or header_text(header_name) != params.get(name_key):
                 raise HttpError(400, McpError(HEADER_MISMATCH, f"Mcp-Name header is missing or does not match params.{name_key}"), request_id)
-        if method == "tools/call":
-            check_param_headers(headers, params, request_id)
+        # Authentication first: the header check names the tool and its headers, which a caller
+        # who may not use the tool must not learn (nor one who has not said who they are).
         principal = bind_anonymous(ANONYMOUS if anonymous_at_once(headers) else await authenticate(scope, headers), headers, request_id)
+        if method == "tools/call":
+            await check_param_headers(headers, params, principal, request_id)
         if principal.scopes is not None:  # an OAuth token (what check_tool_scopes looks at)
             await check_tool_scopes(scope, headers, method, params, principal, request_id)
         if method == "subscriptions/listen":
@@ -1331,20 +1333,33 @@ def _kind_and_id(payload: str) -> tuple[str, Any]:
     return ("response" if "result" in message or "error" in message else ""), message.get("id")
 
 
-def check_param_headers(headers: dict[str, str], params: dict[str, Any], request_id: Any) -> None:
-    """``Mcp-Param-*`` headers must agree with the arguments they mirror (``x-mcp-header`` in the schema)."""
+async def check_param_headers(headers: dict[str, str], params: dict[str, Any], principal: Principal, request_id: Any) -> None:
+    """``Mcp-Param-*`` headers must agree with the arguments they mirror (``x-mcp-header`` in the schema).
+
+    A mismatch is refused (400, -32020) only for a caller who may use the tool; for one who may
+    not, nothing here: the call answers "Unknown tool" as for a tool that does not exist (the
+    refusal would name the hidden tool's headers). Only a call about to be refused pays for the
+    permission check.
+    """
+    refusal = _param_header_refusal(headers, params)
+    if refusal is not None and await permitted(principal, refusal[0].permissions):
+        raise HttpError(400, refusal[1], request_id)
+
+
+def _param_header_refusal(headers: dict[str, str], params: dict[str, Any]) -> tuple[Tool, McpError] | None:
+    """The tool a ``tools/call`` names and why its ``Mcp-Param-*`` headers are refused; None if they agree."""
     name = params.get("name")
     tool = registry.get_tool(name) if isinstance(name, str) else None
     if tool is None:
-        return
+        return None
     try:
         mirrored = tool.param_headers
     except Exception:
         # A tool whose description cannot be built (a model tool's serializer, mcp_tools.E034):
         # nothing to check here; its call fails where it runs, answered with its id.
-        return
+        return None
     if not mirrored:
-        return
+        return None
     given = params.get("arguments")
     arguments: dict[str, Any] = given if isinstance(given, dict) else {}
     for path, header_name in mirrored:
@@ -1355,12 +1370,13 @@ def check_param_headers(headers: dict[str, str], params: dict[str, Any], request
             continue  # absent or null: the client omits the header, and none is expected (2026-07-28)
         raw = headers.get(f"mcp-param-{header_name.lower()}")
         if raw is None:
-            raise HttpError(400, McpError(HEADER_MISMATCH, f"Missing Mcp-Param-{header_name} header"), request_id)
+            return tool, McpError(HEADER_MISMATCH, f"Missing Mcp-Param-{header_name} header")
         value = header_text(raw)
         if value is None:
-            raise HttpError(400, McpError(HEADER_MISMATCH, f"Invalid Mcp-Param-{header_name} header"), request_id)
+            return tool, McpError(HEADER_MISMATCH, f"Invalid Mcp-Param-{header_name} header")
         if not _header_matches(value, expected):
-            raise HttpError(400, McpError(HEADER_MISMATCH, f"Mcp-Param-{header_name} header does not match the argument"), request_id)
+            return tool, McpError(HEADER_MISMATCH, f"Mcp-Param-{header_name} header does not match the argument")
+    return None
 
 
 def _header_matches(value: str, expected: Any) -> bool:
