@@ -203,6 +203,8 @@ async def call_modern(app: Any, method: str, params: dict[str, Any] | None = Non
 
 #: The ``_meta`` key of a tool result that reports invalid arguments (docs/protocol.md).
 ARGUMENT_ERRORS_META = "mcp-tools/argumentErrors"
+#: The ``_meta`` key that counts the argument errors past the 50 listed (docs/protocol.md).
+ARGUMENT_ERRORS_OMITTED_META = "mcp-tools/argumentErrorsOmitted"
 
 
 def argument_errors(body: dict[str, Any]) -> list[dict[str, Any]]:

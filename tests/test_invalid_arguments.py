@@ -20,7 +20,7 @@ from mcp_tools import Page, ToolContext
 from mcp_tools.models import ToolCall
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.server import background
-from tests.asgi_client import ARGUMENT_ERRORS_META, HANDSHAKE, MODERN, argument_errors, call_modern, handshake_message, post_headers, post_json
+from tests.asgi_client import ARGUMENT_ERRORS_META, ARGUMENT_ERRORS_OMITTED_META, HANDSHAKE, MODERN, argument_errors, call_modern, handshake_message, post_headers, post_json
 from tests.test_background_review import queued  # noqa: F401
 from tests.test_http_spec_edges import APP, open_session
 
@@ -143,3 +143,59 @@ def test_the_errors_read_as_text_and_as_data() -> None:
     result = refusal.to_result()
     assert result["content"][0]["text"] == "Invalid arguments for tool 'echo':\n- text: Input should be a valid string"
     assert json.loads(json.dumps(result))["_meta"] == {ARGUMENT_ERRORS_META: refusal.errors}
+
+
+# -- many errors: the first 50 are listed, the rest counted --------------------------------------
+
+
+def _unknown_keys(count: int) -> dict[str, Any]:
+    return {"text": "x", **{f"k{i}": 1 for i in range(count)}}
+
+
+@pytest.mark.parametrize("era", [HANDSHAKE, MODERN])
+async def test_thousands_of_unknown_arguments_list_fifty_errors_and_count_the_rest(era: str) -> None:
+    """A security review sent one tools/call with 350,000 unknown argument keys (3.7 MB, under
+    MAX_BODY_BYTES): the answer listed every one, in its text and in ``_meta`` (45 MB), and the
+    server took some 500 MB to build it, most of it pydantic's own errors. Unknown keys past
+    the 50 listed are now counted before pydantic runs, and every list of errors is cut at 50."""
+    body = await answer(era, "tools/call", {"name": "echo", "arguments": _unknown_keys(5000)})
+    errors = argument_errors(body)
+    assert [e["field"] for e in errors] == [f"k{i}" for i in range(50)], errors[:3]
+    assert errors[0] == {"field": "k0", "message": "Extra inputs are not permitted", "type": "extra_forbidden"}
+    result = body["result"]
+    assert result["_meta"][ARGUMENT_ERRORS_OMITTED_META] == 4950
+    assert result["content"][0]["text"].endswith("\n- k49: Extra inputs are not permitted\n(and 4950 more)")
+
+
+async def test_fifty_unknown_arguments_are_all_listed_as_before() -> None:
+    body = (await call_modern(APP, "tools/call", {"name": "echo", "arguments": _unknown_keys(50)})).json()
+    assert [e["field"] for e in argument_errors(body)] == [f"k{i}" for i in range(50)]
+    assert ARGUMENT_ERRORS_OMITTED_META not in body["result"]["_meta"]
+    assert "more)" not in body["result"]["content"][0]["text"]
+
+
+def _total(ids: list[int]) -> int:
+    return sum(ids)
+
+
+async def test_a_list_of_thousands_of_wrong_items_lists_fifty_errors_and_counts_the_rest() -> None:
+    """pydantic's errors themselves (one per item): the first 50 read, not a dict made for each."""
+    with registry.registered_temporarily(make_tool(_total, name="rv_total")):
+        body = (await call_modern(APP, "tools/call", {"name": "rv_total", "arguments": {"ids": ["x"] * 3000}})).json()
+    errors = argument_errors(body)
+    assert [e["field"] for e in errors] == [f"ids.{i}" for i in range(50)]
+    assert errors[0] == {"field": "ids.0", "message": "Input should be a valid integer", "type": "int_type"}
+    assert body["result"]["_meta"][ARGUMENT_ERRORS_OMITTED_META] == 2950
+    assert body["result"]["content"][0]["text"].endswith("\n(and 2950 more)")
+
+
+def test_a_model_tool_lists_fifty_unknown_arguments_and_counts_the_rest() -> None:
+    from mcp_tools.protocol.errors import InvalidArguments
+
+    tool = registry.get_tool("shop.orders.list")
+    assert tool is not None
+    with pytest.raises(InvalidArguments) as refused:
+        tool.validate_arguments({f"k{i:04}": 1 for i in range(3000)})
+    assert [e["field"] for e in refused.value.errors] == [f"k{i:04}" for i in range(50)]  # in order, as before
+    assert refused.value.omitted == 2950
+    assert refused.value.data == {"errors": refused.value.errors, "omitted": 2950}  # a -32602's data where no result carries it

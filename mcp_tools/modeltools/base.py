@@ -454,6 +454,7 @@ def typed_validator(name: str, fields: dict[str, tuple[Any, Any]]) -> Callable[[
     def validate(arguments: dict[str, Any]) -> dict[str, Any]:
         values = dict(arguments)
         errors: list[dict[str, Any]] = []
+        more = 0  # errors counted past those listed (format_validation_errors)
         for field, (_, default) in fields.items():
             if field not in values:
                 if default is inspect.Parameter.empty:
@@ -464,10 +465,11 @@ def typed_validator(name: str, fields: dict[str, tuple[Any, Any]]) -> Callable[[
             try:
                 values[field] = adapters[field].validate_python(values[field])
             except ValidationError as exc:
-                for err in format_validation_errors(exc):
-                    errors.append({**err, "field": field})
+                listed, omitted = format_validation_errors(exc)
+                errors.extend({**err, "field": field} for err in listed)
+                more += omitted
         if errors:
-            raise InvalidArguments(name, errors)
+            raise InvalidArguments(name, errors, more=more)
         return values
 
     return validate

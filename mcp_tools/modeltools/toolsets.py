@@ -25,6 +25,7 @@ import builtins
 import datetime
 import decimal
 import functools
+import heapq
 import inspect
 import operator
 import uuid
@@ -676,12 +677,12 @@ class ModelToolset:
         known = set(properties)
 
         def validate(arguments: dict[str, Any]) -> dict[str, Any]:
-            unknown = sorted(set(arguments) - known)
+            unknown = set(arguments) - known
             if unknown:
-                from ..protocol.errors import InvalidArguments
+                from ..protocol.errors import MAX_ARGUMENT_ERRORS, InvalidArguments
 
-                raise InvalidArguments(name, [
-                    {"field": field, "message": "Extra inputs are not permitted", "type": "extra_forbidden"} for field in unknown])
+                # In order, the listed ones only: not an error dict for each of thousands of keys.
+                raise InvalidArguments.unknown(name, heapq.nsmallest(MAX_ARGUMENT_ERRORS, unknown), len(unknown))
             # The arguments given only, not the None that stands for one left out: a JSON field's
             # exact null is a filter (JSON null), and left out it is none.
             return {key: value for key, value in typed(arguments).items() if key in arguments}

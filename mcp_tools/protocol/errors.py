@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterable
 from typing import Any
 
 PARSE_ERROR = -32700
@@ -65,6 +67,13 @@ class ResourceNotFound(McpError):
         return self
 
 
+#: At most this many argument errors are listed (text, ``_meta``, ``data``); the rest are counted.
+#: One call with a few MB of unknown keys (under ``MAX_BODY_BYTES``) was answered with each of
+#: them: a response twelve times its size, built in hundreds of MB. A model corrects its call
+#: from the first ones as well.
+MAX_ARGUMENT_ERRORS = 50
+
+
 class InvalidArguments(McpError):
     """A tool's arguments that fail its validation; ``errors`` says why, field by field
     (``[{field, message, type}]``, also the ``data.errors`` of the -32602 it is).
@@ -73,25 +82,49 @@ class InvalidArguments(McpError):
     model can read and correct (server/tools, Error Handling): the call answers
     :meth:`to_result`. Where a tool's arguments are checked for something else (a
     ``_meta.nextTool`` hint, a ``ctx.sample`` tool use) the caller reads ``errors``.
+
+    ``errors`` keeps the first :data:`MAX_ARGUMENT_ERRORS`; ``omitted`` counts the rest, those
+    given past them plus ``more`` (errors a validator counted without listing them).
     """
 
-    def __init__(self, tool: str, errors: list[dict[str, Any]]) -> None:
-        super().__init__(INVALID_PARAMS, f"Invalid arguments for tool {tool!r}", {"errors": errors})
-        self.errors = errors
+    def __init__(self, tool: str, errors: list[dict[str, Any]], *, more: int = 0) -> None:
+        listed = errors[:MAX_ARGUMENT_ERRORS]
+        self.omitted = len(errors) - len(listed) + more
+        data: dict[str, Any] = {"errors": listed}
+        if self.omitted:
+            data["omitted"] = self.omitted
+        super().__init__(INVALID_PARAMS, f"Invalid arguments for tool {tool!r}", data)
+        self.errors = listed
+
+    @classmethod
+    def unknown(cls, tool: str, names: Iterable[str], count: int) -> InvalidArguments:
+        """Arguments ``tool`` does not take (``count`` of them, ``names`` in the order to list them):
+        pydantic's ``extra_forbidden`` errors, only the listed ones made."""
+        listed = [{"field": name, "message": "Extra inputs are not permitted", "type": "extra_forbidden"}
+                  for name in itertools.islice(names, MAX_ARGUMENT_ERRORS)]
+        return cls(tool, listed, more=count - len(listed))
 
     def describe(self) -> str:
-        """The message and one line per field error, for a model to read."""
-        return "\n".join([f"{self.message}:", *(f"- {e.get('field')}: {e.get('message')}" for e in self.errors)])
+        """The message and one line per listed field error, then how many more there are, for a model to read."""
+        lines = [f"{self.message}:", *(f"- {e.get('field')}: {e.get('message')}" for e in self.errors)]
+        if self.omitted:
+            lines.append(f"(and {self.omitted} more)")
+        return "\n".join(lines)
 
     def to_result(self) -> dict[str, Any]:
         """The ``CallToolResult`` (``isError``) that reports the errors: :meth:`describe` as its text,
-        the errors themselves in ``_meta`` (:data:`ARGUMENT_ERRORS_META`) for a program to read."""
-        return {"content": [{"type": "text", "text": self.describe()}], "isError": True,
-                "_meta": {ARGUMENT_ERRORS_META: self.errors}}
+        the errors themselves in ``_meta`` (:data:`ARGUMENT_ERRORS_META`) for a program to read, and
+        how many were left out (:data:`ARGUMENT_ERRORS_OMITTED_META`) when some were."""
+        meta: dict[str, Any] = {ARGUMENT_ERRORS_META: self.errors}
+        if self.omitted:
+            meta[ARGUMENT_ERRORS_OMITTED_META] = self.omitted
+        return {"content": [{"type": "text", "text": self.describe()}], "isError": True, "_meta": meta}
 
 
 #: The ``_meta`` key of a tool result that reports invalid arguments: ``[{field, message, type}]``.
 ARGUMENT_ERRORS_META = "mcp-tools/argumentErrors"
+#: The ``_meta`` key that counts the argument errors past the :data:`MAX_ARGUMENT_ERRORS` listed (absent when none were left out).
+ARGUMENT_ERRORS_OMITTED_META = "mcp-tools/argumentErrorsOmitted"
 
 
 def invalid_params(message: str, data: Any = None) -> McpError:

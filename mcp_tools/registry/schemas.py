@@ -17,6 +17,7 @@ import math
 import re
 import sys
 import typing
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
 import orjson
@@ -24,7 +25,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
 
-from ..protocol.errors import InvalidArguments
+from ..protocol.errors import MAX_ARGUMENT_ERRORS, InvalidArguments
 from ..protocol.schemas import compile_schema, schema_errors
 from .param_headers import mirrored_schema
 
@@ -259,11 +260,31 @@ class InputSpec:
         return schema_errors(self._schema_validator, arguments)
 
 
-def format_validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
+def format_validation_errors(exc: ValidationError) -> tuple[list[dict[str, Any]], int]:
+    """The first :data:`MAX_ARGUMENT_ERRORS` errors of ``exc`` as argument errors
+    (``[{field, message, type}]``), and how many more it has."""
     return [
         {"field": ".".join(str(part) for part in err["loc"]) or "(root)", "message": err["msg"], "type": err["type"]}
-        for err in exc.errors(include_url=False, include_context=False, include_input=False)
-    ]
+        for err in _first_errors(exc, MAX_ARGUMENT_ERRORS)
+    ], max(exc.error_count() - MAX_ARGUMENT_ERRORS, 0)
+
+
+def _first_errors(exc: ValidationError, limit: int) -> Sequence[Mapping[str, Any]]:
+    """The first ``limit`` of pydantic's errors (as ``exc.errors()`` has them, without URL, context or input)."""
+    if exc.error_count() <= limit:
+        return exc.errors(include_url=False, include_context=False, include_input=False)
+    # errors() has no limit: it would make a dict, a list and strings for each of thousands of
+    # errors (a list of 900,000 wrong items: some 400 MB). Their JSON text is one string, of which
+    # the first few are read.
+    text = exc.json(include_url=False, include_context=False, include_input=False)
+    decoder = json.JSONDecoder()
+    first: list[dict[str, Any]] = []
+    at = 1  # past the "["
+    while len(first) < limit:
+        error, at = decoder.raw_decode(text, at)
+        first.append(error)
+        at += 1  # past the ","
+    return first
 
 
 def _json_of(arguments: dict[str, Any]) -> bytes | None:
@@ -322,7 +343,16 @@ def input_from_signature(
     # that name (a leading underscore makes a private attribute).
     as_dict = list(model.model_fields) == field_names
 
+    # The keys the model takes (its properties, by alias where a field has one, and its fields' names).
+    accepted = frozenset(schema["properties"]) | frozenset(model.model_fields)
+
     def validate(arguments: dict[str, Any]) -> dict[str, Any]:
+        if len(arguments) > MAX_ARGUMENT_ERRORS:
+            # Pydantic makes an error for each unknown key before any can be left out (some 350 B
+            # each, and as many again for exc.errors()): refused here when they are more than are listed.
+            unknown = [key for key in arguments if key not in accepted]
+            if len(unknown) > MAX_ARGUMENT_ERRORS:
+                raise InvalidArguments.unknown(name, unknown, len(unknown))
         try:
             # Strict, as JSON: a value is taken only in the JSON type the schema advertises ("5" is
             # not an integer, 1 not a boolean), and an ISO string is a date, a UUID, a Decimal, as
@@ -335,7 +365,8 @@ def input_from_signature(
                 # then no date, a small price for a call that sends text with no UTF-8 form)
                 instance = model.__pydantic_validator__.validate_python(arguments, strict=True)
         except ValidationError as exc:
-            raise InvalidArguments(name, format_validation_errors(exc)) from None
+            errors, more = format_validation_errors(exc)
+            raise InvalidArguments(name, errors, more=more) from None
         if as_dict:
             return instance.__dict__.copy()
         return {field: getattr(instance, field) for field in field_names}
