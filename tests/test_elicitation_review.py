@@ -177,3 +177,62 @@ def test_constraints_requested_schema_cannot_carry_are_checked_against_the_model
         with pytest.raises(InvalidAnswer, match="count"):
             checked_step_answer(request, {"action": "accept", "content": {"count": count}})
     assert checked_step_answer(request, {"action": "decline"}) == {"action": "decline"}
+
+
+class Profile(BaseModel):
+    nickname: str | None = None
+    age: int | None = None
+    plan: str = "free"
+    newsletter: bool | None = True
+
+
+def test_an_optional_field_s_null_default_is_not_sent() -> None:
+    """The spec's primitive schemas take a default of their own type only (``StringSchema.default?:
+    string``, ``NumberSchema.default?: number``): ``"default": null`` made clients that check requests
+    against them (the TypeScript SDK) refuse the elicitation. A real default is still sent."""
+    from mcp_tools.engine.context import _model_elicitation_schema
+
+    properties = _model_elicitation_schema(Profile)["properties"]
+    assert properties["nickname"] == {"type": "string", "title": "Nickname"}, properties
+    assert properties["age"] == {"type": "integer", "title": "Age"}, properties
+    assert properties["plan"]["default"] == "free"
+    assert properties["newsletter"]["default"] is True
+    assert "required" not in _model_elicitation_schema(Profile)
+
+
+async def ask_profile(ctx: ToolContext) -> str:
+    profile = await ctx.elicit("Your profile?", Profile)
+    return f"{profile.nickname}/{profile.plan}"
+
+
+def test_a_step_journaled_with_the_null_default_by_an_earlier_release_still_replays() -> None:
+    """A call in flight across the upgrade: its step's digest holds the schema with ``"default": null``."""
+    from asgiref.sync import async_to_sync
+
+    from mcp_tools.engine import Completed, Invocation, run
+    from mcp_tools.engine.journal import Journal, Step, digest
+    from tests.test_engine_corners import StubRuntime
+
+    earlier_schema = {"type": "object", "properties": {
+        "nickname": {"type": "string", "title": "Nickname", "default": None},
+        "age": {"type": "integer", "title": "Age", "default": None},
+        "plan": {"type": "string", "title": "Plan", "default": "free"},
+        "newsletter": {"type": "boolean", "title": "Newsletter", "default": True},
+    }}
+    request = {"method": "elicitation/create", "params": {"mode": "form", "message": "Your profile?", "requestedSchema": earlier_schema}}
+
+    def replay(step_digest: str) -> Any:
+        journal = Journal([Step(seq=0, kind="elicit", key="elicit-0", digest=step_digest, request=request, status="done",
+                                response={"action": "accept", "content": {"nickname": "ada"}})])
+        inv = Invocation(fn=ask_profile, is_async=True, kwargs={}, context_param="ctx", principal=None,
+                         protocol_version="2025-11-25", client_capabilities={"elicitation": {}},
+                         runtime=StubRuntime(), journal=journal)  # type: ignore[arg-type]
+        return async_to_sync(run)(inv)
+
+    outcome = replay(digest(["elicit", request]))
+    assert isinstance(outcome, Completed), outcome
+    assert outcome.value == "ada/free"
+    # Any other request under that step is still a different step.
+    other = {**request, "params": {**request["params"], "message": "Another question?"}}
+    with pytest.raises(Exception, match="different request"):
+        replay(digest(["elicit", other]))

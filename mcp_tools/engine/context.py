@@ -75,6 +75,7 @@ class StepRequest(typing.Generic[T]):
         fresh_id: str | None = None,
         answer_schema: dict[str, Any] | None = None,
         journaled_only: str | None = None,
+        earlier_params: dict[str, Any] | None = None,
     ) -> None:
         self.ctx = ctx
         self.kind = kind
@@ -93,6 +94,14 @@ class StepRequest(typing.Generic[T]):
         #: where the step number is known. When built, a request of a :meth:`ToolContext.gather`
         #: does not know it yet: every request of the gather is built before the first is resolved.
         self.journaled_only = journaled_only
+        #: The params an earlier release sent (and journaled) for this same request, when it sent
+        #: them otherwise: a step journaled with them is this step on replay (a call in flight
+        #: across the upgrade), and keeps what it journaled.
+        self.earlier_params = earlier_params
+
+    def is_earlier_form(self, step_digest: str) -> bool:
+        """Whether ``step_digest`` is the digest an earlier release journaled for this request."""
+        return self.earlier_params is not None and step_digest == digest([self.kind, {"method": self.method, "params": self.earlier_params}])
 
     def __await__(self) -> typing.Generator[Any, None, T]:
         return self._single().__await__()
@@ -122,8 +131,28 @@ _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "deprec
 def _model_elicitation_schema(schema: type[BaseModel]) -> dict[str, Any]:
     # Cached: handlers replay every answered step on every round, and generating a
     # model's JSON schema dominated replay time (docs/performance-durable.md).
+    # An ``X | None = None`` field's "default": null goes: the spec's primitive schemas take a
+    # default of their own type only (StringSchema.default?: string...), and clients that check
+    # requests against them (the TypeScript SDK) refuse the whole elicitation for it. Not being
+    # required already says the field may be left out.
+    return _wire_schema(schema, keep_null_defaults=False)
+
+
+@functools.lru_cache(maxsize=256)
+def _earlier_elicitation_schema(schema: type[BaseModel]) -> dict[str, Any] | None:
+    """The ``requestedSchema`` earlier releases sent for ``schema`` (an optional field's ``"default":
+    null`` kept) when it differs from :func:`_model_elicitation_schema`'s, else None: with it, a step
+    they journaled still replays."""
+    earlier = _wire_schema(schema, keep_null_defaults=True)
+    return earlier if earlier != _model_elicitation_schema(schema) else None
+
+
+def _wire_schema(schema: type[BaseModel], *, keep_null_defaults: bool) -> dict[str, Any]:
     raw = schema.model_json_schema()
-    properties = {name: {k: v for k, v in prop.items() if k in _WIRE_KEYWORDS} for name, prop in _inlined_properties(raw).items()}
+    properties = {
+        name: {k: v for k, v in prop.items() if k in _WIRE_KEYWORDS and (keep_null_defaults or k != "default" or v is not None)}
+        for name, prop in _inlined_properties(raw).items()
+    }
     result: dict[str, Any] = {"type": "object", "properties": properties}
     if raw.get("required"):
         result["required"] = raw["required"]
@@ -278,8 +307,10 @@ class ToolContext:
         # The answer was checked when it arrived (mcp_tools.protocol.answers) against requestedSchema
         # and, for what that cannot say, the model's own schema; validators of the model's own code
         # can still refuse it here.
+        earlier = _earlier_elicitation_schema(model) if model is not None else None
         return StepRequest(self, "elicit", "elicitation/create", params, self._key("elicit", key), convert,
-                           answer_schema=_model_answer_schema(model) if model is not None else None)
+                           answer_schema=_model_answer_schema(model) if model is not None else None,
+                           earlier_params={**params, "requestedSchema": earlier} if earlier is not None else None)
 
     def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None, key: str | None = None) -> StepRequest[None]:
         """Send the user to ``url`` (URL mode); returns when they accept."""
@@ -480,7 +511,8 @@ class ToolContext:
                 step = Step(seq=seq, kind=request.kind, key=request.key or f"step-{seq}", digest=step_digest, request=wire)
                 journal.check_new_key(step.key)
                 journal.steps.append(step)
-            elif step.kind != request.kind or step.key != request.key or step.digest != step_digest:
+            elif step.kind != request.kind or step.key != request.key or (
+                    step.digest != step_digest and not request.is_earlier_form(step.digest)):
                 raise NonDeterministicHandler(
                     f"Step {seq} of this call was {step.kind} {step.key!r} but the handler now asks for "
                     f"{request.kind} {request.key!r}{' with a different request' if step.key == request.key else ''}",
