@@ -145,3 +145,38 @@ async def test_task_times_name_the_instant_without_time_zone_support(queued: lis
             sent = task[field]
             assert sent.endswith("Z"), f"{field} {sent!r} names no instant"
             assert datetime.fromisoformat(sent.replace("Z", "+00:00")) == value.replace(tzinfo=ZoneInfo("America/New_York"))
+
+
+def _failed_row(**fields: Any) -> Any:
+    from types import SimpleNamespace
+
+    from django.utils import timezone
+
+    now = timezone.now()
+    row: dict[str, Any] = {"id": "0b9a3f4e-1d7c-4c5e-9a51-6f1b2c3d4e5f", "status": "failed", "error": None, "result": None,
+                           "status_message": "", "created_at": now, "updated_at": now, "expires_at": None, "poll_interval_ms": 0}
+    return SimpleNamespace(**{**row, **fields})
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"error": {"code": -32603, "message": "protocol_error_job failed at the protocol level"}},
+     "protocol_error_job failed at the protocol level"),
+    ({"result": {"content": [{"type": "text", "text": "failing_job always fails"}], "isError": True}}, "failing_job always fails"),
+    ({"result": {"content": [{"type": "image", "data": "", "mimeType": "image/png"}], "isError": True}}, "The tool call failed."),
+    ({"result": {"content": [{"type": "text", "text": "x" * 2000}], "isError": True}}, "x" * 500),
+    ({"error": {"code": -32603, "message": "failed"}, "status_message": "Retry of 1234"}, "Retry of 1234"),
+])
+def test_a_failed_task_says_why_in_its_status_message(fields: dict[str, Any], message: str) -> None:
+    """tasks/get SHOULD carry a statusMessage for a failed task (2025-11-25, Task Failure): the error's
+    message, else the tool error's text; a message the row holds wins, as for any other status."""
+    from mcp_tools.server.flavors.tasks import legacy_task, task_fields
+
+    row = _failed_row(**fields)
+    assert legacy_task(row)["status"] == "failed"
+    assert legacy_task(row)["statusMessage"] == message
+    if row.error is not None:  # a protocol error fails a 2026 task as well (a tool error completes it)
+        assert task_fields(row)["status"] == "failed"
+        assert task_fields(row)["statusMessage"] == message
+    else:
+        assert task_fields(row)["status"] == "completed"
+        assert "statusMessage" not in task_fields(row)

@@ -139,7 +139,28 @@ def task_fields(row: Any) -> dict[str, Any]:
         fields["statusMessage"] = EXPIRED_MESSAGE
     elif row.status_message:
         fields["statusMessage"] = row.status_message
+    elif fields["status"] == "failed":
+        fields["statusMessage"] = failure_message(row)
     return fields
+
+
+#: The longest ``statusMessage`` taken from a failed call's error or result (a status line, not the result).
+MAX_FAILURE_MESSAGE_CHARS = 500
+
+
+def failure_message(row: Any) -> str:
+    """What a failed task says went wrong, for a row that holds no message of its own: tasks/get
+    SHOULD carry it (2025-11-25, Task Failure). The protocol error's message, else the first text
+    of the tool's ``isError`` result (the caller's own, which ``tasks/result`` gives in full)."""
+    error = row.error
+    if isinstance(error, dict) and isinstance(error.get("message"), str) and error["message"]:
+        return str(error["message"])[:MAX_FAILURE_MESSAGE_CHARS]
+    result = row.result if isinstance(row.result, dict) else {}
+    content = result.get("content")
+    for block in content if isinstance(content, list) else ():
+        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str) and block["text"]:
+            return str(block["text"])[:MAX_FAILURE_MESSAGE_CHARS]
+    return "The tool call failed."
 
 
 async def created(call_id: str) -> dict[str, Any]:
@@ -231,6 +252,8 @@ def legacy_task(row: Any) -> dict[str, Any]:
     """
     fields = task_fields(row)
     fields["status"] = "failed" if row.status == "expired" else str(row.status)
+    if fields["status"] == "failed" and "statusMessage" not in fields:
+        fields["statusMessage"] = failure_message(row)  # a tool error: a "completed" 2026 task says none
     fields["ttl"] = fields.pop("ttlMs")
     fields["pollInterval"] = fields.pop("pollIntervalMs")
     return fields
