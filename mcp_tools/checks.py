@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.utils.module_loading import import_string
 
-from .conf import ACCEPTS, DEFAULTS, problem
+from .conf import ACCEPTS, DEFAULTS, problem, read_origins
 
 
 @register(Tags.compatibility)
@@ -36,7 +36,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             problems.append(Error(wrong, id=rule.check_id))
     if "channels" not in settings.INSTALLED_APPS:
         problems.append(Error("mcp_tools serves MCP through Django Channels: add 'channels' to INSTALLED_APPS.", id="mcp_tools.E007"))
-    origins = merged["ALLOWED_ORIGINS"]
+    origins = read_origins(merged["ALLOWED_ORIGINS"])  # the bare "*" too
     if isinstance(origins, (list, tuple)) and "*" in origins:
         problems.append(Warning("MCP_TOOLS['ALLOWED_ORIGINS'] contains '*': any web page can call the endpoint from a browser.",
                                 hint="List the origins that may call it.", id="mcp_tools.W001"))

@@ -107,6 +107,8 @@ class Accepts(NamedTuple):
     check_id: str
     #: The value never appears in a message (a key that seals tokens).
     secret: bool = False
+    #: What a value that fits is read as, when the key takes a shorthand (None: as given).
+    read: Callable[[Any], Any] | None = None
 
 
 def _number(*, above: float | None = None, at_least: float | None = None, integer: bool = False,
@@ -145,9 +147,16 @@ def is_origin(value: Any) -> bool:
 
 
 def _origins(value: Any) -> bool:
-    # A str is a sequence too: "origin in 'https://app.example.com'" held for every substring.
+    # A str is a sequence too: "origin in 'https://app.example.com'" held for every substring, so
+    # one origin given for the list is refused; the bare "*" is the documented shorthand for ["*"].
     # A set was accepted before the table (membership is all the endpoint asks of it).
-    return value is None or isinstance(value, (list, tuple, set, frozenset)) and all(is_origin(origin) for origin in value)
+    return value is None or value == "*" or isinstance(value, (list, tuple, set, frozenset)) and all(is_origin(origin) for origin in value)
+
+
+def read_origins(value: Any) -> Any:
+    """``ALLOWED_ORIGINS`` as its readers take it: the bare ``"*"`` as ``("*",)``, anything else as given
+    (so what reads the setting meets a collection of origins or None, never a str)."""
+    return ("*",) if value == "*" else value
 
 
 def _authentication_classes(value: Any) -> bool:
@@ -194,7 +203,8 @@ ACCEPTS: dict[str, Accepts] = {
     "ANONYMOUS_SECRET_HEADER": Accepts(_header_name, "None or a header name", "mcp_tools.E011"),
     # check_oauth reports it (E040) with the rest of OAUTH; here for its reads.
     "OAUTH": Accepts(lambda value: value is None or isinstance(value, dict), "None or a dict", "mcp_tools.E040"),
-    "ALLOWED_ORIGINS": Accepts(_origins, 'None or a list or set of origins ("scheme://host[:port]", no path) or "*"', "mcp_tools.E009"),
+    "ALLOWED_ORIGINS": Accepts(_origins, 'None or a list or set of origins ("scheme://host[:port]", no path) or "*"', "mcp_tools.E009",
+                               read=read_origins),
     "MAX_BODY_BYTES": POSITIVE_INTEGER,
     "PAGE_SIZE": POSITIVE_INTEGER,
     "SESSION_CACHE_SECONDS": SECONDS_OR_ZERO,  # 0: read on every request
@@ -261,6 +271,9 @@ class McpToolsSettings:
         wrong = problem(name, value)
         if wrong is not None:  # checked once per configuration: a value that fits is cached below
             raise ImproperlyConfigured(wrong)
+        rule = ACCEPTS.get(name)
+        if rule is not None and rule.read is not None:
+            value = rule.read(value)
         self.__dict__[name] = value  # later reads are plain attribute reads
         return value
 

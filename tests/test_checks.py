@@ -281,9 +281,13 @@ def test_check_errors_accumulate() -> None:
 # -- warnings ----------------------------------------------------------------------------------
 
 
-def test_check_w001_wildcard_allowed_origin() -> None:
-    with mcp(ALLOWED_ORIGINS=["https://app.example", "*"]):
+@pytest.mark.parametrize("value", [["https://app.example", "*"], "*"], ids=["in-a-list", "bare-string"])
+def test_check_w001_wildcard_allowed_origin(value: Any) -> None:
+    """The bare "*" is the documented shorthand for ["*"]: it was E009, whose message itself
+    offered "*" ('... or "*", not '*''), and every request then a 500."""
+    with mcp(ALLOWED_ORIGINS=value):
         found = check_settings(None)
+        assert "*" in mcp_settings.ALLOWED_ORIGINS and not isinstance(mcp_settings.ALLOWED_ORIGINS, str)
     assert ids(found) == ["mcp_tools.W001"]
     assert found[0].level == checks.WARNING
 

@@ -222,6 +222,17 @@ async def test_endpoint_allowed_origins_match_whole_origins_only() -> None:
         assert_rpc_error(await call_modern(APP, "tools/list", headers={"origin": "https://app.example.co"}), 403, -32600)
 
 
+async def test_endpoint_allowed_origins_bare_wildcard_allows_any_origin() -> None:
+    """docs/settings.md: ALLOWED_ORIGINS "*" allows any origin (W001), as ["*"] does. The bare string
+    was refused when read, so every request, with an Origin or without, was a 500."""
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "ALLOWED_ORIGINS": "*"}):
+        for origin in ("https://evil.example", "http://localhost:3000"):
+            answer = await call_modern(APP, "tools/list", headers={"origin": origin})
+            assert answer.status == 200 and "tools" in answer.json()["result"], origin
+            assert answer.header("access-control-allow-origin") == origin
+        assert (await call_modern(APP, "tools/list")).status == 200
+
+
 # -- body size ---------------------------------------------------------------------------------
 
 SMALL_LIMIT = {**settings.MCP_TOOLS, "MAX_BODY_BYTES": 256}
