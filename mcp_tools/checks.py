@@ -37,7 +37,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     if "channels" not in settings.INSTALLED_APPS:
         problems.append(Error("mcp_tools serves MCP through Django Channels: add 'channels' to INSTALLED_APPS.", id="mcp_tools.E007"))
     origins = read_origins(merged["ALLOWED_ORIGINS"])  # the bare "*" too
-    if isinstance(origins, (list, tuple)) and "*" in origins:
+    # Every collection conf.ACCEPTS takes: a set holding "*" lets any origin in as a list does.
+    if isinstance(origins, (list, tuple, set, frozenset)) and "*" in origins:
         problems.append(Warning("MCP_TOOLS['ALLOWED_ORIGINS'] contains '*': any web page can call the endpoint from a browser.",
                                 hint="List the origins that may call it.", id="mcp_tools.W001"))
     problems.sort(key=lambda message: message.id)  # stable: one key's messages keep the table's order

@@ -281,10 +281,12 @@ def test_check_errors_accumulate() -> None:
 # -- warnings ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value", [["https://app.example", "*"], "*"], ids=["in-a-list", "bare-string"])
+@pytest.mark.parametrize("value", [["https://app.example", "*"], ("*",), {"https://app.example", "*"}, frozenset({"*"}), "*"],
+                         ids=["in-a-list", "in-a-tuple", "in-a-set", "in-a-frozenset", "bare-string"])
 def test_check_w001_wildcard_allowed_origin(value: Any) -> None:
     """The bare "*" is the documented shorthand for ["*"]: it was E009, whose message itself
-    offered "*" ('... or "*", not '*''), and every request then a 500."""
+    offered "*" ('... or "*", not '*''), and every request then a 500. A set holding "*" lets any
+    origin in as a list does, but gave no W001."""
     with mcp(ALLOWED_ORIGINS=value):
         found = check_settings(None)
         assert "*" in mcp_settings.ALLOWED_ORIGINS and not isinstance(mcp_settings.ALLOWED_ORIGINS, str)
