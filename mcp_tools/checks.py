@@ -108,8 +108,10 @@ def check_background_broker(app_configs: Any = None, **kwargs: Any) -> list[Any]
     return [Error(
         f"Background tools are registered ({', '.join(background[:5])}{', ...' if len(background) > 5 else ''}) "
         "but no Celery broker is configured, so their calls would never run.",
-        hint="Set up a Celery app (celery.py loading 'django.conf:settings' with namespace 'CELERY') and CELERY_BROKER_URL; "
-             "see docs/background.md.",
+        # The import is the step most often missed: without it celery -A loads the app, the server never does.
+        hint="Set up a Celery app (celery.py loading 'django.conf:settings' with namespace 'CELERY'), import it in the "
+             "project's __init__.py ('from .celery import app as celery_app') and set CELERY_BROKER_URL; "
+             "see docs/background.md, \"Setting it up\".",
         id="mcp_tools.E020",
     )]
 

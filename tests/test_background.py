@@ -176,3 +176,5 @@ def test_check_reports_background_tools_without_a_broker(monkeypatch: pytest.Mon
     monkeypatch.setattr(current_app.conf, "broker_url", None)
     [error] = check_background_broker()
     assert error.id == "mcp_tools.E020" and "generate_report" in error.msg
+    # The step a site following docs/background.md missed: celery.py that the server never imports.
+    assert "__init__.py" in error.hint and "from .celery import app as celery_app" in error.hint
