@@ -181,3 +181,31 @@ def test_a_retention_that_is_no_positive_number_deletes_nothing(settings, retain
     with pytest.raises(ImproperlyConfigured, match="RETAIN_FINISHED_SECONDS"):
         call_command("mcp_cleanup", stdout=StringIO())
     assert list(ToolCall.objects.values_list("id", flat=True)) == [just_finished.id]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("entry", ["mcp_cleanup", "celery task"])
+@pytest.mark.parametrize("setting, value", [("SESSION_IDLE_SECONDS", 0), ("CALL_TTL", 0), ("RETAIN_FINISHED_SECONDS", -1)])
+def test_a_bad_setting_stops_the_cleanup_before_it_changes_anything(settings, entry: str, setting: str, value: object) -> None:  # type: ignore[no-untyped-def]
+    """SESSION_IDLE_SECONDS was read after overdue calls were expired and old events deleted, so with
+    0 (mcp_tools.E005) the command and the beat task (which runs no checks) changed rows, then raised.
+    docs/settings.md: mcp_cleanup stops before it changes anything."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mcp_tools.models import McpSession
+    from mcp_tools.tasks import cleanup as cleanup_task
+
+    overdue = make_call(CallStatus.INPUT_REQUIRED, timedelta(seconds=-1))
+    event = StreamEvent.objects.create(session_id="s", stream_id="x", payload="{}")
+    StreamEvent.objects.filter(id=event.id).update(created_at=timezone.now() - timedelta(days=30))
+    session = McpSession.objects.create(id="idle-session", protocol_version="2025-11-25", principal="anonymous")
+    McpSession.objects.filter(id=session.id).update(last_seen_at=timezone.now() - timedelta(days=30))
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, setting: value}
+    with pytest.raises(ImproperlyConfigured, match=setting):
+        if entry == "mcp_cleanup":
+            call_command("mcp_cleanup", stdout=StringIO())  # call_command skips the system checks
+        else:
+            cleanup_task()
+    assert ToolCall.objects.get(id=overdue.id).status == CallStatus.INPUT_REQUIRED
+    assert StreamEvent.objects.filter(id=event.id).exists()
+    assert McpSession.objects.filter(id=session.id).exists()

@@ -92,22 +92,25 @@ def cleanup(*, keep_seconds: float | None = FROM_SETTINGS, dry_run: bool = False
     """Expire overdue calls and delete old rows (sync; runs in the caller's thread).
 
     ``keep_seconds``: how long finished calls are kept (default: ``RETAIN_FINISHED_SECONDS``;
-    None keeps them). With ``dry_run``, counts what would change and changes nothing.
+    None keeps them). With ``dry_run``, counts what would change and changes nothing. A setting
+    it reads that is not accepted raises ImproperlyConfigured before anything is changed.
     """
     from ..conf import mcp_settings
     from ..models import StreamEvent
     from ..server.sessions import purge_idle
 
+    # Every setting read first: a bad one raises ImproperlyConfigured (conf.ACCEPTS) before anything
+    # changed, not after overdue calls were expired and old events deleted (the beat task runs no checks).
     keep = retention_seconds() if keep_seconds is FROM_SETTINGS else keep_seconds
     call_ttl = int(mcp_settings.CALL_TTL)
+    idle = mcp_settings.SESSION_IDLE_SECONDS
+    idle_seconds = None if idle is None else float(idle)
     if dry_run:
         expired = ToolCall.objects.overdue().count()
         events = StreamEvent.objects.filter(created_at__lt=timezone.now() - timedelta(seconds=call_ttl)).count()
     else:
         expired = ToolCall.objects.expire_overdue()
         events = StreamEvent.objects.purge_older_than(call_ttl)
-    idle = mcp_settings.SESSION_IDLE_SECONDS
-    idle_seconds = None if idle is None else float(idle)
     sessions = None if idle_seconds is None else purge_idle(idle_seconds, dry_run=dry_run)
     finished = steps = None
     if keep is not None:
