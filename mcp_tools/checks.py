@@ -71,6 +71,11 @@ def sqlite_transaction_mode_problems(alias: str, database: dict[str, Any]) -> li
         id="mcp_tools.W005")]
 
 
+def _weak_key(key: Any) -> bool:
+    """A key anyone may know or guess: empty, under 50 characters, or Django's ``django-insecure`` kind."""
+    return not key or len(str(key)) < 50 or str(key).startswith("django-insecure")
+
+
 @register(Tags.security, deploy=True)
 def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     problems: list[Any] = []
@@ -79,9 +84,17 @@ def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     if problem("SIGNING_KEYS", keys) is not None:  # E008 reports it
         keys = None
     secret = keys[0] if keys else settings.SECRET_KEY
-    if not secret or len(str(secret)) < 50 or str(secret).startswith("django-insecure"):
+    if _weak_key(secret):
         problems.append(Warning("The key that seals requestState and saga tokens is weak.",
                                 hint="Set a long random SECRET_KEY or MCP_TOOLS['SIGNING_KEYS'].", id="mcp_tools.W002"))
+    elif keys and any(_weak_key(key) for key in keys[1:]):
+        # Every key of the list opens tokens: one weak (or public) old key lets anyone forge a token
+        # naming any principal, however strong the sealing key (Django's security.W025 says the same
+        # of SECRET_KEY_FALLBACKS, which SIGNING_KEYS replaces here).
+        weak = [index for index, key in enumerate(keys) if index and _weak_key(key)]
+        problems.append(Warning(f"A key that opens requestState and saga tokens is weak: MCP_TOOLS['SIGNING_KEYS'][{weak[0]}].",
+                                hint="Replace it with a long random key, or remove it once the tokens it sealed have expired.",
+                                id="mcp_tools.W002"))
     layers = getattr(settings, "CHANNEL_LAYERS", {}) or {}
     backend = (layers.get("default") or {}).get("BACKEND", "")
     if backend.endswith("InMemoryChannelLayer") or not backend:

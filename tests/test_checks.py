@@ -311,9 +311,19 @@ def test_check_w002_weak_signing_key_wins_over_strong_secret_key() -> None:
 
 
 def test_check_w002_strong_signing_key_covers_weak_secret_key() -> None:
-    settings_ = {**GOOD_DEPLOYMENT, "SECRET_KEY": "django-insecure-x", "MCP_TOOLS": {**GOOD_MCP_TOOLS, "SIGNING_KEYS": ["s" * 64, "old"]}}
+    settings_ = {**GOOD_DEPLOYMENT, "SECRET_KEY": "django-insecure-x", "MCP_TOOLS": {**GOOD_MCP_TOOLS, "SIGNING_KEYS": ["s" * 64, "o" * 64]}}
     with override_settings(**settings_):
         assert check_deployment(None) == []
+
+
+@pytest.mark.parametrize("old", ["old", "django-insecure-" + "x" * 60], ids=["short", "django-insecure"])
+def test_check_w002_weak_opening_key(old: str) -> None:
+    """Every SIGNING_KEYS entry opens tokens: a weak or public old key lets anyone forge one, whatever seals them."""
+    settings_ = {**GOOD_DEPLOYMENT, "MCP_TOOLS": {**GOOD_MCP_TOOLS, "SIGNING_KEYS": ["s" * 64, "o" * 64, old]}}
+    with override_settings(**settings_):
+        found = check_deployment(None)
+    assert ids(found) == ["mcp_tools.W002"]
+    assert "opens" in found[0].msg and "SIGNING_KEYS'][2]" in found[0].msg, found[0].msg
 
 
 @pytest.mark.parametrize(
