@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from datetime import timedelta
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,11 @@ import pytest
 from asgiref.sync import SyncToAsync, sync_to_async
 from django.contrib.auth.models import User
 from django.db import connections
+from django.utils import timezone
 
 from demo_site.inventory.models import Product
-from mcp_tools import store, tasks
+from mcp_tools import ToolContext, store, tasks
+from mcp_tools.store import hop
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.server import background, core, sessions, threads
 from mcp_tools.server.auth import Principal
@@ -73,10 +76,25 @@ def settled(read: Callable[[], Any], *, until: Callable[[Any], bool] = lambda _:
 
 
 def terminate(pids: set[int]) -> None:
-    """What a PostgreSQL restart, a failover or ``idle_session_timeout`` does to idle connections."""
+    """What a PostgreSQL restart, a failover or ``idle_session_timeout`` does to idle connections
+    (waiting until each backend is gone: its FATAL error sent, its socket closed)."""
     with admin() as server:
         for pid in pids:
-            server.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            server.execute("SELECT pg_terminate_backend(%s, 30000)", (pid,))
+
+
+def backend_pid() -> int:
+    """The PostgreSQL backend of the calling thread's connection (of the store's thread, through ``store.db``)."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return int(cursor.fetchone()[0])
+
+
+@pytest.fixture
+def checked_long_ago(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's threads health-check a connection at most once per HEALTH_CHECK_SECONDS (1 s): made
+    endless, a connection the server closed after its check is found by nothing else."""
+    monkeypatch.setattr(hop, "HEALTH_CHECK_SECONDS", float("inf"))
 
 
 def close_kept_connections() -> None:
@@ -244,6 +262,92 @@ async def test_a_worker_runs_rounds_after_the_database_dropped_idle_connections(
         await asyncio.to_thread(terminate, backends('%FROM "inventory_product"%'))
         status, result = await run_on_worker(session)
     assert status == "completed", result
+
+
+@on_postgresql
+async def test_a_store_call_goes_on_after_the_server_closed_the_store_threads_connection(checked_long_ago: None) -> None:
+    """A restart or failover closes the store thread's idle connection; its next job opens a new one
+    (the socket the server closed is readable: no SELECT 1), instead of failing with "server closed
+    the connection unexpectedly" until a health check comes round."""
+    first = await store.db(backend_pid)()
+    await asyncio.to_thread(terminate, {first})
+    second = await store.db(backend_pid)()
+    assert second != first
+
+
+async def reports_around_a_restart(ctx: ToolContext) -> str:
+    """Reports progress, the database's server drops the store thread's connection, reports again."""
+    await ctx.once("open", lambda: EFFECTS.append("open"))
+    await ctx.report_progress(1, 2)
+    await asyncio.to_thread(terminate, {await store.db(backend_pid)()})
+    await ctx.report_progress(2, 2)
+    return "done"
+
+
+#: The ctx.once effects the tools of these tests ran.
+EFFECTS: list[str] = []
+
+
+@on_postgresql
+async def test_a_background_call_goes_on_after_the_server_closed_the_store_threads_connection(
+        queued: list[str], checked_long_ago: None) -> None:
+    EFFECTS.clear()
+    with registry.registered_temporarily(make_tool(reports_around_a_restart, background=True)):
+        session = await open_session()
+        created = await post_json(APP, handshake_message("tools/call", {"name": "reports_around_a_restart", "arguments": {}, "task": {}}),
+                                  post_headers(version=HANDSHAKE, session=session))
+        call_id = created.json()["result"]["task"]["taskId"]
+        await asyncio.to_thread(tasks.run_call, call_id)
+        row, _ = await store.load_call(call_id)
+    assert (row.status, row.result["content"][0]["text"], row.progress) == ("completed", "done", 2), row.result
+    assert EFFECTS == ["open"]
+
+
+async def reports_twice(ctx: ToolContext) -> str:
+    """Opens something once, then reports progress twice."""
+    await ctx.once("open", lambda: EFFECTS.append("open"))
+    await ctx.report_progress(1, 2)
+    await ctx.report_progress(2, 2)
+    return "done"
+
+
+async def test_a_workers_call_whose_store_cannot_reach_the_database_is_taken_over_not_failed(
+        queued: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store fails under a running handler (the database dropped the connection mid-statement):
+    the worker's run ends writing nothing (the call is not the handler's failure), the sweep takes the
+    call over once its lease ran out, and the next run completes it from the journal."""
+    from django.db import OperationalError
+
+    from mcp_tools.models import ToolCall
+
+    EFFECTS.clear()
+    record_progress = store.record_progress
+    failures = [OperationalError("server closed the connection unexpectedly")]
+
+    async def fails_once(*args: Any, **kwargs: Any) -> bool:
+        if failures:
+            raise failures.pop()
+        return bool(await record_progress(*args, **kwargs))
+
+    monkeypatch.setattr(store, "record_progress", fails_once)
+    with registry.registered_temporarily(make_tool(reports_twice, background=True)):
+        session = await open_session()
+        created = await post_json(APP, handshake_message("tools/call", {"name": "reports_twice", "arguments": {}, "task": {}}),
+                                  post_headers(version=HANDSHAKE, session=session))
+        call_id = created.json()["result"]["task"]["taskId"]
+        with pytest.raises(OperationalError):
+            await asyncio.to_thread(tasks.run_call, call_id)
+        row, _ = await store.load_call(call_id)
+        assert (row.status, row.result, bool(row.worker)) == ("working", None, True)
+        await sync_to_async(lambda: ToolCall.objects.filter(id=call_id).update(
+            lease_expires_at=timezone.now() - timedelta(seconds=1)))()  # the lease ran out
+        queued.clear()
+        assert (await sync_to_async(background.sweep)())["requeued"] == 1
+        assert queued == [call_id]
+        await asyncio.to_thread(tasks.run_call, call_id)
+        row, _ = await store.load_call(call_id)
+    assert (row.status, row.result["content"][0]["text"], row.lost_workers) == ("completed", "done", 1), row.result
+    assert EFFECTS == ["open"], "a journaled ctx.once effect ran again"
 
 
 # -- a database that cannot be reached ---------------------------------------------------

@@ -315,8 +315,12 @@ async def run_in_worker(call_id: str, worker: str, task_id: str | None = None, r
                 return "stopped"
             await wakeups.notify(call_id)
             return "failed"
-        except Exception as exc:  # only the tool's retry_on exceptions get here (see core.execute)
+        except Exception as exc:  # the tool's retry_on exceptions, and the database unreachable (see core.execute)
             assert tool is not None
+            if not isinstance(exc, tool.retry_on):
+                # The store failed under the handler: nothing can be written now. The task fails,
+                # the lease runs out and the sweep queues the call again (a lost worker, counted).
+                raise
             if attempt < tool.max_retries:
                 logger.info("Background call %s raised %r; retry %d of %d", call_id, exc, attempt + 1, tool.max_retries)
                 countdown = tool.retry_backoff * 2**attempt

@@ -308,12 +308,13 @@ class Runtime:
     """The engine's view of persistence and of the client (see :class:`engine.runner.Runtime`)."""
 
     async def run_once(self, inv: engine.Invocation, step: Step, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if inv.call_id is None:
-            await ensure_row(inv, status="working")
-        await claim(inv)
+        with NoteUnreachable(inv):
+            if inv.call_id is None:
+                await ensure_row(inv, status="working")
+            await claim(inv)
         assert inv.call_id is not None
         try:
-            recorded = await self._run_once(inv.call_id, step, fn, args, kwargs)
+            recorded = await self._run_once(inv, inv.call_id, step, fn, args, kwargs)
         except store.CallNotLive:
             # The call ended (cancelled, expired) while the handler ran: stop before the effect.
             raise asyncio.CancelledError(cancellation.SERVER_CANCEL) from None
@@ -328,24 +329,28 @@ class Runtime:
         return recorded
 
     @staticmethod
-    async def _run_once(call_id: str, step: Step, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    async def _run_once(inv: engine.Invocation, call_id: str, step: Step, fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Run ``fn`` once for ``step`` and journal it; the step's value (another run's, if it came first)."""
         if asyncio.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
             # An async side effect cannot share the journal's transaction; it runs, then is journaled.
             # Checked first, as a sync one is: it does not start once a cancel has committed, nor
             # when another run journaled the step.
-            journaled, recorded = await store.check_once(call_id, step)
+            with NoteUnreachable(inv):
+                journaled, recorded = await store.check_once(call_id, step)
             if journaled:
                 return recorded
             try:
                 value = await fn(*args, **kwargs)
             except Exception as exc:
-                elsewhere, recorded = await store.record_failed_once(call_id, step, exc)
+                with NoteUnreachable(inv):
+                    elsewhere, recorded = await store.record_failed_once(call_id, step, exc)
                 if elsewhere:  # another run's value is the step's, as for a sync effect
                     return recorded
                 raise
-            _, recorded = await store.record_once(call_id, step, value)
+            with NoteUnreachable(inv):  # not journaled: a takeover runs the effect again (at least once)
+                _, recorded = await store.record_once(call_id, step, value)
             return recorded
+        # Not noted: what fails in there may be the effect's own error, journaled as the step's outcome.
         _, recorded = await store.run_once(call_id, step, fn, args, kwargs)
         return recorded
 
@@ -356,6 +361,11 @@ class Runtime:
             # the round then) and recorded it: the row holds it or a later value. Sent again,
             # the client would see the progress go back on the same token.
             return
+        with NoteUnreachable(inv):
+            await self._progress(inv, progress, total, message)
+
+    @staticmethod
+    async def _progress(inv: engine.Invocation, progress: float, total: float | None, message: str | None) -> None:
         rc: RequestContext = inv.state["rc"]
         if inv.call_id is not None:
             await claim(inv)  # a run that does not own its round tells the client nothing
@@ -403,6 +413,25 @@ class Runtime:
 
 
 RUNTIME = Runtime()
+
+
+class NoteUnreachable:
+    """Around the store's own writes for a running handler (its progress, its row, a ``ctx.once``'s
+    journal): when they find the database unreachable (``store.database_unreachable``), the run
+    remembers it, and a worker's run that then fails is not ended ``failed`` for it (:func:`execute`).
+    A class, not a generator: it is on the path of every progress report."""
+
+    __slots__ = ("inv",)
+
+    def __init__(self, inv: engine.Invocation) -> None:
+        self.inv = inv
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: types.TracebackType | None) -> None:
+        if isinstance(exc, store.DATABASE_UNAVAILABLE) and store.database_unreachable(exc):
+            self.inv.state["database_unreachable"] = True
 
 
 class RoundTaken(BaseException):
@@ -841,6 +870,14 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
     except Exception as exc:
         if inv.in_worker and target.tool is not None and isinstance(exc, target.tool.retry_on):
             raise  # the worker retries the call (the tool's retry policy)
+        if inv.in_worker and inv.state.get("database_unreachable"):
+            # The store failed under the handler (the database restarted, failed over, dropped the
+            # connection mid-statement): not the handler's failure. The run ends here writing
+            # nothing; its lease runs out and the sweep hands the call to a worker again, which
+            # replays the journal (journaled ctx.once effects do not run again).
+            logger.warning("%s %r stopped: the database could not be reached (%s); the call is left for another run",
+                           target.method, target.name, exc)
+            raise
         logger.exception("%s %r failed after %.3fs", target.method, target.name, time.monotonic() - started)
         message = f"Internal error while running {target.name!r}; the server log has the details."
     finally:

@@ -20,7 +20,10 @@ Django's connection rules at the cost of one check per hop:
   persistent connection");
 * health checks (``CONN_HEALTH_CHECKS``) run at most once per
   :data:`HEALTH_CHECK_SECONDS` per connection, as they would once per HTTP request
-  in a Django view, instead of once per hop.
+  in a Django view, instead of once per hop;
+* on PostgreSQL, an idle connection the server has closed since (a restart, a failover,
+  ``pg_terminate_backend``, ``idle_session_timeout``) is replaced before the job uses it,
+  health checks or not, at no round trip (:func:`close_dropped_connections`).
 
 One thread keeps SQLite's writers in this process in line (no lock waits
 between our own statements) and gives each process one connection per database
@@ -46,12 +49,14 @@ import logging
 import sqlite3
 import os
 import queue
+import select
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
 from django.db import InterfaceError, OperationalError, close_old_connections, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 logger = logging.getLogger("mcp_tools.store")
 
@@ -143,6 +148,50 @@ if hasattr(os, "register_at_fork"):  # POSIX only (no fork on Windows)
     os.register_at_fork(after_in_child=_forget_thread_after_fork)
 
 
+def _server_spoke(connection: BaseDatabaseWrapper) -> bool:
+    """Whether the server sent something on an idle PostgreSQL connection since its last statement.
+
+    A client sends a statement and reads its whole answer, so an idle connection's socket has
+    nothing to read unless the server said something unasked: a backend that is terminated (a
+    restart, a failover, ``pg_terminate_backend``, ``idle_session_timeout``) sends its FATAL error
+    and closes the socket; rarely a notice, a parameter's new value, a ``NOTIFY``. A poll with no
+    timeout, well under a microsecond and no round trip, instead of finding out with the job's
+    first statement (``server closed the connection unexpectedly``).
+    """
+    try:
+        fd = connection.connection.fileno()
+    except Exception:  # psycopg refuses: the connection is closed (broken) already
+        return True
+    if _poll is not None:
+        poller = _poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([fd], [], [], 0)[0])  # no poll() (Windows): its sockets are few
+
+
+#: ``select.poll`` where the platform has it: unlike ``select.select``, it takes any descriptor (a
+#: server with many sockets has descriptors past ``FD_SETSIZE``, 1024).
+_poll = getattr(select, "poll", None)
+
+
+def _dropped(connection: BaseDatabaseWrapper) -> bool:
+    """Whether an open connection is an idle PostgreSQL one that the server has closed (:func:`_server_spoke`).
+
+    Not one in a transaction (what it did is lost with it either way: the transaction fails).
+    When the server sent something else (a notice), a ``SELECT 1`` tells which it was.
+    """
+    return connection.vendor == "postgresql" and not connection.in_atomic_block and _server_spoke(connection) \
+        and not connection.is_usable()
+
+
+def close_dropped_connections() -> None:
+    """Close the calling thread's connections that the server has closed (:func:`_dropped`): the
+    next use opens a new one, as after ``CONN_MAX_AGE``."""
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is not None and _dropped(connection):
+            connection.close()
+
+
 def _before_job() -> None:
     now = time.monotonic()
     last_check: dict[str, float] | None = getattr(_checked, "at", None)
@@ -150,6 +199,9 @@ def _before_job() -> None:
         last_check = _checked.at = {}
     for connection in connections.all(initialized_only=True):
         if connection.connection is None:
+            continue
+        if _dropped(connection):
+            connection.close()  # dropped by the server since its last job: the job's first use reconnects
             continue
         if connection.errors_occurred or (connection.close_at is not None and now >= connection.close_at) \
                 or connection.get_autocommit() != connection.settings_dict["AUTOCOMMIT"]:
@@ -248,8 +300,11 @@ def close_old_thread_connections() -> None:
     """What Django does in a request's thread as the request starts and ends (``request_started`` /
     ``request_finished``): close the calling thread's connections that are past ``CONN_MAX_AGE``
     (0, Django's default: every one), broken or left in a transaction, and have a kept one
-    health-checked at its next use (``CONN_HEALTH_CHECKS``)."""
+    health-checked at its next use (``CONN_HEALTH_CHECKS``); and those the server has closed
+    meanwhile (:func:`close_dropped_connections`), which a health check would find only once
+    ``CONN_HEALTH_CHECKS`` is on, with a round trip."""
     close_old_connections()
+    close_dropped_connections()
 
 
 #: The errors of the database failing as a whole (it refuses connections: down, restarting, at
