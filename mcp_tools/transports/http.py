@@ -1093,9 +1093,6 @@ class McpEndpoint:
         try:
             done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
             if task not in done:
-                # The resumed stream closed too: not a cancellation either (the call stays
-                # resumable, from the last event id this stream gave, or the one it resumed at).
-                rc.stream_closed = rc.stream_resumable = True
                 task.cancel()
                 return
             if task.cancelled():
