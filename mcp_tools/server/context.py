@@ -33,7 +33,3 @@ class RequestContext:
     #: Set by the transport when a 2025-11-25 response stream closed under a running call:
     #: that is not a cancellation (the call stays resumable with Last-Event-ID).
     stream_closed: bool = False
-    #: Set with ``stream_closed`` when that stream had given the client an event id (its priming
-    #: event, sent before anything else): the client can resume it, so a call stopped there is
-    #: kept for it even if it had no row yet (``core.execute``).
-    stream_resumable: bool = False

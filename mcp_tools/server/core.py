@@ -850,8 +850,6 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
             with contextlib.suppress(Exception):
                 await recorder
         rc: RequestContext = inv.state["rc"]
-        if inv.call_id is None and rc.stream_resumable:
-            await _keep_for_resume(inv)
         if inv.call_id is not None and not rc.stream_closed and not inv.state.get("lease_lost"):
             # (A worker that lost its lease stops without ending the call: it is not its to end.)
             # Shielded: a second cancel must not leave the row behind the handler. A run
@@ -896,25 +894,6 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
     error = McpError(INTERNAL_ERROR, message)
     await _end_failed(inv, error)
     raise error
-
-
-async def _keep_for_resume(inv: engine.Invocation) -> None:
-    """Give a call stopped by its closed 2025-11-25 stream its row, so the client can resume it.
-
-    The client holds an event id of that stream, and resumes with ``Last-Event-ID``: the resumed
-    stream finds the call by its row (``store.call_for_stream``; the row names the stream) and runs
-    it again from its journal (``session.continue_call``). Without a row the call would be lost, and
-    the client would resume forever. A call with no row yet journaled no ``ctx.once`` (its first
-    one writes the row), so nothing the run did is repeated by the journal; the row starts at the
-    highest progress reported, and the resumed stream sends only values above the last it carried.
-    Shielded, as the slow-call recorder: a second cancel must not leave the call without its row.
-    """
-    try:
-        await asyncio.shield(ensure_row(inv, status="working"))
-    except asyncio.CancelledError:
-        pass  # the row is written all the same
-    except Exception:
-        logger.exception("Could not keep call of %r for its client to resume", inv.state["target"].name)
 
 
 async def _end_failed(inv: engine.Invocation, error: McpError) -> None:

@@ -558,8 +558,6 @@ class Response:
         self.event_ids = event_ids
         self.streaming = False
         self.stream_id: str | None = None
-        #: The stream's priming event went out: the client holds an event id to resume with.
-        self.primed = False
         self.closed = False
         self._lock: asyncio.Lock | None = None  # made when the response first streams (most never do)
         #: The CORS headers of an allowed browser origin's request (:func:`cors_headers`), else None.
@@ -613,7 +611,6 @@ class Response:
             # Priming event: gives the client an id to resume from before anything else happens.
             event_id = await store.append_event(self.session_id, stream_id, "")
             await self._send({"type": "http.response.body", "body": f"id: {event_id}\ndata: \n\n".encode(), "more_body": True})
-            self.primed = True
 
     async def event(self, message: dict[str, Any]) -> None:
         if self._lock is None:
@@ -908,7 +905,7 @@ class McpEndpoint:
         ``notifications/cancelled``) goes through :class:`_Handler`, which cancels this
         task only while the handler runs and remembers that it did.
         """
-        handler = _Handler(receive, rc, response)
+        handler = _Handler(receive, rc)
         if session_id:
             # Only .cancel() is called on what is registered (interprocess.cancellation).
             cancellation.register(session_id, rc.request_id, handler)  # type: ignore[arg-type]
@@ -1250,13 +1247,12 @@ class _Handler:
     calls) cannot be stopped by anyone else, and never needs it.
     """
 
-    __slots__ = ("task", "receive", "rc", "response", "running", "requested", "disconnected", "watcher")
+    __slots__ = ("task", "receive", "rc", "running", "requested", "disconnected", "watcher")
 
-    def __init__(self, receive: Any, rc: RequestContext, response: Response) -> None:
+    def __init__(self, receive: Any, rc: RequestContext) -> None:
         self.task: asyncio.Task[Any] | None = None
         self.receive = receive
         self.rc = rc
-        self.response = response
         self.running = False
         #: This object cancelled the task (once at most): the CancelledError is the handler's.
         self.requested = False
@@ -1299,11 +1295,9 @@ class _Handler:
         with contextlib.suppress(Exception):
             await self.receive()
         # http.disconnect: the client is gone. In 2026-07-28 that cancels the call; a
-        # 2025-11-25 session call stays resumable with Last-Event-ID, if the client got an
-        # event id to resume from (the response had started streaming).
+        # 2025-11-25 session call stays resumable with Last-Event-ID.
         if self.running and not self.requested:
             self.rc.stream_closed = not self.rc.modern
-            self.rc.stream_resumable = self.rc.stream_closed and self.response.primed
             self.disconnected = True
             self.cancel()
 
