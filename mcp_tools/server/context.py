@@ -33,3 +33,14 @@ class RequestContext:
     #: Set by the transport when a 2025-11-25 response stream closed under a running call:
     #: that is not a cancellation (the call stays resumable with Last-Event-ID).
     stream_closed: bool = False
+    #: Set with ``stream_closed`` when the handler goes on after its stream closed (the client holds
+    #: an event id of it): what it answers, an operator's cancel included, is kept in the stream's
+    #: event log for the client's resume.
+    stream_detached: bool = False
+    #: A tool's handler runs in this request now (``core.execute``), not a wait on a call that runs
+    #: elsewhere (a task's ``tasks/result``, a deferred call's stream): only such a request's handler
+    #: goes on after its 2025-11-25 stream closes (``stream_detached``).
+    handler_here: bool = False
+    #: The handler waits for the client's answers on this stream (a 2025-11-25 session call that asked):
+    #: when the stream closes then, the journal takes over (the handler is stopped, not detached).
+    awaiting_input: bool = False

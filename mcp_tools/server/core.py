@@ -811,6 +811,8 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
     # A background tool's time_limit, on the worker: the run stops there with a tool error (the
     # call failed), not as a cancel (its row would say cancelled, and nobody cancelled it).
     time_limit = target.tool.time_limit if target.tool is not None and inv.in_worker else None
+    running_here: RequestContext = inv.state["rc"]
+    running_here.handler_here = True  # what a stream that closes now may leave running (transports/http.py)
     try:
         if time_limit is None:
             return await run
@@ -859,8 +861,9 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
             with contextlib.suppress(asyncio.CancelledError):
                 if await asyncio.shield(store.end_call(inv.call_id, "cancelled", at_round=unclaimed.round if unclaimed else None)):
                     await wakeups.notify(inv.call_id)
-        if cancellation.is_server_cancel(exc, task) and not rc.stream_closed:
-            # The client did not ask for this: it gets an answer saying so, not silence.
+        if cancellation.is_server_cancel(exc, task) and (not rc.stream_closed or rc.stream_detached):
+            # The client did not ask for this: it gets an answer saying so, not silence (on its
+            # stream, or in the event log of a stream that closed under a running handler).
             if task is not None and task.cancelling():
                 task.uncancel()
             return await answer_of_ended(target.method, inv.call_id) if inv.call_id else ended_answer(target.method, "cancelled")
@@ -879,6 +882,7 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
         logger.exception("%s %r failed after %.3fs", target.method, target.name, time.monotonic() - started)
         message = f"Internal error while running {target.name!r}; the server log has the details."
     finally:
+        running_here.handler_here = False
         if waiter is not None and waiter.also is first_wait:
             waiter.also = None  # done without waiting: nothing to arm
         if timer is not None:

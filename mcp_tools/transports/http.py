@@ -558,6 +558,8 @@ class Response:
         self.event_ids = event_ids
         self.streaming = False
         self.stream_id: str | None = None
+        #: The stream's priming event went out: the client holds an event id to resume it with.
+        self.primed = False
         self.closed = False
         self._lock: asyncio.Lock | None = None  # made when the response first streams (most never do)
         #: The CORS headers of an allowed browser origin's request (:func:`cors_headers`), else None.
@@ -611,6 +613,7 @@ class Response:
             # Priming event: gives the client an id to resume from before anything else happens.
             event_id = await store.append_event(self.session_id, stream_id, "")
             await self._send({"type": "http.response.body", "body": f"id: {event_id}\ndata: \n\n".encode(), "more_body": True})
+            self.primed = True
 
     async def event(self, message: dict[str, Any]) -> None:
         if self._lock is None:
@@ -905,7 +908,7 @@ class McpEndpoint:
         ``notifications/cancelled``) goes through :class:`_Handler`, which cancels this
         task only while the handler runs and remembers that it did.
         """
-        handler = _Handler(receive, rc)
+        handler = _Handler(receive, rc, response)
         if session_id:
             # Only .cancel() is called on what is registered (interprocess.cancellation).
             cancellation.register(session_id, rc.request_id, handler)  # type: ignore[arg-type]
@@ -942,8 +945,10 @@ class McpEndpoint:
                 return
             if handler.requested:  # stopped, but the handler returned all the same
                 handler.handler_cancelled()
-            if handler.disconnected:
+            if handler.disconnected and not handler.detached:
                 return  # the handler finished anyway, but nobody is listening
+            # (Detached: its stream closed under it; the answer goes to the stream's event log, for
+            # the client to resume with Last-Event-ID. The send itself goes nowhere.)
             await response.finish(jsonrpc.result_message(rc.request_id, result))
         finally:
             if session_id:
@@ -1090,6 +1095,9 @@ class McpEndpoint:
         try:
             done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
             if task not in done:
+                # The resumed stream closed too: not a cancellation either. A call this stream ran
+                # again (its first run was gone) stays working, for the next resume to go on with.
+                rc.stream_closed = True
                 task.cancel()
                 return
             if task.cancelled():
@@ -1247,20 +1255,29 @@ class _Handler:
     calls) cannot be stopped by anyone else, and never needs it.
     """
 
-    __slots__ = ("task", "receive", "rc", "running", "requested", "disconnected", "watcher")
+    __slots__ = ("task", "receive", "rc", "response", "running", "requested", "disconnected", "detached", "watcher")
 
-    def __init__(self, receive: Any, rc: RequestContext) -> None:
+    def __init__(self, receive: Any, rc: RequestContext, response: Response) -> None:
         self.task: asyncio.Task[Any] | None = None
         self.receive = receive
         self.rc = rc
+        self.response = response
         self.running = False
         #: This object cancelled the task (once at most): the CancelledError is the handler's.
         self.requested = False
         self.disconnected = False
+        #: The client went away and the handler goes on (:meth:`_watch`): its answer is kept, not sent.
+        self.detached = False
         self.watcher: asyncio.Future[None] | None = None
 
     def cancel(self, msg: Any = None) -> bool:
         """Stop the handler (``notifications/cancelled``); nothing once it has returned."""
+        # The client's own cancel, also of a handler its closed stream left running: the call ends
+        # cancelled (stream_closed would keep it for a resume nobody will make).
+        self.rc.stream_closed = self.rc.stream_detached = False
+        return self._stop()
+
+    def _stop(self) -> bool:
         if not self.running or self.requested:
             return False
         task = self._task()
@@ -1294,12 +1311,24 @@ class _Handler:
     async def _watch(self) -> None:
         with contextlib.suppress(Exception):
             await self.receive()
-        # http.disconnect: the client is gone. In 2026-07-28 that cancels the call; a
-        # 2025-11-25 session call stays resumable with Last-Event-ID.
+        # http.disconnect: the client is gone. In 2026-07-28 that cancels the call. In a
+        # 2025-11-25 session it does not ("Disconnection SHOULD NOT be interpreted as the client
+        # cancelling its request"): once the client holds an event id of the stream, the handler
+        # goes on, its events and its answer kept in the stream's event log for the client to
+        # resume with Last-Event-ID (a call with a row is followed there). stream_closed keeps its
+        # call resumable if the server stops the handler later (shutdown, Daphne's
+        # application_close_timeout), as it does a call whose stream closed before it streamed.
+        # A request that only waits on a call running elsewhere (tasks/result, a deferred call) stops,
+        # as before: the call goes on where it runs. A handler that waits for the client's answers is stopped, as before: the journal takes
+        # over (ARCHITECTURE: the live path lasts while the stream is open), and a suspended call
+        # holds no memory; one that asks after its stream closed stops there too (flavors/session.py).
         if self.running and not self.requested:
-            self.rc.stream_closed = not self.rc.modern
             self.disconnected = True
-            self.cancel()
+            self.rc.stream_closed = not self.rc.modern
+            if self.rc.stream_closed and self.response.primed and self.rc.handler_here and not self.rc.awaiting_input:
+                self.detached = self.rc.stream_detached = True
+                return
+            self._stop()
 
     def handler_cancelled(self) -> bool:
         """Whether a CancelledError out of the handler stops only the handler, not the request's task.

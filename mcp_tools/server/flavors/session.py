@@ -125,6 +125,12 @@ async def _ask_on_stream(call_id: str, pending: list[Step], rc: RequestContext, 
 
 
 async def _wait_for_answers(call_id: str, round_number: int, rc: RequestContext) -> Journal:
+    if rc.stream_detached:
+        # The stream closed under the running handler, which went on and now asks: its requests are
+        # in the stream's event log for the client's resume, and the journal takes the call over
+        # from here (nothing waits in memory for an answer nobody may send for hours).
+        raise asyncio.CancelledError
+    rc.awaiting_input = True
     try:
         return await _wait(call_id, round_number)
     except asyncio.CancelledError:
@@ -133,6 +139,8 @@ async def _wait_for_answers(call_id: str, round_number: int, rc: RequestContext)
         if not rc.stream_closed and await store.end_call(call_id, "cancelled"):
             await wakeups.notify(call_id)
         raise
+    finally:
+        rc.awaiting_input = False
 
 
 async def _wait(call_id: str, round_number: int) -> Journal:

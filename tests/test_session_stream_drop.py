@@ -1,0 +1,238 @@
+"""A 2025-11-25 session call whose POST response stream drops while its handler runs.
+
+The spec (2025-11-25 transports): "Disconnection SHOULD NOT be interpreted as the client cancelling
+its request"; the client resumes with ``GET`` and ``Last-Event-ID``. Once the client holds an event
+id of the stream, the handler goes on: what it sends, and its answer, are kept in the stream's event
+log, and a resumed stream replays them (a call with a row is followed there until it ends). It is
+not run again, so an effect outside ``ctx.once`` happens once. It used to be stopped: a call with
+no row yet was lost (the resumed stream ended without a response, and the official SDK reconnected
+forever), and one with a row ran again from its journal on the resumed stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from mcp_tools import ToolContext
+from mcp_tools.models import ToolCall
+from mcp_tools.registry import make_tool, registry
+from tests.asgi_client import post_headers, post_json
+from tests.test_http_spec_edges import APP, HANDSHAKE, Stream, _in_memory_layer, open_session  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Gate:
+    """What the test tools wait on and count: runs started, effects made, runs stopped."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.effects = 0
+        self.stopped = 0
+        self.waiting = asyncio.Event()
+        self.release = asyncio.Event()
+
+
+@pytest.fixture
+def gate(settings: Any) -> Any:
+    """Registers ``drop_count`` (no row while it runs), ``drop_count_rowed`` (a ``ctx.once`` first: a
+    row from the start) and ``drop_quiet`` (sends nothing). A round nobody runs is taken over after
+    three ``CANCEL_POLL_SECONDS`` without a touch of its row (``session._owner_gone``)."""
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "CANCEL_POLL_SECONDS": 0.05}
+    held = Gate()
+
+    async def count(ctx: ToolContext, n: int) -> str:
+        held.runs += 1
+        try:
+            for i in range(1, n + 1):
+                await ctx.report_progress(i, n)
+                if i == 2 and not held.release.is_set():
+                    held.waiting.set()
+                    await held.release.wait()
+        except asyncio.CancelledError:
+            held.stopped += 1
+            raise
+        held.effects += 1  # an effect outside ctx.once: it must not happen twice
+        return f"counted to {n}"
+
+    async def drop_count(ctx: ToolContext, n: int) -> str:
+        """Count to n, reporting progress; the first run stops at 2 until released."""
+        return await count(ctx, n)
+
+    async def drop_count_rowed(ctx: ToolContext, n: int) -> str:
+        """The same, after a ctx.once (which gives the call its row)."""
+        await ctx.once("start", lambda: "started")
+        return await count(ctx, n)
+
+    async def drop_quiet(ctx: ToolContext) -> str:
+        """Wait until released, sending nothing before."""
+        held.runs += 1
+        held.waiting.set()
+        await held.release.wait()
+        return "done"
+
+    async def drop_then_ask(ctx: ToolContext) -> str:
+        """Report progress, wait until released, then ask the user."""
+        held.runs += 1
+        await ctx.report_progress(1, 2)
+        await ctx.report_progress(2, 2)
+        if not held.release.is_set():
+            held.waiting.set()
+            await held.release.wait()
+        answer = await ctx.elicit("Name?", {"type": "object", "properties": {"name": {"type": "string"}}})
+        held.effects += 1
+        return f"hello {answer['name']}"
+
+    with registry.registered_temporarily(make_tool(drop_count), make_tool(drop_count_rowed), make_tool(drop_quiet),
+                                         make_tool(drop_then_ask)):
+        yield held
+
+
+def call_message(request_id: Any, name: str, arguments: dict[str, Any]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                       "params": {"name": name, "arguments": arguments, "_meta": {"progressToken": "tok"}}}).encode()
+
+
+def progress_values(stream: Stream) -> list[float]:
+    return [m["params"]["progress"] for _, m in stream.events() if m.get("method") == "notifications/progress"]
+
+
+def resumed(headers: dict[str, str], event_id: str | None) -> Stream:
+    assert event_id is not None
+    return Stream("GET", {**headers, "accept": "text/event-stream", "last-event-id": event_id})
+
+
+async def answer_of(stream: Stream) -> dict[str, Any]:
+    _, final = await stream.wait_for(lambda m: "result" in m or "error" in m)
+    stream.gone.set()
+    await asyncio.wait_for(stream.task, 10)
+    return final
+
+
+async def dropped_at_two(gate: Gate, headers: dict[str, str], request_id: int, tool: str) -> tuple[Stream, str | None]:
+    """A call of ``tool`` counting to 4 whose POST stream drops after progress 2."""
+    first = Stream("POST", headers, call_message(request_id, tool, {"n": 4}))
+    event_id, _ = await first.wait_for(lambda m: m.get("method") == "notifications/progress" and m["params"]["progress"] == 2)
+    await asyncio.wait_for(gate.waiting.wait(), 10)
+    first.gone.set()  # the network drops the POST's stream
+    await asyncio.sleep(0.05)
+    return first, event_id
+
+
+@pytest.mark.parametrize("tool", ["drop_count", "drop_count_rowed"])
+async def test_a_call_whose_stream_dropped_goes_on_and_the_resumed_stream_gets_its_answer(gate: Gate, tool: str) -> None:
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    first, event_id = await dropped_at_two(gate, headers, 7, tool)
+    assert not first.task.done() and gate.stopped == 0  # not stopped: the handler still runs
+    rows = await sync_to_async(ToolCall.objects.count)()
+    assert rows == (0 if tool == "drop_count" else 1)  # a fast call has no row, and gets none for the drop
+
+    if tool == "drop_count_rowed":
+        again = resumed(headers, event_id)  # resumed while it runs: the stream follows the call
+        await asyncio.sleep(0.3)  # past three CANCEL_POLL_SECONDS: its runner is alive, nobody takes it over
+        gate.release.set()
+        final = await answer_of(again)
+    else:
+        gate.release.set()
+        await asyncio.wait_for(first.task, 10)  # the answer goes to the stream's event log
+        again = resumed(headers, event_id)
+        final = await answer_of(again)
+    assert final["id"] == 7 and final["result"]["content"] == [{"type": "text", "text": "counted to 4"}], final
+    assert (gate.runs, gate.effects, gate.stopped) == (1, 1, 0)  # run once, never again
+    # What the client missed, never backwards on the token: replayed from the event log, or relayed
+    # from the row of the call the stream follows (which may skip a value the row moved past).
+    seen = progress_values(again)
+    assert seen[-1] == 4 and all(2 < a < b for a, b in zip([2.5, *seen], seen)), seen
+    if tool == "drop_count":
+        assert seen == [3, 4]
+    else:
+        assert (await sync_to_async(ToolCall.objects.get)()).status == "completed"
+    await asyncio.wait_for(first.task, 10)
+
+
+async def test_a_call_whose_stream_closed_before_it_streamed_is_stopped_and_leaves_no_row(gate: Gate) -> None:
+    """The client was sent no event id, so it cannot resume: the call is stopped, as before."""
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    first = Stream("POST", headers, call_message(8, "drop_quiet", {}))
+    await asyncio.wait_for(gate.waiting.wait(), 10)
+    first.gone.set()
+    await asyncio.wait_for(first.task, 10)
+    assert first.events() == []
+    assert await sync_to_async(ToolCall.objects.count)() == 0
+
+
+@pytest.mark.parametrize("tool", ["drop_count", "drop_count_rowed"])
+async def test_the_clients_cancel_stops_a_call_its_dropped_stream_left_running(gate: Gate, tool: str) -> None:
+    """notifications/cancelled after the drop: the handler stops, the row (if any) ends cancelled,
+    and no answer is kept for a resume."""
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    first, _ = await dropped_at_two(gate, headers, 11, tool)
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 11, "reason": "gave up"}}
+    assert (await post_json(APP, cancel, headers)).status == 202
+    await asyncio.wait_for(first.task, 10)
+    assert (gate.runs, gate.effects, gate.stopped) == (1, 0, 1)
+    assert not any("result" in m or "error" in m for _, m in first.events())
+    statuses = await sync_to_async(lambda: list(ToolCall.objects.values_list("status", flat=True)))()
+    assert statuses == ([] if tool == "drop_count" else ["cancelled"])
+
+
+async def test_a_call_whose_runner_was_killed_after_the_drop_is_run_again_and_a_resumed_drop_is_no_cancel(gate: Gate) -> None:
+    """The server stops the handler its closed stream left running (Daphne's application_close_timeout,
+    a shutdown): a call with a row stays working, and a resumed stream runs it again from its journal.
+    That resumed stream dropping in turn is not a cancellation either (it used to end the call
+    ``cancelled``): the next resume answers."""
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    first, event_id = await dropped_at_two(gate, headers, 9, "drop_count_rowed")
+    first.task.cancel()  # what the ASGI server does to an application that outlives its client
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(first.task, 10)
+    assert gate.stopped == 1
+    assert (await sync_to_async(ToolCall.objects.get)()).status == "working"
+
+    gate.waiting.clear()
+    second = resumed(headers, event_id)
+    await asyncio.wait_for(gate.waiting.wait(), 10)  # run again on the resumed stream, stopped at 2
+    second.gone.set()
+    await asyncio.wait_for(second.task, 10)
+    assert (await sync_to_async(ToolCall.objects.get)()).status == "working"
+
+    gate.release.set()
+    third = resumed(headers, event_id)
+    final = await answer_of(third)
+    assert final["id"] == 9 and final["result"]["content"] == [{"type": "text", "text": "counted to 4"}], final
+    assert (gate.runs, gate.effects) == (3, 1)
+    assert progress_values(third) == [3, 4]
+
+
+async def test_a_call_that_asks_after_its_stream_dropped_is_taken_over_by_the_journal(gate: Gate) -> None:
+    """The handler its dropped stream left running asks for input: it stops there (nothing waits in
+    memory), the request is in the stream's event log, and the resumed stream answers once the client has."""
+    session = await open_session({"elicitation": {}})
+    headers = post_headers(version=HANDSHAKE, session=session)
+    first = Stream("POST", headers, call_message(13, "drop_then_ask", {}))
+    event_id, _ = await first.wait_for(lambda m: m.get("method") == "notifications/progress" and m["params"]["progress"] == 2)
+    await asyncio.wait_for(gate.waiting.wait(), 10)
+    first.gone.set()
+    await asyncio.sleep(0.05)
+    assert not first.task.done()
+    gate.release.set()
+    await asyncio.wait_for(first.task, 10)  # it asked, and stopped: the journal holds the call
+    row = await sync_to_async(ToolCall.objects.get)()
+    assert row.status == "input_required"
+
+    again = resumed(headers, event_id)
+    _, asked = await again.wait_for(lambda m: m.get("method") == "elicitation/create")
+    reply = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"name": "ada"}}}
+    assert (await post_json(APP, reply, headers)).status == 202
+    final = await answer_of(again)
+    assert final["id"] == 13 and final["result"]["content"] == [{"type": "text", "text": "hello ada"}], final
+    assert (gate.runs, gate.effects) == (2, 1)
