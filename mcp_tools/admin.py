@@ -24,7 +24,7 @@ from django.contrib.admin import helpers
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
-from django.core.exceptions import FieldDoesNotExist, PermissionDenied
+from django.core.exceptions import FieldDoesNotExist, PermissionDenied, ValidationError
 from django.db.models import JSONField, Q, QuerySet
 from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
@@ -236,12 +236,23 @@ def reaches_json_column(model: Any, parts: list[str]) -> bool:
 
 
 class RefusesUnstorableSelections(admin.ModelAdmin):
-    """A changelist action whose selected ids hold U+0000 (only a crafted POST sends one) is refused
-    (400): Django puts them into a query PostgreSQL refuses (a 500), and no id holds one."""
+    """A changelist action whose selected ids are not ids of the model (only a crafted POST sends
+    one) is refused (400), nothing changed: Django puts them into ``pk__in``, where one that is not
+    of the primary key's type ("nonuuid" for a UUID) raises (a 500), and one holding U+0000 makes
+    PostgreSQL refuse the query (a 500); no row has such an id."""
 
     def response_action(self, request: HttpRequest, queryset: QuerySet[Any], *args: Any, **kwargs: Any) -> HttpResponse | None:
-        if any("\x00" in selected for selected in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)):
+        selected_ids = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        if any("\x00" in selected for selected in selected_ids):
             return HttpResponseBadRequest("A selected id holds U+0000.")
+        pk_field = self.model._meta.pk
+        assert pk_field is not None
+        try:
+            # The primary key's own conversion, as the filter makes it: whatever it accepts, the query does.
+            for selected in selected_ids:
+                pk_field.to_python(selected)
+        except ValidationError:
+            return HttpResponseBadRequest(f"A selected id is not a {self.opts.verbose_name} id.")
         return super().response_action(request, queryset, *args, **kwargs)
 
 
@@ -474,7 +485,7 @@ class SessionChangeList(PrincipalFilterChangeList):
 
 
 @admin.register(McpSession)
-class McpSessionAdmin(admin.ModelAdmin):
+class McpSessionAdmin(RefusesUnstorableSelections):
     """2025-11-25 sessions, a read-only report that never shows a whole session id.
 
     An anonymous caller's session id is its only credential: whoever sends it is that caller. So
@@ -520,6 +531,8 @@ class McpSessionAdmin(admin.ModelAdmin):
         return queries.principal_shown(obj.principal)
 
     # -- a read-only report: nothing here adds, changes or deletes a session -------------------
+    # (So its changelist offers no action; a site's subclass that adds one still has a malformed
+    # selection refused, by RefusesUnstorableSelections, not a 500.)
     # (Django's delete confirmation and its messages, and the LogEntry a change or deletion
     # leaves, print the session's str(): its whole id. Sessions end when their client deletes
     # them, or idle, by SESSION_IDLE_SECONDS and mcp_cleanup.)

@@ -233,3 +233,20 @@ def test_a_nul_in_an_actions_selected_ids_is_refused_not_a_500(changelist: str, 
     operator.raise_request_exception = False
     response = operator.post(reverse(changelist), {"action": action, "_selected_action": ["ab\x00cd"], "index": "0"})
     assert response.status_code == 400, response.status_code
+
+
+@pytest.mark.parametrize("action", ["cancel_calls", "expire_calls", "retry_calls"])
+@pytest.mark.parametrize("selected", [["nonuuid"], [None, "x"], [""], ["1"]], ids=["word", "valid-and-word", "empty", "number"])
+@pytest.mark.django_db
+def test_a_selected_id_that_is_not_a_call_id_is_refused_not_a_500(action: str, selected: list[str | None]) -> None:
+    """Django filters ``pk__in`` by the selected ids, and one that is not a UUID raised there (a 500):
+    refused as a crafted POST, nothing ended or retried, not even the valid id beside it."""
+    # A call the action would act on: a live one to end, a failed background one to retry.
+    call = (make_call("slow_count", "failed", background=True, arguments={"n": 3}) if action == "retry_calls"
+            else make_call(status="input_required"))
+    operator = client_for(make_user("op", perms=("view_toolcall", "change_toolcall")))
+    operator.raise_request_exception = False
+    ids = [str(call.pk) if each is None else each for each in selected]
+    response = operator.post(reverse(CHANGELIST) + "?state=all", {"action": action, "_selected_action": ids, "index": "0"})
+    assert response.status_code == 400, response.status_code
+    assert list(ToolCall.objects.values_list("pk", "status")) == [(call.pk, call.status)]
