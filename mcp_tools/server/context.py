@@ -28,7 +28,7 @@ class RequestContext:
     emit: Callable[[dict[str, Any]], Awaitable[None]] | None = None
     #: The SSE stream id, once the response is a stream (2025-11-25 sessions).
     stream_id: Callable[[], str | None] | None = None
-    #: How the call is served: "direct", "session", "mrtr", "saga" (recorded on its row).
+    #: How the call is served: "direct", "session", "stdio", "mrtr", "saga", "task" (recorded on its row).
     flavor: str = "direct"
     #: Set by the transport when a 2025-11-25 response stream closed under a running call:
     #: that is not a cancellation (the call stays resumable with Last-Event-ID).

@@ -70,10 +70,18 @@ def parse_step_request_id(value: Any) -> tuple[str, int] | None:
         return None
 
 
+def _record_served_as(rc: RequestContext) -> None:
+    """The flavor a call of this module's is recorded with: ``session``, or ``stdio`` when the stdio
+    transport serves it (its context says so), for the console to show and filter it as served.
+    Only the label differs: the two are served alike, and nothing here branches on it."""
+    if rc.flavor != "stdio":
+        rc.flavor = "session"
+
+
 async def call(method: str, params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     """``tools/call``, ``prompts/get`` or ``resources/read`` in a 2025-11-25 session (or stdio)."""
     target = await core.resolve_target(method, params, rc.principal)
-    rc.flavor = "session"
+    _record_served_as(rc)
     inv, outcome = await core.run_fresh(target, rc)
     if inv is None:  # completed in its first step, with nothing made for it
         return await core.finish(None, target, outcome, rc, 0)
@@ -188,7 +196,7 @@ async def continue_call(call_id: str, rc: RequestContext, already_sent: set[str]
     resumed_as = RESUMED_BY_FLAVOR.get(loaded[0].flavor) if loaded is not None else None
     if resumed_as is not None:
         return await resumed_as(call_id, rc, already_sent)
-    rc.flavor = "session"
+    _record_served_as(rc)
     return await follow(call_id, rc, already_sent)
 
 
