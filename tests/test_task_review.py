@@ -164,11 +164,14 @@ def _failed_row(**fields: Any) -> Any:
     ({"result": {"content": [{"type": "text", "text": "failing_job always fails"}], "isError": True}}, "failing_job always fails"),
     ({"result": {"content": [{"type": "image", "data": "", "mimeType": "image/png"}], "isError": True}}, "The tool call failed."),
     ({"result": {"content": [{"type": "text", "text": "x" * 2000}], "isError": True}}, "x" * 500),
-    ({"error": {"code": -32603, "message": "failed"}, "status_message": "Retry of 1234"}, "Retry of 1234"),
+    # The row's own message is the last progress message (what the call was doing), not why it failed.
+    ({"error": {"code": -32603, "message": "failed"}, "status_message": "Retry of 1234"}, "failed"),
+    ({"result": {"content": [{"type": "text", "text": "Row 3: duplicate SKU 'A-1'"}], "isError": True},
+      "status_message": "Importing row 3"}, "Row 3: duplicate SKU 'A-1'"),
 ])
 def test_a_failed_task_says_why_in_its_status_message(fields: dict[str, Any], message: str) -> None:
     """tasks/get SHOULD carry a statusMessage for a failed task (2025-11-25, Task Failure): the error's
-    message, else the tool error's text; a message the row holds wins, as for any other status."""
+    message, else the tool error's text; not the progress message the row holds."""
     from mcp_tools.server.flavors.tasks import legacy_task, task_fields
 
     row = _failed_row(**fields)
@@ -179,4 +182,4 @@ def test_a_failed_task_says_why_in_its_status_message(fields: dict[str, Any], me
         assert task_fields(row)["statusMessage"] == message
     else:
         assert task_fields(row)["status"] == "completed"
-        assert "statusMessage" not in task_fields(row)
+        assert task_fields(row).get("statusMessage") == (row.status_message or None)  # its last status, as any completed task

@@ -137,10 +137,11 @@ def task_fields(row: Any) -> dict[str, Any]:
     }
     if row.status == "expired":
         fields["statusMessage"] = EXPIRED_MESSAGE
+    elif fields["status"] == "failed":
+        # Why it failed, not the last progress message the row holds (what it was doing then).
+        fields["statusMessage"] = failure_message(row)
     elif row.status_message:
         fields["statusMessage"] = row.status_message
-    elif fields["status"] == "failed":
-        fields["statusMessage"] = failure_message(row)
     return fields
 
 
@@ -149,9 +150,9 @@ MAX_FAILURE_MESSAGE_CHARS = 500
 
 
 def failure_message(row: Any) -> str:
-    """What a failed task says went wrong, for a row that holds no message of its own: tasks/get
-    SHOULD carry it (2025-11-25, Task Failure). The protocol error's message, else the first text
-    of the tool's ``isError`` result (the caller's own, which ``tasks/result`` gives in full)."""
+    """What a failed task says went wrong: tasks/get SHOULD carry it (2025-11-25, Task Failure). The
+    protocol error's message, else the first text of the tool's ``isError`` result (the caller's own,
+    which ``tasks/result`` gives in full)."""
     error = row.error
     if isinstance(error, dict) and isinstance(error.get("message"), str) and error["message"]:
         return str(error["message"])[:MAX_FAILURE_MESSAGE_CHARS]
@@ -252,8 +253,8 @@ def legacy_task(row: Any) -> dict[str, Any]:
     """
     fields = task_fields(row)
     fields["status"] = "failed" if row.status == "expired" else str(row.status)
-    if fields["status"] == "failed" and "statusMessage" not in fields:
-        fields["statusMessage"] = failure_message(row)  # a tool error: a "completed" 2026 task says none
+    if row.status == "failed":
+        fields["statusMessage"] = failure_message(row)  # a tool error too: a "completed" 2026 task says no such thing
     fields["ttl"] = fields.pop("ttlMs")
     fields["pollInterval"] = fields.pop("pollIntervalMs")
     return fields
