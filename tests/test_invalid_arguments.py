@@ -199,3 +199,23 @@ def test_a_model_tool_lists_fifty_unknown_arguments_and_counts_the_rest() -> Non
     assert [e["field"] for e in refused.value.errors] == [f"k{i:04}" for i in range(50)]  # in order, as before
     assert refused.value.omitted == 2950
     assert refused.value.data == {"errors": refused.value.errors, "omitted": 2950}  # a -32602's data where no result carries it
+
+
+def test_an_alias_pydantic_accepts_is_not_counted_unknown_before_it_runs() -> None:
+    """The early refusal of many unknown keys knows every name a field's validation_alias takes
+    (AliasChoices, an AliasPath's first key): "regionCode" is the tool's, only the junk is listed."""
+    from pydantic import AliasChoices, AliasPath, Field
+
+    from mcp_tools.protocol.errors import InvalidArguments
+    from mcp_tools.registry import make_tool
+
+    def lookup(region: str = Field(validation_alias=AliasChoices("region", "regionCode")),
+               zone: str = Field(default="", validation_alias=AliasPath("where", "zone"))) -> str:
+        return region + zone
+
+    tool = make_tool(lookup)
+    with pytest.raises(InvalidArguments) as refused:
+        tool.validate_arguments({"regionCode": "eu", "where": {"zone": "1"}, **{f"junk{i}": 1 for i in range(60)}})
+    fields = [error["field"] for error in refused.value.errors]
+    assert "regionCode" not in fields and "where" not in fields, fields
+    assert len(fields) == 50 and refused.value.omitted == 10

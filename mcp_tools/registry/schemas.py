@@ -287,6 +287,20 @@ def _first_errors(exc: ValidationError, limit: int) -> Sequence[Mapping[str, Any
     return first
 
 
+def _accepted_keys(model: type[BaseModel], schema: dict[str, Any]) -> frozenset[str]:
+    """The argument names ``model`` takes: its properties (by alias where a field has one), its
+    fields' names, and every name a field's ``validation_alias`` accepts (``AliasChoices``, the
+    first key of an ``AliasPath``), so none of them counts as unknown before pydantic sees it."""
+    keys = set(schema["properties"]) | set(model.model_fields)
+    for field in model.model_fields.values():
+        aliases = field.validation_alias
+        for alias in aliases.choices if isinstance(aliases, pydantic.AliasChoices) else [aliases, field.alias]:
+            first = alias.path[0] if isinstance(alias, pydantic.AliasPath) else alias
+            if isinstance(first, str):
+                keys.add(first)
+    return frozenset(keys)
+
+
 def _json_of(arguments: dict[str, Any]) -> bytes | None:
     """``arguments`` as JSON text for strict validation (what the client sent, or a caller's Python
     values: dates, UUIDs, decimals as their strings); None for a lone surrogate, which has no UTF-8."""
@@ -343,8 +357,7 @@ def input_from_signature(
     # that name (a leading underscore makes a private attribute).
     as_dict = list(model.model_fields) == field_names
 
-    # The keys the model takes (its properties, by alias where a field has one, and its fields' names).
-    accepted = frozenset(schema["properties"]) | frozenset(model.model_fields)
+    accepted = _accepted_keys(model, schema)
 
     def validate(arguments: dict[str, Any]) -> dict[str, Any]:
         if len(arguments) > MAX_ARGUMENT_ERRORS:
