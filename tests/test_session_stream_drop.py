@@ -21,7 +21,7 @@ from asgiref.sync import sync_to_async
 from mcp_tools import ToolContext
 from mcp_tools.models import ToolCall
 from mcp_tools.registry import make_tool, registry
-from tests.asgi_client import post_headers, post_json
+from tests.asgi_client import post_headers, post_json, request
 from tests.test_http_spec_edges import APP, HANDSHAKE, Stream, _in_memory_layer, open_session  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -236,3 +236,15 @@ async def test_a_call_that_asks_after_its_stream_dropped_is_taken_over_by_the_jo
     final = await answer_of(again)
     assert final["id"] == 13 and final["result"]["content"] == [{"type": "text", "text": "hello ada"}], final
     assert (gate.runs, gate.effects) == (2, 1)
+
+
+async def test_deleting_the_session_stops_what_its_closed_streams_left_running(gate: Gate) -> None:
+    """After DELETE no request reaches the session (404), so nobody can resume a stream of it for an
+    answer: a handler its closed stream left running stops (the official SDK deletes, then closes)."""
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    first, _ = await dropped_at_two(gate, headers, 15, "drop_count")
+    assert (await request(APP, "DELETE", headers=headers)).status == 204
+    await asyncio.wait_for(first.task, 10)
+    assert (gate.runs, gate.effects, gate.stopped) == (1, 0, 1)
+    assert await sync_to_async(ToolCall.objects.count)() == 0

@@ -64,6 +64,19 @@ def _cancel_local(session_id: str, request_id: Any) -> bool:
     return True
 
 
+def _stop_detached_local(session_id: str) -> None:
+    for (session, _), handler in list(_running.items()):
+        if session == session_id and getattr(handler, "detached", False):
+            handler.cancel()
+
+
+async def stop_detached(session_id: str) -> None:
+    """Stop the handlers of session ``session_id`` that its closed streams left running (here and in
+    the other processes): the session is gone, so no client can resume them for their answers."""
+    _stop_detached_local(session_id)
+    await broadcast.publish(GROUP, {"type": "mcp.cancel", "session_id": session_id, "detached": True})
+
+
 def _stop_local(call_id: str) -> bool:
     tasks = [task for task in _calls.get(call_id, ()) if not task.done()]
     for task in tasks:
@@ -86,6 +99,8 @@ def stop_task(task: asyncio.Task[Any]) -> None:
 def _on_cancel(message: dict[str, Any]) -> None:
     if message.get("call_id"):
         _stop_local(str(message["call_id"]))
+    elif message.get("detached"):
+        _stop_detached_local(str(message.get("session_id", "")))
     else:
         _cancel_local(message.get("session_id", ""), message.get("request_id"))
 

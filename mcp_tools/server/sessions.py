@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from .. import store
 from ..conf import RELOAD_ON, mcp_settings
-from ..interprocess import broadcast, notifications
+from ..interprocess import broadcast, cancellation, notifications
 from ..registry import registry
 from . import threads
 from .auth import Principal, anonymous_principal
@@ -154,6 +154,7 @@ async def _ended(session_ids: list[str], reason: str, *, waiting_only: bool = Fa
     for session_id in session_ids:
         await forget(session_id)
         await notifications.end_streams(session_id)
+        await cancellation.stop_detached(session_id)
     for call_id in await store.session_calls(*session_ids, waiting_only=waiting_only):
         await end_call(call_id, "cancelled", reason)
 
