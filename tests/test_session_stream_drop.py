@@ -248,3 +248,73 @@ async def test_deleting_the_session_stops_what_its_closed_streams_left_running(g
     await asyncio.wait_for(first.task, 10)
     assert (gate.runs, gate.effects, gate.stopped) == (1, 0, 1)
     assert await sync_to_async(ToolCall.objects.count)() == 0
+
+
+async def test_the_clients_cancel_still_stops_it_after_a_resumed_stream_that_dropped_too(gate: Gate) -> None:
+    """A resumed stream registered for the request, then dropped: the detached handler stays registered,
+    and a later notifications/cancelled stops it (each registrant leaves with its own entry)."""
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    first, event_id = await dropped_at_two(gate, headers, 21, "drop_count_rowed")
+    again = resumed(headers, event_id)
+    await asyncio.sleep(0.2)  # the resumed stream follows the call
+    again.gone.set()
+    await asyncio.wait_for(again.task, 10)
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 21, "reason": "gave up"}}
+    assert (await post_json(APP, cancel, headers)).status == 202
+    await asyncio.wait_for(first.task, 10)
+    assert (gate.runs, gate.effects, gate.stopped) == (1, 0, 1)
+    assert (await sync_to_async(ToolCall.objects.get)()).status == "cancelled"
+
+
+async def test_one_response_per_request_when_a_resumed_stream_and_the_detached_handler_both_answer(gate: Gate) -> None:
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    first, event_id = await dropped_at_two(gate, headers, 23, "drop_count_rowed")
+    again = resumed(headers, event_id)
+    await asyncio.sleep(0.2)
+    gate.release.set()
+    assert (await answer_of(again))["id"] == 23
+    await asyncio.wait_for(first.task, 10)
+    # The client lost that stream before it read the answer: it resumes from its last id again.
+    third = resumed(headers, event_id)
+    await asyncio.wait_for(third.task, 10)
+    responses = [m for _, m in third.events() if "result" in m or "error" in m]
+    assert [m["id"] for m in responses] == [23], responses
+
+
+@pytest.mark.parametrize("tool", ["drop_count", "drop_count_rowed"])
+async def test_a_stream_closed_after_its_session_was_deleted_stops_its_handler(gate: Gate, tool: str) -> None:
+    """The official SDK deletes its session, then closes its streams: the handler is not detached."""
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    first = Stream("POST", headers, call_message(31, tool, {"n": 4}))
+    await first.wait_for(lambda m: m.get("method") == "notifications/progress" and m["params"]["progress"] == 2)
+    await asyncio.wait_for(gate.waiting.wait(), 10)
+    assert (await request(APP, "DELETE", headers=headers)).status == 204
+    first.gone.set()
+    await asyncio.wait_for(first.task, 10)
+    assert (gate.runs, gate.effects, gate.stopped) == (1, 0, 1)
+
+
+async def test_a_cancel_while_a_resumed_stream_follows_keeps_no_answer(gate: Gate) -> None:
+    """notifications/cancelled while a resumed stream follows the detached call: neither the stream nor the
+    handler answers (the log keeps no response); a resume after that is told the call was cancelled."""
+    from mcp_tools.models import StreamEvent
+
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    first, event_id = await dropped_at_two(gate, headers, 41, "drop_count_rowed")
+    again = resumed(headers, event_id)
+    await asyncio.sleep(0.2)
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 41, "reason": "gave up"}}
+    assert (await post_json(APP, cancel, headers)).status == 202
+    await asyncio.wait_for(again.task, 10)
+    await asyncio.wait_for(first.task, 10)
+    assert not any("result" in m or "error" in m for _, m in again.events())
+    logged = await sync_to_async(lambda: [p for p in StreamEvent.objects.values_list("payload", flat=True) if '"result"' in p])()
+    assert logged == []
+    assert (gate.effects, gate.stopped) == (0, 1)
+    later = resumed(headers, event_id)
+    final = await answer_of(later)
+    assert final["id"] == 41 and "cancelled" in final["result"]["content"][0]["text"], final

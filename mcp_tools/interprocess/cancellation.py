@@ -19,9 +19,10 @@ for the latency each setup gives.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import weakref
-from typing import Any
+from typing import Any, Protocol
 
 from .. import store
 from ..conf import mcp_settings
@@ -34,7 +35,17 @@ GROUP = "mcp_tools.cancel"
 #: (not the client): the client then gets an answer saying so instead of silence.
 SERVER_CANCEL = "mcp_tools: the call was ended by the server"
 
-_running: dict[tuple[str, str], asyncio.Task[Any]] = {}
+class Cancellable(Protocol):
+    """What runs a 2025-11-25 request here: its handler (``transports.http._Handler``), or the task
+    of a stream resumed for it."""
+
+    def cancel(self, msg: Any = None) -> Any: ...
+
+
+#: What runs each 2025-11-25 request in this process, by (session, request id): more than one at a
+#: time when a resumed stream follows a handler that its closed stream left running (or two
+#: resumes overlap). A cancel stops them all; each one leaves with its own entry.
+_running: dict[tuple[str, str], list[Cancellable]] = {}
 #: The handler tasks watching each call's row (more than one when a retry overlaps the run
 #: it retries: none may displace another, or the other's row would stop looking alive).
 _calls: dict[str, set[asyncio.Task[Any]]] = {}
@@ -47,27 +58,37 @@ def _key(session_id: str, request_id: Any) -> tuple[str, str]:
     return session_id, repr(request_id)
 
 
-def register(session_id: str, request_id: Any, task: asyncio.Task[Any]) -> None:
-    _running[_key(session_id, request_id)] = task
+def register(session_id: str, request_id: Any, running: Cancellable) -> None:
+    _running.setdefault(_key(session_id, request_id), []).append(running)
     broadcast.listen(GROUP, _on_cancel)
 
 
-def unregister(session_id: str, request_id: Any) -> None:
-    _running.pop(_key(session_id, request_id), None)
+def unregister(session_id: str, request_id: Any, running: Cancellable) -> None:
+    key = _key(session_id, request_id)
+    entries = _running.get(key)
+    if entries is None:
+        return
+    with contextlib.suppress(ValueError):
+        entries.remove(running)
+    if not entries:
+        del _running[key]
 
 
 def _cancel_local(session_id: str, request_id: Any) -> bool:
-    task = _running.get(_key(session_id, request_id))
-    if task is None:
+    entries = _running.get(_key(session_id, request_id))
+    if not entries:
         return False
-    task.cancel()
+    for running in list(entries):
+        running.cancel()
     return True
 
 
 def _stop_detached_local(session_id: str) -> None:
-    for (session, _), handler in list(_running.items()):
-        if session == session_id and getattr(handler, "detached", False):
-            handler.cancel()
+    for (session, _), entries in list(_running.items()):
+        if session == session_id:
+            for running in list(entries):
+                if getattr(running, "detached", False):
+                    running.cancel()
 
 
 async def stop_detached(session_id: str) -> None:

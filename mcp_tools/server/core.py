@@ -861,9 +861,11 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
             with contextlib.suppress(asyncio.CancelledError):
                 if await asyncio.shield(store.end_call(inv.call_id, "cancelled", at_round=unclaimed.round if unclaimed else None)):
                     await wakeups.notify(inv.call_id)
-        if cancellation.is_server_cancel(exc, task) and (not rc.stream_closed or rc.stream_detached):
+        if cancellation.is_server_cancel(exc, task):
             # The client did not ask for this: it gets an answer saying so, not silence (on its
-            # stream, or in the event log of a stream that closed under a running handler).
+            # stream, or in the event log of a stream that closed under a running handler). A
+            # stream that closed as the server stopped the call takes no answer (the transport
+            # drops it), and the request ends as any other, not with the server's CancelledError.
             if task is not None and task.cancelling():
                 task.uncancel()
             return await answer_of_ended(target.method, inv.call_id) if inv.call_id else ended_answer(target.method, "cancelled")

@@ -911,7 +911,7 @@ class McpEndpoint:
         handler = _Handler(receive, rc, response)
         if session_id:
             # Only .cancel() is called on what is registered (interprocess.cancellation).
-            cancellation.register(session_id, rc.request_id, handler)  # type: ignore[arg-type]
+            cancellation.register(session_id, rc.request_id, handler)
         try:
             try:
                 handler.running = True
@@ -945,14 +945,14 @@ class McpEndpoint:
                 return
             if handler.requested:  # stopped, but the handler returned all the same
                 handler.handler_cancelled()
-            if handler.disconnected and not handler.detached:
-                return  # the handler finished anyway, but nobody is listening
+            if handler.disconnected and (not handler.detached or await _answered_in_log(response, rc.request_id)):
+                return  # the handler finished anyway, but nobody is listening (or a resumed stream answered)
             # (Detached: its stream closed under it; the answer goes to the stream's event log, for
             # the client to resume with Last-Event-ID. The send itself goes nowhere.)
             await response.finish(jsonrpc.result_message(rc.request_id, result))
         finally:
             if session_id:
-                cancellation.unregister(session_id, rc.request_id)
+                cancellation.unregister(session_id, rc.request_id, handler)
 
     # -- subscriptions/listen (2026-07-28) ----------------------------------------------
     async def listen(self, scope: dict[str, Any], headers: dict[str, str], receive: Any, response: Response, request_id: Any,
@@ -1055,8 +1055,10 @@ class McpEndpoint:
         answered: set[Any] = set()  # ids of the responses the stream carried: seen by the client, or replayed now
         for event_id, payload in await store.events_after(stream_id, last_event_id):
             if payload:
-                await response._send({"type": "http.response.body", "body": f"id: {event_id}\nevent: message\ndata: {payload}\n\n".encode(), "more_body": True})
                 kind, message_id = _kind_and_id(payload)
+                if kind == "response" and message_id in answered:
+                    continue  # one response per request: a second one kept (a detached handler's and a resumed stream's) is not sent
+                await response._send({"type": "http.response.body", "body": f"id: {event_id}\nevent: message\ndata: {payload}\n\n".encode(), "more_body": True})
                 if kind == "request":
                     already_sent.add(str(message_id))
                 elif kind == "response":
@@ -1100,7 +1102,9 @@ class McpEndpoint:
                 rc.stream_closed = True
                 task.cancel()
                 return
-            if task.cancelled():
+            if task.cancelled() or task.cancelling():
+                # (cancelling: the cancel came as the call ended, and what the task awaited returned
+                # all the same: the client asked for no answer.)
                 # notifications/cancelled: the call ends cancelled (a handler running here ended it
                 # already; one that waited, or runs elsewhere, ends now) and the client expects no response.
                 # Not a task's: it stops its tasks/result request, and tasks/cancel ends a task (checked
@@ -1122,7 +1126,7 @@ class McpEndpoint:
         finally:
             watcher.cancel()
             if request_id is not None:
-                cancellation.unregister(session.id, request_id)
+                cancellation.unregister(session.id, request_id, task)
 
     async def standalone(self, receive: Any, response: Response, caller: StreamCaller) -> None:
         """The session's standalone stream: list changes, resource updates, keep-alives.
@@ -1275,6 +1279,7 @@ class _Handler:
         # The client's own cancel, also of a handler its closed stream left running: the call ends
         # cancelled (stream_closed would keep it for a resume nobody will make).
         self.rc.stream_closed = self.rc.stream_detached = False
+        self.detached = False  # nothing is kept for a resume: a cancelled request gets no answer
         return self._stop()
 
     def _stop(self) -> bool:
@@ -1327,8 +1332,21 @@ class _Handler:
             self.rc.stream_closed = not self.rc.modern
             if self.rc.stream_closed and self.response.primed and self.rc.handler_here and not self.rc.awaiting_input:
                 self.detached = self.rc.stream_detached = True
-                return
+                if await self._session_lives():
+                    return
+                # Its session ended first (the official SDK deletes it, then closes its streams):
+                # nobody can resume the stream now, as when it ends later (cancellation.stop_detached).
+                self.detached = self.rc.stream_detached = False
+                if not self.running or self.requested:
+                    return
             self._stop()
+
+    async def _session_lives(self) -> bool:
+        try:
+            return self.rc.session_id is not None and await sessions.get(self.rc.session_id) is not None
+        except Exception:  # the database cannot say: stopped, as before there was a choice
+            logger.warning("Could not read session %s of a closed stream", self.rc.session_id, exc_info=True)
+            return False
 
     def handler_cancelled(self) -> bool:
         """Whether a CancelledError out of the handler stops only the handler, not the request's task.
@@ -1344,6 +1362,16 @@ class _Handler:
                 task.uncancel()
             return task is None or not task.cancelling()
         return task is not None and not task.cancelling()
+
+
+async def _answered_in_log(response: Response, request_id: Any) -> bool:
+    """Whether the event log of ``response``'s stream ends with the response to ``request_id``: a
+    stream resumed for a call that a detached handler runs (a call with a row, followed) may answer
+    first, and one request gets one response."""
+    if response.stream_id is None:
+        return False
+    newest = await store.last_event_of_stream(response.stream_id)
+    return newest is not None and _kind_and_id(newest) == ("response", request_id)
 
 
 def _kind_and_id(payload: str) -> tuple[str, Any]:
