@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
@@ -88,8 +89,21 @@ def gate(settings: Any) -> Any:
         held.effects += 1
         return f"hello {answer['name']}"
 
+    def drop_sync(ctx: ToolContext) -> str:
+        """A sync tool: progress every 10 ms for 5 s, then its effect."""
+        held.runs += 1
+        try:
+            for i in range(1, 501):
+                ctx.report_progress(i, 500)
+                time.sleep(0.01)
+        except asyncio.CancelledError:
+            held.stopped += 1
+            raise
+        held.effects += 1
+        return "done"
+
     with registry.registered_temporarily(make_tool(drop_count), make_tool(drop_count_rowed), make_tool(drop_quiet),
-                                         make_tool(drop_then_ask)):
+                                         make_tool(drop_then_ask), make_tool(drop_sync)):
         yield held
 
 
@@ -318,3 +332,25 @@ async def test_a_cancel_while_a_resumed_stream_follows_keeps_no_answer(gate: Gat
     later = resumed(headers, event_id)
     final = await answer_of(later)
     assert final["id"] == 41 and "cancelled" in final["result"]["content"][0]["text"], final
+
+
+@pytest.mark.parametrize("drop", [False, True], ids=["open", "dropped"])
+async def test_a_sync_tool_without_a_row_stops_at_its_next_step_once_cancelled(gate: Gate, drop: bool) -> None:
+    """Python cannot interrupt a sync handler's thread: a stopped run makes its next ctx step raise
+    CancelledError (it used to run to its end, effects included, when no send failed to stop it)."""
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    first = Stream("POST", headers, call_message(51, "drop_sync", {}))
+    await first.wait_for(lambda m: m.get("method") == "notifications/progress" and m["params"]["progress"] >= 2)
+    if drop:
+        first.gone.set()
+        await asyncio.sleep(0.05)
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 51, "reason": "gave up"}}
+    assert (await post_json(APP, cancel, headers)).status == 202
+    await asyncio.wait_for(first.task, 10)
+    for _ in range(100):  # the thread reaches its next step within 10 ms
+        if gate.stopped:
+            break
+        await asyncio.sleep(0.02)
+    assert (gate.runs, gate.effects, gate.stopped) == (1, 0, 1)
+    assert await sync_to_async(ToolCall.objects.count)() == 0

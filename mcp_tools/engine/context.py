@@ -642,27 +642,41 @@ def _storable_result(key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class SyncToolContext(ToolContext):
-    """The context given to sync handlers: the same steps, as blocking calls."""
+    """The context given to sync handlers: the same steps, as blocking calls.
+
+    A stopped run (:attr:`Invocation.stopped`) cannot interrupt the handler's thread: each step
+    raises ``asyncio.CancelledError`` instead, so the handler stops at its next ``ctx`` step.
+    """
+
+    def _go_on(self) -> None:
+        if self._inv.stopped:
+            raise asyncio.CancelledError("the call was stopped")
 
     def elicit(self, *args: Any, **kwargs: Any) -> Any:
+        self._go_on()
         request = super().elicit(*args, **kwargs)
         return async_to_sync(self._resolve)([request])[0]
 
     def elicit_url(self, *args: Any, **kwargs: Any) -> Any:
+        self._go_on()
         request = super().elicit_url(*args, **kwargs)
         return async_to_sync(self._resolve)([request])[0]
 
     def list_roots(self, *args: Any, **kwargs: Any) -> Any:
+        self._go_on()
         request = super().list_roots(*args, **kwargs)
         return async_to_sync(self._resolve)([request])[0]
 
     def sample(self, *args: Any, **kwargs: Any) -> Any:
+        self._go_on()
         return async_to_sync(super().sample)(*args, **kwargs)
 
     def once(self, key: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        self._go_on()
         return async_to_sync(super().once)(key, fn, *args, **kwargs)
 
     def report_progress(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        self._go_on()
         async_to_sync(super().report_progress)(*args, **kwargs)
 
     def defer(self) -> None:  # type: ignore[override]
@@ -670,6 +684,7 @@ class SyncToolContext(ToolContext):
             raise Defer()
 
     def log(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        self._go_on()
         async_to_sync(super().log)(*args, **kwargs)
 
     def info(self, data: Any) -> None:  # type: ignore[override]

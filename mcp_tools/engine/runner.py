@@ -7,6 +7,8 @@ recorded answer. That is what lets any process continue any call.
 
 from __future__ import annotations
 
+import asyncio
+
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -70,6 +72,10 @@ class Invocation:
     #: instead of calling ``fn`` again, once.
     started: Awaitable[Any] | None = None
     state: dict[str, Any] = field(default_factory=dict)
+    #: The run was stopped (its task cancelled: the client's cancel, the call's end, the server). A
+    #: sync handler's thread runs on, as Python cannot interrupt it: its next ``ctx`` step raises
+    #: ``CancelledError`` (:class:`~.context.SyncToolContext`).
+    stopped: bool = False
 
 
 @dataclass(slots=True)
@@ -105,6 +111,9 @@ async def run(inv: Invocation) -> Outcome:
             if inv.context_param:
                 kwargs = {**kwargs, inv.context_param: SyncToolContext(inv)}
             value = await sync_to_async(inv.fn, thread_sensitive=inv.thread_sensitive)(**kwargs)
+    except asyncio.CancelledError:
+        inv.stopped = True
+        raise
     except Suspend:
         return NeedsInput(inv.journal.pending)
     except Defer:
