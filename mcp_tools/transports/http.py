@@ -1323,10 +1323,11 @@ class _Handler:
         # resume with Last-Event-ID (a call with a row is followed there). stream_closed keeps its
         # call resumable if the server stops the handler later (shutdown, Daphne's
         # application_close_timeout), as it does a call whose stream closed before it streamed.
-        # A request that only waits on a call running elsewhere (tasks/result, a deferred call) stops,
-        # as before: the call goes on where it runs. A handler that waits for the client's answers is stopped, as before: the journal takes
-        # over (ARCHITECTURE: the live path lasts while the stream is open), and a suspended call
-        # holds no memory; one that asks after its stream closed stops there too (flavors/session.py).
+        # Stopped as before: a request that only waits on a call running elsewhere (tasks/result, a
+        # deferred call; the call goes on where it runs), and a handler that waits for the client's
+        # answers (the journal takes over: the live path lasts while the stream is open, and a
+        # suspended call holds no memory; one that asks after its stream closed stops there too,
+        # flavors/session.py).
         if self.running and not self.requested:
             self.disconnected = True
             self.rc.stream_closed = not self.rc.modern
