@@ -8,7 +8,6 @@ recorded answer. That is what lets any process continue any call.
 from __future__ import annotations
 
 import asyncio
-
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
