@@ -84,3 +84,18 @@ async def test_a_stdio_call_is_recorded_shown_and_filtered_as_stdio_and_runs_as_
         assert not [m for m in client.out.lines if m.get("id") == 2 and "result" in m]
     rows = {str(pk): (flavor, status) async for pk, flavor, status in ToolCall.objects.values_list("pk", "flavor", "status")}
     assert rows == {answered_id: ("stdio", "completed"), cancelled_id: ("stdio", "cancelled")}
+
+
+async def test_a_request_the_client_cancelled_gets_no_reply_when_the_input_closes_at_once() -> None:
+    """notifications/cancelled for a request waiting for input, then EOF at once: the request ends
+    cancelled with no reply (the spec: a cancelled request is not answered), not with the error reply
+    of a request cancelled at shutdown (the input closed while its cancel was still ending its call)."""
+    with registry.registered_temporarily(make_tool(ask_name_over_stdio)):
+        async with serving(None, capabilities=ELICITATION) as client:
+            call_id, _ = await asked(client, 5)
+            client.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5, "reason": "gave up"}})
+            client.feed.close()
+    with client.out.lock:
+        replies = [m for m in client.out.lines if m.get("id") == 5 and ("result" in m or "error" in m)]
+    assert replies == [], replies
+    assert (await ToolCall.objects.aget(pk=call_id)).status == "cancelled"

@@ -98,6 +98,9 @@ class StdioServer:
         self.grace = grace
         #: Set when the input closed: requests still running are finishing, then cancelled.
         self.closing = False
+        #: Ids of running requests the client cancelled (notifications/cancelled): they get no reply,
+        #: also when the input closes before they have stopped.
+        self.cancelled_by_client: set[Any] = set()
         self._output_closed = False
         self._stopped = False
         #: What the requests cancelled at shutdown did not finish within (said in their error replies).
@@ -212,6 +215,7 @@ class StdioServer:
                 # Only a request id can name a running request (a list or an object would not even hash).
                 task = self.running.get(request_id) if isinstance(request_id, (str, int)) else None
                 if task is not None:
+                    self.cancelled_by_client.add(request_id)
                     task.cancel()
             return
         if message.method == "initialize":
@@ -293,14 +297,16 @@ class StdioServer:
             except McpError as exc:
                 await self.write(jsonrpc.error_message(message.id, exc))
             except asyncio.CancelledError:
-                # Cancelled by the client (notifications/cancelled): no reply, as the spec says.
-                # Cancelled at shutdown: the client is still reading stdout and waits for one.
-                if self.closing:
+                # Cancelled by the client (notifications/cancelled): no reply, as the spec says, even
+                # if the input closed meanwhile. Cancelled at shutdown: the client is still reading
+                # stdout and waits for one.
+                if self.closing and message.id not in self.cancelled_by_client:
                     await self.write(jsonrpc.error_message(message.id, McpError(
                         INTERNAL_ERROR, f"Server shutting down: the request did not finish {self._deadline}")))
             except Exception:
                 logger.exception("Unhandled error in %s", message.method)
                 await self.write(jsonrpc.error_message(message.id, McpError(INTERNAL_ERROR, "Internal error")))
             finally:
+                self.cancelled_by_client.discard(message.id)
                 with contextlib.suppress(KeyError):
                     del self.running[message.id]
