@@ -425,3 +425,72 @@ async def test_an_idle_2026_subscription_outlives_the_client_read_timeout(start_
                         raise AssertionError(f"nothing changed, yet the subscription delivered {event!r}")
             assert idle.cancelled_caught, "the subscription ended before the idle period did"
             assert (await client.call_tool("echo", {"text": "still here"})).content[0].text == "still here"
+
+
+class CuttingProxy:
+    """A TCP proxy in front of the live server that closes the first connection whose answer carries
+    ``trigger``, as a network would drop an SSE stream (every later connection passes)."""
+
+    def __init__(self, url: str, trigger: bytes) -> None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        self.target = (parts.hostname or "127.0.0.1", parts.port or 80)
+        self.path = parts.path
+        self.trigger = trigger
+        self.cut = False
+        self.server: Any = None
+
+    async def __aenter__(self) -> str:
+        import asyncio
+
+        self.server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}{self.path}"
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.server.close()
+
+    async def _connection(self, reader: Any, writer: Any) -> None:
+        import asyncio
+
+        upstream_reader, upstream_writer = await asyncio.open_connection(*self.target)
+
+        async def pipe(source: Any, sink: Any, watch: bool) -> None:
+            try:
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+                    if watch and not self.cut and self.trigger in data:
+                        self.cut = True  # the client got this much of the stream, then nothing more
+                        break
+            except OSError:
+                pass
+            finally:
+                writer.close()
+                upstream_writer.close()
+
+        await asyncio.gather(pipe(reader, upstream_writer, False), pipe(upstream_reader, writer, True), return_exceptions=True)
+
+
+async def test_a_2025_call_whose_stream_drops_is_resumed_by_the_official_client_and_answers_once(server_url: str) -> None:
+    """The network drops the POST's SSE stream after progress 5 of a fast call (no row). The spec: a
+    disconnection is no cancellation, and the client resumes with Last-Event-ID. The official client
+    does, and gets the answer, each progress value and log line once, the progress never going back."""
+    progress: list[float] = []
+    logs: list[Any] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    async def on_log(params: t.LoggingMessageNotificationParams) -> None:
+        logs.append(params.data)
+
+    n = 20
+    proxy = CuttingProxy(server_url, b'"progress":5,')
+    async with proxy as url, sdk_client(url, "legacy", logging_callback=on_log, log_level="info") as client:
+        result = await client.call_tool("slow_count", {"n": n}, progress_callback=on_progress)
+    assert proxy.cut, "the stream was not cut"
+    assert result.content[0].text == f"counted to {n}"
+    assert progress == list(range(1, n + 1)), progress
+    assert logs == [f"counted {i}" for i in range(1, n + 1)], logs
