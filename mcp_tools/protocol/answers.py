@@ -34,7 +34,8 @@ class InvalidAnswer(ValueError):
 def _check_value(name: str, value: Any, schema: dict[str, Any]) -> None:
     expected = schema.get("type")
     if isinstance(expected, str) and expected in _JSON_TYPES:
-        ok = isinstance(value, _JSON_TYPES[expected]) and not (expected in ("integer", "number") and isinstance(value, bool))
+        ok = (isinstance(value, _JSON_TYPES[expected]) or (expected == "integer" and _whole_float(value))) and not (
+            expected in ("integer", "number") and isinstance(value, bool))
         if not ok:
             raise InvalidAnswer(f"field {name!r} must be of type {expected}")
     allowed = schema.get("enum")
@@ -42,6 +43,12 @@ def _check_value(name: str, value: Any, schema: dict[str, Any]) -> None:
         allowed = [item.get("const") for item in schema["oneOf"] if isinstance(item, dict) and "const" in item] or None
     if allowed is not None and expected != "array" and value not in allowed:
         raise InvalidAnswer(f"field {name!r} must be one of {allowed}")
+
+
+def _whole_float(value: Any) -> bool:
+    """A float with no fractional part: JSON Schema's ``integer`` (any number whose fractional part is
+    zero), which clients written in languages with one number type send as ``5.0``."""
+    return isinstance(value, float) and value.is_integer()
 
 
 #: Keywords that assert nothing about a value (JSON Schema's annotations).
@@ -158,9 +165,18 @@ def checked_answer(method: str, params: dict[str, Any], answer: Any) -> Any:
     if method == "elicitation/create" and answer.get("action") == "accept" and params.get("mode", "form") == "form":
         properties = (params.get("requestedSchema") or {}).get("properties") or {}
         content = answer.get("content") or {}
-        if not set(content) <= set(properties):
-            return {**answer, "content": {name: value for name, value in content.items() if name in properties}}
+        kept = {name: _as_declared(value, properties[name]) for name, value in content.items() if name in properties}
+        if len(kept) != len(content) or any(kept[name] is not content[name] for name in kept):
+            return {**answer, "content": kept}
     return answer
+
+
+def _as_declared(value: Any, schema: Any) -> Any:
+    """A form field's value as its schema's type reads it: ``5.0`` for an ``integer`` field is ``5``
+    (the handler of ``age: int`` gets an int, whatever number form the client wrote)."""
+    if isinstance(schema, dict) and schema.get("type") == "integer" and _whole_float(value) and abs(value) < 2**63:
+        return int(value)  # (past 64 bits it stays the float it was: JSON writers refuse such ints)
+    return value
 
 
 def checked_step_answer(request: dict[str, Any], answer: Any) -> Any:

@@ -1,0 +1,82 @@
+"""Review of 2026-07-28 multi-round-trip requests and sampling with tools (session 29).
+
+Each test asserts the behaviour the spec (or the project's own docs) asks for and failed on the code
+before its fix.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from mcp_tools import ToolContext
+from mcp_tools.registry import make_tool, registry
+from tests.asgi_client import call_modern
+
+pytestmark = pytest.mark.django_db(transaction=True)
+FORM = {"elicitation": {"form": {}}}
+AGE_FORM = {"type": "object", "properties": {"age": {"type": "integer", "minimum": 0}}, "required": ["age"]}
+
+
+class Person(BaseModel):
+    name: str
+    age: int
+
+
+async def ask_age(ctx: ToolContext) -> str:
+    """A dict schema with an integer field: the handler reads the answer as the client sent it."""
+    answer = await ctx.elicit("Your age?", AGE_FORM, key="age")
+    return f"{type(answer['age']).__name__} {answer['age']}"
+
+
+async def ask_person(ctx: ToolContext) -> str:
+    """A pydantic schema with an int field."""
+    person = await ctx.elicit("Who?", schema=Person, key="who")
+    return f"{person.name} {person.age}"
+
+
+@pytest.fixture
+def app():  # type: ignore[no-untyped-def]
+    from demo_site.asgi import application
+
+    with registry.registered_temporarily(make_tool(ask_age), make_tool(ask_person)):
+        yield application
+
+
+async def _ask(app: Any, name: str) -> dict[str, Any]:
+    body = (await call_modern(app, "tools/call", {"name": name, "arguments": {}}, capabilities=FORM)).json()
+    assert body["result"]["resultType"] == "input_required", body
+    return body["result"]
+
+
+async def _answer(app: Any, name: str, first: dict[str, Any], responses: dict[str, Any]) -> dict[str, Any]:
+    return (await call_modern(app, "tools/call", {
+        "name": name, "arguments": {}, "requestState": first["requestState"], "inputResponses": responses},
+        capabilities=FORM)).json()
+
+
+# -- a whole-number float is a JSON Schema integer ------------------------------------------------------
+
+
+@pytest.mark.parametrize(("tool", "content", "text"), [
+    ("ask_age", {"age": 5.0}, "int 5"),
+    ("ask_person", {"name": "Zoe", "age": 5.0}, "Zoe 5"),
+])
+async def test_a_whole_number_float_answers_an_integer_field(app: Any, tool: str, content: dict[str, Any], text: str) -> None:
+    """JSON Schema: "integer" is any number with a zero fractional part, so ``5.0`` fits; clients whose
+    language has one number type (and Python's json for a float) write it so. It was refused ("must be
+    of type integer"): the official SDK then raised in 2026-07-28 and the legacy call failed. The handler
+    of a dict schema gets the int the schema declares."""
+    first = await _ask(app, tool)
+    key = next(iter(first["inputRequests"]))
+    body = await _answer(app, tool, first, {key: {"action": "accept", "content": content}})
+    assert body.get("result", {}).get("content") == [{"type": "text", "text": text}], body
+
+
+@pytest.mark.parametrize("age", [5.5, True, "5"])
+async def test_an_integer_field_still_refuses_what_is_not_a_whole_number(app: Any, age: Any) -> None:
+    first = await _ask(app, "ask_age")
+    body = await _answer(app, "ask_age", first, {"age": {"action": "accept", "content": {"age": age}}})
+    assert body.get("error", {}).get("code") == -32602, body
+    assert "age" in body["error"]["message"], body
