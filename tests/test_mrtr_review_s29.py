@@ -80,3 +80,31 @@ async def test_an_integer_field_still_refuses_what_is_not_a_whole_number(app: An
     body = await _answer(app, "ask_age", first, {"age": {"action": "accept", "content": {"age": age}}})
     assert body.get("error", {}).get("code") == -32602, body
     assert "age" in body["error"]["message"], body
+
+
+# -- a saga's refusal of steps it never asked names 50 of them, not every one -----------------------
+
+
+async def ask_age_saga(ctx: ToolContext) -> str:
+    answer = await ctx.elicit("Your age?", AGE_FORM, key="age")
+    return str(answer["age"])
+
+
+async def test_a_saga_resume_with_many_unknown_step_ids_lists_fifty_and_counts_the_rest() -> None:
+    """Each unknown stepId was echoed in ``data.keys``: a body of 90,000 of them got a 3.6 MB error.
+    Capped like argument errors (``MAX_ARGUMENT_ERRORS``), the rest counted."""
+    from mcp_tools.protocol.errors import MAX_ARGUMENT_ERRORS
+    from mcp_tools.transports.http import McpEndpoint
+
+    app = McpEndpoint()
+    with registry.registered_temporarily(make_tool(ask_age_saga)):
+        first = (await call_modern(app, "tools/callSaga", {"name": "ask_age_saga", "arguments": {}}, capabilities=FORM)).json()
+        token = first["result"]["sagaToken"]
+        steps = [{"stepId": "age", "result": {"action": "accept", "content": {"age": 3}}}]
+        steps += [{"stepId": f"never-{n:04d}", "result": {}} for n in range(MAX_ARGUMENT_ERRORS + 7)]
+        body = (await call_modern(app, "tools/resumeSaga", {"sagaToken": token, "completedSteps": steps}, capabilities=FORM)).json()
+        assert body["error"]["code"] == -32602, body
+        assert body["error"]["data"] == {"stepIds": [f"never-{n:04d}" for n in range(MAX_ARGUMENT_ERRORS)], "omitted": 7}
+        # Nothing was recorded: the right answer alone still completes the saga.
+        done = (await call_modern(app, "tools/resumeSaga", {"sagaToken": token, "completedSteps": steps[:1]}, capabilities=FORM)).json()
+    assert done["result"]["content"] == [{"type": "text", "text": "3"}], done  # a completed saga: the tool result

@@ -341,15 +341,30 @@ async def test_state_used_with_another_method_is_refused() -> None:
 
 @pytest.mark.parametrize(
     "responses",
-    [{"bogus": TARGET}, {"verdict": VERDICT}, {"target": TARGET, "bogus": {}}],
-    ids=["never-asked", "asked-only-later", "valid-plus-unknown"],
+    [{"bogus": TARGET}, {"verdict": VERDICT}],
+    ids=["never-asked", "asked-only-later"],
 )
-async def test_input_responses_for_keys_never_asked_are_refused(responses: dict[str, Any]) -> None:
+async def test_input_responses_for_keys_not_asked_are_ignored_and_change_nothing(responses: dict[str, Any]) -> None:
+    """2026-07-28, MRTR error handling: "If additional, unexpected parameters are provided in the
+    InputResponses object, the server SHOULD ignore any information it does not recognize or need."
+    (They were refused with -32602 before.) Ignored means never journaled: an answer sent before its
+    question was asked does not answer it later either."""
     state0 = await start()
     before = await snapshot()
-    error = assert_refused(await call(state=state0, responses=responses), "never asked")
-    assert set(error["data"]["keys"]) == set(responses) - {"target"}
+    again = result_of(await call(state=state0, responses=responses))
+    assert again["resultType"] == "input_required" and set(again["inputRequests"]) == {"target"}, again
     assert await snapshot() == before
+    asked = result_of(await call(state=again["requestState"], responses={"target": TARGET}))
+    assert set(asked["inputRequests"]) == {"verdict"}, asked  # the early verdict was not kept
+
+
+async def test_a_valid_answer_with_unknown_keys_beside_it_advances_the_round() -> None:
+    state0 = await start()
+    asked = result_of(await call(state=state0, responses={"target": TARGET, "bogus": {"anything": 1}}))
+    assert asked["resultType"] == "input_required" and set(asked["inputRequests"]) == {"verdict"}, asked
+    done = result_of(await call(state=asked["requestState"], responses={"verdict": VERDICT, "bogus": None}))
+    assert done.get("isError") is not True and done["resultType"] == "complete", done
+    assert await sync_to_async(AuditLog.objects.count)() == 1
 
 
 @pytest.mark.parametrize(

@@ -1203,7 +1203,7 @@ def carried_call(payload: dict[str, Any]) -> tuple[CarriedCall, Journal] | None:
 
 async def advance_and_run(
     call: Any, journal: Journal, round_number: int, responses: dict[str, Any], target: Target,
-    rc: RequestContext, *, purpose: str, ask: AskForInput, strict_keys: bool, running: Running | None = None,
+    rc: RequestContext, *, purpose: str, ask: AskForInput, running: Running | None = None,
     on_defer: OnDefer | None = None, on_worker: Running | None = None, answers_digest: str | None = None,
 ) -> dict[str, Any]:
     """Apply a client's answers to a suspended round, then run the next round.
@@ -1227,7 +1227,7 @@ async def advance_and_run(
     if call.status != "input_required":
         raise invalid_token(purpose)
     try:
-        answers = _answers(journal, responses, strict_keys)
+        answers = _answers(journal, responses)
     except McpError:
         if carried:  # a cancelled or advanced call answers otherwise: let the row decide
             raise NotCurrent() from None
@@ -1241,14 +1241,14 @@ async def advance_and_run(
                                 running=running, on_defer=on_defer, on_worker=on_worker)
 
 
-def _answers(journal: Journal, responses: dict[str, Any], strict_keys: bool) -> dict[int, tuple[str, Any, Any]]:
-    """Check the client's answers against the journal's pending steps and apply them (in memory)."""
+def _answers(journal: Journal, responses: dict[str, Any]) -> dict[int, tuple[str, Any, Any]]:
+    """Check the client's answers against the journal's pending steps and apply them (in memory).
+
+    Answers to steps that are not pending are ignored (never journaled): the 2026-07-28 spec's rule
+    for keys a server does not recognize or need. (The saga flavor refuses step ids its call never
+    asked for before it gets here: its history names every step.)
+    """
     pending = {step.key: step for step in journal.pending}
-    unknown = sorted(set(responses) - set(pending))
-    if strict_keys and unknown:
-        answered_before = [k for k in unknown if journal.by_key(k) is not None]
-        if len(answered_before) != len(unknown):
-            raise invalid_params("inputResponses has keys this call never asked for", {"keys": [k for k in unknown if k not in answered_before]})
     answers: dict[int, tuple[str, Any, Any]] = {}
     for key, step in pending.items():
         if key in responses:

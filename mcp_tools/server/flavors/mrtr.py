@@ -89,8 +89,10 @@ async def _resume(method: str, params: dict[str, Any], responses: dict[str, Any]
     payload = core.open_token("request", params["requestState"], rc, target.params_digest, target.method)
 
     async def advance(row: Any, journal: Journal) -> dict[str, Any]:
+        # Keys of inputResponses the round did not ask are ignored, as the 2026-07-28 spec says
+        # (MRTR, error handling: the server SHOULD ignore what it does not recognize or need).
         return await core.advance_and_run(
-            row, journal, payload["r"], responses, target, rc, purpose="request", strict_keys=True,
+            row, journal, payload["r"], responses, target, rc, purpose="request",
             ask=lambda call_id, round_number, pending, carry: input_required(call_id, round_number, pending, rc, target, carry),
             running=lambda call_id: _back_to_worker(call_id, rc, target),
             on_defer=lambda inv, round_number: _defer(inv, round_number, rc, target),

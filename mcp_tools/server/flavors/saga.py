@@ -13,7 +13,7 @@ from typing import Any
 from ... import engine
 from ...engine.journal import Journal, Step, digest
 from ...protocol.answers import step_type
-from ...protocol.errors import McpError, invalid_params
+from ...protocol.errors import MAX_ARGUMENT_ERRORS, McpError, invalid_params
 from ...registry import registry
 from .. import core
 from ..context import RequestContext
@@ -71,7 +71,10 @@ async def resume(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     # Full history: steps answered in earlier rounds are ignored; ids this call never asked for are refused.
     never_asked = sorted(key for key in {*responses, *errors} if journal.by_key(key) is None)
     if never_asked:
-        raise invalid_params("completedSteps has stepIds this saga never asked for", {"stepIds": never_asked})
+        data: dict[str, Any] = {"stepIds": never_asked[:MAX_ARGUMENT_ERRORS]}
+        if len(never_asked) > MAX_ARGUMENT_ERRORS:  # listed like argument errors: a body of unknown ids is not echoed whole
+            data["omitted"] = len(never_asked) - MAX_ARGUMENT_ERRORS
+        raise invalid_params("completedSteps has stepIds this saga never asked for", data)
     round_number = payload["r"]
 
     def ask(call_id: str, next_round: int, pending: list[Step], carry: Journal | None) -> dict[str, Any]:
@@ -83,7 +86,7 @@ async def resume(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     failing_now = any((step := journal.by_key(key)) is not None and step.status == "pending" for key in errors)
     if not errors or (row.round == round_number and not failing_now):
         return await core.advance_and_run(row, journal, round_number, responses, target, rc, purpose="saga", ask=ask,
-                                          strict_keys=True, answers_digest=answers_digest)
+                                          answers_digest=answers_digest)
     assert answers_digest is not None
     return await _advance_with_failures(row, journal, round_number, responses, errors, answers_digest, target, rc, ask)
 
