@@ -228,7 +228,7 @@ async def test_background_call_keeps_the_tokens_scopes() -> None:
     finally:
         registry.unregister_tool("helper_e_wipe")
         registry.unregister_tool("helper_e_agent")
-    # Expected: "Permission denied for tool 'helper_e_wipe'" (the token lacks inventory:write), as in a request;
+    # Expected: the tool refused (the token lacks inventory:write), as in a request;
     # actual: the worker's principal has scopes=None, so the scoped tool runs.
     assert ran == [], (ran, row.result)
 

@@ -153,13 +153,71 @@ async def test_permissions_and_arguments_are_checked_as_for_tools_call() -> None
     results = await tool_results(admin_agent, guarded, answer=uses(
         {"type": "tool_use", "id": "u1", "name": "drop_table", "input": {"table": "users"}},
     ))
-    assert RAN == [], RAN  # ...nor through the model
-    assert results[0]["isError"] is True and "Permission denied" in results[0]["content"][0]["text"], results
+    assert RAN == [], RAN  # ...nor through the model, which hears of no such tool (as tools/call answers)
+    assert results[0]["isError"] is True and results[0]["content"][0]["text"] == "Unknown tool 'drop_table'", results
     results = await tool_results(admin_agent, make_tool(drop_table), answer=uses(
         {"type": "tool_use", "id": "u1", "name": "drop_table", "input": {"table": 7}},
     ))
     assert RAN == [], RAN
     assert results[0]["isError"] is True and "Invalid arguments" in results[0]["content"][0]["text"], results
+
+
+async def two_tool_agent(ctx: ToolContext) -> str:
+    return (await ctx.sample("tidy up", tools=["drop_table", "quick_lookup"])).text
+
+
+async def first_sampling_request(agent: Any, token: str | None, *tools: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``agent`` called by the holder of ``token``: its first answer and the sampling request's params."""
+    with registry.registered_temporarily(make_tool(agent), *tools):
+        response = await call_modern(APP, "tools/call", {"name": agent.__name__, "arguments": {}}, capabilities=CAPS, token=token)
+    first: dict[str, Any] = response.json()["result"]
+    (request,) = first["inputRequests"].values()
+    return first, request["params"]
+
+
+async def test_a_tool_the_caller_may_not_use_is_not_offered_to_its_model() -> None:
+    """A review found a hidden tool's name, description and schema in the sampling request of an anonymous
+    caller, to whom tools/list does not show it and tools/call answers "Unknown tool" (docs/oauth.md: every
+    permission gate, tools offered to sampling included, enforces a tool's permissions and scopes)."""
+    from asgiref.sync import sync_to_async
+
+    from tests.clients import create_user_with_token
+
+    guarded = make_tool(drop_table, permissions=("auth.delete_user",))
+    open_tool = make_tool(quick_lookup)
+    _, anonymous = await first_sampling_request(two_tool_agent, None, guarded, open_tool)
+    assert [t["name"] for t in anonymous["tools"]] == ["quick_lookup"], anonymous
+    holder = await sync_to_async(create_user_with_token)("may-drop", ("auth.delete_user",))
+    _, allowed = await first_sampling_request(two_tool_agent, holder, guarded, open_tool)
+    assert [t["name"] for t in allowed["tools"]] == ["drop_table", "quick_lookup"], allowed
+    _, alone = await first_sampling_request(admin_agent, None, guarded)  # none of them: no tools at all
+    assert "tools" not in alone and "toolChoice" not in alone, alone
+
+
+async def test_a_permission_granted_between_rounds_does_not_change_the_journaled_step() -> None:
+    """The step's digest is taken of what the handler asked, not of the tools offered: a caller whose
+    permissions changed while the call waited replays the same step (not a NonDeterministicHandler)."""
+    from asgiref.sync import sync_to_async
+    from django.contrib.auth.models import Permission, User
+
+    from tests.clients import create_user_with_token
+
+    guarded = make_tool(drop_table, permissions=("auth.delete_user",))
+    token = await sync_to_async(create_user_with_token)("granted-later")
+    first, params = await first_sampling_request(admin_agent, token, guarded)
+    assert "tools" not in params, params
+
+    def grant() -> None:
+        user = User.objects.get(username="granted-later")
+        user.user_permissions.add(Permission.objects.get(content_type__app_label="auth", codename="delete_user"))
+
+    await sync_to_async(grant)()
+    (key,) = first["inputRequests"]
+    text = {"role": "assistant", "content": {"type": "text", "text": "all tidy"}, "model": "m", "stopReason": "endTurn"}
+    with registry.registered_temporarily(make_tool(admin_agent), guarded):
+        response = await call_modern(APP, "tools/call", {"name": "admin_agent", "arguments": {}, "requestState": first["requestState"],
+                                                         "inputResponses": {key: text}}, capabilities=CAPS, token=token)
+    assert response.json()["result"]["content"] == [{"type": "text", "text": "all tidy"}], response.body
 
 
 # -- tool_use ids the model repeats: not a failed call --------------------------------------------

@@ -76,6 +76,7 @@ class StepRequest(typing.Generic[T]):
         answer_schema: dict[str, Any] | None = None,
         journaled_only: str | None = None,
         earlier_params: dict[str, Any] | None = None,
+        asked_params: dict[str, Any] | None = None,
     ) -> None:
         self.ctx = ctx
         self.kind = kind
@@ -98,6 +99,10 @@ class StepRequest(typing.Generic[T]):
         #: them otherwise: a step journaled with them is this step on replay (a call in flight
         #: across the upgrade), and keeps what it journaled.
         self.earlier_params = earlier_params
+        #: What the handler asked, when the wire's ``params`` leave part of it out for this caller
+        #: (sampling's tools the caller may not use): the step's digest is taken of it, so a replay
+        #: is the same step whatever the caller's permissions are by then.
+        self.asked_params = asked_params
 
     def is_earlier_form(self, step_digest: str) -> bool:
         """Whether ``step_digest`` is the digest an earlier release journaled for this request."""
@@ -371,12 +376,13 @@ class ToolContext:
         sampling_caps = self.client_capabilities.get("sampling")
         return isinstance(sampling_caps, dict) and "context" in sampling_caps
 
-    def _sampling_request(self, params: dict[str, Any], key: str) -> StepRequest[dict[str, Any]]:
+    def _sampling_request(self, params: dict[str, Any], key: str, asked: dict[str, Any] | None = None) -> StepRequest[dict[str, Any]]:
         """A ``sampling/createMessage`` step; an ``includeContext`` this client may not be sent stays
-        only where its own journal entry holds it (:attr:`StepRequest.journaled_only`)."""
+        only where its own journal entry holds it (:attr:`StepRequest.journaled_only`). ``asked``: what
+        the handler asked, when ``params`` offer fewer tools (:attr:`StepRequest.asked_params`)."""
         journaled_only = None if self._may_include_context(params.get("includeContext")) else "includeContext"
         return StepRequest(self, "sample", "sampling/createMessage", params, key, lambda answer: answer,
-                           journaled_only=journaled_only)
+                           journaled_only=journaled_only, asked_params=asked)
 
     async def sample(
         self,
@@ -404,7 +410,7 @@ class ToolContext:
         only to a client that declares ``sampling.context`` (or speaks a version older than
         2025-11-25); to others the request goes without it, which they read as ``"none"``.
         """
-        from .sampling import repeated_tool_use, run_tool_use
+        from .sampling import repeated_tool_use, run_tool_use, tools_the_caller_may_use
 
         sampling_caps = self.client_capabilities.get("sampling")
         self._require({"sampling": {}}, isinstance(sampling_caps, dict))
@@ -415,6 +421,7 @@ class ToolContext:
             self._require({"sampling": {"tools": {}}}, isinstance(sampling_caps, dict) and "tools" in sampling_caps)
             if len(tool_objects) > max_tools:
                 raise ValueError(f"ctx.sample() got {len(tool_objects)} tools; the limit is {max_tools} (SAMPLING_MAX_TOOLS)")
+        offered = await tools_the_caller_may_use(self, tool_objects) if tool_objects else []
         call_budget = max_tool_calls if max_tool_calls is not None else default_max_calls
         conversation = _as_messages(messages)
         base_key = self._key("sample", key)
@@ -431,13 +438,20 @@ class ToolContext:
             ):
                 if value is not None:
                     params[name] = value
+            asked = None
             if tool_objects:
-                params["tools"] = [
-                    {"name": t.name, "description": t.description, "inputSchema": t.input.schema} for t in tool_objects
-                ]
-                if tool_choice is not None:
-                    params["toolChoice"] = tool_choice
-            answer = await self._sampling_request(params, base_key if turn == 0 else derived_step_key(base_key, turn))
+                def described(chosen: list[Any]) -> dict[str, Any]:
+                    tools_params = {"tools": [{"name": t.name, "description": t.description, "inputSchema": t.input.schema}
+                                              for t in chosen]}
+                    return {**tools_params, "toolChoice": tool_choice} if tool_choice is not None else tools_params
+
+                if len(offered) != len(tool_objects):
+                    # The step is what the handler asked (its digest); the model is shown only the tools
+                    # its caller may use, none at all when that is none of them.
+                    asked = {**params, **described(tool_objects)}
+                if offered:
+                    params.update(described(offered))
+            answer = await self._sampling_request(params, base_key if turn == 0 else derived_step_key(base_key, turn), asked)
             content = answer.get("content")
             blocks = content if isinstance(content, list) else [content]
             uses = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
@@ -460,7 +474,7 @@ class ToolContext:
                     continue
                 use_ids.add(use_id)
                 run_key = self._tool_use_key(base_key, turn, use_id)
-                tool_results.append(await self.once(run_key, run_tool_use, self, tool_objects, use))
+                tool_results.append(await self.once(run_key, run_tool_use, self, offered, use))
             conversation.append({"role": "user", "content": tool_results})
             turn += 1
 
@@ -497,12 +511,14 @@ class ToolContext:
             self._cursor += 1
             step = journal.at(seq)
             params = request.params
+            asked = params if request.asked_params is None else request.asked_params
             if request.journaled_only is not None and request.journaled_only in params and not (
                     step is not None and step.kind == request.kind
                     and request.journaled_only in ((step.request or {}).get("params") or {})):
                 params = {name: value for name, value in params.items() if name != request.journaled_only}
+                asked = {name: value for name, value in asked.items() if name != request.journaled_only}
             wire = {"method": request.method, "params": params}
-            step_digest = digest([request.kind, wire])
+            step_digest = digest([request.kind, {"method": request.method, "params": asked}])
             if step is None:
                 if request.fresh_id is not None:
                     wire = {"method": request.method, "params": {**params, request.fresh_id: uuid.uuid4().hex}}

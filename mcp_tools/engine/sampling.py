@@ -32,6 +32,13 @@ def repeated_tool_use(use: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+async def tools_the_caller_may_use(ctx: ToolContext, tools: list[Tool]) -> list[Tool]:
+    """The ``tools`` the call's caller holds every permission (and token scope) of: the ones its
+    model is offered. A tool the caller may not use is not shown to its model, as ``tools/list``
+    and ``tools/call`` hide it from the caller: its name, description and schema say it exists."""
+    return [tool for tool in tools if not tool.permissions or await sync_to_async(ctx.principal.has_perms)(tool.permissions)]
+
+
 async def run_tool_use(ctx: ToolContext, tools: list[Tool], use: dict[str, Any]) -> dict[str, Any]:
     """Run one ``tool_use`` block the client's model asked for; return its ``tool_result`` block.
 
@@ -45,7 +52,8 @@ async def run_tool_use(ctx: ToolContext, tools: list[Tool], use: dict[str, Any])
     if tool is None:
         return _error_result(use_id, f"Unknown tool {use.get('name')!r}")
     if tool.permissions and not await sync_to_async(ctx.principal.has_perms)(tool.permissions):
-        return _error_result(use_id, f"Permission denied for tool {tool.name!r}")
+        # (Offered, but the permission was taken away since: unknown now, as to tools/call.)
+        return _error_result(use_id, f"Unknown tool {use.get('name')!r}")
     try:
         kwargs = tool.validate_arguments(use.get("input") or {})
     except InvalidArguments as exc:  # the text a tools/call with these arguments answers
