@@ -279,3 +279,21 @@ async def test_a_tool_use_without_an_id_is_refused_as_an_invalid_answer() -> Non
     assert refused["error"]["code"] == -32602 and '"id"' in refused["error"]["message"], refused
     assert corrected.get("isError") is not True and "inputRequests" in corrected, corrected
     assert RAN == ["lookup:0", "lookup:1"], RAN
+
+
+def sync_agent(ctx: ToolContext) -> str:
+    """A sync handler: the permission checks of what its model is offered run from its thread."""
+    return str(ctx.sample("tidy up", tools=["drop_table", "quick_lookup"]).text)
+
+
+async def test_a_sync_handler_offers_its_model_the_tools_its_caller_may_use() -> None:
+    from asgiref.sync import sync_to_async
+
+    from tests.clients import create_user_with_token
+
+    guarded, open_tool = make_tool(drop_table, permissions=("auth.delete_user",)), make_tool(quick_lookup)
+    _, anonymous = await first_sampling_request(sync_agent, None, guarded, open_tool)
+    assert [t["name"] for t in anonymous["tools"]] == ["quick_lookup"], anonymous
+    holder = await sync_to_async(create_user_with_token)("sync-may-drop", ("auth.delete_user",))
+    _, allowed = await first_sampling_request(sync_agent, holder, guarded, open_tool)
+    assert [t["name"] for t in allowed["tools"]] == ["drop_table", "quick_lookup"], allowed
