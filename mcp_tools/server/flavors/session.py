@@ -233,7 +233,11 @@ async def follow(
                     return core.ended_answer(row.method, row.status)
                 raise CallEnded(row.status)
             if row.status == "input_required":
-                unsent = [s for s in journal.pending if step_request_id(call_id, s.seq) not in already_sent]
+                # A call of a flavor that takes its answers in its own requests (a 2026-07-28 task's
+                # tasks/update) gets none from here (accept_client_response refuses them): nothing is
+                # asked that would be refused, and this stream waits while its own client answers.
+                unsent = [s for s in journal.pending if step_request_id(call_id, s.seq) not in already_sent] \
+                    if answered_in_session(row) else []
                 if unsent:
                     await _ask_on_stream(call_id, unsent, rc, related_task)
                     already_sent.update(step_request_id(call_id, s.seq) for s in unsent)
@@ -271,6 +275,13 @@ async def _owner_gone(call_id: str, row: Any) -> bool:
         return False
     logger.warning("Call %s: the stream holder running round %s is gone; this stream runs it again", call_id, row.round)
     return True
+
+
+def answered_in_session(row: Any) -> bool:
+    """Whether a session's response may answer the steps of call ``row``: not a 2026-07-28 call
+    (``mrtr``: a task of the extension is answered with ``tasks/update``) nor a saga's, which take
+    their answers in their own requests, with the round's token (docs/durable-calls.md)."""
+    return row.flavor not in ("mrtr", "saga")
 
 
 def _not_waiting() -> McpError:
@@ -328,8 +339,7 @@ async def accept_client_response(message: dict[str, Any], rc: RequestContext) ->
     if row.principal != rc.principal.id or (row.session_id and not row.background and row.session_id != (rc.session_id or "")):
         logger.warning("Refused a response for call %s from another principal or session", call_id)
         return _not_waiting()
-    if row.flavor in ("mrtr", "saga"):
-        # Those calls take their answers in their own requests, with the round's token.
+    if not answered_in_session(row):
         logger.warning("Refused a session response for %s call %s", row.flavor, call_id)
         return _not_waiting()
     # Whether the caller may run what the call names now (the arguments were checked when it started).

@@ -20,7 +20,8 @@ requires tasks answers ``-32021`` too, and any other tool runs as usual.
 **2025-11-25: the ``tasks`` capability of sessions.** A ``tools/call`` with a
 ``task`` param (``ttl`` in milliseconds) answers ``CreateTaskResult {task}``;
 ``tasks/get`` the ``Task``; ``tasks/result`` waits (up to
-``TASK_RESULT_WAIT_SECONDS``) for the end, sending the task's input requests and its
+``TASK_RESULT_WAIT_SECONDS``) for the end, sending the task's input requests (not those of a
+task a 2026-07-28 client made, which only ``tasks/update`` answers: the stream waits) and its
 progress (under the ``progressToken`` of the ``tools/call``) on its stream meanwhile, and answers what the call would have answered, with the
 related-task ``_meta`` (its stream resumed with ``Last-Event-ID`` goes on as it, and answers it:
 :func:`continue_result`); ``tasks/list`` pages through the caller's tasks;
@@ -310,6 +311,10 @@ async def legacy_get(params: dict[str, Any], rc: RequestContext) -> dict[str, An
 
 async def legacy_result(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     """``tasks/result``: waits for the task to end, sending its input requests on this stream, then its result.
+
+    A task that a 2026-07-28 client made (extension tasks) takes its answers in ``tasks/update``
+    only (:func:`session.answered_in_session`): its requests are not sent here, where every answer
+    to them would be refused; the stream waits, relaying the task's status, as for a running task.
 
     The answer is exactly what the ``tools/call`` would have answered (a result,
     or its JSON-RPC error), with the related-task ``_meta``.
