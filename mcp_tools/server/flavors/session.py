@@ -227,11 +227,11 @@ async def follow(
             if row.status in ("completed", "failed"):
                 return core.stored_answer(row)
             if row.status in ("cancelled", "expired"):
-                if related_task is None:
-                    # This stream carries the call's own request (a held background call, a resumed
-                    # stream): answered as a stream that saw the call end answers it.
-                    return core.ended_answer(row.method, row.status)
-                raise CallEnded(row.status)
+                # Answered as a stream that saw the call end answers its request (a held background
+                # call, a resumed stream); a task's tasks/result too: it MUST return exactly what the
+                # underlying request would have returned, for a cancelled task as well (2025-11-25
+                # tasks, "Result Retrieval"), not an error about the task.
+                return core.ended_answer(row.method, row.status)
             if row.status == "input_required":
                 # A call of a flavor that takes its answers in its own requests (a 2026-07-28 task's
                 # tasks/update) gets none from here (accept_client_response refuses them): nothing is

@@ -317,7 +317,8 @@ async def legacy_result(params: dict[str, Any], rc: RequestContext) -> dict[str,
     to them would be refused; the stream waits, relaying the task's status, as for a running task.
 
     The answer is exactly what the ``tools/call`` would have answered (a result,
-    or its JSON-RPC error), with the related-task ``_meta``.
+    or its JSON-RPC error), with the related-task ``_meta``: for a task that was cancelled or
+    expired, the tool error of a call that ended so (:func:`core.ended_answer`).
     """
     row, _ = await _own_task(params, rc)
     return await _carry(row, rc, set())
