@@ -23,9 +23,10 @@ if TYPE_CHECKING:
 
 
 def _held_by_lease(now: Any) -> models.Q:
-    """A working background call (not a task) with an unexpired lease: a worker runs it, or it waits for
-    a ``retry_on`` retry. ``CALL_TTL`` does not end it (see :meth:`ToolCallManager.overdue`). A call that
-    waits in the queue holds no lease (its deadline is ``queued_until``): ``CALL_TTL`` ends it."""
+    """A working background call (not a 2025-11-25 task, whose ``ttl`` ends it while it runs) with an
+    unexpired lease: a worker runs it, or it waits for a ``retry_on`` retry. ``CALL_TTL`` (a 2026-07-28
+    task's ``ttlMs`` too) does not end it (see :meth:`ToolCallManager.overdue`). A call that waits in the
+    queue holds no lease (its deadline is ``queued_until``): ``CALL_TTL`` ends it."""
     return models.Q(status=CallStatus.WORKING, background=True, lease_expires_at__gt=now) & ~models.Q(flavor=WireFlavor.TASK)
 
 
@@ -205,7 +206,14 @@ class ToolCallManager(PrimaryManager["ToolCall"]):
             celery_task_id=task_id, lease_expires_at=None, queued_until=now + timedelta(seconds=wait_seconds), updated_at=now))
 
     def renew_lease(self, call_id: Any, worker: str, lease_seconds: float) -> bool:
-        """Extend the lease of a call this worker runs; False when the call ended or was taken over."""
+        """Extend the lease of a call this worker runs; False when the call ended or was taken over.
+
+        A call past its expiry that no lease holds off (:meth:`overdue`: a 2025-11-25 task whose ``ttl``
+        ran out) is not renewed: it ends ``expired`` here, as the sweep would end it, and False tells its
+        worker to stop.
+        """
+        if self.expire_overdue(call_id):
+            return False
         now = timezone.now()
         return bool(
             self.filter(id=call_id, worker=worker, status__in=LIVE_STATUSES).update(

@@ -38,6 +38,7 @@ from ..interprocess import cancellation, wakeups
 from ..protocol import jsonrpc, versions
 from ..protocol.errors import McpError
 from ..registry import Tool, registry
+from ..states import WireFlavor
 from . import core
 from .threads import unfinished_jobs
 from .auth import Principal
@@ -303,7 +304,7 @@ async def run_in_worker(call_id: str, worker: str, task_id: str | None = None, r
         # Only a thread-sensitive sync tool's function is a job of the task's request thread.
         ran.sync_tool = not inv.is_async and inv.thread_sensitive
     attempt = row.retries
-    heartbeat = _LeaseKeeper(inv, call_id, worker, lease, asyncio.current_task()).start()
+    heartbeat = _LeaseKeeper(inv, call_id, worker, lease, asyncio.current_task(), _ttl_left(row)).start()
     try:
         try:
             outcome = await core.execute(target, inv)  # the tool's time_limit applies in there
@@ -342,6 +343,14 @@ async def run_in_worker(call_id: str, worker: str, task_id: str | None = None, r
             outcome = core.error_result(f"The call failed after {attempt + 1} attempts: {type(exc).__name__}: {exc}")
     finally:
         heartbeat.stop()
+    if heartbeat.ttl_ran_out():
+        # The task's ttl ran out while it ran: it ended expired (the lease keeper's renewal at the ttl
+        # ended it and stopped the handler), or it ends so now. A result that came after the ttl is
+        # not written: the task is failed ("The task expired before it finished.").
+        await store.expire_overdue(call_id)
+        if await core.status_of(call_id) == "expired":
+            await wakeups.notify(call_id)
+            return "expired"
     if inv.state.get("lease_lost"):
         return "stopped"  # the call ended, or another worker runs it now: this run writes nothing more
     try:
@@ -352,6 +361,16 @@ async def run_in_worker(call_id: str, worker: str, task_id: str | None = None, r
     except McpError:  # the row moved on meanwhile (ended, or taken over): it keeps what it says
         return "stopped"
     return "finished"
+
+
+def _ttl_left(row: Any) -> float | None:
+    """Seconds until the ttl of the task ``row`` runs out, if a ttl ends it while it runs: a 2025-11-25
+    task's, the client's own limit on the whole task, which no lease holds off (``managers._held_by_lease``).
+    None for any other call: its expiry (``CALL_TTL``, a 2026-07-28 task's ``ttlMs`` too) is how long it
+    may wait, not run."""
+    if row.expires_at is None or row.flavor != WireFlavor.TASK:
+        return None
+    return (row.expires_at - timezone.now()).total_seconds()
 
 
 def lost_worker_limit(tool: Tool | None) -> int:
@@ -382,6 +401,10 @@ async def _fail_unrun(row: Any, worker: str, message: str) -> str:
     return "failed"
 
 
+#: How long past a task's ttl its lease keeper renews (then ends it): the expiry is "past", strictly.
+TTL_MARGIN_SECONDS = 0.01
+
+
 class _LeaseKeeper:
     """Renews the lease of the call a worker runs, every third of ``lease``, from a thread of its own.
 
@@ -390,13 +413,29 @@ class _LeaseKeeper:
     while this one still does. The writes go through the store's "alive" thread (:func:`store.db_alive`),
     so a long sync ``ctx.once`` effect does not hold them up either. When a renewal finds the call
     ended or held by another worker, the handler is stopped (on its loop) and the run writes nothing more.
+
+    A task whose ttl ends it while it runs (``ttl_left`` seconds from now) is renewed once more as
+    that ttl runs out: the renewal ends it ``expired`` (:meth:`~mcp_tools.managers.ToolCallManager.renew_lease`),
+    and the handler stops then, not at the next renewal or sweep.
     """
 
-    def __init__(self, inv: engine.Invocation, call_id: str, worker: str, lease: float, handler: asyncio.Task[Any] | None) -> None:
+    def __init__(self, inv: engine.Invocation, call_id: str, worker: str, lease: float, handler: asyncio.Task[Any] | None,
+                 ttl_left: float | None = None) -> None:
         self.inv, self.call_id, self.worker, self.lease, self.handler = inv, call_id, worker, lease, handler
+        self.ttl_at = None if ttl_left is None else time.monotonic() + ttl_left
         self.loop = asyncio.get_running_loop()
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._renew, name=f"mcp-tools-lease-{call_id}", daemon=True)
+
+    def ttl_ran_out(self) -> bool:
+        """Whether the ttl of the task this run holds has run out (False for a call without one)."""
+        return self.ttl_at is not None and time.monotonic() >= self.ttl_at
+
+    def _next_wait(self) -> float:
+        """Seconds to the next renewal: a third of the lease, or the task's ttl if that comes first."""
+        if self.ttl_at is None:
+            return self.lease / 3
+        return min(self.lease / 3, max(0.0, self.ttl_at - time.monotonic()) + TTL_MARGIN_SECONDS)
 
     def start(self) -> _LeaseKeeper:
         self.thread.start()
@@ -407,7 +446,7 @@ class _LeaseKeeper:
         self.stopped.set()
 
     def _renew(self) -> None:
-        while not self.stopped.wait(self.lease / 3):
+        while not self.stopped.wait(self._next_wait()):
             try:
                 renewed = store.renew_lease_blocking(self.call_id, self.worker, self.lease)
             except Exception:

@@ -220,6 +220,8 @@ async def follow(
             if loaded is None or loaded[0].principal != rc.principal.id:
                 return None
             row, journal = loaded
+            if related_task is not None and await expire_if_overdue(row):
+                continue  # the task's ttl ran out while this stream waited: read again, it has ended
             await core.relay_progress(row, rc)  # what this stream got already (equal, or less) is not sent
             if on_status is not None and row.status != last_status:
                 last_status = row.status
@@ -249,6 +251,19 @@ async def follow(
             if row.status == "working" and await _owner_gone(call_id, row):
                 return await _run_rounds(row, journal, rc, already_sent, claimed_at=row.round)
             await wakeups.wait(event)
+
+
+async def expire_if_overdue(row: Any) -> bool:
+    """End the live call ``row`` expired if it is past its expiry and nothing holds that off (the
+    sweep's rule, ``ToolCall.objects.overdue``: a worker's lease holds off ``CALL_TTL``, not a
+    2025-11-25 task's ttl); whether it did. A task read (``tasks/get``, a waiting ``tasks/result``)
+    sees its ttl end when it ends, not at the next sweep."""
+    if row.status not in _LIVE or row.expires_at is None or row.expires_at >= timezone.now():
+        return False
+    if not await store.expire_overdue(str(row.id)):
+        return False
+    await wakeups.notify(str(row.id))
+    return True
 
 
 async def _run_rounds(row: Any, journal: Journal, rc: RequestContext, already_sent: set[str], *, claimed_at: int) -> dict[str, Any]:

@@ -183,6 +183,12 @@ async def _own_task(params: dict[str, Any], rc: RequestContext) -> tuple[Any, An
         # Someone else's task is indistinguishable from one that does not exist; so is a task of a
         # tool the caller may not call now (a token without its scope, a permission taken away).
         raise invalid_params("Unknown task", {"taskId": task_id})
+    if await session.expire_if_overdue(loaded[0]):
+        # Its ttl ran out and nothing ended it yet (it waits for input or a worker, or its worker has
+        # not renewed since): it reads as it is now, failed, not as the sweep will leave it.
+        reloaded = await store.load_call(task_id)
+        if reloaded is not None:
+            return reloaded
     return loaded
 
 
