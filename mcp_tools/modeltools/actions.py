@@ -13,8 +13,9 @@
 The tool takes the object's lookup plus the method's parameters, fetches the
 object through the action's queryset, checks model and object permissions,
 asks for confirmation if told to, runs the method in ``transaction.atomic``
-and returns the object through a ``ModelSerializer`` (or the method's
-annotated return value).
+and returns the method's return value when it is annotated (shaped as a plain
+tool's), else the object through ``output_serializer=``, the serializer of the
+model's toolset, or a ``ModelSerializer`` of every field.
 """
 
 from __future__ import annotations
@@ -161,12 +162,36 @@ class ModelAction(base.Declaration):
         validate = base.typed_validator(self.name, {self.lookup_arg: (lookup_type, inspect.Parameter.empty)})
         return InputSpec(schema=schema, validate=validate)
 
-    def _output_spec(self, fn: Callable[..., Any]) -> OutputSpec:
+    @staticmethod
+    def _returns(fn: Callable[..., Any]) -> Any:
+        """The method's return annotation; ``inspect.Signature.empty`` for none or ``-> None`` (it answers the object)."""
         returns = typing.get_type_hints(fn).get("return", inspect.Signature.empty)
-        if returns not in (None, type(None), inspect.Signature.empty):
+        return inspect.Signature.empty if returns in (None, type(None)) else returns
+
+    def _output_spec(self, fn: Callable[..., Any]) -> OutputSpec:
+        returns = self._returns(fn)
+        if returns is not inspect.Signature.empty:
+            # Whatever it is (a text type, ToolResult, a model), as a plain @tool with it.
             return output_from_annotation(returns)
-        serializer_class = self.output_serializer or default_serializer(self.model)
-        return OutputSpec("object", base.serializer_schema(serializer_class(), writable=False), None)
+        return OutputSpec("object", base.serializer_schema(self.object_serializer()(), writable=False), None)
+
+    def object_serializer(self) -> type:
+        """The serializer of the object that a method without a return annotation answers.
+
+        ``output_serializer=``; else that of the toolset that serves the model, so the action shows
+        no field its toolset hides (of several toolsets with different serializers, the first
+        registered one's, narrowed to the fields each of them shows); else one of every field.
+        """
+        if self.output_serializer is not None:
+            return self.output_serializer
+        found: list[type] = []  # distinct, in registration order
+        for declaration in base.declarations:
+            serializer = declaration.serializer_of(self.model)
+            if serializer is not None and all(serializer is not other for other in found):
+                found.append(serializer)
+        if not found:
+            return default_serializer(self.model)
+        return found[0] if len(found) == 1 else narrowed_serializer(tuple(found))
 
     # -- running -----------------------------------------------------------------------
     def get_queryset(self, ctx: ToolContext) -> models.QuerySet[Any]:
@@ -212,6 +237,8 @@ class ModelAction(base.Declaration):
             raise ToolError(changed)
         if isinstance(data, dict) and "__error__" in data:
             return base.validation_error_result(data["__error__"])
+        if isinstance(data, dict) and "__result__" in data:
+            return _unpacked_result(data["__result__"])
         return base.structured(data)
 
     def _question(self, obj: models.Model, arguments: dict[str, Any]) -> str:
@@ -245,13 +272,13 @@ class ModelAction(base.Declaration):
             return {"__error__": base.database_refusal(exc, f"{self._title()} {obj}")}
 
     def _result(self, fn: Callable[..., Any], obj: models.Model, value: Any, ctx: Any) -> dict[str, Any]:
-        """The structured result: the method's annotated return value, or the object serialized."""
-        output = self.tool.output if self.tool is not None else self._output_spec(fn)
-        if output.adapter is not None:
-            dumped = output.dump(value)
-            return dumped if output.mode == "object" else {"result": dumped}
-        serializer_class = self.output_serializer or default_serializer(self.model)
-        return base.jsonable(serializer_class(obj, context=self._context(ctx, obj)).data)
+        """The result, as JSON (a confirmed change journals it): the method's return value when its
+        return is annotated, shaped as a plain tool's with that annotation (``{"__result__": ...}``,
+        see :func:`_packed_result`), else the object through :meth:`object_serializer`."""
+        if self._returns(fn) is not inspect.Signature.empty:
+            assert self.tool is not None  # only its handler runs the method
+            return {"__result__": _packed_result(value if isinstance(value, ToolResult) else self.tool.shape_result(value))}
+        return base.jsonable(self.object_serializer()(obj, context=self._context(ctx, obj)).data)
 
     @staticmethod
     def _context(ctx: Any, obj: models.Model) -> dict[str, Any]:
@@ -282,6 +309,24 @@ class ModelAction(base.Declaration):
         return problems
 
 
+def _packed_result(result: ToolResult | dict[str, Any]) -> dict[str, Any]:
+    """A method's result as JSON, which a confirmed change journals: a ``CallToolResult`` dict
+    (:meth:`Tool.shape_result` of its value), or its ``ToolResult`` with the ``next_tool`` hint kept
+    apart, so the server still checks that the caller may make that call before sending it."""
+    if isinstance(result, dict):
+        return {**result, "nextTool": None}
+    wire = ToolResult(content=result.content, structured_content=result.structured_content,
+                      is_error=result.is_error, meta=result.meta).to_wire()
+    return {**wire, "nextTool": list(result.next_tool) if result.next_tool is not None else None}
+
+
+def _unpacked_result(packed: dict[str, Any]) -> ToolResult:
+    hint = packed.get("nextTool")
+    return ToolResult(content=list(packed.get("content", [])), structured_content=packed.get("structuredContent"),
+                      is_error=bool(packed.get("isError")), meta=packed.get("_meta"),
+                      next_tool=(hint[0], hint[1]) if hint else None)
+
+
 def default_serializer(model: type[models.Model]) -> type:
     """A ``ModelSerializer`` of every field of ``model`` (cached per model)."""
     cached = _serializers.get(model)
@@ -295,6 +340,27 @@ def default_serializer(model: type[models.Model]) -> type:
 
 
 _serializers: dict[type[models.Model], type] = {}
+
+
+def narrowed_serializer(serializer_classes: tuple[type, ...]) -> type:
+    """The first of ``serializer_classes`` showing only the fields that every one of them shows
+    (cached per tuple): what no toolset of the model hides."""
+    cached = _narrowed.get(serializer_classes)
+    if cached is None:
+        first = serializer_classes[0]
+        shown = set.intersection(*({name for name, field in cls().fields.items() if not field.write_only}
+                                   for cls in serializer_classes))
+
+        def get_fields(self: Any) -> dict[str, Any]:
+            fields: dict[str, Any] = first.get_fields(self)  # type: ignore[attr-defined]
+            return {name: field for name, field in fields.items() if name in shown}
+
+        cached = type(first.__name__, (first,), {"get_fields": get_fields, "__module__": first.__module__})
+        _narrowed[serializer_classes] = cached
+    return cached
+
+
+_narrowed: dict[tuple[type, ...], type] = {}
 
 #: Model actions declared in class bodies whose registration failed (reported by ``manage.py check``).
 registration_problems: list[checks.CheckMessage] = []
@@ -327,7 +393,8 @@ def model_action(fn: F | None = None, /, **options: Any) -> Any:
         queryset: a QuerySet, or ``fn(ctx) -> QuerySet`` of the rows the caller may reach.
         lookup_field / lookup_arg: which field finds the object (default ``pk``, argument ``id``).
         serializer: a DRF serializer for the method's arguments (default: its type hints).
-        output_serializer: the serializer of the returned object (default: every field).
+        output_serializer: the serializer of the object that a method without a return annotation (or
+            ``-> None``) answers (default: that of the model's toolset, else every field).
         confirm: ``True`` or a message (``{obj}`` and the arguments are filled in) to ask the user first.
         read_only, destructive, idempotent: the tool's annotations.
         object_permissions: ask ``user.has_perm(perm, obj)`` (default: when a non-model backend is configured).

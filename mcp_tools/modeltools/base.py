@@ -56,6 +56,11 @@ class ModelTool(Tool):
             self._input, self._output = resolve()
             self.resolve = None
 
+    def rebuild(self, resolve: Callable[[], tuple[InputSpec, OutputSpec]]) -> None:
+        """Build the schemas again on next use (what they are made of changed), and the ``tools/list`` entry."""
+        self.resolve = resolve
+        self._wire = None
+
     @property
     def input(self) -> InputSpec:
         self._resolved()
@@ -492,6 +497,10 @@ class Declaration:
     def tool_names(self) -> list[str]:
         """The names of the tools it registered (their permissions are its ``check``'s, E033)."""
         raise NotImplementedError
+
+    def serializer_of(self, model: type[models.Model]) -> type | None:
+        """The serializer its tools show ``model``'s rows through (a toolset's), or None."""
+        return None
 
 
 #: Every model action and toolset declared in this process (read by ``mcp_tools.checks``).

@@ -792,6 +792,9 @@ class ToolsetDeclaration(base.Declaration):
     def tool_names(self) -> list[str]:
         return list(self.names)
 
+    def serializer_of(self, model: type[models.Model]) -> type | None:
+        return self.toolset.get_serializer_class() if self.toolset.get_model() is model else None
+
 
 def register_toolset(toolset: type[ModelToolset]) -> type[ModelToolset]:
     """Register a toolset's tools (usable as a class decorator).
@@ -805,7 +808,19 @@ def register_toolset(toolset: type[ModelToolset]) -> type[ModelToolset]:
     tools = toolset.build_tools()
     base.register_all(tools)
     base.declarations.append(ToolsetDeclaration(toolset, [tool.name for tool in tools]))
+    _serializers_changed(toolset)
     return toolset
+
+
+def _serializers_changed(toolset: type[ModelToolset]) -> None:
+    """The model's actions that answer the object do so through its toolset's serializer
+    (:meth:`~mcp_tools.modeltools.actions.ModelAction.object_serializer`): their schemas are built again."""
+    from .actions import ModelAction
+
+    model = toolset.get_model()
+    for declaration in base.declarations:
+        if isinstance(declaration, ModelAction) and declaration.model is model and declaration.tool is not None:
+            declaration.tool.rebuild(declaration._schemas)
 
 
 def unregister_toolset(toolset: type[ModelToolset]) -> None:
@@ -814,6 +829,7 @@ def unregister_toolset(toolset: type[ModelToolset]) -> None:
         if isinstance(declaration, ToolsetDeclaration) and declaration.toolset is toolset:
             base.unregister_all(declaration.names)
             base.declarations.remove(declaration)
+            _serializers_changed(toolset)
             return
     from ..registry import NotRegistered
 
