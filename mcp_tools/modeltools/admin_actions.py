@@ -110,7 +110,8 @@ def _tool(toolset: type[ModelToolset], model_admin: Any, func: Any, name: str, d
             "type": "array", "items": {key: value for key, value in lookup_schema.items() if key != "description"},
             "minItems": 1, "maxItems": toolset.max_page_size, "description": f"The {base.verbose(model, True)} to act on.",
         }}, "required": [lookup_arg], "additionalProperties": False}
-        validate = base.typed_validator(f"{prefix}.{name}", {lookup_arg: (list[lookup_type], inspect.Parameter.empty)})  # type: ignore[valid-type]
+        validate = base.typed_validator(f"{prefix}.{name}", {lookup_arg: (list[lookup_type], inspect.Parameter.empty)},  # type: ignore[valid-type]
+                                       closed=True)
         output = OutputSpec("object", {"type": "object", "properties": {
             "count": {"type": "integer"}, "messages": {"type": "array", "items": {"type": "string"}},
         }, "required": ["count", "messages"]}, None)

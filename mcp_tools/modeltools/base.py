@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import heapq
 import inspect
 import json
 import uuid
@@ -28,7 +29,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, TypeAdapter, Valida
 
 from ..engine.context import ToolContext
 from ..engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler
-from ..protocol.errors import InvalidArguments
+from ..protocol.errors import MAX_ARGUMENT_ERRORS, InvalidArguments
 from ..registry import Tool, registry
 from ..registry.results import ToolError, ToolResult
 from ..registry.schemas import InputSpec, OutputSpec, argument_type_errors, format_validation_errors, openapi_to_json_schema, serializer_mapper
@@ -449,14 +450,19 @@ def serializer_schema(serializer: Any, *, writable: bool, partial: bool = False)
     return schema
 
 
-def typed_validator(name: str, fields: dict[str, tuple[Any, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """Validate some arguments with pydantic (types, required); the rest pass through untouched.
+def typed_validator(name: str, fields: dict[str, tuple[Any, Any]], *, closed: bool = False) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Validate some arguments with pydantic (types, required); the rest pass through untouched,
+    or, ``closed``, are refused (the schema's ``"additionalProperties": false``) as any tool refuses them.
 
     Errors name the field, like the registry's own validation (:class:`~mcp_tools.protocol.errors.InvalidArguments`).
     """
     adapters = {field: TypeAdapter(annotation) for field, (annotation, _) in fields.items()}
 
     def validate(arguments: dict[str, Any]) -> dict[str, Any]:
+        unknown = set(arguments) - set(fields) if closed else set()
+        if unknown:
+            # In order, the listed ones only: not an error dict for each of thousands of keys.
+            raise InvalidArguments.unknown(name, heapq.nsmallest(MAX_ARGUMENT_ERRORS, unknown), len(unknown))
         values = dict(arguments)
         errors: list[dict[str, Any]] = []
         more = 0  # errors counted past those listed (format_validation_errors)
