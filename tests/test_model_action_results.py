@@ -172,3 +172,38 @@ async def test_without_a_toolset_the_object_has_every_field(actions: None) -> No
     finally:
         mcp_tools.register_toolset(PublicCustomerTools)
     assert set(answer["structuredContent"]) == {"id", "name", "email", "is_locked", "failed_logins"}, answer
+
+
+class ShownAsSerializer(serializers.ModelSerializer):
+    """Code written for the toolset's own views: it reads the toolset and the request's method."""
+
+    shown_by = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Customer
+        fields = ["id", "name", "shown_by"]
+
+    def get_shown_by(self, obj: Customer) -> str:
+        return f"{self.context['toolset'].action} {self.context['request'].method}"
+
+
+ContextReadingCustomerTools = type("CustomerTools", (mcp_tools.ModelToolset,), {
+    "queryset": Customer.objects.all(), "basename": "results.context_customers", "actions": ["retrieve"],
+    "permissions": {"retrieve": ["shop.view_customer"]}, "serializer_class": ShownAsSerializer})
+
+
+async def test_the_toolset_s_serializer_gets_the_context_its_retrieve_gives_it(actions: None) -> None:
+    """A review of the change above: the toolset's serializer, given the action's own context, raised
+    KeyError on ``context["toolset"]`` and every un-annotated action of the model failed ("Internal
+    error"), where it answered before the change. It gets what the toolset's retrieve gives it."""
+    token, pk = await sync_to_async(seed)()
+    unregister_toolset(PublicCustomerTools)
+    mcp_tools.register_toolset(ContextReadingCustomerTools)
+    try:
+        shown = await call("results.context_customers.retrieve", {"id": pk}, token)
+        answer = await call("results.customers.touch_unannotated", {"id": pk}, token)
+    finally:
+        unregister_toolset(ContextReadingCustomerTools)
+        mcp_tools.register_toolset(PublicCustomerTools)
+    assert shown["structuredContent"]["shown_by"] == "retrieve GET", shown
+    assert not answer.get("isError") and answer["structuredContent"] == {"id": pk, "name": "Ada Lovelace", "shown_by": "retrieve GET"}, answer

@@ -278,7 +278,18 @@ class ModelAction(base.Declaration):
         if self._returns(fn) is not inspect.Signature.empty:
             assert self.tool is not None  # only its handler runs the method
             return {"__result__": _packed_result(value if isinstance(value, ToolResult) else self.tool.shape_result(value))}
-        return base.jsonable(self.object_serializer()(obj, context=self._context(ctx, obj)).data)
+        return base.jsonable(self.object_serializer()(obj, context=self._object_context(ctx, obj)).data)
+
+    def _object_context(self, ctx: Any, obj: models.Model) -> dict[str, Any]:
+        """The context of :meth:`object_serializer`: a toolset's serializer gets what the toolset gives
+        it when its ``retrieve`` shows a row (``toolset``, a ``GET`` request: code written for it may
+        read them), with the action's ``object``; ``output_serializer=`` gets the action's own."""
+        if self.output_serializer is None:
+            for declaration in base.declarations:
+                context = declaration.serializer_context_of(self.model, ctx)
+                if context is not None:
+                    return {**context, "object": obj}
+        return self._context(ctx, obj)
 
     @staticmethod
     def _context(ctx: Any, obj: models.Model) -> dict[str, Any]:

@@ -508,6 +508,11 @@ class Declaration:
         """The serializer its tools show ``model``'s rows through (a toolset's), or None."""
         return None
 
+    def serializer_context_of(self, model: type[models.Model], ctx: Any) -> dict[str, Any] | None:
+        """The context :meth:`serializer_of`'s serializer gets when its tools show a row of ``model`` to
+        the caller of ``ctx`` (a toolset's ``retrieve``), or None."""
+        return None
+
 
 #: Every model action and toolset declared in this process (read by ``mcp_tools.checks``).
 declarations: list[Declaration] = []

@@ -787,6 +787,11 @@ class ToolsetDeclaration(base.Declaration):
     def serializer_of(self, model: type[models.Model]) -> type | None:
         return self.toolset.get_serializer_class() if self.toolset.get_model() is model else None
 
+    def serializer_context_of(self, model: type[models.Model], ctx: Any) -> dict[str, Any] | None:
+        if self.toolset.get_model() is not model:
+            return None
+        return dict(self.toolset(ctx, "retrieve").get_serializer().context)  # as its retrieve shows a row
+
 
 def register_toolset(toolset: type[ModelToolset]) -> type[ModelToolset]:
     """Register a toolset's tools (usable as a class decorator).
