@@ -205,14 +205,15 @@ class ToolCallManager(PrimaryManager["ToolCall"]):
         return bool(self.filter(id=call_id, status__in=LIVE_STATUSES, worker="").update(
             celery_task_id=task_id, lease_expires_at=None, queued_until=now + timedelta(seconds=wait_seconds), updated_at=now))
 
-    def renew_lease(self, call_id: Any, worker: str, lease_seconds: float) -> bool:
+    def renew_lease(self, call_id: Any, worker: str, lease_seconds: float, *, ends_with_ttl: bool = False) -> bool:
         """Extend the lease of a call this worker runs; False when the call ended or was taken over.
 
-        A call past its expiry that no lease holds off (:meth:`overdue`: a 2025-11-25 task whose ``ttl``
-        ran out) is not renewed: it ends ``expired`` here, as the sweep would end it, and False tells its
-        worker to stop.
+        ``ends_with_ttl`` (a 2025-11-25 task, whose ``ttl`` no lease holds off): a call past its
+        expiry is not renewed but ends ``expired`` here, as the sweep would end it (:meth:`overdue`),
+        and False tells its worker to stop. Any other call's expiry (``CALL_TTL``) does not end its run,
+        and its renewal costs one statement.
         """
-        if self.expire_overdue(call_id):
+        if ends_with_ttl and self.expire_overdue(call_id):
             return False
         now = timezone.now()
         return bool(

@@ -101,7 +101,7 @@ async def test_a_worker_whose_lease_renewal_fails_tries_again_at_the_next_third(
 
     answers: list[Any] = [RuntimeError("database is locked"), False]
 
-    def renew_lease(call_id: str, worker: str, lease: float) -> bool:
+    def renew_lease(call_id: str, worker: str, lease: float, ends_with_ttl: bool = False) -> bool:
         answer = answers.pop(0)
         if isinstance(answer, Exception):
             raise answer

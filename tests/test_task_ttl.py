@@ -93,3 +93,24 @@ async def test_a_waiting_tasks_result_answers_once_the_tasks_ttl_ran_out(queued:
     assert answer["result"]["content"][0]["text"] == "The call was expired before it finished."
     status: list[Any] = [m["params"]["status"] for _, m in stream.events() if m.get("method") == "notifications/tasks/status"]
     assert status[-1] == "failed", status
+
+
+def test_a_late_renewal_of_a_background_call_that_is_not_a_task_keeps_it_running() -> None:
+    """A diff review of the change above: the renewal ran the expiry for every background call, so a
+    long job (past ``CALL_TTL``, which does not end a run a worker holds) whose renewal came late (a
+    database failover, a stalled thread: its lease had run out) ended ``expired`` at that renewal,
+    where it went on before. Only a 2025-11-25 task's renewal ends it at its ttl (a statement more)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from mcp_tools.states import WireFlavor
+
+    past = timezone.now() - timedelta(seconds=5)
+    for flavor, renewed, status in ((WireFlavor.MRTR, True, "working"), (WireFlavor.TASK, False, "expired")):
+        row = ToolCall.objects.create(tool_name="slow_compute", principal="user:1", flavor=flavor, params_digest="0" * 64,
+                                      background=True, status="working", worker="w1", expires_at=past, lease_expires_at=past)
+        # (What the lease keeper asks: ends_with_ttl for a task only, the default otherwise.)
+        options = {"ends_with_ttl": True} if flavor == WireFlavor.TASK else {}
+        assert ToolCall.objects.renew_lease(row.id, "w1", 60, **options) is renewed, flavor
+        assert ToolCall.objects.get(id=row.id).status == status, flavor

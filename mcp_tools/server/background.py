@@ -448,7 +448,7 @@ class _LeaseKeeper:
     def _renew(self) -> None:
         while not self.stopped.wait(self._next_wait()):
             try:
-                renewed = store.renew_lease_blocking(self.call_id, self.worker, self.lease)
+                renewed = store.renew_lease_blocking(self.call_id, self.worker, self.lease, ends_with_ttl=self.ttl_at is not None)
             except Exception:
                 # The database is down, or locked past its timeout (SQLite: a ctx.once effect's
                 # transaction holds the write lock, as it would hold off another worker's claim):

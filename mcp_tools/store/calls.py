@@ -447,10 +447,10 @@ def claim_for_worker(call_id: Any, worker: str, lease_seconds: float, task_id: s
     return ToolCall.objects.claim_for_worker(call_id, worker, lease_seconds, task_id)
 
 
-def renew_lease(call_id: Any, worker: str, lease_seconds: float) -> bool:
+def renew_lease(call_id: Any, worker: str, lease_seconds: float, ends_with_ttl: bool = False) -> bool:
     from ..models import ToolCall
 
-    return ToolCall.objects.renew_lease(call_id, worker, lease_seconds)
+    return ToolCall.objects.renew_lease(call_id, worker, lease_seconds, ends_with_ttl=ends_with_ttl)
 
 
 def orphaned_background_calls() -> list[tuple[str, str, int]]:
