@@ -354,3 +354,49 @@ async def test_a_sync_tool_without_a_row_stops_at_its_next_step_once_cancelled(g
         await asyncio.sleep(0.02)
     assert (gate.runs, gate.effects, gate.stopped) == (1, 0, 1)
     assert await sync_to_async(ToolCall.objects.count)() == 0
+
+
+# -- the server's shutdown is no cancellation either --------------------------------------------------
+
+
+async def test_a_call_the_server_stops_at_shutdown_stays_working_and_a_resume_elsewhere_finishes_it(gate: Gate) -> None:
+    """Daphne's shutdown cancels every application task without an ``http.disconnect`` first (uvicorn
+    does the same past ``--timeout-graceful-shutdown``). A review restarting daphne with the official
+    SDK mid-call saw the call end ``cancelled`` ("The call was cancelled before it finished." on the
+    resumed stream), its effect never made: the server going away was taken for the client's cancel.
+    A call with a row stays working, and the client's resume (here, on what stands for the other
+    process) runs it from its journal."""
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    first = Stream("POST", headers, call_message(21, "drop_count_rowed", {"n": 4}))
+    event_id, _ = await first.wait_for(lambda m: m.get("method") == "notifications/progress" and m["params"]["progress"] == 2)
+    await asyncio.wait_for(gate.waiting.wait(), 10)
+    first.task.cancel()  # the server shuts down: its applications are cancelled, the stream still open
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(first.task, 10)
+    assert gate.stopped == 1
+    assert (await sync_to_async(ToolCall.objects.get)()).status == "working"
+    gate.release.set()
+    final = await answer_of(resumed(headers, event_id))
+    assert final["id"] == 21 and final["result"]["content"] == [{"type": "text", "text": "counted to 4"}], final
+    assert (gate.runs, gate.effects) == (2, 1)
+
+
+async def test_a_call_waiting_for_input_when_the_server_stops_stays_waiting(gate: Gate) -> None:
+    """The same while the call waits for the user's answer: it stays ``input_required``, and the
+    answer the client gives after resuming elsewhere finishes it."""
+    session = await open_session({"elicitation": {}})
+    headers = post_headers(version=HANDSHAKE, session=session)
+    gate.release.set()
+    first = Stream("POST", headers, call_message(22, "drop_then_ask", {}))
+    event_id, asked = await first.wait_for(lambda m: m.get("method") == "elicitation/create")
+    first.task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(first.task, 10)
+    assert (await sync_to_async(ToolCall.objects.get)()).status == "input_required"
+    again = resumed(headers, event_id)
+    reply = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"name": "ada"}}}
+    assert (await post_json(APP, reply, headers)).status == 202
+    final = await answer_of(again)
+    assert final["id"] == 22 and final["result"]["content"] == [{"type": "text", "text": "hello ada"}], final
+    assert gate.effects == 1

@@ -44,3 +44,21 @@ class RequestContext:
     #: The handler waits for the client's answers on this stream (a 2025-11-25 session call that asked):
     #: when the stream closes then, the journal takes over (the handler is stopped, not detached).
     awaiting_input: bool = False
+    #: A 2025-11-25 request over HTTP: a call it runs that is stopped by nobody's request (the server
+    #: process going away: Daphne cancels its applications at shutdown, uvicorn past its graceful
+    #: timeout) stays ``working``, for the client's resume on another process (:func:`ends_when_stopped`).
+    survives_server_stop: bool = False
+    #: The request's own side stopped its handler (the client's ``notifications/cancelled``, a closed
+    #: stream): set by the transport before it cancels.
+    cancel_requested: bool = False
+
+
+def ends_when_stopped(rc: RequestContext, server_cancel: bool) -> bool:
+    """Whether a call whose handler was stopped (a ``CancelledError``) ends ``cancelled``: unless its
+    2025-11-25 stream closed (the client resumes it), and unless nobody asked for the stop of a call
+    that a resume can go on with (:attr:`RequestContext.survives_server_stop`): "disconnection SHOULD
+    NOT be interpreted as the client cancelling its request", nor is the server's own shutdown.
+    ``server_cancel``: the server stopped it on purpose (an operator, a deadline, the row ended)."""
+    if rc.stream_closed:
+        return False
+    return server_cancel or rc.cancel_requested or not rc.survives_server_stop

@@ -47,7 +47,7 @@ from ..registry.results import Pending, ToolError, content_to_wire, json_text
 from ..states import CallStatus
 from . import threads, tokens
 from .auth import Principal
-from .context import RequestContext
+from .context import RequestContext, ends_when_stopped
 from .resumable import client_resumes, shape_value
 
 logger = logging.getLogger("mcp_tools.calls")  # the name operators configured; kept across the move
@@ -852,7 +852,8 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
             with contextlib.suppress(Exception):
                 await recorder
         rc: RequestContext = inv.state["rc"]
-        if inv.call_id is not None and not rc.stream_closed and not inv.state.get("lease_lost"):
+        server_cancel = cancellation.is_server_cancel(exc, task)
+        if inv.call_id is not None and ends_when_stopped(rc, server_cancel) and not inv.state.get("lease_lost"):
             # (A worker that lost its lease stops without ending the call: it is not its to end.)
             # Shielded: a second cancel must not leave the row behind the handler. A run
             # that has not claimed its round ends the call only if the row is still at
@@ -861,7 +862,7 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
             with contextlib.suppress(asyncio.CancelledError):
                 if await asyncio.shield(store.end_call(inv.call_id, "cancelled", at_round=unclaimed.round if unclaimed else None)):
                     await wakeups.notify(inv.call_id)
-        if cancellation.is_server_cancel(exc, task):
+        if server_cancel:
             # The client did not ask for this: it gets an answer saying so, not silence (on its
             # stream, or in the event log of a stream that closed under a running handler). A
             # stream that closed as the server stopped the call takes no answer (the transport

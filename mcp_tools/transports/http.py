@@ -839,6 +839,7 @@ class McpEndpoint:
             progress_token=jsonrpc.progress_token(meta),
             emit=response.event,
             stream_id=response.ensure_stream_id,
+            survives_server_stop=True,
         )
         if message.kind == "notification":
             if message.method == "notifications/cancelled":
@@ -1088,11 +1089,12 @@ class McpEndpoint:
         rc = RequestContext(principal=caller.principal, protocol_version=session.protocol_version, modern=False,
                             client_capabilities=session.client_capabilities, request_id=request_id, session_id=session.id,
                             log_level=session.log_level, emit=response.event, stream_id=lambda: stream_id,
-                            progress_token=progress_token, progress_sent=progress_sent)
+                            progress_token=progress_token, progress_sent=progress_sent, survives_server_stop=True)
         task = asyncio.ensure_future(session_flavor.continue_call(call_id, rc, already_sent))
+        stopper = _RequestedStop(task, rc)
         if request_id is not None:
             # The request goes on on this stream: the client's notifications/cancelled stops it here.
-            cancellation.register(session.id, request_id, task)
+            cancellation.register(session.id, request_id, stopper)
         watcher = asyncio.ensure_future(receive())
         try:
             done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
@@ -1126,7 +1128,7 @@ class McpEndpoint:
         finally:
             watcher.cancel()
             if request_id is not None:
-                cancellation.unregister(session.id, request_id, task)
+                cancellation.unregister(session.id, request_id, stopper)
 
     async def standalone(self, receive: Any, response: Response, caller: StreamCaller) -> None:
         """The session's standalone stream: list changes, resource updates, keep-alives.
@@ -1252,6 +1254,20 @@ async def _readable(uri: str, principal: Principal) -> bool:
     return found is not None and await permitted(principal, found[0].permissions)
 
 
+class _RequestedStop:
+    """What a resumed stream registers for its request's cancellation: the client's own stop of the
+    task that goes on with the call (its ``notifications/cancelled``), told apart from the server's."""
+
+    __slots__ = ("task", "rc")
+
+    def __init__(self, task: asyncio.Task[Any], rc: RequestContext) -> None:
+        self.task, self.rc = task, rc
+
+    def cancel(self, msg: Any = None) -> bool:
+        self.rc.cancel_requested = True
+        return self.task.cancel(msg)
+
+
 class _Handler:
     """The handler of one request, run in the request's task (see :meth:`McpEndpoint.run_request`).
 
@@ -1289,6 +1305,7 @@ class _Handler:
         if task is None:
             return False
         self.requested = True
+        self.rc.cancel_requested = True  # not the server going away (server.context.ends_when_stopped)
         return task.cancel()
 
     def _task(self) -> asyncio.Task[Any] | None:

@@ -26,7 +26,7 @@ from ...protocol import jsonrpc
 from ...protocol.answers import InvalidAnswer, checked_step_answer
 from ...protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
 from .. import background, core
-from ..context import RequestContext
+from ..context import RequestContext, ends_when_stopped
 
 logger = logging.getLogger("mcp_tools.calls")
 
@@ -141,10 +141,10 @@ async def _wait_for_answers(call_id: str, round_number: int, rc: RequestContext)
     rc.awaiting_input = True
     try:
         return await _wait(call_id, round_number)
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as exc:
         # The client cancelled while the call waited for its answers (a closed stream is
-        # not a cancellation: the call stays resumable).
-        if not rc.stream_closed and await store.end_call(call_id, "cancelled"):
+        # not a cancellation, nor the server's shutdown: the call stays resumable).
+        if ends_when_stopped(rc, cancellation.is_server_cancel(exc, asyncio.current_task())) and await store.end_call(call_id, "cancelled"):
             await wakeups.notify(call_id)
         raise
     finally:
@@ -172,9 +172,10 @@ async def _run_on_worker(inv: engine.Invocation, target: core.Target, rc: Reques
     call_id = await background.defer(inv, target, rc, round_number)
     try:
         result = await follow(call_id, rc, set())
-    except asyncio.CancelledError:
-        # notifications/cancelled: end the call and stop its worker (a closed stream does not).
-        if not rc.stream_closed:
+    except asyncio.CancelledError as exc:
+        # notifications/cancelled: end the call and stop its worker (a closed stream does not, nor
+        # the server's shutdown: the worker goes on, and the client's resume follows it).
+        if ends_when_stopped(rc, cancellation.is_server_cancel(exc, asyncio.current_task())):
             await core.end_call(call_id, "cancelled")
         raise
     assert result is not None  # the caller owns the call
