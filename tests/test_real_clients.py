@@ -494,3 +494,74 @@ async def test_a_2025_call_whose_stream_drops_is_resumed_by_the_official_client_
     assert result.content[0].text == f"counted to {n}"
     assert progress == list(range(1, n + 1)), progress
     assert logs == [f"counted {i}" for i in range(1, n + 1)], logs
+
+
+class SwitchingProxy:
+    """A TCP proxy standing for a load balancer: new connections go to ``target`` (a live server's
+    URL), which the test switches when it stops that server."""
+
+    def __init__(self, url: str) -> None:
+        self.target = url
+        self.server: Any = None
+
+    async def __aenter__(self) -> str:
+        import asyncio
+
+        self.server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/mcp"
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.server.close()
+
+    async def _connection(self, reader: Any, writer: Any) -> None:
+        import asyncio
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.target)
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection(parts.hostname, parts.port)
+        except OSError:
+            writer.close()
+            return
+
+        async def pipe(source: Any, sink: Any) -> None:
+            try:
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+            except OSError:
+                pass
+            finally:
+                writer.close()
+                upstream_writer.close()
+
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer), return_exceptions=True)
+
+
+async def test_a_2025_call_in_flight_when_daphne_shuts_down_is_finished_by_another_process(start_server: type[LiveServer]) -> None:
+    """A rolling deploy: the daphne process running a call (past SLOW_CALL_SECONDS, so it has a row) is
+    stopped with SIGTERM; the load balancer sends the official client's resume (Last-Event-ID) to a
+    uvicorn process on the same database, which takes the call over from its journal and answers it.
+    Daphne cancels its applications at shutdown with no http.disconnect, and that used to end the call
+    cancelled: the client got "The call was cancelled before it finished."."""
+    import asyncio
+
+    first = start_server(server="daphne").start()
+    second = start_server(server="uvicorn").start()
+    progress: list[float] = []
+    n = 100  # 5 s: the call gets its row after SLOW_CALL_SECONDS (2 s)
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    proxy = SwitchingProxy(first.url)
+    async with proxy as url, sdk_client(url, "legacy") as client:
+        call = asyncio.ensure_future(client.call_tool("slow_count", {"n": n}, progress_callback=on_progress))
+        while not progress or progress[-1] < 60:  # 3 s in: the call has its row
+            assert not call.done(), call.result()
+            await asyncio.sleep(0.05)
+        proxy.target = second.url  # new connections go to the other process...
+        await asyncio.to_thread(first.stop)  # ...and daphne gets SIGTERM, the call running, its stream open
+        result = await asyncio.wait_for(call, 60)
+    assert not result.is_error and result.content[0].text == f"counted to {n}", result
+    assert progress[-1] == n and all(a < b for a, b in zip(progress, progress[1:])), progress
