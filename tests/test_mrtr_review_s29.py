@@ -108,3 +108,40 @@ async def test_a_saga_resume_with_many_unknown_step_ids_lists_fifty_and_counts_t
         # Nothing was recorded: the right answer alone still completes the saga.
         done = (await call_modern(app, "tools/resumeSaga", {"sagaToken": token, "completedSteps": steps[:1]}, capabilities=FORM)).json()
     assert done["result"]["content"] == [{"type": "text", "text": "3"}], done  # a completed saga: the tool result
+
+
+# -- what a resource returns: rows with a uri field, and no rows, are JSON --------------------------
+
+
+@pytest.mark.parametrize(("value", "contents"), [
+    # Rows that merely have a uri field (bookmarks): sent as they were, with no text or blob, they made
+    # an invalid ReadResourceResult, and the official SDK client raised a ValidationError on it.
+    ([{"uri": "https://example.com/", "title": "Example"}],
+     [{"uri": "test://rows", "text": '[{"uri": "https://example.com/", "title": "Example"}]', "mimeType": "application/json"}]),
+    # No rows: "contents": [] (which the 2026-07-28 spec keeps for no resource at all), where two rows are JSON text.
+    ([], [{"uri": "test://rows", "text": "[]", "mimeType": "application/json"}]),
+    # Ready contents still are what they were.
+    ([{"uri": "test://rows", "text": "hi"}], [{"uri": "test://rows", "text": "hi"}]),
+    ([{"uri": "test://rows", "blob": "aGk=", "mimeType": "text/plain"}], [{"uri": "test://rows", "blob": "aGk=", "mimeType": "text/plain"}]),
+])
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+async def test_a_resource_s_list_is_contents_only_when_each_item_is_contents(value: list[Any], contents: list[Any], era: str) -> None:
+    import json
+
+    import mcp_types
+
+    from mcp_tools import resource
+    from mcp_tools.transports.http import McpEndpoint
+    from tests.test_resources_review import legacy, open_session
+
+    resource("test://rows")(lambda: value)
+    try:
+        if era == "2026-07-28":
+            body = (await call_modern(McpEndpoint(), "resources/read", {"uri": "test://rows"})).json()
+        else:
+            body = await legacy(await open_session(), "resources/read", {"uri": "test://rows"})
+    finally:
+        registry.unregister_resource("test://rows")
+    assert body["result"]["contents"] == contents, body
+    # What the official SDK reads it as (it refused the first one).
+    assert mcp_types.ReadResourceResult.model_validate(json.loads(json.dumps(body["result"]))).contents

@@ -246,18 +246,26 @@ def shape_prompt(prompt: Prompt, value: Any) -> dict[str, Any]:
     return result
 
 
+def _is_resource_contents(item: Any) -> bool:
+    """An item of a ``ReadResourceResult``'s ``contents``: an ``mcp_types`` model, or a dict as the
+    schema's ``TextResourceContents`` / ``BlobResourceContents`` (a ``uri``, and ``text`` or ``blob``)."""
+    if isinstance(item, mcp_types.ResourceContents):
+        return True
+    return (isinstance(item, dict) and isinstance(item.get("uri"), str)
+            and (isinstance(item.get("text"), str) or isinstance(item.get("blob"), str)))
+
+
 def shape_resource(resource: Resource, uri: str, value: Any) -> dict[str, Any]:
-    """A ``ReadResourceResult`` from what a resource returned: ready ``contents`` (dicts with a
-    ``uri``, or ``mcp_types`` resource contents models), bytes (a blob), a string (text), or any
-    other value as JSON text (pydantic models as their JSON)."""
+    """A ``ReadResourceResult`` from what a resource returned: ready ``contents`` (a non-empty list of
+    dicts with a ``uri`` and a ``text`` or ``blob``, or of ``mcp_types`` resource contents models),
+    bytes (a blob), a string (text), or any other value as JSON text (pydantic models as their JSON;
+    rows that merely have a ``uri`` field, and an empty list, too)."""
     import base64
 
     mime = resource.mime_type
     if isinstance(value, mcp_types.ResourceContents):
         value = [value]
-    if isinstance(value, list) and all(
-        (isinstance(item, dict) and "uri" in item) or isinstance(item, mcp_types.ResourceContents) for item in value
-    ):
+    if isinstance(value, list) and value and all(_is_resource_contents(item) for item in value):
         return {"contents": [content_to_wire(item) for item in value]}
     if isinstance(value, bytes):
         content: dict[str, Any] = {"uri": uri, "blob": base64.b64encode(value).decode()}
