@@ -145,3 +145,24 @@ async def test_a_resource_s_list_is_contents_only_when_each_item_is_contents(val
     assert body["result"]["contents"] == contents, body
     # What the official SDK reads it as (it refused the first one).
     assert mcp_types.ReadResourceResult.model_validate(json.loads(json.dumps(body["result"]))).contents
+
+
+async def test_completion_of_a_fixed_resource_s_uri_has_no_values_not_an_error() -> None:
+    """2025-11-25 / 2026-07-28 ResourceTemplateReference.uri is "the URI or URI template of the
+    resource"; a fixed resource's URI was refused as "Unknown resource template" (-32602). A hidden
+    one still is, as one that does not exist."""
+    from mcp_tools import resource
+    from mcp_tools.transports.http import McpEndpoint
+
+    resource("test://fixed")(lambda: "x")
+    resource("test://hidden", permissions=["auth.delete_user"])(lambda: "x")
+    try:
+        params = {"ref": {"type": "ref/resource", "uri": "test://fixed"}, "argument": {"name": "q", "value": ""}}
+        body = (await call_modern(McpEndpoint(), "completion/complete", params)).json()
+        hidden = (await call_modern(McpEndpoint(), "completion/complete",
+                                    {**params, "ref": {"type": "ref/resource", "uri": "test://hidden"}})).json()
+    finally:
+        registry.unregister_resource("test://fixed")
+        registry.unregister_resource("test://hidden")
+    assert body["result"]["completion"] == {"values": [], "total": 0, "hasMore": False}, body
+    assert hidden["error"]["code"] == -32602 and "Unknown resource" in hidden["error"]["message"], hidden

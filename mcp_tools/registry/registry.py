@@ -335,6 +335,10 @@ class Registry:
     def resource_templates(self) -> list[Resource]:
         return list(self._templates.values())
 
+    def get_resource(self, uri: str) -> Resource | None:
+        """The resource registered at the fixed ``uri`` (not a template's match: :meth:`find_resource`)."""
+        return self._resources.get(uri)
+
     def find_resource(self, uri: str) -> tuple[Resource, dict[str, str]] | None:
         resource = self._resources.get(uri)
         if resource is not None:

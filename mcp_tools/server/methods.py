@@ -283,7 +283,9 @@ async def complete(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]
             raise invalid_params(f"Unknown prompt: {ref.get('name')}")
         completer = prompt.completions.get(argument["name"])
     elif ref.get("type") == "ref/resource":
-        template = registry.get_template(str(ref.get("uri")))
+        # "The URI or URI template of the resource": a fixed resource's URI has no argument to
+        # complete (no values), as a template's argument without a completer has none.
+        template = registry.get_template(str(ref.get("uri"))) or registry.get_resource(str(ref.get("uri")))
         if template is None or not await permitted(rc.principal, template.permissions):
             raise invalid_params(f"Unknown resource template: {ref.get('uri')}")
         completer = template.completions.get(argument["name"])
