@@ -166,3 +166,30 @@ async def test_completion_of_a_fixed_resource_s_uri_has_no_values_not_an_error()
         registry.unregister_resource("test://hidden")
     assert body["result"]["completion"] == {"values": [], "total": 0, "hasMore": False}, body
     assert hidden["error"]["code"] == -32602 and "Unknown resource" in hidden["error"]["message"], hidden
+
+
+async def test_a_listen_filter_asks_each_distinct_permission_once_not_once_per_uri(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A subscriptions/listen naming 190,000 URIs of one gated template took 24 s to acknowledge: a
+    permission check (a thread hop) per URI. One per distinct set of permissions now; what is served
+    is the same (the caller's readable URIs, in order, once each; unknown ones left out)."""
+    from mcp_tools import resource
+    from mcp_tools.server.auth import ANONYMOUS
+    from mcp_tools.transports import http
+
+    asked: list[tuple[str, ...]] = []
+
+    async def counting(principal: Any, perms: tuple[str, ...]) -> bool:
+        asked.append(tuple(perms))
+        return "auth.delete_user" not in perms
+
+    monkeypatch.setattr(http, "permitted", counting)
+    resource("test://rows/{n}", permissions=["auth.view_user"])(lambda n: n)
+    resource("test://secret/{n}", permissions=["auth.delete_user"])(lambda n: n)
+    try:
+        uris = [f"test://rows/{n}" for n in range(500)] + ["test://secret/1", "test://nowhere", "test://rows/3"]
+        honoured = await http.listen_filter({"notifications": {"resourceSubscriptions": uris}}, 1, ANONYMOUS)
+    finally:
+        registry.unregister_resource("test://rows/{n}")
+        registry.unregister_resource("test://secret/{n}")
+    assert honoured == {"resourceSubscriptions": [f"test://rows/{n}" for n in range(500)]}, honoured
+    assert sorted(asked) == [("auth.delete_user",), ("auth.view_user",)], asked
