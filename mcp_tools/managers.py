@@ -60,6 +60,40 @@ def _run_now(now: Any) -> models.Q:
     return models.Q(status=CallStatus.WORKING, background=False, updated_at__gte=now - timedelta(seconds=stale))
 
 
+def _abandoned(now: Any) -> models.Q | None:
+    """A working foreground call that nobody runs and no client can come back to (None: none can be told).
+
+    Its handler touches the row every ``CANCEL_POLL_SECONDS`` while it runs
+    (:class:`~mcp_tools.interprocess.cancellation.CallWatch`); three times as long untouched (the
+    time a round is taken over after), its process stopped without writing the end: a server shut
+    down under it (uvicorn and Daphne cancel the handlers and close the loop, so the shielded write
+    of ``cancelled`` never runs) or died. Kept, as someone may still carry it on:
+
+    * a 2025-11-25 session's call (and a task's): a stream resumed with ``Last-Event-ID`` (a
+      ``tasks/result``) takes its round over (``session._owner_gone``);
+    * a 2026-07-28 or saga call at a round its client's answers started (round > 0): a retry of that
+      request with the same ``requestState`` takes it over (``core.repeat_outcome``), until that
+      token expires: ``TOKEN_TTL`` after it was sealed, which was before the row's last touch.
+
+    A call's first round (no token names it: a retry of the request is a new call), and a call of
+    the stdio transport or ``mcp_call`` (their client went with the process), nobody can resume.
+    With ``CANCEL_POLL_SECONDS`` 0 no handler touches its row, and none can be told abandoned.
+    """
+    from .conf import mcp_settings
+
+    poll = float(mcp_settings.CANCEL_POLL_SECONDS)
+    if poll <= 0:
+        return None
+    untouched = models.Q(status=CallStatus.WORKING, background=False, updated_at__lt=now - timedelta(seconds=3 * poll))
+    token_lives = now - timedelta(seconds=max(3 * poll, float(mcp_settings.TOKEN_TTL)))
+    retried = models.Q(flavor__in=(WireFlavor.MRTR, WireFlavor.SAGA), round__gt=0, updated_at__gte=token_lives)
+    return untouched & ~models.Q(flavor__in=(WireFlavor.SESSION, WireFlavor.TASK)) & ~retried
+
+
+#: What an abandoned call's row says (:func:`_abandoned`), for the operator who finds it.
+ABANDONED_MESSAGE = "The process running the call stopped before it finished (a server shutdown?), and no client can resume it."
+
+
 _M = TypeVar("_M", bound=models.Model)
 
 
@@ -258,6 +292,23 @@ class ToolCallManager(PrimaryManager["ToolCall"]):
         """
         now = timezone.now()
         return self.filter(status__in=LIVE_STATUSES, expires_at__lt=now).exclude(_held_by_lease(now)).exclude(_run_now(now))
+
+    def abandoned(self) -> models.QuerySet[ToolCall]:
+        """Working foreground calls whose process stopped under them, that no client can resume
+        (a 2026-07-28 call cut off by a server shutdown): see :func:`_abandoned`."""
+        abandoned = _abandoned(timezone.now())
+        return self.none() if abandoned is None else self.filter(abandoned)
+
+    def cancel_abandoned(self) -> int:
+        """Mark the :meth:`abandoned` calls ``cancelled``, as a closed 2026-07-28 stream marks its
+        call (the shutdown that cut them off is such a close); how many moved.
+
+        The sweep (``mcp_tools.sweep``), the cleanup task and ``mcp_cleanup`` run it, after
+        :meth:`expire_overdue`: an abandoned call past its expiry ends ``expired``, as before."""
+        now = timezone.now()
+        return self.abandoned().update(
+            status=CallStatus.CANCELLED, status_message=ABANDONED_MESSAGE, finished_at=now, updated_at=now
+        )
 
     def expire_overdue(self, call_id: Any = None) -> int:
         """Mark the :meth:`overdue` calls ``expired`` (only ``call_id``, if given); how many moved."""

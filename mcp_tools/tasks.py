@@ -40,19 +40,27 @@ def run_call(self: Any, call_id: str) -> str:
 
 @shared_task(name="mcp_tools.sweep", ignore_result=True)
 def sweep() -> dict[str, int]:
-    """Periodic: expire overdue calls, and queue again calls whose worker was lost (Celery beat)."""
+    """Periodic: expire overdue calls, queue again calls whose worker was lost, and cancel the foreground
+    calls a stopped server left ``working`` that no client can resume (Celery beat)."""
+    from .models import ToolCall
     from .server.background import sweep as run_sweep
 
-    return run_sweep()
+    swept = run_sweep()
+    swept["cancelled"] = ToolCall.objects.cancel_abandoned()
+    return swept
 
 
 @shared_task(name="mcp_tools.cleanup", ignore_result=True)
 def cleanup() -> dict[str, Any]:
     """Periodic (Celery beat, e.g. hourly): what ``manage.py mcp_cleanup`` does, on the settings'
-    retention: expire overdue calls, delete old SSE events, idle sessions and old finished calls."""
+    retention: expire overdue calls, cancel abandoned ones (``ToolCall.objects.cancel_abandoned``),
+    delete old SSE events, idle sessions and old finished calls."""
     from .console.retention import cleanup as run_cleanup
+    from .models import ToolCall
 
-    return run_cleanup().as_dict()
+    report = run_cleanup().as_dict()
+    report["cancelled_calls"] = ToolCall.objects.cancel_abandoned()
+    return report
 
 
 def retry_call(call_id: str) -> str | None:

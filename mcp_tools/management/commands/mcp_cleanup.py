@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 #: Units a span is reported in, largest first.
 _UNITS = (("day", 86400.0), ("hour", 3600.0), ("minute", 60.0), ("second", 1.0))
@@ -25,7 +26,8 @@ def readable_duration(seconds: float) -> str:
 class Command(BaseCommand):
     help = (
         "Mark calls older than MCP_TOOLS['CALL_TTL'] (tasks: past their ttl) as expired, but for background calls "
-        "a worker still holds (their tokens are then refused); "
+        "a worker still holds (their tokens are then refused); mark working calls whose server stopped under them, "
+        "that no client can resume, as cancelled; "
         "delete SSE replay events older than CALL_TTL, 2025-11-25 sessions unused for MCP_TOOLS['SESSION_IDLE_SECONDS'], "
         "and finished calls (with their steps) older than MCP_TOOLS['RETAIN_FINISHED_SECONDS'] (or --days)."
     )
@@ -46,11 +48,19 @@ class Command(BaseCommand):
             raise CommandError("--days must be a finite number")
         if options["days"] is not None and options["days"] < 0:
             raise CommandError("--days must not be negative")
+        from mcp_tools.models import ToolCall
+
         report = cleanup(keep_seconds=options["days"] * 86400 if options["days"] is not None else FROM_SETTINGS, dry_run=dry_run)
+        # After cleanup() (its settings checked, its overdue calls expired): an abandoned call past
+        # its expiry was counted there, and ends expired.
         if dry_run:
-            self.stdout.write(f"Dry run: would expire {report.expired_calls} call(s) and delete {report.events} old stream event(s).")
+            cancelled = ToolCall.objects.abandoned().exclude(expires_at__lt=timezone.now()).count()
+            self.stdout.write(f"Dry run: would expire {report.expired_calls} call(s), cancel {cancelled} abandoned call(s) "
+                              f"and delete {report.events} old stream event(s).")
         else:
-            self.stdout.write(f"Expired {report.expired_calls} call(s); deleted {report.events} old stream event(s).")
+            cancelled = ToolCall.objects.cancel_abandoned()
+            self.stdout.write(f"Expired {report.expired_calls} call(s); cancelled {cancelled} abandoned call(s); "
+                              f"deleted {report.events} old stream event(s).")
         verb = "Dry run: would delete" if dry_run else "Deleted"
         if report.sessions is not None and report.idle_seconds is not None:  # both None when sessions are kept
             self.stdout.write(f"{verb} {report.sessions} session(s) unused for {readable_duration(report.idle_seconds)}.")
