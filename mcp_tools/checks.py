@@ -216,7 +216,8 @@ def check_oauth(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                               id="mcp_tools.E043"))
     elif resource is None and not settings.DEBUG:
         problems.append(Warning("MCP_TOOLS['OAUTH']['RESOURCE'] is not set: the resource identifier (the token audience) is "
-                                "built from each request's scheme and Host.",
+                                "built from each request's scheme and host (as Django reads them: SECURE_PROXY_SSL_HEADER, "
+                                "USE_X_FORWARDED_HOST).",
                                 hint="Set it to the public URL of the MCP endpoint, e.g. 'https://example.com/mcp'.", id="mcp_tools.W040"))
     problems.extend(bearer_authenticator_problems(user.get("AUTHENTICATION_CLASSES")))
     return problems

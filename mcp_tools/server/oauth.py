@@ -201,11 +201,41 @@ def audience_matches(audience: str, resource: str) -> bool:
 
 
 def origin_of(scope: dict[str, Any], headers: dict[str, str]) -> str:
+    """The origin (``scheme://host[:port]``) the client reached, as Django's ``request.build_absolute_uri``
+    builds it behind a reverse proxy (``HttpRequest.scheme`` and ``get_host``).
+
+    The scheme: ``https`` or ``http`` as the ``SECURE_PROXY_SSL_HEADER`` header (its first value) says,
+    when that setting is set and the request has the header, else the ASGI scheme. The host:
+    ``X-Forwarded-Host`` under ``USE_X_FORWARDED_HOST``, else ``Host``, else the server's address and
+    port (``X-Forwarded-Port`` under ``USE_X_FORWARDED_PORT``), without the scheme's default port.
+    Behind a proxy that rewrites ``Host``, the metadata's ``resource`` and the audience tokens must name
+    is then the URL the client called (``OAUTH["RESOURCE"]``, when set, needs none of this).
+    """
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
     scheme = scope.get("scheme") or "http"
-    host = headers.get("host")
+    if settings.SECURE_PROXY_SSL_HEADER:
+        try:
+            meta_name, secure_value = settings.SECURE_PROXY_SSL_HEADER
+        except ValueError:  # Django's own words for it
+            raise ImproperlyConfigured("The SECURE_PROXY_SSL_HEADER setting must be a tuple containing two values.") from None
+        # A META name (HTTP_X_FORWARDED_PROTO) as the header it comes from (x-forwarded-proto).
+        name = str(meta_name)
+        name = name[5:] if name.startswith("HTTP_") else name if name in ("CONTENT_TYPE", "CONTENT_LENGTH") else ""
+        value = headers.get(name.lower().replace("_", "-")) if name else None
+        if value is not None:
+            scheme = "https" if value.split(",", 1)[0].strip() == secure_value else "http"
+    host = headers.get("x-forwarded-host") if settings.USE_X_FORWARDED_HOST else None
+    if host is None:
+        host = headers.get("host")
     if not host:
         server = scope.get("server") or ("localhost", None)
-        host = f"{server[0]}:{server[1]}" if server[1] else str(server[0])
+        port = headers.get("x-forwarded-port") if settings.USE_X_FORWARDED_PORT else None
+        if port is None:
+            port = server[1]
+        default = "443" if scheme == "https" else "80"
+        host = f"{server[0]}:{port}" if port is not None and str(port) != default else str(server[0])
     return f"{scheme}://{host}"
 
 

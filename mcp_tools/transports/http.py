@@ -160,7 +160,7 @@ class _Hot:
     caches of :mod:`mcp_tools.conf`.
     """
 
-    __slots__ = ("max_body", "allow_anonymous", "oauth", "carriers", "hosts", "origins")
+    __slots__ = ("max_body", "allow_anonymous", "oauth", "carriers", "hosts", "forwarded_host", "origins")
 
     def __init__(self) -> None:
         self.max_body = int(mcp_settings.MAX_BODY_BYTES)
@@ -173,6 +173,8 @@ class _Hot:
         self.carriers = carriers
         #: Host header values already checked against ALLOWED_HOSTS, and the verdict.
         self.hosts: dict[str, bool] = {}
+        #: Django's ``USE_X_FORWARDED_HOST``: ``X-Forwarded-Host``, when sent, is the host checked.
+        self.forwarded_host = bool(settings.USE_X_FORWARDED_HOST)
         origins = mcp_settings.ALLOWED_ORIGINS  # a list of origins or None (conf.ACCEPTS), so never a str
         #: ALLOWED_ORIGINS, lowercased as browsers send them (None: derived from ALLOWED_HOSTS).
         self.origins: frozenset[str] | None = None if origins is None else frozenset(origin.lower() for origin in origins)
@@ -194,7 +196,7 @@ def _hot() -> _Hot:
 @receiver(setting_changed)
 def _reset_hot(*, setting: str, **kwargs: Any) -> None:
     global _hot_settings
-    if setting in RELOAD_ON or setting == "DEBUG":
+    if setting in RELOAD_ON or setting in ("DEBUG", "USE_X_FORWARDED_HOST"):
         _hot_settings = None
 
 
@@ -215,10 +217,18 @@ def check_origin(headers: dict[str, str]) -> str | None:
 
     Returns the request's ``Origin`` once allowed (None without one): the origin a browser
     client's CORS answer names (:func:`cors_headers`).
+
+    The host checked is the one Django's ``HttpRequest.get_host`` checks: ``X-Forwarded-Host``
+    when ``USE_X_FORWARDED_HOST`` is on and the request has one (a reverse proxy that sends the
+    backend's address as ``Host``), else ``Host``; its port does not count. A request with neither
+    (no browser sends one) is not checked.
     """
-    host = headers.get("host")
+    hot = _hot()
+    host = headers.get("x-forwarded-host") if hot.forwarded_host else None
+    if host is None:
+        host = headers.get("host")
     if host is not None:
-        known = _hot().hosts
+        known = hot.hosts
         allowed = known.get(host)
         if allowed is None:
             allowed = _host_allowed(host)
@@ -230,7 +240,7 @@ def check_origin(headers: dict[str, str]) -> str | None:
     origin = headers.get("origin")
     if origin is None:
         return None
-    origins = _hot().origins
+    origins = hot.origins
     if origins is not None:
         if origin.lower() in origins or "*" in origins:
             return origin
