@@ -41,6 +41,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     if isinstance(origins, (list, tuple, set, frozenset)) and "*" in origins:
         problems.append(Warning("MCP_TOOLS['ALLOWED_ORIGINS'] contains '*': any web page can call the endpoint from a browser.",
                                 hint="List the origins that may call it.", id="mcp_tools.W001"))
+    elif origins is None and "*" in (getattr(settings, "ALLOWED_HOSTS", None) or ()):
+        # Without ALLOWED_ORIGINS the browser origins allowed are ALLOWED_HOSTS' hosts: "*" there lets
+        # every page in, as W001's "*" does (the spec: servers MUST validate Origin). A leading-dot
+        # entry (".example.com") names the site's own domain and its subdomains, a choice of the site's.
+        problems.append(Warning("MCP_TOOLS['ALLOWED_ORIGINS'] is not set and ALLOWED_HOSTS contains '*': any web page can call "
+                                "the endpoint from a browser.",
+                                hint="Set MCP_TOOLS['ALLOWED_ORIGINS'] to the origins that may call it ([] for none).",
+                                id="mcp_tools.W007"))
     problems.sort(key=lambda message: message.id)  # stable: one key's messages keep the table's order
     return problems
 
