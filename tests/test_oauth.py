@@ -440,3 +440,19 @@ async def test_a_short_client_secret_is_refused(anonymous_server: LiveServer) ->
         response, message = await ModernClient(http, anonymous_server.url).post("tools/list", {})
     assert response.status_code == 400
     assert "at least 16 characters" in message["error"]["message"]
+
+
+async def test_the_metadata_document_behind_a_proxy_checks_the_host_the_client_called(settings: Any) -> None:
+    """Behind nginx's default proxy (Host: the backend's address, X-Forwarded-Host: the public name) with
+    USE_X_FORWARDED_HOST, the endpoint was reachable but its metadata document answered 403 "invalid Host
+    header": it checked Host alone. It names the resource the client called; without the setting the
+    forwarded header changes nothing (a client cannot spoof its way past ALLOWED_HOSTS with it)."""
+    settings.ALLOWED_HOSTS = ["mcp.example.com"]
+    proxied = {"host": "backend:8000", "x-forwarded-host": "mcp.example.com"}
+    with _oauth_on():
+        settings.USE_X_FORWARDED_HOST = True
+        served = await request(_site(), "GET", "/.well-known/oauth-protected-resource/mcp", headers=proxied)
+        settings.USE_X_FORWARDED_HOST = False
+        refused = await request(_site(), "GET", "/.well-known/oauth-protected-resource/mcp", headers=proxied)
+    assert served.status == 200 and served.json()["resource"] == "http://mcp.example.com/mcp", served.body
+    assert refused.status == 403, refused.body

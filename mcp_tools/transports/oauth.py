@@ -78,8 +78,9 @@ class ProtectedResourceMetadata:
         headers = _headers(scope)
         status, body, extra = 200, b"", [(b"content-type", b"application/json")]
         try:
-            # Host is checked like the endpoint's: the document names URLs built from it.
-            check_origin({"host": headers["host"]} if "host" in headers else {})
+            # Host is checked like the endpoint's (X-Forwarded-Host too, with USE_X_FORWARDED_HOST): the
+            # document names URLs built from it. Not the Origin: the document is public, read cross-origin.
+            check_origin({name: headers[name] for name in ("host", "x-forwarded-host") if name in headers})
         except HttpError as exc:
             status, body = exc.status, json.dumps({"error": exc.error.message}).encode()
         else:
