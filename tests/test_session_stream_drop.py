@@ -400,3 +400,26 @@ async def test_a_call_waiting_for_input_when_the_server_stops_stays_waiting(gate
     final = await answer_of(again)
     assert final["id"] == 22 and final["result"]["content"] == [{"type": "text", "text": "hello ada"}], final
     assert gate.effects == 1
+
+
+@pytest.mark.parametrize("status", ["working", "input_required"])
+async def test_a_cancel_for_a_call_this_process_does_not_run_ends_its_row(status: str) -> None:
+    """notifications/cancelled reaches a process that does not run the call (a load balancer's choice)
+    with no shared channel layer, or while Redis is down: only a call waiting for input had its row
+    ended, so a running one (its handler in another process) ran to its end, though that handler
+    checks its row every CANCEL_POLL_SECONDS for exactly this; and a call the server's shutdown left
+    working for a resume was carried on by the next resume. Both end cancelled now."""
+    from asgiref.sync import sync_to_async
+
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    row = await sync_to_async(ToolCall.objects.create)(
+        tool_name="slow_count", principal="anonymous", flavor="session", params_digest="0" * 64, status=status,
+        session_id=session, request_id="31")
+    other = await sync_to_async(ToolCall.objects.create)(
+        tool_name="slow_count", principal="anonymous", flavor="session", params_digest="0" * 64, status=status,
+        session_id=session, request_id='"31"')  # the string id "31": another request
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 31, "reason": "gave up"}}
+    assert (await post_json(APP, cancel, headers)).status == 202
+    assert (await sync_to_async(ToolCall.objects.get)(id=row.id)).status == "cancelled"
+    assert (await sync_to_async(ToolCall.objects.get)(id=other.id)).status == status

@@ -389,13 +389,13 @@ def session_calls(*session_ids: str, waiting_only: bool = False) -> list[str]:
     return [str(call_id) for call_id in rows.values_list("id", flat=True)]
 
 
-def waiting_session_call(session_id: str, request_id: str) -> tuple[str, int] | None:
+def live_session_call(session_id: str, request_id: str) -> tuple[str, int] | None:
     """``(call id, round)`` of the call a 2025-11-25 session's request started (``request_id`` as the
-    row keeps it) if it waits for the client's input; None otherwise (no row, or it runs or ended)."""
+    row keeps it) if it has not ended (it runs, or waits for the client's input); None otherwise."""
     from ..models import ToolCall
 
     row = (ToolCall.objects.filter(session_id=session_id, request_id=request_id, flavor=WireFlavor.SESSION,
-                                   status=CallStatus.INPUT_REQUIRED).values_list("id", "round").first())
+                                   status__in=(CallStatus.WORKING, CallStatus.INPUT_REQUIRED)).values_list("id", "round").first())
     return (str(row[0]), row[1]) if row is not None else None
 
 

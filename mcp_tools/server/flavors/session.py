@@ -307,21 +307,22 @@ def _not_waiting() -> McpError:
 
 
 async def cancel_request(session_id: str, request_id: Any) -> None:
-    """``notifications/cancelled`` in a session: stop the request's handler, and end its call if it waits for input.
+    """``notifications/cancelled`` in a session: stop the request's handler, and end its call.
 
-    The handler is cancelled where it runs (here, or in another process through a shared
-    layer). A call whose stream closed while it waited for input has no handler anywhere (it
-    waits to be resumed with ``Last-Event-ID``): it ends cancelled here, so that neither an
-    answer nor a resumed stream carries it on. Only a call still waiting at the round read
-    moves (compare-and-set): a stream of another process that waits on it and stops for the
-    same cancel finds it ended and answers nothing more, and a round that started meanwhile
-    (its answers came) is left to the broadcast, as a running handler is.
+    The handler is cancelled where it runs: here, or in another process through a shared layer.
+    When it does not run here, the call's row (if it has one) ends ``cancelled`` as well: a
+    handler of another process sees that at its next row check (``CANCEL_POLL_SECONDS``), with
+    no shared layer or while it is down, and a call with no handler anywhere (its stream closed
+    while it waited for input, or the server that ran it stopped: it waits to be resumed with
+    ``Last-Event-ID``) is not carried on by an answer or a resumed stream. Only a call still at
+    the round read moves (compare-and-set): a round that started meanwhile (its answers came) is
+    left to the broadcast, as a running handler is.
     """
     if await cancellation.cancel(session_id, request_id) or not isinstance(request_id, (str, int)):
         return
-    waiting = await store.waiting_session_call(session_id, jsonrpc.id_text(request_id))
-    if waiting is not None and await store.end_call(waiting[0], "cancelled", "", waiting[1]):
-        await core.after_end(waiting[0])
+    live = await store.live_session_call(session_id, jsonrpc.id_text(request_id))
+    if live is not None and await store.end_call(live[0], "cancelled", "", live[1]):
+        await core.after_end(live[0])
 
 
 async def accept_client_response(message: dict[str, Any], rc: RequestContext) -> McpError | None:
