@@ -64,13 +64,17 @@ def _abandoned(now: Any) -> models.Q | None:
     """A working foreground call that nobody runs and no client can come back to (None: none can be told).
 
     Its handler touches the row every ``CANCEL_POLL_SECONDS`` while it runs
-    (:class:`~mcp_tools.interprocess.cancellation.CallWatch`); three times as long untouched (the
-    time a round is taken over after), its process stopped without writing the end: a server shut
-    down under it (uvicorn and Daphne cancel the handlers and close the loop, so the shielded write
-    of ``cancelled`` never runs) or died. Kept, as someone may still carry it on:
+    (:class:`~mcp_tools.interprocess.cancellation.CallWatch`); untouched for :data:`ABANDONED_AFTER_POLLS`
+    times as long, and at least :data:`ABANDONED_AFTER_SECONDS`, its process stopped without writing
+    the end: a server shut down under it (uvicorn and Daphne cancel the handlers and close the loop, so
+    the shielded write of ``cancelled`` never runs) or died. Not three times as long, the time a round
+    is taken over after (a wrong guess there runs the round again; here it would end a live call): the
+    touches are timers of the handler's event loop, which a blocking call in any tool of that process,
+    a long collection or a slow database holds up. Kept, as someone may still carry it on:
 
-    * a 2025-11-25 session's call (and a task's): a stream resumed with ``Last-Event-ID`` (a
-      ``tasks/result``) takes its round over (``session._owner_gone``);
+    * a call of a 2025-11-25 session (any flavor it was recorded with: a resume token's page too) and
+      a task's: a stream resumed with ``Last-Event-ID`` (a ``tasks/result``) takes its round over
+      (``session._owner_gone``);
     * a 2026-07-28 or saga call at a round its client's answers started (round > 0): a retry of that
       request with the same ``requestState`` takes it over (``core.repeat_outcome``), until that
       token expires: ``TOKEN_TTL`` after it was sealed, which was before the row's last touch.
@@ -84,10 +88,19 @@ def _abandoned(now: Any) -> models.Q | None:
     poll = float(mcp_settings.CANCEL_POLL_SECONDS)
     if poll <= 0:
         return None
-    untouched = models.Q(status=CallStatus.WORKING, background=False, updated_at__lt=now - timedelta(seconds=3 * poll))
-    token_lives = now - timedelta(seconds=max(3 * poll, float(mcp_settings.TOKEN_TTL)))
+    stale = max(ABANDONED_AFTER_POLLS * poll, ABANDONED_AFTER_SECONDS)
+    untouched = models.Q(status=CallStatus.WORKING, background=False, updated_at__lt=now - timedelta(seconds=stale))
+    token_lives = now - timedelta(seconds=max(stale, float(mcp_settings.TOKEN_TTL)))
     retried = models.Q(flavor__in=(WireFlavor.MRTR, WireFlavor.SAGA), round__gt=0, updated_at__gte=token_lives)
-    return untouched & ~models.Q(flavor__in=(WireFlavor.SESSION, WireFlavor.TASK)) & ~retried
+    resumable = models.Q(flavor__in=(WireFlavor.SESSION, WireFlavor.TASK)) | models.Q(session_id__gt="")
+    return untouched & ~resumable & ~retried
+
+
+#: A foreground call is abandoned (:func:`_abandoned`) once its row went untouched this many
+#: ``CANCEL_POLL_SECONDS``...
+ABANDONED_AFTER_POLLS = 20
+#: ...and at least this many seconds: long past any pause of a live process's event loop.
+ABANDONED_AFTER_SECONDS = 60.0
 
 
 #: What an abandoned call's row says (:func:`_abandoned`), for the operator who finds it.

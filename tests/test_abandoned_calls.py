@@ -29,10 +29,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _call(*, flavor: str = "mrtr", status: str = "working", round_number: int = 0, background: bool = False,
-          untouched: float = 60.0, expires_in: float = 3600.0) -> ToolCall:
+          untouched: float = 120.0, expires_in: float = 3600.0, session_id: str = "") -> ToolCall:
     """A live call row as its process left it, last touched ``untouched`` seconds ago."""
     row = ToolCall.objects.create(tool_name="deploy", principal="anonymous", flavor=flavor, params_digest="0" * 64,
-                                  status=status, round=round_number, background=background,
+                                  status=status, round=round_number, background=background, session_id=session_id,
                                   expires_at=timezone.now() + timedelta(seconds=expires_in))
     ToolCall.objects.filter(pk=row.pk).update(updated_at=timezone.now() - timedelta(seconds=untouched))
     return row
@@ -70,8 +70,8 @@ async def test_a_2026_call_its_server_stopped_under_is_cancelled_by_the_sweep(se
         "status": "working", "flavor": "mrtr", "background": False}
     # Still touched lately (as a running handler's row is): nothing ends it.
     assert (await sync_to_async(tasks.sweep)())["cancelled"] == 0
-    # Three CANCEL_POLL_SECONDS untouched: nobody runs it.
-    await sync_to_async(ToolCall.objects.filter(pk=row["id"]).update)(updated_at=timezone.now() - timedelta(seconds=10))
+    # Untouched for twenty CANCEL_POLL_SECONDS and at least a minute: nobody runs it.
+    await sync_to_async(ToolCall.objects.filter(pk=row["id"]).update)(updated_at=timezone.now() - timedelta(seconds=61))
     out = StringIO()
     await sync_to_async(call_command)("mcp_cleanup", "--dry-run", stdout=out)
     assert "would expire 0 call(s), cancel 1 abandoned call(s)" in out.getvalue()
@@ -93,6 +93,11 @@ async def test_a_2026_call_its_server_stopped_under_is_cancelled_by_the_sweep(se
     ({"background": True}, False),  # the lease sweep's
     ({"status": "input_required"}, False),  # waits for its client, until CALL_TTL
     ({"untouched": 0.0}, False),  # its handler runs
+    # Three polls untouched is not enough (a diff review: the touches are timers of the handler's event
+    # loop, which a blocking call in any tool of that process holds up; the live call was cancelled).
+    ({"untouched": 30.0}, False),
+    # A call of a 2025-11-25 session recorded with another flavor (a resume token's page): resumable.
+    ({"flavor": "direct", "session_id": "s" * 32}, False),
 ])
 def test_only_calls_no_client_can_come_back_to_are_cancelled(fields: dict[str, Any], ends: bool) -> None:
     row = _call(**fields)
