@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -53,12 +54,15 @@ class RequestContext:
     cancel_requested: bool = False
 
 
-def ends_when_stopped(rc: RequestContext, server_cancel: bool) -> bool:
+def ends_when_stopped(rc: RequestContext, server_cancel: bool, task: asyncio.Task[Any] | None) -> bool:
     """Whether a call whose handler was stopped (a ``CancelledError``) ends ``cancelled``: unless its
     2025-11-25 stream closed (the client resumes it), and unless nobody asked for the stop of a call
     that a resume can go on with (:attr:`RequestContext.survives_server_stop`): "disconnection SHOULD
     NOT be interpreted as the client cancelling its request", nor is the server's own shutdown.
-    ``server_cancel``: the server stopped it on purpose (an operator, a deadline, the row ended)."""
+    ``server_cancel``: the server stopped it on purpose (an operator, a deadline, the row ended).
+    ``task``: the handler's; a ``CancelledError`` while nothing cancels it (``cancelling()`` 0) is
+    the handler's own (a library's inner future cancelled), which ends the call as it always did."""
     if rc.stream_closed:
         return False
-    return server_cancel or rc.cancel_requested or not rc.survives_server_stop
+    own = task is None or not task.cancelling()
+    return server_cancel or own or rc.cancel_requested or not rc.survives_server_stop

@@ -861,7 +861,7 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
                 await recorder
         rc: RequestContext = inv.state["rc"]
         server_cancel = cancellation.is_server_cancel(exc, task)
-        if inv.call_id is not None and ends_when_stopped(rc, server_cancel) and not inv.state.get("lease_lost"):
+        if inv.call_id is not None and ends_when_stopped(rc, server_cancel, task) and not inv.state.get("lease_lost"):
             # (A worker that lost its lease stops without ending the call: it is not its to end.)
             # Shielded: a second cancel must not leave the row behind the handler. A run
             # that has not claimed its round ends the call only if the row is still at
