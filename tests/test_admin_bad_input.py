@@ -250,3 +250,16 @@ def test_a_selected_id_that_is_not_a_call_id_is_refused_not_a_500(action: str, s
     response = operator.post(reverse(CHANGELIST) + "?state=all", {"action": action, "_selected_action": ids, "index": "0"})
     assert response.status_code == 400, response.status_code
     assert list(ToolCall.objects.values_list("pk", "status")) == [(call.pk, call.status)]
+
+
+@pytest.mark.django_db
+def test_a_call_s_megabyte_status_message_is_cut_on_its_page(operator: Client) -> None:
+    """A tool's progress message is the client's text, stored whole: 1 MB of it made a 1.2 MB page
+    (the JSON blocks were cut at MAX_JSON_CHARS, the message shown twice in full). It is cut at 10,000
+    characters, in the Progress line and in the Status card."""
+    for status in ("working", "cancelled"):
+        call = make_call("deploy", status)
+        ToolCall.objects.filter(pk=call.pk).update(status_message="A" * 1_000_000, progress=1)
+        html = operator.get(detail_url(call)).content.decode()
+        assert "A" * 9_999 + "…" in html and "A" * 10_001 not in html, status
+        assert len(html) < 100_000, (status, len(html))

@@ -2,8 +2,8 @@
 
 Authenticated by the admin's session cookie (``channels.auth.AuthMiddlewareStack``,
 see :func:`mcp_tools.routing.console_websocket_app`); only active staff with the
-``view_toolcall`` (or ``change_toolcall``) permission are accepted, others are
-closed with code 4403. Before each push the consumer checks again, from the database,
+``view_toolcall`` (or ``change_toolcall``) permission are accepted; the others' handshake is
+refused (HTTP 403: the socket is closed before it was accepted). Before each push the consumer checks again, from the database,
 that the admin session it was opened with still logs in the same user, and that the
 user may still watch: a logout, an expired session, a password change, or a lost
 permission closes the socket (4403).
