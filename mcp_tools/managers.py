@@ -316,8 +316,9 @@ class ToolCallManager(PrimaryManager["ToolCall"]):
         """Mark the :meth:`abandoned` calls ``cancelled``, as a closed 2026-07-28 stream marks its
         call (the shutdown that cut them off is such a close); how many moved.
 
-        The sweep (``mcp_tools.sweep``), the cleanup task and ``mcp_cleanup`` run it, after
-        :meth:`expire_overdue`: an abandoned call past its expiry ends ``expired``, as before."""
+        The sweep (``mcp_tools.sweep``) and the cleanup (``console.retention.cleanup``: the cleanup task
+        and ``mcp_cleanup``) run it, after :meth:`expire_overdue`: an abandoned call past its expiry
+        ends ``expired``, as before."""
         now = timezone.now()
         return self.abandoned().update(
             status=CallStatus.CANCELLED, status_message=ABANDONED_MESSAGE, finished_at=now, updated_at=now

@@ -56,11 +56,8 @@ def cleanup() -> dict[str, Any]:
     retention: expire overdue calls, cancel abandoned ones (``ToolCall.objects.cancel_abandoned``),
     delete old SSE events, idle sessions and old finished calls."""
     from .console.retention import cleanup as run_cleanup
-    from .models import ToolCall
 
-    report = run_cleanup().as_dict()
-    report["cancelled_calls"] = ToolCall.objects.cancel_abandoned()
-    return report
+    return run_cleanup().as_dict()
 
 
 def retry_call(call_id: str) -> str | None:

@@ -185,7 +185,9 @@ def test_a_retention_that_is_no_positive_number_deletes_nothing(settings, retain
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("entry", ["mcp_cleanup", "celery task"])
-@pytest.mark.parametrize("setting, value", [("SESSION_IDLE_SECONDS", 0), ("CALL_TTL", 0), ("RETAIN_FINISHED_SECONDS", -1)])
+@pytest.mark.parametrize("setting, value", [("SESSION_IDLE_SECONDS", 0), ("CALL_TTL", 0), ("RETAIN_FINISHED_SECONDS", -1),
+                                            # What finding abandoned calls reads (it was read after the rest had run).
+                                            ("CANCEL_POLL_SECONDS", -1), ("TOKEN_TTL", 0)])
 def test_a_bad_setting_stops_the_cleanup_before_it_changes_anything(settings, entry: str, setting: str, value: object) -> None:  # type: ignore[no-untyped-def]
     """SESSION_IDLE_SECONDS was read after overdue calls were expired and old events deleted, so with
     0 (mcp_tools.E005) the command and the beat task (which runs no checks) changed rows, then raised.

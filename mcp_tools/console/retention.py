@@ -83,13 +83,16 @@ class CleanupReport:
     steps: int | None
     idle_seconds: float | None
     keep_seconds: float | None
+    #: Working calls whose server stopped under them, that no client can resume, marked ``cancelled``
+    #: (:meth:`~mcp_tools.managers.ToolCallManager.abandoned`).
+    cancelled_calls: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def cleanup(*, keep_seconds: float | None = FROM_SETTINGS, dry_run: bool = False) -> CleanupReport:
-    """Expire overdue calls and delete old rows (sync; runs in the caller's thread).
+    """Expire overdue calls, cancel abandoned ones and delete old rows (sync; runs in the caller's thread).
 
     ``keep_seconds``: how long finished calls are kept (default: ``RETAIN_FINISHED_SECONDS``;
     None keeps them). With ``dry_run``, counts what would change and changes nothing. A setting
@@ -105,15 +108,19 @@ def cleanup(*, keep_seconds: float | None = FROM_SETTINGS, dry_run: bool = False
     call_ttl = int(mcp_settings.CALL_TTL)
     idle = mcp_settings.SESSION_IDLE_SECONDS
     idle_seconds = None if idle is None else float(idle)
+    abandoned = ToolCall.objects.abandoned()  # (reads CANCEL_POLL_SECONDS and TOKEN_TTL)
     if dry_run:
         expired = ToolCall.objects.overdue().count()
+        # An abandoned call past its expiry is counted as expired: it ends so.
+        cancelled = abandoned.exclude(expires_at__lt=timezone.now()).count()
         events = StreamEvent.objects.filter(created_at__lt=timezone.now() - timedelta(seconds=call_ttl)).count()
     else:
         expired = ToolCall.objects.expire_overdue()
+        cancelled = ToolCall.objects.cancel_abandoned()
         events = StreamEvent.objects.purge_older_than(call_ttl)
     sessions = None if idle_seconds is None else purge_idle(idle_seconds, dry_run=dry_run)
     finished = steps = None
     if keep is not None:
         purged = purge_finished_calls(keep, dry_run=dry_run)
         finished, steps = purged.calls, purged.steps
-    return CleanupReport(expired, events, sessions, finished, steps, idle_seconds, keep)
+    return CleanupReport(expired, events, sessions, finished, steps, idle_seconds, keep, cancelled)

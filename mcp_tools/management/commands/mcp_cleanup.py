@@ -6,7 +6,6 @@ import math
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
-from django.utils import timezone
 
 #: Units a span is reported in, largest first.
 _UNITS = (("day", 86400.0), ("hour", 3600.0), ("minute", 60.0), ("second", 1.0))
@@ -48,18 +47,12 @@ class Command(BaseCommand):
             raise CommandError("--days must be a finite number")
         if options["days"] is not None and options["days"] < 0:
             raise CommandError("--days must not be negative")
-        from mcp_tools.models import ToolCall
-
         report = cleanup(keep_seconds=options["days"] * 86400 if options["days"] is not None else FROM_SETTINGS, dry_run=dry_run)
-        # After cleanup() (its settings checked, its overdue calls expired): an abandoned call past
-        # its expiry was counted there, and ends expired.
         if dry_run:
-            cancelled = ToolCall.objects.abandoned().exclude(expires_at__lt=timezone.now()).count()
-            self.stdout.write(f"Dry run: would expire {report.expired_calls} call(s), cancel {cancelled} abandoned call(s) "
-                              f"and delete {report.events} old stream event(s).")
+            self.stdout.write(f"Dry run: would expire {report.expired_calls} call(s), cancel {report.cancelled_calls} abandoned "
+                              f"call(s) and delete {report.events} old stream event(s).")
         else:
-            cancelled = ToolCall.objects.cancel_abandoned()
-            self.stdout.write(f"Expired {report.expired_calls} call(s); cancelled {cancelled} abandoned call(s); "
+            self.stdout.write(f"Expired {report.expired_calls} call(s); cancelled {report.cancelled_calls} abandoned call(s); "
                               f"deleted {report.events} old stream event(s).")
         verb = "Dry run: would delete" if dry_run else "Deleted"
         if report.sessions is not None and report.idle_seconds is not None:  # both None when sessions are kept
