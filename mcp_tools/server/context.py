@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..interprocess import cancellation
 from .auth import Principal
 
 
@@ -54,15 +55,16 @@ class RequestContext:
     cancel_requested: bool = False
 
 
-def ends_when_stopped(rc: RequestContext, server_cancel: bool, task: asyncio.Task[Any] | None) -> bool:
+def ends_when_stopped(rc: RequestContext, exc: BaseException, task: asyncio.Task[Any] | None) -> bool:
     """Whether a call whose handler was stopped (a ``CancelledError``) ends ``cancelled``: unless its
     2025-11-25 stream closed (the client resumes it), and unless nobody asked for the stop of a call
     that a resume can go on with (:attr:`RequestContext.survives_server_stop`): "disconnection SHOULD
     NOT be interpreted as the client cancelling its request", nor is the server's own shutdown.
-    ``server_cancel``: the server stopped it on purpose (an operator, a deadline, the row ended).
-    ``task``: the handler's; a ``CancelledError`` while nothing cancels it (``cancelling()`` 0) is
+    ``exc``: the ``CancelledError``; the server's own on purpose (an operator, a deadline, the row
+    ended: :func:`~mcp_tools.interprocess.cancellation.is_server_cancel`) ends the call. ``task``: the handler's; a ``CancelledError`` while nothing cancels it (``cancelling()`` 0) is
     the handler's own (a library's inner future cancelled), which ends the call as it always did."""
     if rc.stream_closed:
         return False
-    own = task is None or not task.cancelling()
-    return server_cancel or own or rc.cancel_requested or not rc.survives_server_stop
+    if rc.cancel_requested or not rc.survives_server_stop or task is None or not task.cancelling():
+        return True
+    return cancellation.is_server_cancel(exc, task)

@@ -860,8 +860,7 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
             with contextlib.suppress(Exception):
                 await recorder
         rc: RequestContext = inv.state["rc"]
-        server_cancel = cancellation.is_server_cancel(exc, task)
-        if inv.call_id is not None and ends_when_stopped(rc, server_cancel, task) and not inv.state.get("lease_lost"):
+        if inv.call_id is not None and ends_when_stopped(rc, exc, task) and not inv.state.get("lease_lost"):
             # (A worker that lost its lease stops without ending the call: it is not its to end.)
             # Shielded: a second cancel must not leave the row behind the handler. A run
             # that has not claimed its round ends the call only if the row is still at
@@ -870,7 +869,7 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
             with contextlib.suppress(asyncio.CancelledError):
                 if await asyncio.shield(store.end_call(inv.call_id, "cancelled", at_round=unclaimed.round if unclaimed else None)):
                     await wakeups.notify(inv.call_id)
-        if server_cancel:
+        if cancellation.is_server_cancel(exc, task):
             # The client did not ask for this: it gets an answer saying so, not silence (on its
             # stream, or in the event log of a stream that closed under a running handler). A
             # stream that closed as the server stopped the call takes no answer (the transport

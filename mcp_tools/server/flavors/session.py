@@ -144,7 +144,7 @@ async def _wait_for_answers(call_id: str, round_number: int, rc: RequestContext)
     except asyncio.CancelledError as exc:
         # The client cancelled while the call waited for its answers (a closed stream is
         # not a cancellation, nor the server's shutdown: the call stays resumable).
-        if ends_when_stopped(rc, cancellation.is_server_cancel(exc, asyncio.current_task()), asyncio.current_task()) and await store.end_call(call_id, "cancelled"):
+        if ends_when_stopped(rc, exc, asyncio.current_task()) and await store.end_call(call_id, "cancelled"):
             await wakeups.notify(call_id)
         raise
     finally:
@@ -175,7 +175,7 @@ async def _run_on_worker(inv: engine.Invocation, target: core.Target, rc: Reques
     except asyncio.CancelledError as exc:
         # notifications/cancelled: end the call and stop its worker (a closed stream does not, nor
         # the server's shutdown: the worker goes on, and the client's resume follows it).
-        if ends_when_stopped(rc, cancellation.is_server_cancel(exc, asyncio.current_task()), asyncio.current_task()):
+        if ends_when_stopped(rc, exc, asyncio.current_task()):
             await core.end_call(call_id, "cancelled")
         raise
     assert result is not None  # the caller owns the call
