@@ -422,6 +422,15 @@ class ToolContext:
             if len(tool_objects) > max_tools:
                 raise ValueError(f"ctx.sample() got {len(tool_objects)} tools; the limit is {max_tools} (SAMPLING_MAX_TOOLS)")
         offered = await tools_the_caller_may_use(self, tool_objects) if tool_objects else []
+
+        def described(chosen: list[Any]) -> dict[str, Any]:
+            tools_params = {"tools": [{"name": t.name, "description": t.description, "inputSchema": t.input.schema} for t in chosen]}
+            return {**tools_params, "toolChoice": tool_choice} if tool_choice is not None else tools_params
+
+        # The step is what the handler asked (its digest); the model is shown only the tools its caller
+        # may use, none at all (no tools, no toolChoice) when that is none of them.
+        asked_tools = described(tool_objects) if tool_objects else None
+        offered_tools = described(offered) if offered else {}
         call_budget = max_tool_calls if max_tool_calls is not None else default_max_calls
         conversation = _as_messages(messages)
         base_key = self._key("sample", key)
@@ -438,19 +447,8 @@ class ToolContext:
             ):
                 if value is not None:
                     params[name] = value
-            asked = None
-            if tool_objects:
-                def described(chosen: list[Any]) -> dict[str, Any]:
-                    tools_params = {"tools": [{"name": t.name, "description": t.description, "inputSchema": t.input.schema}
-                                              for t in chosen]}
-                    return {**tools_params, "toolChoice": tool_choice} if tool_choice is not None else tools_params
-
-                if len(offered) != len(tool_objects):
-                    # The step is what the handler asked (its digest); the model is shown only the tools
-                    # its caller may use, none at all when that is none of them.
-                    asked = {**params, **described(tool_objects)}
-                if offered:
-                    params.update(described(offered))
+            asked = {**params, **asked_tools} if asked_tools is not None and len(offered) != len(tool_objects) else None
+            params.update(offered_tools)
             answer = await self._sampling_request(params, base_key if turn == 0 else derived_step_key(base_key, turn), asked)
             content = answer.get("content")
             blocks = content if isinstance(content, list) else [content]
