@@ -626,9 +626,14 @@ def stored_answer(row: Any) -> dict[str, Any]:
     error it ended with (:class:`McpError`, raised) when it failed at the protocol level."""
     error = row.error
     if error:
-        raise McpError(int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "The call failed")), error.get("data"))
+        raise stored_error(error)
     result: dict[str, Any] = row.result or {"content": []}
     return result
+
+
+def stored_error(error: dict[str, Any]) -> McpError:
+    """The :class:`McpError` a call's row (or its ``last_outcome``) holds as its JSON-RPC error."""
+    return McpError(int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "The call failed")), error.get("data"))
 
 
 class Awaiting:
@@ -777,6 +782,8 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
     recorder: asyncio.Future[str] | None = None
     timer: asyncio.TimerHandle | None = None
     task: asyncio.Task[Any] | None = None
+    #: The user's answer (``decline``, ``cancel``) to an elicitation the handler did not catch.
+    refused: str | None = None
 
     def record() -> None:
         nonlocal recorder
@@ -842,8 +849,10 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
         message = str(exc)
     except ElicitationDeclined:
         message = "The user declined to provide the requested input."
+        refused = "decline"
     except ElicitationCancelled:
         message = "The user cancelled the request for input."
+        refused = "cancel"
     except StepFailed as exc:
         message = str(exc)
     except NonDeterministicHandler as exc:
@@ -905,24 +914,43 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
             cancellation.forget(task)
     if is_tool:
         return error_result(message)
+    if refused is not None:
+        # A prompt has no isError to answer it with. The user said no: the request is refused, as one
+        # for an unknown prompt or without its arguments is (-32602, server/prompts, Error Handling),
+        # not failed as the server's own bug (-32603). ``data.action`` says which answer ended it.
+        error = McpError(INVALID_PARAMS, message, {"action": refused})
+        await _end_failed(inv, error, answered=True)
+        raise error
     error = McpError(INTERNAL_ERROR, message)
     await _end_failed(inv, error)
     raise error
 
 
-async def _end_failed(inv: engine.Invocation, error: McpError) -> None:
+async def _end_failed(inv: engine.Invocation, error: McpError, *, answered: bool = False) -> None:
     """A run that fails with a protocol error has ended its call for the client (it gets no token to go
     on with): the row it holds ends ``failed`` with that error, not ``working`` until ``CALL_TTL``.
+    The row's ``last_outcome`` keeps the error, so an identical retry of the round gets it again
+    (:func:`repeat_outcome`).
 
     Not a run of a round it has not claimed (a retry of a round that wrote nothing: the call stays as
-    it was, and the client may retry), nor a call without a row, nor a worker's run (the worker ends
-    its call with the error itself, lease and all: ``background.run_in_worker``).
+    it was, and the client may retry), unless ``answered``: the error follows from the round's answers
+    themselves (the user declined an elicitation), which every retry with them would meet again, so
+    the answers and the failure are committed together, compare-and-set as any round's outcome
+    (:class:`RoundTaken` if another retry won). Nor a call without a row, nor a worker's run (the
+    worker ends its call with the error itself, lease and all: ``background.run_in_worker``).
     """
-    if inv.call_id is None or inv.in_worker or unclaimed_round(inv) is not None:
+    if inv.call_id is None or inv.in_worker:
+        return
+    unclaimed = unclaimed_round(inv)
+    if unclaimed is not None:
+        if answered:
+            await save_outcome(inv, unclaimed.round + 1, status=CallStatus.FAILED, error=error.to_error(), finished_at=timezone.now(),
+                               last_outcome={"round": unclaimed.round + 1, "error": error.to_error()})
         return
     row = await store.call_status(inv.call_id)
     if row is not None and row[0] == CallStatus.WORKING:
-        await save_outcome(inv, row[1], status=CallStatus.FAILED, error=error.to_error(), finished_at=timezone.now())
+        await save_outcome(inv, row[1], status=CallStatus.FAILED, error=error.to_error(), finished_at=timezone.now(),
+                           last_outcome={"round": row[1], "error": error.to_error()})
 
 
 async def check_next_tool(result: dict[str, Any], rc: RequestContext) -> None:
@@ -1357,6 +1385,8 @@ async def repeat_outcome(
         if last_outcome and last_outcome.get("round") == round_number + 1:
             if "answer" in last_outcome:
                 return last_outcome["answer"]
+            if "error" in last_outcome:  # the round ended the call with a protocol error (_end_failed)
+                raise stored_error(last_outcome["error"])
             if last_outcome.get("on_worker") and on_worker is not None:
                 return await on_worker(str(call_id))
         if take_over is not None and poll > 0 and status == "working" and \
