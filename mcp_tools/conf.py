@@ -43,6 +43,8 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_IDLE_SECONDS": 24 * 3600,
     # SSE events kept per stream for Last-Event-ID replay.
     "EVENT_RETENTION": 500,
+    # Resources one 2025-11-25 session may be subscribed to at once (resources/subscribe).
+    "SESSION_MAX_SUBSCRIPTIONS": 1000,
     # Keys used to seal requestState / saga / resume tokens. None: SECRET_KEY (+ fallbacks).
     "SIGNING_KEYS": None,
     # Lifetime of a requestState / saga token, and of a call waiting for input.
@@ -210,6 +212,7 @@ ACCEPTS: dict[str, Accepts] = {
     "SESSION_CACHE_SECONDS": SECONDS_OR_ZERO,  # 0: read on every request
     "SESSION_IDLE_SECONDS": SECONDS_OR_NONE,  # 0 would end every session at its next request; None keeps them
     "EVENT_RETENTION": POSITIVE_INTEGER,
+    "SESSION_MAX_SUBSCRIPTIONS": POSITIVE_INTEGER,  # 0 would refuse every subscription the capability advertises
     "SIGNING_KEYS": Accepts(_signing_keys, "None or a list of non-empty strings, newest first", "mcp_tools.E008", secret=True),
     "TOKEN_TTL": POSITIVE_INTEGER,
     "CALL_TTL": POSITIVE_INTEGER,

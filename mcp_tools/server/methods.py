@@ -233,8 +233,14 @@ async def subscribe_resource(params: dict[str, Any], rc: RequestContext) -> dict
     found = registry.find_resource(uri)
     if found is None or not await permitted(rc.principal, found[0].permissions):
         raise ResourceNotFound(uri)
-    if not await store.subscribe(rc.session_id, uri):
+    limit = int(mcp_settings.SESSION_MAX_SUBSCRIPTIONS)
+    outcome = await store.subscribe(rc.session_id, uri, limit)
+    if outcome == "uri_too_long":
         raise invalid_params("Resource URI too long to subscribe to")
+    if outcome == "limit_reached":
+        # Each subscription is a row kept for the session's life: one session may not hold unboundedly many.
+        raise invalid_params(f"This session is subscribed to {limit} resources, the most it may be; "
+                             "unsubscribe from one first", {"limit": limit})
     return {}
 
 

@@ -6,7 +6,7 @@ import json
 
 import secrets
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from ..conf import mcp_settings
 
@@ -78,15 +78,33 @@ def set_session_log_level(session_id: str, level: str) -> None:
     McpSession.objects.filter(id=session_id).update(log_level=level)
 
 
-def subscribe(session_id: str, uri: str) -> bool:
-    """Subscribe the session to ``uri``; False, and nothing stored, for a URI longer than the
-    table's column holds (PostgreSQL would refuse it with an error, SQLite keep it anyway)."""
-    from ..models import SUBSCRIPTION_URI_MAX_LENGTH, ResourceSubscription
+#: What :func:`subscribe` did: ``subscribed`` (also when the session was already), or why nothing was stored.
+Subscribed = Literal["subscribed", "uri_too_long", "limit_reached"]
+
+
+def subscribe(session_id: str, uri: str, limit: int) -> Subscribed:
+    """Subscribe the session to ``uri``, unless it holds ``limit`` subscriptions already.
+
+    Nothing is stored for a URI longer than the table's column holds (PostgreSQL would refuse it
+    with an error, SQLite keep it anyway), nor for a new URI once the session has ``limit`` of
+    them; a URI the session is subscribed to already is ``subscribed`` whatever the count (it
+    adds no row). The session's row is locked while it counts (on databases that lock rows), so
+    concurrent subscribes of one session cannot pass the limit together.
+    """
+    from django.db import transaction
+
+    from ..models import SUBSCRIPTION_URI_MAX_LENGTH, McpSession, ResourceSubscription
 
     if len(uri) > SUBSCRIPTION_URI_MAX_LENGTH:
-        return False
-    ResourceSubscription.objects.get_or_create(session_id=session_id, uri=uri)
-    return True
+        return "uri_too_long"
+    with transaction.atomic(using=ResourceSubscription.objects.db):
+        list(McpSession.objects.select_for_update().filter(id=session_id).values_list("id", flat=True))
+        mine = ResourceSubscription.objects.filter(session_id=session_id)
+        if not mine.filter(uri=uri).exists():
+            if mine.count() >= limit:
+                return "limit_reached"
+            ResourceSubscription.objects.create(session_id=session_id, uri=uri)
+    return "subscribed"
 
 
 def unsubscribe(session_id: str, uri: str) -> None:
