@@ -220,6 +220,23 @@ async def test_audience_of_a_parent_path_is_accepted_and_a_sibling_refused() -> 
     assert not audience_matches("http://shop.example/mcp", "https://shop.example/mcp")
 
 
+async def test_audience_with_its_schemes_default_port_names_the_resource_without_it() -> None:
+    """RFC 3986 6.2.3: an explicit port that is the scheme's default (or empty) names the same URI,
+    on either side; any other port is another resource, and the parent-path rule still holds."""
+    assert audience_matches("https://shop.example:443/mcp", "https://shop.example/mcp")
+    assert audience_matches("https://shop.example/mcp", "https://shop.example:443/mcp")
+    assert audience_matches("http://shop.example:80/mcp", "http://shop.example/mcp")
+    assert audience_matches("https://Shop.example:/mcp", "https://shop.example/mcp")
+    assert audience_matches("https://[2001:db8::1]:443/mcp", "https://[2001:db8::1]/mcp")
+    assert audience_matches("https://shop.example:443/api", "https://shop.example/api/mcp")
+    assert not audience_matches("https://shop.example:443/ap", "https://shop.example/api/mcp")
+    assert not audience_matches("https://shop.example:80/mcp", "https://shop.example/mcp")
+    assert not audience_matches("http://shop.example:443/mcp", "http://shop.example/mcp")
+    assert not audience_matches("https://shop.example:8443/mcp", "https://shop.example/mcp")
+    assert not audience_matches("https://shop.example:4430/mcp", "https://shop.example:443/mcp")
+    assert not audience_matches("https://shop.example/mcp", "https://shop.example:8443/mcp")
+
+
 async def test_token_without_a_required_scope_gets_403(oauth_server: LiveServer) -> None:
     token = await sync_to_async(_token)([oauth_server.url], scope="inventory:write")
     async with bearer(token) as http:

@@ -179,17 +179,28 @@ def bearer_token(headers: dict[str, str]) -> str | None:
     return token
 
 
+#: The port a scheme's URIs name when they name none (RFC 3986 6.2.3).
+_DEFAULT_PORTS = {"http": "80", "https": "443"}
+
+
 def _canonical(uri: str) -> str:
     parts = urlsplit(uri)
-    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path.rstrip("/"), parts.query, ""))
+    scheme, netloc = parts.scheme.lower(), parts.netloc.lower()
+    host, colon, port = netloc.rpartition(":")
+    # RFC 3986 6.2.3: an explicit port that is empty or the scheme's default names the same URI as
+    # none (https://h:443/mcp is https://h/mcp). Only that port: https://h:8443 is another resource.
+    # (A colon inside an IPv6 literal is no port: what follows it ends with "]".)
+    if colon and not port.endswith("]") and port in ("", _DEFAULT_PORTS.get(scheme)):
+        netloc = host
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
 def audience_matches(audience: str, resource: str) -> bool:
     """Whether a token issued for ``audience`` may be used at ``resource``.
 
-    Equal canonical URIs match (case of scheme and host and a trailing slash ignored), and
-    so does an audience that is a parent path of the resource at a segment boundary
-    (``https://h/api`` covers ``https://h/api/mcp``, never ``https://h/apis``).
+    Equal canonical URIs match (case of scheme and host, the scheme's default port written out
+    and a trailing slash ignored), and so does an audience that is a parent path of the resource
+    at a segment boundary (``https://h/api`` covers ``https://h/api/mcp``, never ``https://h/apis``).
     """
     if not isinstance(audience, str) or not audience:
         return False
