@@ -137,8 +137,13 @@ if DATABASE_URL:
         raise ImproperlyConfigured(
             "DATABASE_URL is set but dj-database-url is not installed: pip install 'django-mcp-tools[postgres]'"
         ) from exc
+    SQLITE_OPTIONS = DATABASES["default"]["OPTIONS"]
     DATABASES["default"] = dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
-    if DATABASES["default"]["ENGINE"].endswith("postgresql"):
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+        # Another SQLite file: the same options as the default one (IMMEDIATE transactions above
+        # all, mcp_tools.W005); dj-database-url builds the entry afresh, without them.
+        DATABASES["default"]["OPTIONS"] = {**SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
+    elif DATABASES["default"]["ENGINE"].endswith("postgresql"):
         # Server-side parameters and prepared statements (psycopg prepares a statement
         # after its 5th run): a durable round's single statement costs ~40% less once
         # PostgreSQL plans it no more (docs/performance-durable.md). Leave these out
