@@ -106,7 +106,46 @@ async def test_a_tools_own_timeout_error_is_its_failure_not_the_limit() -> None:
     results = await tool_results(lookup_agent, *LOOKUP_TOOLS,
                                  answer=uses({"type": "tool_use", "id": "u1", "name": "quick_lookup", "input": {"query": "x"}}))
     assert results[0]["isError"] is True, results
-    assert results[0]["content"][0]["text"] == "TimeoutError: upstream said no", results
+    assert results[0]["content"][0]["text"] == "Internal error while running 'quick_lookup'; the server log has the details.", results
+
+
+# -- a tool's failure: its ToolError is for the model, any other exception stays in the server log --
+
+async def connect_lookup(query: str) -> str:
+    """Looks something up in a database whose address is the server's business."""
+    raise RuntimeError("connection to postgres://svc:hunter2@10.0.0.5/db failed")
+
+
+async def refusing_lookup(query: str) -> str:
+    """Refuses queries it cannot answer, saying why."""
+    from mcp_tools import ToolError
+
+    raise ToolError(f"No entry matches {query!r}.")
+
+
+async def failing_agent(ctx: ToolContext) -> str:
+    result = await ctx.sample("find it", tools=["connect_lookup", "refusing_lookup"])
+    return result.text
+
+
+async def test_an_exceptions_text_is_not_sent_to_the_clients_model_but_logged(caplog: Any) -> None:
+    """The model's conversation goes to the client: it read the exception's text (a password here),
+    where a direct tools/call of the same tool answers a generic error and logs the details."""
+    with caplog.at_level("ERROR", logger="mcp_tools.calls"):
+        results = await tool_results(failing_agent, make_tool(connect_lookup), make_tool(refusing_lookup),
+                                     answer=uses({"type": "tool_use", "id": "u1", "name": "connect_lookup", "input": {"query": "x"}}))
+    assert results[0]["isError"] is True, results
+    assert results[0]["content"] == [{"type": "text", "text": "Internal error while running 'connect_lookup'; the server log has the details."}]
+    assert "hunter2" not in str(results)
+    assert any("hunter2" in (record.exc_text or "") or (record.exc_info and "hunter2" in str(record.exc_info[1]))
+               for record in caplog.records), "the failure is in the server log"
+
+
+async def test_a_tools_tool_error_is_the_models_to_read() -> None:
+    results = await tool_results(failing_agent, make_tool(connect_lookup), make_tool(refusing_lookup),
+                                 answer=uses({"type": "tool_use", "id": "u1", "name": "refusing_lookup", "input": {"query": "x"}}))
+    assert results[0]["isError"] is True, results
+    assert results[0]["content"] == [{"type": "text", "text": "No entry matches 'x'."}]
 
 
 # -- background: refused to the model (it would run inline, without its worker's guarantees) -----
