@@ -1138,7 +1138,8 @@ def seal(purpose: str, call_id: str, round_number: int, rc: RequestContext, targ
     :func:`carriable`), the token also carries its steps, so the answering round can
     run without reading the row first (:func:`carried_call`).
     """
-    payload: dict[str, Any] = {"c": call_id, "r": round_number, "p": rc.principal.id, "m": target.method, "d": target.params_digest}
+    payload: dict[str, Any] = {"c": call_id, "r": round_number, "p": tokens.principal_tag(rc.principal.id), "m": target.method,
+                               "d": target.params_digest}
     if carry is not None:
         payload["j"] = [[s.seq, s.kind, s.key, s.digest, s.request, s.status, s.response, s.error] for s in carry.steps]
         token = tokens.seal(purpose, payload)
@@ -1173,7 +1174,7 @@ def open_token(purpose: str, token: Any, rc: RequestContext, target_digest: str 
         payload = tokens.unseal(purpose, token)
     except tokens.InvalidToken:
         raise error from None
-    if payload.get("p") != rc.principal.id or payload.get("m") != method or (target_digest is not None and payload.get("d") != target_digest):
+    if not tokens.names_principal(payload.get("p"), rc.principal.id) or payload.get("m") != method or (target_digest is not None and payload.get("d") != target_digest):
         logger.info("Refused %s token: bound to another principal, method or parameters", purpose)
         raise error
     return payload
@@ -1435,7 +1436,7 @@ def abandon_sync(request_state: Any, principal: Principal, message: str) -> bool
         payload = tokens.unseal("request", request_state)
     except tokens.InvalidToken:
         return False
-    if payload.get("p") != principal.id or not payload.get("c"):
+    if not tokens.names_principal(payload.get("p"), principal.id) or not payload.get("c"):
         return False
     return end_call_sync(str(payload["c"]), "cancelled", message)
 

@@ -36,7 +36,7 @@ def client_resumes(rc: RequestContext) -> bool:
 
 def seal_resume(rc: RequestContext, target: Target, **payload: Any) -> str:
     """A resume token for this caller, tool and arguments: ``c`` (a running call) or ``k`` (a cursor)."""
-    return tokens.seal(RESUME_PURPOSE, {"p": rc.principal.id, "t": target.name, "d": target.params_digest, **payload})
+    return tokens.seal(RESUME_PURPOSE, {"p": tokens.principal_tag(rc.principal.id), "t": target.name, "d": target.params_digest, **payload})
 
 
 def with_next_token(result: dict[str, Any], token: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ Every failure raises the same :class:`InvalidToken`; the reason is logged.
 
 from __future__ import annotations
 
+import hmac
 import logging
 from typing import Any, cast
 
@@ -102,6 +103,42 @@ def _signer(purpose: str) -> _Signer:
         signer = _signers[cache_key] = _Signer(
             key=key, fallback_keys=list[str | bytes](fallbacks), salt=f"mcp_tools.{purpose}")
     return signer
+
+
+_tag_keys: dict[str, Any] = {}
+
+
+def _tag(principal_id: str, key: str) -> str:
+    keyed = _tag_keys.get(key)
+    if keyed is None:
+        if len(_tag_keys) > 64:  # keys rotated many times in one process (tests): start again
+            _tag_keys.clear()
+        keyed = _tag_keys[key] = salted_hmac("mcp_tools.principal", b"", key)
+    mac = keyed.copy()
+    mac.update(principal_id.encode("utf-8", "surrogatepass"))
+    return mac.hexdigest()[:32]
+
+
+def principal_tag(principal_id: str) -> str:
+    """What a token holds of the caller it is bound to: a keyed digest of the principal's id, not the id.
+
+    Tokens are signed, not encrypted: the client, its logs and the proxies between can read them.
+    An anonymous 2025-11-25 caller's id holds its session id, which is its only credential, and a
+    user's holds the database's key for the user (seed 002: a token exposes nothing of the server's).
+    """
+    return _tag(principal_id, _keys()[0])
+
+
+def names_principal(tag: Any, principal_id: str) -> bool:
+    """Whether a token's ``tag`` (:func:`principal_tag`) names ``principal_id``: under the current key or
+    a fallback one (a token sealed before a key rotation), or as the id itself, which tokens sealed
+    before tags held (they are refused after ``TOKEN_TTL`` anyway; no id is 32 hex digits)."""
+    if not isinstance(tag, str):
+        return False
+    if tag == principal_id:
+        return True
+    key, fallbacks = _keys()
+    return any(hmac.compare_digest(tag, _tag(principal_id, k)) for k in (key, *fallbacks))
 
 
 def seal(purpose: str, payload: dict[str, Any]) -> str:

@@ -63,7 +63,7 @@ async def resume(
         payload = tokens.unseal(resumable.RESUME_PURPOSE, token)
     except tokens.InvalidToken:
         raise invalid() from None
-    if payload.get("p") != rc.principal.id or payload.get("t") != target.name or payload.get("d") != target.params_digest:
+    if not tokens.names_principal(payload.get("p"), rc.principal.id) or payload.get("t") != target.name or payload.get("d") != target.params_digest:
         logger.info("Refused resume token: bound to another principal, tool or arguments")
         raise invalid()
     if "c" not in payload:
