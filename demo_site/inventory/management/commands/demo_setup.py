@@ -81,6 +81,12 @@ class Command(BaseCommand):
         if verbosity > 1:
             self.stdout.write(f"Shop: {shop['orders']} orders created.")
 
+        from demo_site.operations.seed import seed_events
+
+        events = seed_events()
+        if verbosity > 1:
+            self.stdout.write(f"Operations: {events} events created.")
+
         password = self._admin_password(interactive)
         user, _ = self._create_admin(password)
         from rest_framework.authtoken.models import Token
@@ -110,7 +116,8 @@ class Command(BaseCommand):
             "                 in the calls console 'clerk' may cancel, expire and retry, 'viewer' only look)",
             "Connect a client:",
             "  Python:     .venv/bin/pip install -e '.[client]', then the README's \"Call it with a real client\"",
-            f"  Inspector:  npx @modelcontextprotocol/inspector --cli {mcp_url} --transport http \\",
+            "  Inspector:  (needs Node 22.19 or later)",
+            f"              npx @modelcontextprotocol/inspector@2.12.0 --cli {mcp_url} --transport http \\",
             f"                --header 'Authorization: Token {token.key}' --protocol-era modern --method tools/list",
             f"  Terminal:   .venv/bin/python manage.py mcp_call echo --arg text=hello --user {ADMIN_USERNAME}",
             "Stop the demo with Ctrl-C.",
