@@ -85,6 +85,15 @@ class HttpError(Exception):
         self.extra_headers = extra_headers or []
 
 
+class ClientGone(Exception):
+    """The client closed its connection before its request's body arrived (``http.disconnect``
+    while reading it): nobody is left to answer, and nothing went wrong on our side.
+
+    Not a ``CancelledError``: that one means the server cancels the request's task, and it must
+    go on propagating; a client that leaves mid-upload is ordinary and ends the request quietly.
+    """
+
+
 #: Seconds a client is told to wait before trying again (``Retry-After``) when the database is unavailable.
 DATABASE_RETRY_AFTER_SECONDS = 5
 
@@ -695,6 +704,10 @@ class McpEndpoint:
             except HttpError as exc:
                 logger.info("%s %s -> %s: %s", scope["method"], scope.get("path"), exc.status, exc.error.message)
                 await response.refuse(exc)
+            except ClientGone:
+                # Nothing to answer (and no one to answer it to); an ASGI server logs at ERROR
+                # whatever the application raises, so this ends the request here.
+                logger.debug("%s %s: the client left before its request's body arrived", scope["method"], scope.get("path"))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -719,7 +732,7 @@ class McpEndpoint:
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                raise asyncio.CancelledError
+                raise ClientGone
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
