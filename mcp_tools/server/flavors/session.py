@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -60,14 +61,31 @@ async def _answered_so(call_id: str, seq: int, answer: tuple[str, Any, Any]) -> 
     return step is not None and step.status != "pending" and (step.status, step.response, step.error) == answer
 
 
+def is_call_id(text: str) -> bool:
+    """Whether ``text`` is a call's id as the server gives it out (its UUID's canonical text).
+
+    Ids are opaque strings to a client: another spelling of the same UUID (upper case, braces,
+    no hyphens, ``urn:uuid:``), which the database lookup would take, names no call.
+    """
+    try:
+        return str(uuid.UUID(text)) == text
+    except ValueError:
+        return False
+
+
 def parse_step_request_id(value: Any) -> tuple[str, int] | None:
+    """The call and step that ``value``, the id of a request we sent (:func:`step_request_id`), names;
+    None for any other id, another spelling of one of ours included ("01" for step 1)."""
     if not isinstance(value, str) or not value.startswith(STEP_ID_PREFIX + ":"):
         return None
     try:
         _, call_id, seq = value.split(":")
-        return call_id, int(seq)
+        parsed = call_id, int(seq)
     except ValueError:
         return None
+    if not is_call_id(call_id) or step_request_id(*parsed) != value:
+        return None
+    return parsed
 
 
 def _record_served_as(rc: RequestContext) -> None:

@@ -177,7 +177,8 @@ async def _own_task(params: dict[str, Any], rc: RequestContext) -> tuple[Any, An
     task_id = params.get("taskId")
     if not isinstance(task_id, str) or not task_id:
         raise invalid_params('"taskId" must be a non-empty string')
-    loaded = await store.load_call(task_id)
+    # The id exactly as the task was given it: another spelling of its UUID is another, unknown, id.
+    loaded = await store.load_call(task_id) if session.is_call_id(task_id) else None
     if loaded is None or loaded[0].principal != rc.principal.id or not loaded[0].background \
             or not await core.may_use(rc.principal, "tools/call", loaded[0].tool_name):
         # Someone else's task is indistinguishable from one that does not exist; so is a task of a
