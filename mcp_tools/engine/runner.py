@@ -41,6 +41,10 @@ class Runtime(Protocol):
         layer below needs around it (Django's connection rules for a thread-insensitive sync tool)."""
         ...
 
+    def failure_text(self, tool: Any, exc: Exception) -> str:
+        """What the client's model reads when a tool it asked for raised ``exc`` (logging what it keeps back)."""
+        ...
+
     def sampling_limits(self) -> tuple[int, int]:
         """``(max tools per request, default max tool calls)`` of sampling with tools."""
         ...

@@ -7,19 +7,15 @@ engine only needs their duck-typed shape (name, permissions, validation, functio
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import sync_to_async
 
 from ..protocol.errors import InvalidArguments, McpError
-from ..registry.results import ToolError
 
 if TYPE_CHECKING:
     from ..registry import Tool
     from .context import ToolContext
-
-logger = logging.getLogger("mcp_tools.calls")  # where a direct tools/call's failures are logged
 
 
 def _error_result(use_id: str, message: str) -> dict[str, Any]:
@@ -83,15 +79,10 @@ async def run_tool_use(ctx: ToolContext, tools: list[Tool], use: dict[str, Any])
                 # and the thread finishes on its own.
                 fn = ctx._inv.runtime.tool_function(tool)  # a thread-insensitive one gets the connection rules
                 value = await sync_to_async(fn, thread_sensitive=tool.thread_sensitive)(**kwargs)
-    except ToolError as exc:  # the tool's own error, written for its caller: the model reads it
-        return _error_result(use_id, str(exc))
     except Exception as exc:  # the model sees that the tool failed and may try again
         if isinstance(exc, TimeoutError) and deadline.expired():
             return _error_result(use_id, f"Tool {tool.name!r} ran out of time ({tool.time_limit:g} s)")
-        # Not the exception's text: it is the server's (a connection string, a path, a query), and
-        # the model's answers go back to the client. What a direct tools/call answers, logged here.
-        logger.exception("Tool %r failed inside sampling", tool.name)
-        return _error_result(use_id, f"Internal error while running {tool.name!r}; the server log has the details.")
+        return _error_result(use_id, ctx._inv.runtime.failure_text(tool, exc))
     result = tool.shape_result(value)
     block: dict[str, Any] = {"type": "tool_result", "toolUseId": use_id, "content": result.get("content", [])}
     if "structuredContent" in result:

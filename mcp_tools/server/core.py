@@ -416,6 +416,14 @@ class Runtime:
     def tool_function(self, tool: Any) -> Callable[..., Any]:
         return tool_function(tool)
 
+    def failure_text(self, tool: Any, exc: Exception) -> str:
+        if isinstance(exc, ToolError):  # the tool's own error, written for its caller: the model reads it
+            return str(exc)
+        # Not the exception's text: it is the server's (a connection string, a path, a query), and the
+        # model's conversation goes back to the client. What a direct tools/call answers, logged here.
+        logger.exception("Tool %r failed inside sampling", tool.name)
+        return f"Internal error while running {tool.name!r}; the server log has the details."
+
     def sampling_limits(self) -> tuple[int, int]:
         return int(mcp_settings.SAMPLING_MAX_TOOLS), int(mcp_settings.SAMPLING_MAX_TOOL_CALLS)
 
