@@ -71,7 +71,8 @@ class EventOut(BaseModel):
 def _events_page(since: datetime | None, after_id: int, limit: int) -> list[EventOut]:
     rows = Event.objects.filter(id__gt=after_id).order_by("id")
     if since is not None:
-        rows = rows.filter(created_at__gte=since)
+        # A date-time sent without its UTC offset is naive: read it in the current time zone, as Django's forms do.
+        rows = rows.filter(created_at__gte=timezone.make_aware(since) if timezone.is_naive(since) else since)
     return [EventOut.model_validate(e, from_attributes=True) for e in rows[:limit]]
 
 
