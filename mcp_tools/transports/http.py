@@ -874,10 +874,9 @@ class McpEndpoint:
             if refused is None:
                 await response.json(202, None)
             else:
-                # A response the server cannot accept: an HTTP error status, and a JSON-RPC error whose
-                # id is null (JSON-RPC 2.0 requires the member): the response's id is the server's own
-                # request's, not one to answer, as for every other refusal of a response.
-                await response.json(400, jsonrpc.error_message(None, refused))
+                # A response the server cannot accept: an HTTP error status, and a JSON-RPC error that
+                # has no id (the 2025-11-25 transport); its id is the server's request's, not one to answer.
+                await response.json(400, {"jsonrpc": "2.0", "error": refused.to_error()})
             return
         if principal.scopes is not None:  # an OAuth token (what check_tool_scopes looks at)
             await check_tool_scopes(scope, headers, message.method, message.params, principal, message.id)

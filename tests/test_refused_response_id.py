@@ -1,0 +1,39 @@
+"""How a 2025-11-25 client response the server refuses is answered: what the MCP schema allows.
+
+A well-formed response the server cannot accept gets a JSON-RPC error with no ``id`` member: the
+2025-11-25 transport says such a body "MAY comprise a JSON-RPC error response that has no id", and
+the schema's ``JSONRPCErrorResponse.id`` is an optional ``RequestId`` (a string or an integer), so
+``"id": null`` would not validate. A message that is not valid JSON-RPC at all (a response whose
+``error`` is no error object) is answered as any such message, with ``"id": null``.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.asgi_client import HANDSHAKE, post_headers, post_json
+from tests.test_http_spec_edges import APP, _in_memory_layer, open_session  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def refused(response: dict[str, Any]) -> dict[str, Any]:
+    session = await open_session({"elicitation": {}})
+    r = await post_json(APP, {"jsonrpc": "2.0", "id": "mcp_tools:999:1", **response}, post_headers(version=HANDSHAKE, session=session))
+    assert r.status == 400, r.body
+    body: dict[str, Any] = r.json()
+    return body
+
+
+@pytest.mark.parametrize("response", [{"result": {}}, {"error": {"code": -1, "message": "no"}}])
+async def test_a_well_formed_response_no_request_waits_for_is_refused_without_an_id(response: dict[str, Any]) -> None:
+    body = await refused(response)
+    assert set(body) == {"jsonrpc", "error"}, body
+    assert body["error"]["code"] == -32600, body
+
+
+async def test_a_response_whose_error_is_no_error_object_is_an_invalid_message_with_a_null_id() -> None:
+    body = await refused({"error": "boom"})
+    assert body["id"] is None and body["error"]["code"] == -32600, body
+    assert body["error"]["message"].startswith("Invalid response:"), body
