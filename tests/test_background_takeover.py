@@ -195,3 +195,23 @@ async def test_a_retry_the_broker_never_delivers_is_queued_again_by_the_sweep(qu
             swept = await sync_to_async(background.sweep)()
         row = await sync_to_async(_row)(call_id)
     assert swept["requeued"] == 1 and queued == [call_id], (row.status, row.worker, row.lease_expires_at, swept)
+
+
+async def test_cancelling_a_queued_call_sends_no_revoke_and_its_message_then_runs_nothing() -> None:
+    """The row ends the call; its queued message finds it ended (above). A revoke broadcast added
+    nothing but a warning on every worker ("Failed to mark task ... as revoked in backend: No result
+    backend is configured"), at every cancel, with the settings docs/background.md recommends."""
+    from celery.app.control import Control
+
+    from mcp_tools.server.core import end_call_sync
+
+    EFFECTS.clear()
+    with registry.registered_temporarily(make_tool(_quick, name="quick_bg3", background=True)):
+        call_id = await _new_call("quick_bg3")
+        await sync_to_async(lambda: ToolCall.objects.filter(id=call_id).update(celery_task_id="celery-task-1"))()
+        with mock.patch.object(Control, "revoke") as revoke:
+            assert await sync_to_async(end_call_sync)(call_id, "cancelled", "Cancelled by an operator.")
+        assert revoke.call_count == 0
+        assert await background.run_in_worker(call_id, "w") == "claimed-elsewhere"
+    row = await sync_to_async(_row)(call_id)
+    assert (row.status, EFFECTS) == ("cancelled", [])

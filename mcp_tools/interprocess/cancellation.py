@@ -206,17 +206,3 @@ class CallWatch:
             watching.discard(self.task)
             if not watching:
                 del _calls[self.call_id]
-
-
-def revoke_task(task_id: str) -> None:
-    """Tell Celery workers not to start a queued task (sync; best effort).
-
-    The call's row is what stops a running handler; revoking spares a worker the
-    pick-up of a call that has already ended.
-    """
-    from celery import current_app
-
-    try:
-        current_app.control.revoke(task_id)
-    except Exception:  # a broker without broadcast, or one that is down: the row still rules
-        logger.info("Could not revoke Celery task %s", task_id, exc_info=True)

@@ -1426,7 +1426,7 @@ def end_call_sync(call_id: str, status: str = "cancelled", message: str = "") ->
     """:func:`end_call` for sync code (the admin, management commands, Celery workers)."""
     if not store.sync_calls.end_call(call_id, status, message):
         return False
-    async_to_sync(after_end)(str(call_id), store.sync_calls.call_task_id(call_id))
+    async_to_sync(after_end)(str(call_id))
     return True
 
 
@@ -1449,11 +1449,12 @@ def abandon_sync(request_state: Any, principal: Principal, message: str) -> bool
     return end_call_sync(str(payload["c"]), "cancelled", message)
 
 
-async def after_end(call_id: str, task_id: str | None = None) -> None:
-    """A call's row has ended: stop its handler wherever it runs, revoke its queued worker task, wake its waiters."""
+async def after_end(call_id: str) -> None:
+    """A call's row has ended: stop its handler wherever it runs and wake its waiters.
+
+    A background call's Celery message still queued is not revoked: a worker that takes it finds the
+    call ended and does nothing (``claim_for_worker``), and Celery's revoke logs a warning on every
+    worker when there is no result backend, which background work does not need (docs/background.md).
+    """
     await cancellation.stop_call(call_id)
-    if task_id is None:
-        task_id = await store.call_task_id(call_id)
-    if task_id:
-        await sync_to_async(cancellation.revoke_task, thread_sensitive=False)(task_id)
     await wakeups.notify(call_id)

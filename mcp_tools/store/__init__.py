@@ -21,7 +21,7 @@ from .hop import (
 from .lane import close_lanes, in_lane
 
 __all__ = [
-    "CallNotLive", "DATABASE_UNAVAILABLE", "OnceFailedElsewhere", "advance", "call_task_id", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "renew_lease_blocking", "answer_step", "append_event", "call_for_stream", "call_progress_token", "call_request_id", "last_progress_on_stream", "session_calls", "live_session_call", "call_status", "claim_round",
+    "CallNotLive", "DATABASE_UNAVAILABLE", "OnceFailedElsewhere", "advance", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "renew_lease_blocking", "answer_step", "append_event", "call_for_stream", "call_progress_token", "call_request_id", "last_progress_on_stream", "session_calls", "live_session_call", "call_status", "claim_round",
     "close_connections", "close_old_thread_connections", "close_thread_connections", "create_call", "database_unreachable", "create_session", "db", "db_alive", "in_lane", "delete_session", "events_after", "last_event_of_stream", "get_session", "load_call", "longest_conn_max_age", "touch_session",
     "record_once", "check_once", "record_failed_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
     "subscribers", "subscriptions", "unsubscribe_sessions", "active_users_of", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "expire_overdue", "record_progress", "record_progress_relayed", "set_stream",
@@ -67,7 +67,6 @@ renew_lease = db_alive(sync_calls.renew_lease)
 #: :func:`renew_lease` for a plain thread (a worker's lease keeper), waiting for the write.
 renew_lease_blocking = alive_blocking(sync_calls.renew_lease)
 tasks_of = db(sync_calls.tasks_of)
-call_task_id = db(sync_calls.call_task_id)
 touch_live = db_alive(sync_calls.touch_live)
 take_over_round = db(sync_calls.take_over_round)
 expire_overdue = db(sync_calls.expire_overdue)

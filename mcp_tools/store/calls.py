@@ -505,13 +505,6 @@ def tasks_of(principal: str, after: tuple[str, str] | None, limit: int) -> list[
     return list(rows.order_by("-created_at", "-id")[:limit])
 
 
-def call_task_id(call_id: Any) -> str:
-    """The Celery task id of a background call ("" for others)."""
-    from ..models import ToolCall
-
-    return ToolCall.objects.filter(id=call_id).values_list("celery_task_id", flat=True).first() or ""
-
-
 def copy_failed_background_call(call_id: Any, task_id: str, wait_seconds: float) -> tuple[str, str, str] | None:
     """A new working row for a failed background call, keeping its journal's ``once`` steps out.
 
