@@ -91,3 +91,15 @@ def test_a_finished_background_call_keeps_its_counts_and_shows_no_queue_deadline
     facts = _facts(staff, call)
     assert (_fact(facts, "Retries").strip(), _fact(facts, "Lost workers").strip(), _fact(facts, "Queued again").strip()) == ("3", "2", "2")
     assert "<dt>Queued until</dt>" not in facts
+
+
+def test_a_cancelled_background_calls_page_shows_no_lease_a_running_ones_does(staff: Client) -> None:
+    """A cancel keeps the worker and lease its run last held on the row: the page said "lease until"
+    for a call that had ended, where a completed one says nothing of a lease."""
+    lease = timezone.now() + timedelta(minutes=3)
+    running = _call(status="working", background=True, celery_task_id="task-l", worker="host:1", lease_expires_at=lease)
+    cancelled = _call(status="cancelled", background=True, celery_task_id="task-c", worker="host:1", lease_expires_at=lease,
+                      finished_at=timezone.now())
+    assert "lease until" in _fact(_facts(staff, running), "Worker")
+    worker = _fact(_facts(staff, cancelled), "Worker")
+    assert "done" in worker and "lease until" not in worker, worker

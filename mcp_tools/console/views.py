@@ -87,6 +87,8 @@ def detail(model_admin: ToolCallAdmin, request: HttpRequest, call: ToolCall) -> 
         principal=queries.principal_shown(call.principal),
         session=queries.session_label(call.session_id),
         worker=worker_state(call),
+        # A call that ended keeps the lease its worker last held: it binds nothing now, so it is not shown.
+        lease_until=call.lease_expires_at if live else None,
         recovery=recovery_facts(call, _max_retries(call.tool_name)),
         arguments=queries.pretty_json(queries.call_arguments(call)),
         result=queries.pretty_json(call.result),
