@@ -160,11 +160,15 @@ async def test_the_server_exits_soon_after_the_grace_period_even_with_a_sync_too
         await process.stop()
 
 
-@pytest.mark.parametrize("stdin_closed_first", [False, True], ids=["sigterm", "stdin-closed-then-sigterm"])
-async def test_sigterm_ends_the_calls_in_flight_as_end_of_input_does(django_db_setup: None, stdin_closed_first: bool) -> None:
+@pytest.mark.parametrize(("stdin_closed_first", "signal_name"), [(False, "SIGTERM"), (True, "SIGTERM"), (False, "SIGINT")],
+                         ids=["sigterm", "stdin-closed-then-sigterm", "sigint"])
+async def test_sigterm_ends_the_calls_in_flight_as_end_of_input_does(django_db_setup: None, stdin_closed_first: bool,
+                                                                     signal_name: str) -> None:
     """Clients escalate to SIGTERM when the server does not exit (the official client 2 s after closing
     stdin, within the 10 s default grace): the process died on the spot and a call waiting for the
-    user's answer was left ``input_required`` for CALL_TTL (a day), though nothing can answer it."""
+    user's answer was left ``input_required`` for CALL_TTL (a day), though nothing can answer it.
+    Ctrl-C in a terminal sends SIGINT to the client and the server together: it ended the process with
+    a KeyboardInterrupt traceback and the call unanswered."""
     from mcp_tools.models import ToolCall
 
     process = await started("--grace", "120", capabilities={"elicitation": {"form": {}}, "sampling": {}})
@@ -175,9 +179,9 @@ async def test_sigterm_ends_the_calls_in_flight_as_end_of_input_does(django_db_s
             process.close_stdin()
             await asyncio.sleep(0.5)
         assert process.proc is not None
-        process.proc.send_signal(signal.SIGTERM)
-        assert await process.wait_exit(30) == 0  # within the 120 s grace: SIGTERM ended it
-        assert "SIGTERM" in (await process.reply_to(1, 1))["error"]["message"]
+        process.proc.send_signal(getattr(signal, signal_name))
+        assert await process.wait_exit(30) == 0  # within the 120 s grace: the signal ended it
+        assert signal_name in (await process.reply_to(1, 1))["error"]["message"]
     finally:
         await process.stop()
     statuses = await sync_to_async(lambda: list(ToolCall.objects.filter(tool_name="deploy").values_list("status", flat=True)))()

@@ -160,12 +160,12 @@ class StdioServer:
             if not line:
                 return
 
-    def stop(self) -> None:
-        """Stop now (the command's SIGTERM): read no more, and end the requests still running
+    def stop(self, signal_name: str = "SIGTERM") -> None:
+        """Stop now (the command's SIGTERM or SIGINT): read no more, and end the requests still running
         as the end of the grace period ends them (cancelled, each answered with an error)."""
         self._stopped = True
         self.grace = 0.0
-        self._deadline = "before the server was stopped (SIGTERM)"
+        self._deadline = f"before the server was stopped ({signal_name})"
         self._lines.put_nowait(b"")
         if self.closing:
             # stdin closed first (as the official client does before its SIGTERM): the grace

@@ -24,7 +24,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        """Serve until stdin closes (or SIGTERM), then end the process."""
+        """Serve until stdin closes (or SIGTERM / SIGINT), then end the process."""
         from mcp_tools.management.commands.mcp_call import principal_for
         from mcp_tools.transports.stdio import StdioServer, claim_stdio
 
@@ -40,7 +40,10 @@ class Command(BaseCommand):
                 # A client that gives up waiting for the exit sends SIGTERM (the official Python
                 # client 2 s after closing stdin): the calls in flight then end cancelled and are
                 # answered, instead of dying with the process and staying input_required.
-                asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, server.stop)
+                asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, server.stop, "SIGTERM")
+                # Ctrl-C in a terminal signals the client and this child together: the same, where
+                # asyncio.run's KeyboardInterrupt left the requests unanswered with a traceback.
+                asyncio.get_running_loop().add_signal_handler(signal.SIGINT, server.stop, "SIGINT")
             await server.serve()
             # Every accepted request has its reply. Exit now, from inside the loop: asyncio.run
             # would wait for the loop's executor threads (a thread_sensitive=False tool's) and
