@@ -16,7 +16,7 @@ from mcp_tools.registry import registry
 from tests.test_resources_review import _in_memory_layer, legacy, open_session  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
-TEMPLATE = "fleft-subs://items/{name}"
+TEMPLATE = "limit-subs://items/{name}"
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +34,7 @@ def items(settings: Any) -> Iterator[None]:
 
 
 def uri(name: str) -> str:
-    return f"fleft-subs://items/{name}"
+    return f"limit-subs://items/{name}"
 
 
 async def subscribed(session: str) -> set[str]:

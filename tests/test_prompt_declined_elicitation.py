@@ -25,7 +25,7 @@ from tests.test_http_spec_edges import Stream, _in_memory_layer, open_session  #
 
 pytestmark = pytest.mark.django_db(transaction=True)
 APP = McpEndpoint()
-NAME = "zz_fleft_confirm_prompt"
+NAME = "declined_confirm_prompt"
 FORM = {"elicitation": {"form": {}}}
 CONFIRM = {"type": "object", "properties": {"detail": {"type": "boolean"}}, "required": ["detail"]}
 MESSAGES = {
