@@ -438,27 +438,14 @@ def _resolved(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
-def _admits(node: Any, value: Any, defs: dict[str, Any]) -> bool:
-    """Whether ``value``'s JSON type (and its ``const`` or ``enum``) is one alternative ``node`` of a union
-    takes; for an object, also its required properties and the ``const`` / ``enum`` of those it has (a
-    discriminator: ``{"kind": "a", "when": ...}`` is model A's, not model B's, which has no ``when``)."""
+def _admits(node: Any, value: Any) -> bool:
+    """Whether ``value``'s JSON type (and its ``const`` or ``enum``) is one alternative ``node`` of a union takes."""
     if not isinstance(node, dict):
         return False
     if "const" in node and node["const"] != value:
         return False
     if isinstance(node.get("enum"), list) and value not in node["enum"]:
         return False
-    if isinstance(value, dict):
-        required = node.get("required")
-        if isinstance(required, list) and any(key not in value for key in required):
-            return False
-        properties = node.get("properties")
-        if isinstance(properties, dict):
-            for key, item in value.items():
-                prop = _resolved(properties.get(key), defs)
-                if isinstance(prop, dict) and (("const" in prop and prop["const"] != item)
-                                               or (isinstance(prop.get("enum"), list) and item not in prop["enum"])):
-                    return False
     kinds = node.get("type")
     if kinds is None:
         return True
@@ -499,7 +486,7 @@ def _find_timestamps(value: Any, node: Any, defs: dict[str, Any], path: tuple[An
         first: list[dict[str, Any]] | None = None
         for alternative in alternatives:
             alternative = _resolved(alternative, defs)
-            if not _admits(alternative, value, defs):
+            if not _admits(alternative, value):
                 continue
             found_here: list[dict[str, Any]] = []
             _find_timestamps(value, alternative, defs, path, found_here)
