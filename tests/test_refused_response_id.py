@@ -37,3 +37,23 @@ async def test_a_response_whose_error_is_no_error_object_is_an_invalid_message_w
     body = await refused({"error": "boom"})
     assert body["id"] is None and body["error"]["code"] == -32600, body
     assert body["error"]["message"].startswith("Invalid response:"), body
+
+
+@pytest.mark.parametrize("message", [
+    {"jsonrpc": "2.0", "id": "mcp_tools:999:1", "result": {}},  # a response
+    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},  # a notification
+])
+@pytest.mark.parametrize(("session", "status"), [("no-such-session", 404), (None, 400)])
+async def test_a_notification_or_response_refused_before_its_session_is_found_has_no_id(
+        message: dict[str, Any], session: str | None, status: int) -> None:
+    """Refused at the session's lookup (unknown, or no Mcp-Session-Id), they answered ``"id": null``."""
+    r = await post_json(APP, message, post_headers(version=HANDSHAKE, session=session))
+    assert r.status == status, r.body
+    body = r.json()
+    assert set(body) == {"jsonrpc", "error"}, body
+
+
+async def test_a_request_refused_before_its_session_is_found_keeps_its_id() -> None:
+    r = await post_json(APP, {"jsonrpc": "2.0", "id": 42, "method": "tools/list", "params": {}},
+                        post_headers(version=HANDSHAKE, session="no-such-session"))
+    assert r.status == 404 and r.json()["id"] == 42, r.body

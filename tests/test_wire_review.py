@@ -113,7 +113,8 @@ async def test_invalid_request_whose_id_cannot_be_read_answers_null(message: Any
 async def test_a_response_refused_for_its_session_answers_no_id(case: str) -> None:
     """A client response (to the server's request "mcp_tools:<call>:<step>") that its session refuses (unknown
     or ended session, no Mcp-Session-Id, another MCP-Protocol-Version): the error named the response's id, the
-    server's own request's. As for any response refused (an unknown id, a malformed one), it names none."""
+    server's own request's. As for any well-formed response refused (an unknown id), it names none: no ``id``
+    member, as the 2025-11-25 transport has it ("a JSON-RPC error response that has no id"; RequestId is never null)."""
     session = await open_session()
     headers = post_headers(version=HANDSHAKE, session=session)
     if case == "unknown-session":
@@ -128,7 +129,7 @@ async def test_a_response_refused_for_its_session_answers_no_id(case: str) -> No
     response = await request(APP, "POST", headers=headers, body=json.dumps(message).encode())
     body = response.json()
     assert response.status in (400, 404) and body["error"]["code"] == -32600, (response.status, body)
-    assert body["id"] is None, body
+    assert "id" not in body, body
 
 
 @pytest.mark.parametrize("change", READABLE_ID_CHANGES)

@@ -83,6 +83,16 @@ class HttpError(Exception):
         self.error = error
         self.request_id = request_id
         self.extra_headers = extra_headers or []
+        #: The error refuses a notification or a response the client POSTed: its body has no ``id``
+        #: (the transport: "a JSON-RPC error response that has no id"; the schema's RequestId is a
+        #: string or an integer, never null), where one that names no request it read has ``null``.
+        self.answers_no_request = False
+
+    def body(self) -> dict[str, Any]:
+        """The JSON-RPC error this answers with."""
+        if self.answers_no_request:
+            return {"jsonrpc": "2.0", "error": self.error.to_error()}
+        return jsonrpc.error_message(self.request_id, self.error)
 
 
 class ClientGone(Exception):
@@ -620,7 +630,7 @@ class Response:
     async def refuse(self, error: HttpError) -> None:
         """Answer the whole request with ``error``, unless an answer has started."""
         if not self.closed and not self.streaming:
-            await self.json(error.status, jsonrpc.error_message(error.request_id, error.error), error.extra_headers)
+            await self.json(error.status, error.body(), error.extra_headers)
 
     async def start_stream(self) -> None:
         if self.streaming:
@@ -764,8 +774,11 @@ class McpEndpoint:
             else:
                 await self.post_handshake(scope, receive, headers, message, response)
         except HttpError as exc:
-            # Errors about a request answer with its id (401s from authentication included).
-            if exc.request_id is None and message.kind == "request":
+            # Errors about a request answer with its id (401s from authentication included); those
+            # about a notification or a response, with none.
+            if message.kind != "request":
+                exc.answers_no_request = True
+            elif exc.request_id is None:
                 exc.request_id = message.id
             raise
         except store.DATABASE_UNAVAILABLE as exc:
@@ -775,7 +788,9 @@ class McpEndpoint:
             # 503 with its id, in both eras, not a 500 with "id": null. The database failing while
             # the request runs is answered by run_request, as any failure there.
             logger.exception("Database unavailable serving POST %s", scope.get("path"))
-            raise database_unavailable(message.id if message.kind == "request" else None) from exc
+            unavailable = database_unavailable(message.id if message.kind == "request" else None)
+            unavailable.answers_no_request = message.kind != "request"
+            raise unavailable from exc
 
     async def post_modern(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], message: jsonrpc.Message, response: Response) -> None:
         if message.kind != "request":
@@ -874,9 +889,9 @@ class McpEndpoint:
             if refused is None:
                 await response.json(202, None)
             else:
-                # A response the server cannot accept: an HTTP error status, and a JSON-RPC error that
-                # has no id (the 2025-11-25 transport); its id is the server's request's, not one to answer.
-                await response.json(400, {"jsonrpc": "2.0", "error": refused.to_error()})
+                # A response the server cannot accept: an HTTP error status, and a JSON-RPC error with
+                # no id (post: it refuses no request); its id is the server's request's, not one to answer.
+                raise HttpError(400, refused)
             return
         if principal.scopes is not None:  # an OAuth token (what check_tool_scopes looks at)
             await check_tool_scopes(scope, headers, message.method, message.params, principal, message.id)
