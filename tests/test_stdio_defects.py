@@ -196,3 +196,20 @@ async def test_initialize_without_a_protocol_version_is_invalid_params_as_over_h
     await StdioServer(ANONYMOUS, io.BytesIO(json.dumps(init).encode() + b"\n"), writer, grace=2).serve()
     [reply] = [json.loads(line) for line in writer.getvalue().splitlines()]
     assert reply["id"] == "init" and reply["error"]["code"] == -32602
+
+
+async def test_mcp_stdio_called_from_a_thread_serves_without_signal_handlers(django_db_setup: None) -> None:
+    """``call_command("mcp_stdio")`` from a thread other than the main one failed at start: asyncio
+    installs signal handlers in the main thread only (RuntimeError). It serves, and stdin's end stops it."""
+    import subprocess
+    import sys
+
+    from tests.stdio_harness import ROOT
+
+    script = ("import threading, django; django.setup(); from django.core.management import call_command; "
+              "t = threading.Thread(target=call_command, args=('mcp_stdio',)); t.start(); t.join()")
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.stdio_settings", "PYTHONPATH": str(ROOT)}
+    done = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", script], cwd=ROOT, env=env, timeout=60,
+                                   input=(json.dumps(PING) + "\n").encode(), capture_output=True)
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [reply.get("id") for reply in replies] == ["ping"], (replies, done.stderr.decode()[-2000:])

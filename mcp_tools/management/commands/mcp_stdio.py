@@ -36,7 +36,9 @@ class Command(BaseCommand):
         server = StdioServer(principal, *claim_stdio(), grace=options.get("grace"))
 
         async def serve() -> None:
-            with contextlib.suppress(NotImplementedError):  # no signal handlers in Windows' event loops
+            # No signal handlers in Windows' event loops (NotImplementedError), nor outside the main
+            # thread (RuntimeError: call_command("mcp_stdio") from a thread): stdin's end still stops it.
+            with contextlib.suppress(NotImplementedError, RuntimeError):
                 # A client that gives up waiting for the exit sends SIGTERM (the official Python
                 # client 2 s after closing stdin): the calls in flight then end cancelled and are
                 # answered, instead of dying with the process and staying input_required.
