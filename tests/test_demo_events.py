@@ -41,10 +41,13 @@ async def test_the_demo_pages_through_its_events_with_resume_tokens() -> None:
     assert await Event.objects.acount() == EVENT_COUNT  # run again (scripts/demo does on every start): no more
     seen: list[int] = []
     token: str | None = None
+    pages = 0
     while True:
         result = await page(token)
+        pages += 1
         seen += [event["id"] for event in result["structuredContent"]["result"]]  # type: ignore[index]
         if "nextResumeToken" not in result:
             break
         token = str(result["nextResumeToken"])
     assert len(seen) == EVENT_COUNT and seen == sorted(set(seen))
+    assert pages == -(-EVENT_COUNT // 10), pages  # 10 a page, as asked

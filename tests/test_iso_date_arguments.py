@@ -8,10 +8,11 @@ argument error like any other schema violation; ISO forms pass as before.
 from __future__ import annotations
 
 import datetime
-from typing import Any
+import enum
+from typing import Any, Literal
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from mcp_tools.protocol.errors import InvalidArguments
 from mcp_tools.registry import make_tool, registry
@@ -94,3 +95,74 @@ def test_a_tool_without_dates_has_no_check() -> None:
 
     assert timestamp_check(make_tool(count).input.schema) is None
     assert timestamp_check(make_tool(when_is).input.schema) is not None
+
+
+# -- unions: what pydantic made of the value decides, not the schema read ----------------------------
+
+class Shipped(BaseModel):
+    kind: Literal["shipped"]
+    when: datetime.datetime
+
+
+class Noted(BaseModel):
+    kind: Literal["noted"]
+    note: str
+
+
+class Colour(str, enum.Enum):
+    RED = "red"
+
+    @classmethod
+    def _missing_(cls, value: object) -> "Colour":
+        return cls.RED
+
+
+class Aliased(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+    at_text: str = Field(alias="atText")
+
+
+class Dated(BaseModel):
+    at_text: datetime.datetime
+
+
+def record(entry: Shipped | Noted) -> str:
+    """A union of models: the kind says which."""
+    return "ok"
+
+
+def date_first(value: datetime.datetime | str) -> str:
+    """Pydantic tries the date first."""
+    return "ok"
+
+
+def text_first(value: str | datetime.datetime) -> str:
+    """Pydantic keeps a string as text first."""
+    return "ok"
+
+
+def colour_or_date(value: Colour | datetime.datetime) -> str:
+    """An enum that takes any string (its _missing_) beside a date."""
+    return "ok"
+
+
+def aliased_or_dated(entry: Aliased | Dated) -> str:
+    """A model sent by its field's own name beside one with a date of that name."""
+    return "ok"
+
+
+@pytest.mark.parametrize(("fn", "arguments", "field"), [
+    (record, {"entry": {"kind": "shipped", "when": "1700000000"}}, "entry.when"),
+    (date_first, {"value": "1700000000"}, "value"),
+])
+def test_a_timestamp_that_pydantic_read_as_a_date_inside_a_union_is_refused(fn: Any, arguments: dict[str, Any], field: str) -> None:
+    with pytest.raises(InvalidArguments) as caught:
+        make_tool(fn).validate_arguments(arguments)
+    assert [(e["field"], e["type"]) for e in caught.value.errors] == [(field, "datetime_parsing")]
+
+
+def test_what_another_alternative_of_a_union_took_passes() -> None:
+    assert make_tool(record).validate_arguments({"entry": {"kind": "noted", "note": "1700000000"}})["entry"].note == "1700000000"
+    assert make_tool(text_first).validate_arguments({"value": "1700000000"})["value"] == "1700000000"
+    assert make_tool(colour_or_date).validate_arguments({"value": "zzz"})["value"] is Colour.RED
+    assert make_tool(aliased_or_dated).validate_arguments({"entry": {"at_text": "1700000000"}})["entry"].at_text == "1700000000"

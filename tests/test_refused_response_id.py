@@ -57,3 +57,13 @@ async def test_a_request_refused_before_its_session_is_found_keeps_its_id() -> N
     r = await post_json(APP, {"jsonrpc": "2.0", "id": 42, "method": "tools/list", "params": {}},
                         post_headers(version=HANDSHAKE, session="no-such-session"))
     assert r.status == 404 and r.json()["id"] == 42, r.body
+
+
+@pytest.mark.parametrize("message", [
+    {"jsonrpc": "2.0", "id": "mcp_tools:999:1", "result": {}},
+    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}},
+])
+async def test_a_notification_or_response_with_credentials_that_fail_gets_401_without_an_id(message: dict[str, Any]) -> None:
+    r = await post_json(APP, message, post_headers(version=HANDSHAKE, session="any-session", token="not-a-real-token"))
+    assert r.status == 401, r.body
+    assert set(r.json()) == {"jsonrpc", "error"}, r.body

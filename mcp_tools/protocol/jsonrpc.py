@@ -254,7 +254,8 @@ def _is_error_object(error: Any) -> bool:
 def _readable_id(payload: dict[str, Any]) -> RequestId | None:
     """The id an Invalid Request's error answers with: JSON-RPC 2.0 section 5 (and MCP) has it null only
     when the id "could not be read". A request's (a message with ``method``) valid id is repeated; a
-    response's id is the server's own request's, not one to answer (its refusal names none)."""
+    response's id is the server's own request's, not one to answer (null here, as for any invalid message; a
+    well-formed response's refusal has no ``id`` member: transports/http.py)."""
     request_id = payload.get("id")
     if "method" in payload and isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
         return request_id

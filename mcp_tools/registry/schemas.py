@@ -381,7 +381,7 @@ def input_from_signature(
         except ValidationError as exc:
             errors, more = format_validation_errors(exc)
             raise InvalidArguments(name, errors, more=more) from None
-        if timestamps is not None and (errors := timestamps(arguments)):
+        if timestamps is not None and (errors := timestamps(arguments, instance)):
             raise InvalidArguments(name, errors)
         if as_dict:
             return instance.__dict__.copy()
@@ -390,33 +390,41 @@ def input_from_signature(
     return InputSpec(schema=schema, validate=validate)
 
 
-#: The string formats pydantic also reads from a number, strictly too ("1700000000" and "-1" as
+#: The values pydantic also reads from a string of digits, strictly too ("1700000000" and "-1" as
 #: seconds since the epoch for a datetime, "86400" for a date), and how it words a bad value of each.
-_TIMESTAMP_FORMATS = {
-    "date-time": ("datetime_parsing", "Input should be a valid datetime, an ISO 8601 string (YYYY-MM-DDTHH:MM:SS), not a timestamp"),
+_TIMESTAMP_ERRORS = {
+    "datetime": ("datetime_parsing", "Input should be a valid datetime, an ISO 8601 string (YYYY-MM-DDTHH:MM:SS), not a timestamp"),
     "date": ("date_parsing", "Input should be a valid date in the format YYYY-MM-DD, not a timestamp"),
 }
+#: The schema formats of those values: a tool whose schema has neither has no check.
+_TIMESTAMP_FORMATS = ("date-time", "date")
 #: How an ISO 8601 (RFC 3339) date, and so a date-time, starts: what no number does.
 _ISO_DATE_START = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
-def timestamp_check(schema: dict[str, Any]) -> Callable[[dict[str, Any]], list[dict[str, Any]]] | None:
-    """For a schema with a ``date-time`` or ``date`` anywhere: what finds, in arguments pydantic took,
-    the strings of those formats that are no ISO date but which it read as a Unix timestamp
-    (``[{field, message, type}]``, as its own errors). None for any other schema: its tool pays nothing.
+def timestamp_check(schema: dict[str, Any]) -> Callable[[dict[str, Any], BaseModel], list[dict[str, Any]]] | None:
+    """For a schema with a ``date-time`` or ``date`` anywhere: what finds, in the arguments sent and
+    what pydantic made of them, each string it read as a Unix timestamp: a value it made a ``date``
+    or ``datetime`` from a string that starts as no ISO date (``[{field, message, type}]``, as its
+    own errors). None for any other schema: its tool pays nothing.
 
     JSON Schema's formats are RFC 3339's, as the schema advertises them: a client that sends
-    "1700000000" for a date-time is mistaken, and is told so rather than given 2023-11-14.
+    "1700000000" for a date-time is mistaken, and is told so rather than given 2023-11-14. What
+    pydantic made is compared, not the schema read: in a union it alone knows which alternative
+    took the value (``str | datetime`` keeps "1700000000" as text, ``datetime | str`` reads a date).
     """
     if not _has_timestamp_format(schema):
         return None
-    defs = schema.get("$defs")
-    defs = defs if isinstance(defs, dict) else {}
 
-    def check(arguments: dict[str, Any]) -> list[dict[str, Any]]:
+    def check(arguments: dict[str, Any], instance: BaseModel) -> list[dict[str, Any]]:
+        try:
+            # The values by the names they were sent under (python mode keeps dates as dates).
+            made = instance.model_dump(by_alias=True, warnings=False)
+        except Exception:  # a type that cannot be dumped: pydantic's reading stands
+            return []
         errors: list[dict[str, Any]] = []
-        _find_timestamps(arguments, schema, defs, (), errors)
-        return errors[:MAX_ARGUMENT_ERRORS]
+        _find_timestamps(arguments, made, (), errors)
+        return errors
 
     return check
 
@@ -430,70 +438,24 @@ def _has_timestamp_format(node: Any) -> bool:
     return False
 
 
-def _resolved(node: Any, defs: dict[str, Any]) -> Any:
-    """``node``, or the ``$defs`` entry its local ``$ref`` names (pydantic's only kind of reference)."""
-    ref = node.get("$ref") if isinstance(node, dict) else None
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        return defs.get(ref[len("#/$defs/"):])
-    return node
-
-
-def _admits(node: Any, value: Any) -> bool:
-    """Whether ``value``'s JSON type (and its ``const`` or ``enum``) is one alternative ``node`` of a union takes."""
-    if not isinstance(node, dict):
-        return False
-    if "const" in node and node["const"] != value:
-        return False
-    if isinstance(node.get("enum"), list) and value not in node["enum"]:
-        return False
-    kinds = node.get("type")
-    if kinds is None:
-        return True
-    kinds = [kinds] if isinstance(kinds, str) else kinds
-    return any(_JSON_TYPE_CHECKS[kind](value) for kind in kinds if kind in _JSON_TYPE_CHECKS)
-
-
-def _find_timestamps(value: Any, node: Any, defs: dict[str, Any], path: tuple[Any, ...], errors: list[dict[str, Any]]) -> None:
-    """Add to ``errors`` each string in ``value`` (at ``path``) whose place in ``node`` is a ``date-time``
-    or ``date`` and that starts as no ISO date. Only where pydantic's schema puts values (properties,
-    additional properties, items, prefix items, ``allOf``/``anyOf``/``oneOf``): the arguments passed it."""
-    node = _resolved(node, defs)
-    if not isinstance(node, dict) or len(errors) >= MAX_ARGUMENT_ERRORS:
+def _find_timestamps(sent: Any, made: Any, path: tuple[Any, ...], errors: list[dict[str, Any]]) -> None:
+    """Add to ``errors`` each place where ``sent`` holds a string that is no ISO date and ``made`` (what
+    pydantic made of it) a date or datetime. Objects are followed by key and lists by position;
+    a key sent under another name than the one it is dumped by (a second alias choice, a field's
+    own name beside its alias) is not followed: the check never refuses what it cannot pair."""
+    if len(errors) >= MAX_ARGUMENT_ERRORS:
         return
-    if isinstance(value, str):
-        found = node.get("format")
-        if isinstance(found, str) and found in _TIMESTAMP_FORMATS and not _ISO_DATE_START.match(value):
-            error_type, message = _TIMESTAMP_FORMATS[found]
+    if isinstance(made, datetime.date):  # a datetime is a date too
+        if isinstance(sent, str) and not _ISO_DATE_START.match(sent):
+            error_type, message = _TIMESTAMP_ERRORS["datetime" if isinstance(made, datetime.datetime) else "date"]
             errors.append({"field": ".".join(str(part) for part in path) or "(root)", "message": message, "type": error_type})
-            return
-    elif isinstance(value, dict):
-        properties = node.get("properties")
-        properties = properties if isinstance(properties, dict) else {}
-        additional = node.get("additionalProperties")
-        for key, item in value.items():
-            _find_timestamps(item, properties.get(key, additional), defs, (*path, key), errors)
-    elif isinstance(value, list):
-        prefix = node.get("prefixItems")
-        prefix = prefix if isinstance(prefix, list) else []
-        for index, item in enumerate(value):
-            _find_timestamps(item, prefix[index] if index < len(prefix) else node.get("items"), defs, (*path, index), errors)
-    for part in node.get("allOf") or ():
-        _find_timestamps(value, part, defs, path, errors)
-    alternatives = node.get("anyOf") or node.get("oneOf")
-    if isinstance(alternatives, list):
-        # A union takes the value when one of its alternatives of the value's type takes it as it
-        # is (a str beside a date-time takes "1700000000"); else the first one's errors say why not.
-        first: list[dict[str, Any]] | None = None
-        for alternative in alternatives:
-            alternative = _resolved(alternative, defs)
-            if not _admits(alternative, value):
-                continue
-            found_here: list[dict[str, Any]] = []
-            _find_timestamps(value, alternative, defs, path, found_here)
-            if not found_here:
-                return
-            first = found_here if first is None else first
-        errors.extend(first or ())
+    elif isinstance(sent, dict) and isinstance(made, dict):
+        for key, item in sent.items():
+            if key in made:
+                _find_timestamps(item, made[key], (*path, key), errors)
+    elif isinstance(sent, list) and isinstance(made, (list, tuple)) and len(sent) == len(made):
+        for index, (item, made_item) in enumerate(zip(sent, made)):
+            _find_timestamps(item, made_item, (*path, index), errors)
 
 
 #: JSON Schema's types, as a JSON value of each is in Python (a bool is not an integer or number here).

@@ -122,6 +122,12 @@ async def may_use(principal: Principal, method: str, name: str) -> bool:
     return item is not None and await permitted(principal, item.permissions)
 
 
+def internal_error_text(name: str) -> str:
+    """What a caller reads of a handler's unexpected exception (a direct call's, or a tool's inside
+    sampling): never the exception's own text, which is the server's; the log has it."""
+    return f"Internal error while running {name!r}; the server log has the details."
+
+
 def tool_function(tool: Tool) -> Callable[..., Any]:
     """What runs ``tool``: its function, between Django's connection rules of a request's start and
     end when it is sync and ``thread_sensitive=False``. asgiref runs such a tool in the loop's
@@ -422,7 +428,7 @@ class Runtime:
         # Not the exception's text: it is the server's (a connection string, a path, a query), and the
         # model's conversation goes back to the client. What a direct tools/call answers, logged here.
         logger.exception("Tool %r failed inside sampling", tool.name)
-        return f"Internal error while running {tool.name!r}; the server log has the details."
+        return internal_error_text(tool.name)
 
     def sampling_limits(self) -> tuple[int, int]:
         return int(mcp_settings.SAMPLING_MAX_TOOLS), int(mcp_settings.SAMPLING_MAX_TOOL_CALLS)
@@ -791,7 +797,7 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
     timer: asyncio.TimerHandle | None = None
     task: asyncio.Task[Any] | None = None
     #: The user's answer (``decline``, ``cancel``) to an elicitation the handler did not catch.
-    refused: str | None = None
+    elicitation_action: str | None = None
 
     def record() -> None:
         nonlocal recorder
@@ -857,10 +863,10 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
         message = str(exc)
     except ElicitationDeclined:
         message = "The user declined to provide the requested input."
-        refused = "decline"
+        elicitation_action = "decline"
     except ElicitationCancelled:
         message = "The user cancelled the request for input."
-        refused = "cancel"
+        elicitation_action = "cancel"
     except StepFailed as exc:
         message = str(exc)
     except NonDeterministicHandler as exc:
@@ -907,7 +913,7 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
                            target.method, target.name, exc)
             raise
         logger.exception("%s %r failed after %.3fs", target.method, target.name, time.monotonic() - started)
-        message = f"Internal error while running {target.name!r}; the server log has the details."
+        message = internal_error_text(target.name)
     finally:
         running_here.handler_here = False
         if waiter is not None and waiter.also is first_wait:
@@ -922,11 +928,11 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
             cancellation.forget(task)
     if is_tool:
         return error_result(message)
-    if refused is not None:
+    if elicitation_action is not None:
         # A prompt has no isError to answer it with. The user said no: the request is refused, as one
         # for an unknown prompt or without its arguments is (-32602, server/prompts, Error Handling),
         # not failed as the server's own bug (-32603). ``data.action`` says which answer ended it.
-        error = McpError(INVALID_PARAMS, message, {"action": refused})
+        error = McpError(INVALID_PARAMS, message, {"action": elicitation_action})
         await _end_failed(inv, error, answered=True)
         raise error
     error = McpError(INTERNAL_ERROR, message)

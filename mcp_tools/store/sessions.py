@@ -79,10 +79,10 @@ def set_session_log_level(session_id: str, level: str) -> None:
 
 
 #: What :func:`subscribe` did: ``subscribed`` (also when the session was already), or why nothing was stored.
-Subscribed = Literal["subscribed", "uri_too_long", "limit_reached"]
+SubscribeOutcome = Literal["subscribed", "uri_too_long", "limit_reached"]
 
 
-def subscribe(session_id: str, uri: str, limit: int) -> Subscribed:
+def subscribe(session_id: str, uri: str, limit: int) -> SubscribeOutcome:
     """Subscribe the session to ``uri``, unless it holds ``limit`` subscriptions already.
 
     Nothing is stored for a URI longer than the table's column holds (PostgreSQL would refuse it
