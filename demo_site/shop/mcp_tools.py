@@ -6,14 +6,17 @@ nothing here.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, Literal, TypedDict
+
+from django.db.models import Sum
 
 from rest_framework import serializers
 
 import mcp_tools
 from mcp_tools import ToolError, ToolResult
 
-from .models import Customer, Order, Ticket
+from .models import Customer, Order, Ticket, may_make_orders_in
 
 
 class OrderSerializer(serializers.ModelSerializer):
@@ -24,6 +27,30 @@ class OrderSerializer(serializers.ModelSerializer):
         model = Order
         fields = ["id", "number", "customer", "customer_name", "store", "status", "total", "note", "created_at"]
         read_only_fields = ["status", "created_at"]
+
+    def validate_store(self, value: str) -> str:
+        """An order stays in the store it was made in, and staff who see one store make orders there.
+
+        The store decides who may refund an order (backends.StoreRulesBackend): an order a clerk
+        could move into their store, refund, and move back, would be refunded by any clerk.
+        """
+        if self.instance is not None:
+            if value != self.instance.store:
+                raise serializers.ValidationError("An order's store cannot be changed.")
+            return value
+        user = self.context.get("user")
+        if not may_make_orders_in(user, value):
+            raise serializers.ValidationError("You may make orders in your own store only.")
+        return value
+
+    def validate_total(self, value: Decimal) -> Decimal:
+        """Not below what the order has been refunded already; ``-0`` is ``0``."""
+        value = value + Decimal("0.00")  # -0.00 + 0.00 is 0.00
+        if self.instance is not None:
+            refunded = self.instance.refunds.aggregate(total=Sum("amount"))["total"] or Decimal("0")
+            if value < refunded:
+                raise serializers.ValidationError(f"The order has been refunded {refunded:.2f}: its total cannot be less.")
+        return value
 
 
 @mcp_tools.register_toolset

@@ -71,6 +71,14 @@ class OrderQuerySet(models.QuerySet["Order"]):
         return self.filter(store=staff.store) if staff else self.none()
 
 
+def may_make_orders_in(user: object, store: str) -> bool:
+    """Whether ``user`` may make an order in ``store``: any store with ``shop.view_all_stores``, else their own."""
+    if getattr(user, "is_authenticated", False) and user.has_perm("shop.view_all_stores"):  # type: ignore[attr-defined]
+        return True
+    staff = StaffMember.objects.filter(user_id=getattr(user, "pk", 0) or 0).first()
+    return staff is not None and staff.store == store
+
+
 class Order(models.Model):
     class Status(models.TextChoices):
         OPEN = "open", "Open"
@@ -124,7 +132,10 @@ class Order(models.Model):
         # One refund of an order at a time (the method runs in a transaction): two concurrent
         # refunds would both read the same total refunded so far and together exceed the order.
         Order.objects.select_for_update().filter(pk=self.pk).exists()
-        refunded = self.refunds.aggregate(total=Sum("amount"))["total"] or Decimal("0")
+        # In cents, as stored ("1.5" is 1.50; SQLite sums decimals as floats: 3.60000000000000).
+        cents = Decimal("0.01")
+        amount = amount.quantize(cents)
+        refunded = (self.refunds.aggregate(total=Sum("amount"))["total"] or Decimal("0")).quantize(cents)
         if refunded + amount > self.total:
             raise ValidationError({"amount": f"At most {self.total - refunded} is left to refund on order {self.number}."})
         refund = Refund.objects.create(order=self, amount=amount, created_by=ctx.user)
