@@ -1353,6 +1353,19 @@ async def run_next_round(
         if row is not None and row[1] == round_number and row[0] in ("cancelled", "expired"):
             return ended_answer(target.method, row[0])
         return await repeat_outcome(call.id, round_number, answers_digest, purpose, on_worker=on_worker)
+    except McpError:
+        # A protocol error of a run that wrote nothing (its round unclaimed: the next step needs a
+        # capability the client did not declare, say), when the call ended meanwhile (an operator
+        # cancelled or expired it while the client answered): the call's end is the answer, as for
+        # a round that another request took, not an error about a step that will never run.
+        if unclaimed_round(inv) is None:
+            raise
+        row = await store.call_status(call.id)
+        if row is None or row[1] != round_number or row[0] not in ("cancelled", "expired"):
+            raise
+        if isinstance(call, CarriedCall):
+            raise NotCurrent() from None
+        return ended_answer(target.method, row[0])
 
 
 async def rerun_round(
