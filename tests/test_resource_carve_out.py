@@ -18,18 +18,13 @@ from mcp_tools.protocol.errors import INVALID_PARAMS, RESOURCE_NOT_FOUND
 from mcp_tools.registry import registry
 from tests.asgi_client import call_modern
 from tests.clients import create_user_with_token
-from tests.test_resources_review import APP, legacy, open_session
+from tests.test_resources_review import APP, _in_memory_layer, legacy, open_session  # noqa: F401 (an autouse fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 OPEN = "carve://{name}"
 GATED = "carve://payroll"
 OTHER = "carve://menu"
-
-
-@pytest.fixture(autouse=True)
-def _in_memory_layer(settings: Any) -> None:
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 
 @pytest.fixture
