@@ -276,6 +276,25 @@ def _attach_session_user(django_request: Any, scope: dict[str, Any]) -> None:
     django_request.user = SimpleLazyObject(lambda: get_user(django_request))
 
 
+#: Headers the request built for authentication leaves out: they describe a body it does not have.
+_BODY_HEADERS = frozenset((b"content-type", b"content-length"))
+
+
+def authentication_scope(scope: dict[str, Any]) -> dict[str, Any]:
+    """The scope of the Django request the authenticators see: ``scope`` without its body's headers.
+
+    The transport has read the body (JSON), so the request is built with an empty one. Kept, the
+    POST's ``Content-Type: application/json`` and ``Content-Length`` would describe a body that is
+    not there, and an authenticator that reads the form data would fail on it: django-oauth-toolkit's
+    ``OAuth2Authentication`` reads ``request.POST`` (oauthlib's ``extract_body``), which on a DRF
+    request without parsers raises ``UnsupportedMediaType``, a 500 for every request with
+    credentials. Without them the request has no form data, and no authenticator finds a token in
+    a body (RFC 6750 2.2's form parameter is not MCP's: "Access Token Usage").
+    """
+    headers = [(name, value) for name, value in scope.get("headers", ()) if name.lower() not in _BODY_HEADERS]
+    return {**scope, "method": scope.get("method", "POST"), "headers": headers}
+
+
 def authenticate_scope(scope: dict[str, Any]) -> Principal:
     """Run the configured DRF authenticators against an ASGI HTTP scope (sync: may hit the DB).
 
@@ -291,7 +310,7 @@ def authenticate_scope(scope: dict[str, Any]) -> Principal:
     if classes:
         import io
 
-        django_request = ASGIRequest({**scope, "method": scope.get("method", "POST")}, io.BytesIO(b""))
+        django_request = ASGIRequest(authentication_scope(scope), io.BytesIO(b""))
         # Session authentication enforces CSRF for unsafe methods; MCP clients are not browsers
         # and Origin is validated by the transport, so skip Django's CSRF check here.
         django_request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
@@ -299,7 +318,13 @@ def authenticate_scope(scope: dict[str, Any]) -> Principal:
         request = Request(django_request, authenticators=[cls() for cls in classes])
         try:
             user = request.user
-        except exceptions.AuthenticationFailed as exc:
+        except exceptions.APIException as exc:
+            # AuthenticationFailed and NotAuthenticated are DRF's refusals. Any other APIException
+            # (Throttled, PermissionDenied, a ParseError of the authenticator's own) refuses too:
+            # DRF stops at the authenticator that raised, so the caller is not "found by none"
+            # (anonymous), and it is the client's request that was refused, not a server error.
+            if not isinstance(exc, (exceptions.AuthenticationFailed, exceptions.NotAuthenticated)):
+                logger.info("A DRF authenticator refused an MCP request with %s: %s", type(exc).__name__, exc.detail)
             header = None
             if request.authenticators:
                 header = request.authenticators[0].authenticate_header(request)
