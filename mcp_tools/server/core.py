@@ -1181,6 +1181,11 @@ def carriable(journal: Journal) -> Journal | None:
     return None
 
 
+def bound_to(payload: dict[str, Any], principal_id: str, method: str) -> bool:
+    """Whether an unsealed token's ``payload`` is for this caller and this method."""
+    return tokens.names_principal(payload.get("p"), principal_id) and payload.get("m") == method
+
+
 def open_token(purpose: str, token: Any, rc: RequestContext, target_digest: str | None, method: str) -> dict[str, Any]:
     """A token's payload, if it is genuine, unexpired and bound to this caller and request."""
     error = invalid_token(purpose)
@@ -1188,7 +1193,7 @@ def open_token(purpose: str, token: Any, rc: RequestContext, target_digest: str 
         payload = tokens.unseal(purpose, token)
     except tokens.InvalidToken:
         raise error from None
-    if not tokens.names_principal(payload.get("p"), rc.principal.id) or payload.get("m") != method or (target_digest is not None and payload.get("d") != target_digest):
+    if not bound_to(payload, rc.principal.id, method) or (target_digest is not None and payload.get("d") != target_digest):
         logger.info("Refused %s token: bound to another principal, method or parameters", purpose)
         raise error
     return payload

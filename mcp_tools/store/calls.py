@@ -405,6 +405,18 @@ def call_request_id(call_id: Any) -> str | None:
     return ToolCall.objects.filter(id=call_id).values_list("request_id", flat=True).first()
 
 
+def call_tool_name(call_id: Any) -> str | None:
+    """The tool (or prompt, or resource URI) a call runs, or None: no such call (or not a call id)."""
+    from django.core.exceptions import ValidationError
+
+    from ..models import ToolCall
+
+    try:
+        return ToolCall.objects.filter(id=call_id).values_list("tool_name", flat=True).first()
+    except (ValidationError, ValueError, TypeError):  # not a call id
+        return None
+
+
 def call_progress_token(call_id: Any) -> Any:
     """The ``progressToken`` of the request that started a call (None: it had none, or no such call)."""
     from ..models import ToolCall

@@ -56,7 +56,7 @@ from ..server.auth import (
     credential_headers,
 )
 from ..server.core import Awaiting, end_call, may_use, permitted
-from ..server.flavors import session as session_flavor
+from ..server.flavors import saga as saga_flavor, session as session_flavor
 from ..server.threads import RequestThread, run_sync
 
 logger = logging.getLogger("mcp_tools.http")
@@ -552,6 +552,11 @@ class StreamCaller:
         return False
 
 
+#: The methods that run a tool (:func:`check_tool_scopes`): by ``params.name``, or (``tools/resumeSaga``)
+#: the tool of the call its ``sagaToken`` resumes.
+SCOPED_TOOL_METHODS = frozenset(("tools/call", "tools/callSaga", "tools/resumeSaga"))
+
+
 async def check_tool_scopes(scope: dict[str, Any], headers: dict[str, str], method: str, params: dict[str, Any],
                             principal: Principal, request_id: Any) -> None:
     """403 ``insufficient_scope`` for a tool the caller may use but whose scope the token lacks.
@@ -559,9 +564,9 @@ async def check_tool_scopes(scope: dict[str, Any], headers: dict[str, str], meth
     A tool the caller could not use even with the scope stays unknown (answered by the
     method table like any hidden tool); tools/list hides both (docs/oauth.md).
     """
-    if principal.scopes is None or method not in ("tools/call", "tools/callSaga"):
+    if principal.scopes is None or method not in SCOPED_TOOL_METHODS:
         return
-    name = params.get("name")
+    name = params.get("name") if method != "tools/resumeSaga" else await saga_flavor.tool_of_token(params.get("sagaToken"), principal)
     tool = registry.get_tool(name) if isinstance(name, str) else None
     if tool is None:
         return

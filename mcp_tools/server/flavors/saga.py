@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ... import engine
+from ... import engine, store
 from ...engine.journal import Journal, Step, digest
 from ...protocol.answers import step_type
 from ...protocol.errors import MAX_ARGUMENT_ERRORS, McpError, invalid_params
 from ...registry import registry
-from .. import core
+from .. import core, tokens
+from ..auth import Principal
 from ..context import RequestContext
 
 
@@ -89,6 +90,23 @@ async def resume(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
                                           answers_digest=answers_digest)
     assert answers_digest is not None
     return await _advance_with_failures(row, journal, round_number, responses, errors, answers_digest, target, rc, ask)
+
+
+async def tool_of_token(token: Any, principal: Principal) -> str | None:
+    """The name of the tool whose call a ``sagaToken`` resumes, for the transport's scope check; None
+    when the token does not open for this caller or its call is gone (:func:`resume` refuses it then).
+
+    ``tools/resumeSaga`` names no tool, so without this a token lacking the tool's OAuth scope met
+    only :func:`resume`'s "Unknown tool", not the 403 step-up challenge ``tools/callSaga`` gets.
+    Opened as :func:`resume` opens it, with nothing written: an expired call is left for it to end.
+    """
+    try:
+        payload = tokens.unseal("saga", token)
+    except tokens.InvalidToken:
+        return None
+    if not core.bound_to(payload, principal.id, "tools/call"):
+        return None
+    return await store.call_tool_name(payload.get("c"))
 
 
 def _completed_steps(completed: Any) -> tuple[dict[str, Any], dict[str, Any]]:
