@@ -219,8 +219,14 @@ def check_oauth(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         if not isinstance(value, (list, tuple)) or not all(isinstance(s, str) and s and " " not in s for s in value):
             problems.append(Error(f"MCP_TOOLS['OAUTH'][{key!r}] must be a list of scope names (no spaces).", id="mcp_tools.E043"))
     resource = config.get("RESOURCE")
-    if resource is not None and (not isinstance(resource, str) or "#" in resource or not resource.startswith(("https://", "http://"))):
-        problems.append(Error("MCP_TOOLS['OAUTH']['RESOURCE'] must be an absolute URI without a fragment (RFC 8707).",
+    # A query too: RFC 8707 2 says a resource SHOULD NOT have one, and here it would name a resource
+    # the metadata does not describe (its path-suffixed URL, RFC 9728 3.1, is made of the path alone).
+    if resource is not None and (not isinstance(resource, str) or "#" in resource or "?" in resource
+                                 or not resource.startswith(("https://", "http://"))):
+        problems.append(Error("MCP_TOOLS['OAUTH']['RESOURCE'] must be an absolute URI without a query or a fragment "
+                              "(RFC 8707 2: a resource MUST NOT have a fragment and SHOULD NOT have a query; the "
+                              "protected resource metadata's URL, RFC 9728 3.1, is built from its path alone).",
+                              hint="Serve each resource (a tenant, say) at a path of its own, e.g. 'https://shop.example/a/mcp'.",
                               id="mcp_tools.E043"))
     elif resource is None and not settings.DEBUG:
         problems.append(Warning("MCP_TOOLS['OAUTH']['RESOURCE'] is not set: the resource identifier (the token audience) is "

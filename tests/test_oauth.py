@@ -403,6 +403,22 @@ def test_checks_refuse_a_config_without_servers_or_verifier() -> None:
         assert check_oauth() == []
 
 
+@pytest.mark.parametrize("resource", ["https://shop.example/mcp?tenant=a", "https://shop.example/mcp?", "https://shop.example/mcp#top",
+                                      "https://shop.example/mcp?tenant=a#top"])
+def test_check_refuses_a_resource_with_a_query_or_a_fragment(resource: str) -> None:
+    """RFC 8707 2: a resource "MUST NOT include a fragment component" and "SHOULD NOT include a query
+    component". A query passed, and the metadata URL (RFC 9728 3.1, path-suffixed) dropped it: a
+    token for ``?tenant=a`` named a resource whose metadata says another."""
+    from mcp_tools.checks import check_oauth
+
+    config = {"AUTHORIZATION_SERVERS": ["/o"], "TOKEN_VERIFIER": "mcp_tools.contrib.oauth_toolkit.OAuthToolkitVerifier",
+              "RESOURCE": resource}
+    with override_settings(MCP_TOOLS={"OAUTH": config}):
+        problems = check_oauth()
+    assert [problem.id for problem in problems] == ["mcp_tools.E043"], problems
+    assert "query" in problems[0].msg and "fragment" in problems[0].msg and "RFC 8707" in problems[0].msg
+
+
 # -- anonymous callers are not one principal --------------------------------------------------
 
 
