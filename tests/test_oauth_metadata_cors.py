@@ -74,3 +74,21 @@ def test_django_view_answers_a_preflight() -> None:
         assert_preflight_answered(response.status_code, {k.lower(): v for k, v in response.items()}, "mcp-protocol-version")
         assert response.content == b""
         assert protected_resource_metadata(factory.put("/.well-known/oauth-protected-resource"))["Allow"] == "GET, HEAD, OPTIONS"
+
+
+@pytest.mark.parametrize("path", ["/.well-known/oauth-protected-resource/mcp-via-django", "/.well-known/oauth-protected-resource"])
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE"])
+async def test_the_urlconf_metadata_answers_an_unsafe_method_405_behind_csrf_middleware(path: str, method: str) -> None:
+    """Through Django's middleware (the demo's CsrfViewMiddleware), as the URLconf mount serves it: the
+    view answered a POST with Django's CSRF 403 HTML page where the ASGI mount answers 405 with Allow.
+    The document is public and read-only: no CSRF token is asked of a cross-site reader."""
+    from django.conf import settings
+    from django.core.handlers.asgi import ASGIHandler
+
+    assert "django.middleware.csrf.CsrfViewMiddleware" in settings.MIDDLEWARE
+    with oauth_on():
+        response = await request(ASGIHandler(), method, path, headers={"host": "testserver", "origin": "https://elsewhere.example"})
+        assert response.status == 405, (response.status, response.body[:200])
+        assert response.header("allow") == "GET, HEAD, OPTIONS"
+        assert response.header("access-control-allow-origin") == "*"  # as the ASGI mount's 405
+        assert (await request(ASGIHandler(), "GET", path, headers={"host": "testserver"})).status == 200

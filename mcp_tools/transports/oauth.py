@@ -14,6 +14,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import register_converter
+from django.views.decorators.csrf import csrf_exempt
 
 from ..server import oauth
 from .http import _TOKEN_CHARS, CORS_MAX_AGE, _headers, check_origin, HttpError
@@ -99,13 +100,15 @@ class ProtectedResourceMetadata:
         await send({"type": "http.response.body", "body": b"" if scope.get("method") in ("HEAD", "OPTIONS") else body})
 
 
+# Exempt from CsrfViewMiddleware: the document is public and read-only, and an unsafe method gets the
+# view's own 405 with Allow, as from the ASGI mount, not Django's CSRF 403 page (HTML to a JSON client).
+@csrf_exempt
 def protected_resource_metadata(request: HttpRequest, resource_path: str = "") -> HttpResponse:
     """The same document through Django's URLconf (``mcp_tools.urls.well_known_urlpatterns``)."""
     if request.method not in ("GET", "HEAD", "OPTIONS"):
         response = HttpResponse(status=405)
         response["Allow"] = METHODS
-        return response
-    if not oauth.enabled():
+    elif not oauth.enabled():
         response = JsonResponse({"error": "OAuth is not configured"}, status=404)
     elif request.method == "OPTIONS":
         response = HttpResponse(status=204)
