@@ -18,6 +18,7 @@ import httpx2
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import override_settings
+from django.urls import include, path
 
 from mcp_tools.server.oauth import audience_matches
 from tests.asgi_client import modern_message, post_headers, request
@@ -303,6 +304,54 @@ async def test_drf_token_still_works_with_oauth_on(oauth_server: LiveServer) -> 
     assert await sync_to_async(_stock)() == 2
 
 
+def _ownerless_client_token() -> str:
+    """A token from DOT's token endpoint (client credentials) of an application no user owns, with every scope."""
+    from django.test import Client
+    from oauth2_provider.models import Application
+
+    secret = secrets.token_urlsafe(24)
+    app = Application.objects.create(name="ownerless", user=None, client_type=Application.CLIENT_CONFIDENTIAL,
+                                     authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS, client_secret=secret)
+    answer = Client().post("/o/token/", {"grant_type": "client_credentials", "client_id": app.client_id, "client_secret": secret,
+                                         "scope": "mcp inventory:write", "resource": "http://testserver/mcp"})
+    assert answer.status_code == 200, answer.content
+    assert set(answer.json()["scope"].split()) == {"mcp", "inventory:write"}
+    return str(answer.json()["access_token"])
+
+
+def only_scoped() -> str:
+    """A tool gated by a scope alone (no Django permission)."""
+    return "scoped"
+
+
+def not_gated() -> str:
+    """A tool anyone may call."""
+    return "open"
+
+
+async def test_an_ownerless_client_credentials_token_is_anonymous_even_for_a_tool_gated_by_a_scope_only() -> None:
+    """docs/oauth.md "Scopes": a client-credentials token of an application with no owner acts for no user,
+    and an anonymous caller holds no permission, so even a tool that asks only for a scope the token
+    has stays hidden and unknown to it; a tool with no gate is served."""
+    from mcp_tools.registry import make_tool, registry
+
+    token = await sync_to_async(_ownerless_client_token)()
+    app = _site()
+    with _oauth_on(SCOPES_SUPPORTED=["mcp", "inventory:write"]), registry.registered_temporarily(
+            make_tool(only_scoped, scopes=["inventory:write"]), make_tool(not_gated)):
+        listed = await _list_tools(app, "/mcp", token)
+        calls = {}
+        for name in ("only_scoped", "not_gated"):
+            body = json.dumps(modern_message("tools/call", {"name": name, "arguments": {}})).encode()
+            headers = post_headers(extra={"mcp-method": "tools/call", "mcp-name": name, "authorization": f"Bearer {token}"})
+            calls[name] = await request(app, "POST", "/mcp", headers=headers, body=body)
+    names = {tool["name"] for tool in listed.json()["result"]["tools"]}
+    assert "not_gated" in names and "only_scoped" not in names
+    assert calls["not_gated"].status == 200 and calls["not_gated"].json()["result"]["content"][0]["text"] == "open"
+    assert calls["only_scoped"].status == 200, calls["only_scoped"].body  # not a 403 step-up: no scope would help
+    assert calls["only_scoped"].json()["error"] == {"code": -32602, "message": "Unknown tool: only_scoped"}
+
+
 # -- an endpoint served at another path is its own resource ------------------------------------
 
 
@@ -367,6 +416,25 @@ async def test_an_endpoint_at_another_path_names_its_own_url_as_the_resource(roo
     assert "search_products" in {tool["name"] for tool in accepted.json()["result"]["tools"]}
     assert foreign.status == 401
     assert "not issued for this resource" in _challenge(foreign)["error_description"]
+
+
+#: This module as a URLconf: the endpoint included at /mcp/x, below the ASGI mount's /mcp.
+urlpatterns = [path("mcp/x", include("mcp_tools.urls"))]
+
+
+async def test_a_token_for_a_path_is_accepted_at_a_path_nested_below_it_and_not_the_reverse() -> None:
+    """docs/oauth.md: an endpoint served at two paths is two resources, but the audience rule accepts a
+    token issued for a parent path at a segment boundary: one for /mcp is served at /mcp/x (an include
+    nested below it), one for /mcp/x is refused at /mcp, and siblings refuse each other's."""
+    app = _site()
+    for_mcp = await sync_to_async(_token)(["http://testserver/mcp"], scope="mcp")
+    for_nested = await sync_to_async(_token)(["http://testserver/mcp/x"], scope="mcp")
+    for_sibling = await sync_to_async(_token)(["http://testserver/mcp-via-django"], scope="mcp")
+    with _oauth_on(), override_settings(ROOT_URLCONF=__name__):
+        answers = {(path, name): (await _list_tools(app, path, token)).status
+                   for path in ("/mcp", "/mcp/x") for name, token in (("mcp", for_mcp), ("nested", for_nested), ("sibling", for_sibling))}
+    assert answers == {("/mcp", "mcp"): 200, ("/mcp", "nested"): 401, ("/mcp", "sibling"): 401,
+                       ("/mcp/x", "mcp"): 200, ("/mcp/x", "nested"): 200, ("/mcp/x", "sibling"): 401}, answers
 
 
 async def test_metadata_is_served_for_the_paths_of_the_endpoint_only() -> None:
