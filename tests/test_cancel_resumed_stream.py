@@ -42,30 +42,29 @@ async def test_cancel_stops_a_round_running_on_a_resumed_stream(live_server_url:
                 async for event_id, elicit in iter_sse_events(response):
                     if elicit is not None and elicit.get("method") == "elicitation/create":
                         break
-        assert event_id is not None
+        assert event_id is not None and elicit is not None
         await asyncio.sleep(0.5)  # the server has noticed the closed stream: the call waits to be resumed
 
         seen: list[dict[str, Any]] = []
         async with session.resume(event_id) as resumed:
             assert resumed.status_code == 200
-            messages = iter_sse(resumed)
-            answered = cancelled_at = None
+            # The request the client received before its stream dropped is not sent again on the
+            # resumed stream (it saw that event): the client answers the one it has.
+            answered = await session.send({"jsonrpc": "2.0", "id": elicit["id"],
+                                           "result": {"action": "accept", "content": {"ok": True}}})
+            assert answered.status_code == 202, answered.text
+            # The resumed stream now runs the answered round (a 5 s count; a resumed stream
+            # relays no progress, so the test waits): the client cancels the request.
+            await asyncio.sleep(1.0)
+            assert await sync_to_async(_statuses, thread_sensitive=True)(session.session_id) == ["working"]
+            cancel = await session.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                         "params": {"requestId": request_id, "reason": "user gave up"}})
+            assert cancel.status_code == 202
+            cancelled_at = time.monotonic()
             async with asyncio.timeout(20):
-                async for message in messages:
+                async for message in iter_sse(resumed):
                     seen.append(message)
-                    if message.get("method") == "elicitation/create" and answered is None:
-                        answered = await session.send({"jsonrpc": "2.0", "id": message["id"],
-                                                       "result": {"action": "accept", "content": {"ok": True}}})
-                        assert answered.status_code == 202, answered.text
-                        # The resumed stream now runs the answered round (a 5 s count; a resumed stream
-                        # relays no progress, so the test waits): the client cancels the request.
-                        await asyncio.sleep(1.0)
-                        assert await sync_to_async(_statuses, thread_sensitive=True)(session.session_id) == ["working"]
-                        cancel = await session.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                                     "params": {"requestId": request_id, "reason": "user gave up"}})
-                        assert cancel.status_code == 202
-                        cancelled_at = time.monotonic()
-                    elif message.get("id") == request_id:
+                    if message.get("id") == request_id:
                         break
         statuses = await sync_to_async(_statuses, thread_sensitive=True)(session.session_id)
     assert cancelled_at is not None, seen

@@ -172,6 +172,15 @@ def events_after(stream_id: str, last_id: int) -> list[tuple[int, str]]:
     return [(e.id, e.payload) for e in StreamEvent.objects.after(stream_id, last_id, mcp_settings.EVENT_RETENTION)]
 
 
+def payloads_through(stream_id: str, last_id: int, containing: str) -> list[str]:
+    """The payloads of an SSE stream's kept events up to ``last_id`` (included) that contain ``containing``,
+    oldest first: what of the stream a client resuming at ``last_id`` received (one indexed range)."""
+    from ..models import StreamEvent
+
+    events = StreamEvent.objects.filter(stream_id=stream_id, id__lte=last_id, payload__contains=containing)
+    return list(events.order_by("id").values_list("payload", flat=True))
+
+
 def last_event_of_stream(stream_id: str) -> str | None:
     """The payload of an SSE stream's newest kept event, or None (one indexed row: a POST stream's
     response is its last event, whatever the stream carried before it)."""

@@ -1095,7 +1095,7 @@ class McpEndpoint:
         await response._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + response._base_headers()})
         # Some servers send headers only with the first body bytes: send a comment now.
         await response._send({"type": "http.response.body", "body": b": resumed\n\n", "more_body": True})
-        already_sent: set[str] = set()
+        already_sent: set[str] = set()  # our requests the replay carries now (and, below, those the client had)
         answered: set[Any] = set()  # ids of the responses the stream carried: seen by the client, or replayed now
         for event_id, payload in await store.events_after(stream_id, last_event_id):
             if payload:
@@ -1126,6 +1126,9 @@ class McpEndpoint:
             # at it, or in the replay just sent): one response per request.
             await response._send({"type": "http.response.body", "body": b""})
             return
+        # Requests the stream carried up to last_event_id reached the client: not sent again (a second
+        # elicitation dialog), only those it never carried (session_flavor.requests_carried).
+        already_sent |= await session_flavor.requests_carried(stream_id, last_event_id)
         # The call's progress goes on under the request's progressToken, from above the last value the client saw.
         progress_token = await store.call_progress_token(call_id)
         progress_sent = await store.last_progress_on_stream(stream_id) if progress_token is not None else None

@@ -12,6 +12,7 @@ client that lost its stream picks the call up with ``Last-Event-ID``
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -86,6 +87,27 @@ def parse_step_request_id(value: Any) -> tuple[str, int] | None:
     if not is_call_id(call_id) or step_request_id(*parsed) != value:
         return None
     return parsed
+
+
+async def requests_carried(stream_id: str, through: int) -> set[str]:
+    """The ids of our requests (:func:`step_request_id`) that SSE stream ``stream_id`` carried up to
+    its event ``through`` (included): what a client resuming it with ``Last-Event-ID: through`` has.
+
+    A resumed stream does not send them again (spec 2025-11-25, transports: only what "would have
+    been sent after the last event ID" is replayed): the official SDK runs its elicitation callback
+    for each request it gets, and the user was asked twice. One request event is kept once per
+    stream, so a later resume from before it replays it once. A request whose event the log no
+    longer keeps (``EVENT_RETENTION``, ``mcp_cleanup``) is not known here, and is sent again.
+    """
+    carried: set[str] = set()
+    for payload in await store.payloads_through(stream_id, through, f'"id":"{STEP_ID_PREFIX}:'):
+        try:
+            message = json.loads(payload)
+        except ValueError:
+            continue
+        if isinstance(message, dict) and "method" in message and parse_step_request_id(message.get("id")) is not None:
+            carried.add(message["id"])
+    return carried
 
 
 def _record_served_as(rc: RequestContext) -> None:
