@@ -19,6 +19,7 @@ import functools
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -598,6 +599,10 @@ class Response:
         self._lock: asyncio.Lock | None = None  # made when the response first streams (most never do)
         #: The CORS headers of an allowed browser origin's request (:func:`cors_headers`), else None.
         self.cors: list[tuple[bytes, bytes]] | None = None
+        #: When the stream last sent something (``time.monotonic()``): what :func:`keep_alive` measures from.
+        self.last_sent = 0.0
+        #: Called when the response becomes an SSE stream (a session request's handler keeps it alive then).
+        self.on_streaming: Callable[[], None] | None = None
 
     def _base_headers(self) -> list[tuple[bytes, bytes]]:
         headers = [(b"mcp-session-id", self.session_id.encode())] if self.session_id else []
@@ -641,6 +646,9 @@ class Response:
         if self.streaming:
             return
         self.streaming = True
+        self.last_sent = time.monotonic()
+        if self.on_streaming is not None:
+            self.on_streaming()
         await self._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + self._base_headers()})
         if self.event_ids and self.session_id:
             stream_id = self.ensure_stream_id()
@@ -661,6 +669,18 @@ class Response:
                 prefix = f"id: {event_id}\n"
             with contextlib.suppress(OSError):
                 await self._send({"type": "http.response.body", "body": f"{prefix}event: message\ndata: {payload}\n\n".encode(), "more_body": True})
+            self.last_sent = time.monotonic()
+
+    async def comment(self, body: bytes) -> None:
+        """An SSE comment (``body``: ``: ...\n\n``) on the stream, between its events."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self.closed:
+                return
+            with contextlib.suppress(OSError):
+                await self._send({"type": "http.response.body", "body": body, "more_body": True})
+            self.last_sent = time.monotonic()
 
     async def finish(self, message: dict[str, Any], status: int = 200, extra: list[tuple[bytes, bytes]] | None = None) -> None:
         if self.streaming:
@@ -672,11 +692,31 @@ class Response:
             await self.json(status, message, extra)
 
 
-#: A standalone stream or a ``subscriptions/listen`` stream with nothing to say sends an SSE
-#: comment this often (proxies and clients close idle connections); a standalone stream looks at
-#: its session then (sessions.keep_in_use).
+#: A standalone stream, a ``subscriptions/listen`` stream or a session request's stream (:func:`keep_alive`)
+#: with nothing to say sends an SSE comment this often (proxies and clients close idle connections);
+#: a standalone stream looks at its session then (sessions.keep_in_use).
 KEEPALIVE_SECONDS = 15.0
 KEEPALIVE_COMMENT = b": keep-alive\n\n"
+
+
+async def keep_alive(response: Response, gone: Callable[[], bool]) -> None:
+    """Send :data:`KEEPALIVE_COMMENT` on ``response``'s SSE stream whenever it has sent nothing for
+    :data:`KEEPALIVE_SECONDS`, until cancelled (or ``gone()``: its client left).
+
+    For a 2025-11-25 session request's stream while its handler waits: for the client's answer to
+    an ``elicitation/create`` (a human may take minutes), for a worker, for a call that runs
+    elsewhere. The client's read timeout (the official SDK's is 300 s) and a proxy's idle timeout
+    close an idle stream as they close an idle GET stream. Started when the response starts
+    streaming (a call answered in JSON, as most are, pays nothing: a JSON answer has no room for a
+    comment), and stopped before the request's last message.
+    """
+    while True:
+        idle = time.monotonic() - response.last_sent if response.streaming else 0.0
+        await asyncio.sleep(max(KEEPALIVE_SECONDS - idle, 0.0))
+        if gone() or response.closed:
+            return
+        if response.streaming and time.monotonic() - response.last_sent >= KEEPALIVE_SECONDS:
+            await response.comment(KEEPALIVE_COMMENT)
 
 
 class McpEndpoint:
@@ -1142,8 +1182,13 @@ class McpEndpoint:
             # The request goes on on this stream: the client's notifications/cancelled stops it here.
             cancellation.register(session.id, request_id, stopper)
         watcher = asyncio.ensure_future(receive())
+        response.last_sent = time.monotonic()
+        keeper = asyncio.ensure_future(keep_alive(response, watcher.done))  # as a POST's stream that waits
         try:
-            done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            try:
+                done, _ = await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                keeper.cancel()
             if task not in done:
                 # The resumed stream closed too: not a cancellation either. A call this stream ran
                 # again (its first run was gone) stays working, for the next resume to go on with.
@@ -1334,7 +1379,7 @@ class _Handler:
     calls) cannot be stopped by anyone else, and never needs it.
     """
 
-    __slots__ = ("task", "receive", "rc", "response", "running", "requested", "disconnected", "detached", "watcher")
+    __slots__ = ("task", "receive", "rc", "response", "running", "requested", "disconnected", "detached", "watcher", "keeper")
 
     def __init__(self, receive: Any, rc: RequestContext, response: Response) -> None:
         self.task: asyncio.Task[Any] | None = None
@@ -1348,6 +1393,10 @@ class _Handler:
         #: The client went away and the handler goes on (:meth:`_watch`): its answer is kept, not sent.
         self.detached = False
         self.watcher: asyncio.Future[None] | None = None
+        #: Keeps a 2025-11-25 session request's stream alive while its handler waits (:func:`keep_alive`).
+        self.keeper: asyncio.Future[None] | None = None
+        if rc.session_id is not None:
+            response.on_streaming = self.start_keeper
 
     def cancel(self, msg: Any = None) -> bool:
         """Stop the handler (``notifications/cancelled``); nothing once it has returned."""
@@ -1380,7 +1429,17 @@ class _Handler:
         if self.watcher is None:
             self.watcher = asyncio.ensure_future(self._watch())
 
+    def start_keeper(self) -> None:
+        """The response became an SSE stream: keep it alive while the handler runs (a session request's)."""
+        if self.keeper is None and self.running:
+            self.keeper = asyncio.ensure_future(keep_alive(self.response, lambda: self.disconnected))
+
     def stop_watcher(self) -> None:
+        keeper = self.keeper
+        if keeper is not None:
+            # Before the request's last message: nothing goes out after its stream's end.
+            self.keeper = None
+            keeper.cancel()
         watcher = self.watcher
         if watcher is not None:
             # Let go of it: the cancelled task keeps its CancelledError, whose traceback holds
