@@ -22,6 +22,10 @@ class RequestContext:
     request_id: Any = None
     session_id: str | None = None
     log_level: str | None = None
+    #: The client's log level as it is when a message goes out, where ``logging/setLevel`` can change
+    #: it while the request runs (a 2025-11-25 session's, the stdio client's); None: ``log_level`` holds
+    #: for the whole request (2026-07-28: the request's own ``_meta``).
+    current_log_level: Callable[[], Awaitable[str | None]] | None = None
     progress_token: Any = None
     #: The last progress value sent on this request's stream (each one sent is above it; see
     #: ``core.send_progress``).

@@ -406,10 +406,12 @@ class Runtime:
 
     async def log(self, inv: engine.Invocation, level: str, data: Any, logger_name: str | None, *, replaying: bool) -> None:
         rc: RequestContext = inv.state["rc"]
-        if replaying or rc.emit is None or rc.log_level is None:
+        if replaying or rc.emit is None:
             # (On replay: the run that first got here wrote it; a log line is not repeated.)
             return
-        if not at_least(level, rc.log_level):
+        # The level in force now: a logging/setLevel sent while this call runs counts from then on.
+        minimum = rc.log_level if rc.current_log_level is None else await rc.current_log_level()
+        if minimum is None or not at_least(level, minimum):
             return
         params: dict[str, Any] = {"level": level, "data": data}
         if logger_name:

@@ -223,6 +223,15 @@ async def keep_in_use(session_id: str, recorded: float) -> float | None:
     return now
 
 
+async def log_level(session_id: str, known: str) -> str:
+    """The session's log level now, for a request of it that is running (``logging/setLevel`` may have
+    changed it since the request began): from this process's cache, from which :func:`set_log_level`
+    drops the session in every process, else read again (once per ``SESSION_CACHE_SECONDS``, not
+    once per message); ``known`` once the session is gone."""
+    info = await get(session_id)
+    return known if info is None else info.log_level
+
+
 async def set_log_level(session_id: str, level: str) -> None:
     await store.set_session_log_level(session_id, level)
     await forget(session_id)

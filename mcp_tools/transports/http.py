@@ -919,6 +919,7 @@ class McpEndpoint:
             request_id=message.id,
             session_id=session_id,
             log_level=session.log_level,
+            current_log_level=functools.partial(sessions.log_level, session_id, session.log_level),
             progress_token=jsonrpc.progress_token(meta),
             emit=response.event,
             stream_id=response.ensure_stream_id,
@@ -1175,6 +1176,7 @@ class McpEndpoint:
         rc = RequestContext(principal=caller.principal, protocol_version=session.protocol_version, modern=False,
                             client_capabilities=session.client_capabilities, request_id=request_id, session_id=session.id,
                             log_level=session.log_level, emit=response.event, stream_id=lambda: stream_id,
+                            current_log_level=functools.partial(sessions.log_level, session.id, session.log_level),
                             progress_token=progress_token, progress_sent=progress_sent, survives_server_stop=True)
         task = asyncio.ensure_future(session_flavor.continue_call(call_id, rc, already_sent))
         stopper = _RequestedStop(task, rc)

@@ -275,11 +275,16 @@ class StdioServer:
             raise McpError(INVALID_REQUEST, f"Unauthorized: the user this server runs as ({name!r}) is inactive or was deleted")
         return Principal(user=user, id=principal.id, auth=principal.auth, scopes=principal.scopes, stored=True)
 
+    async def current_log_level(self) -> str:
+        """The client's log level now: a ``logging/setLevel`` reaches the requests already running too."""
+        return self.log_level
+
     def context(self, principal: Principal, request_id: Any, params: dict[str, Any] | None) -> RequestContext:
         meta = (params or {}).get("_meta")
         return RequestContext(
             principal=principal, protocol_version=self.version, modern=False,
             client_capabilities=self.capabilities, request_id=request_id, log_level=self.log_level,
+            current_log_level=self.current_log_level,
             progress_token=jsonrpc.progress_token(meta),
             emit=self.write, flavor="stdio",
         )
