@@ -657,6 +657,8 @@ async def test_admin_cancel_of_a_session_call_waiting_for_input_answers_with_the
                 assert asked["method"] == "elicitation/create"
                 call_id = asked["id"].split(":")[1]
                 await admin_cancel(call_id)
+                withdrawn = await anext(messages)  # the client is told its dialog will not be answered
+                assert withdrawn["method"] == "notifications/cancelled" and withdrawn["params"]["requestId"] == asked["id"], withdrawn
                 final = await anext(messages)
     assert final["id"] == request_id
     assert classify(final) == "cancelled", final

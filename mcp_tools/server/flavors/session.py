@@ -15,7 +15,7 @@ import asyncio
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from django.utils import timezone
@@ -45,9 +45,11 @@ class CallEnded(McpError):
     instead, as it does when a cancel stops a running handler.
     """
 
-    def __init__(self, status: str) -> None:
+    def __init__(self, status: str, pending: tuple[int, ...] = ()) -> None:
         super().__init__(INVALID_PARAMS, f"The call was {status}")
         self.status = status
+        #: The steps still waiting for the client's answer when the call ended (their requests are withdrawn).
+        self.pending = pending
 
 
 def step_request_id(call_id: str, seq: int) -> str:
@@ -149,6 +151,7 @@ async def _rounds(target: core.Target, inv: engine.Invocation, rc: RequestContex
         try:
             journal = await _wait_for_answers(call_id, round_number, rc)
         except CallEnded as ended:
+            await withdraw_requests(call_id, ended.pending, ended.status, rc, already_sent)
             return core.ended_answer(target.method, ended.status)
         round_number += 1
         inv = core.new_invocation(target, rc, journal, call_id)
@@ -170,6 +173,25 @@ async def _ask_on_stream(call_id: str, pending: list[Step], rc: RequestContext, 
         if related_task is not None:  # a task's requests say which task they belong to
             params = {**params, "_meta": {**params.get("_meta", {}), RELATED_TASK: {"taskId": related_task}}}
         await rc.emit(jsonrpc.request_message(step_request_id(call_id, step.seq), step.request["method"], params))
+
+
+async def withdraw_requests(call_id: str, seqs: Iterable[int], status: str, rc: RequestContext, sent: set[str]) -> None:
+    """The call ended (``status``) while steps ``seqs`` waited for the client's answer: send
+    ``notifications/cancelled`` on this stream for each of their requests that it carried (``sent``),
+    before the call's answer.
+
+    Spec 2025-11-25, cancellation: either side may cancel a request it sent, and the receiver SHOULD
+    stop processing it: the client closes the dialog of an ``elicitation/create`` whose answer nobody
+    will take now (an operator's cancel, an expiry, ``CALL_TTL``, the session's ``DELETE``). Sent with
+    ``rc.emit``, so the stream's event log keeps it and a resume replays it.
+    """
+    if rc.emit is None:
+        return
+    reason = f"The call was {status} before it finished."  # what the call's own answer says
+    for seq in seqs:
+        request_id = step_request_id(call_id, seq)
+        if request_id in sent:
+            await rc.emit(jsonrpc.notification_message("notifications/cancelled", {"requestId": request_id, "reason": reason}))
 
 
 async def _wait_for_answers(call_id: str, round_number: int, rc: RequestContext) -> Journal:
@@ -199,7 +221,7 @@ async def _wait(call_id: str, round_number: int) -> Journal:
                 raise McpError(INTERNAL_ERROR, "The call disappeared while waiting for input")
             row, journal = loaded
             if row.status in ("cancelled", "expired"):
-                raise CallEnded(row.status)
+                raise CallEnded(row.status, tuple(step.seq for step in journal.pending))
             if not journal.pending and row.round == round_number:
                 if await store.claim_round(call_id, round_number):
                     return journal
@@ -274,6 +296,8 @@ async def follow(
                 # call, a resumed stream); a task's tasks/result too: it MUST return exactly what the
                 # underlying request would have returned, for a cancelled task as well (2025-11-25
                 # tasks, "Result Retrieval"), not an error about the task.
+                if related_task is None:  # a session call's requests this stream carried are withdrawn first
+                    await withdraw_requests(call_id, (step.seq for step in journal.pending), row.status, rc, already_sent)
                 return core.ended_answer(row.method, row.status)
             if row.status == "input_required":
                 # A call of a flavor that takes its answers in its own requests (a 2026-07-28 task's
