@@ -31,9 +31,16 @@ async def ask_name(ctx: ToolContext) -> str:
     return str(answer.get("name"))
 
 
+async def ask_age_and_name(ctx: ToolContext) -> str:
+    """Both questions in one round (ctx.gather)."""
+    age, name = await ctx.gather(ctx.elicit("Age?", SCHEMA, key="age"),
+                                 ctx.elicit("Name?", {"type": "object", "properties": {"name": {"type": "string"}}}, key="name"))
+    return f"{name.get('name')}: {age['age']}"
+
+
 @pytest.fixture(autouse=True)
 def tools():  # type: ignore[no-untyped-def]
-    with registry.registered_temporarily(make_tool(ask_age), make_tool(ask_name)):
+    with registry.registered_temporarily(make_tool(ask_age), make_tool(ask_name), make_tool(ask_age_and_name)):
         yield
 
 
@@ -78,6 +85,29 @@ async def test_an_answer_breaking_the_schema_is_refused_with_an_http_error_and_f
     assert "Invalid answer" in final["result"]["content"][0]["text"], final
     call_id = ask["id"].split(":")[1]
     assert await sync_to_async(lambda: ToolCall.objects.get(id=call_id).status)() == "failed"
+
+
+async def test_a_refused_answer_in_a_gather_fails_its_step_once_the_rounds_other_answers_are_in() -> None:
+    """docs/durable-calls.md: in a ``ctx.gather`` the handler runs again (and ``gather`` raises ``StepFailed``)
+    only once every request of the round has its answer; the refusal alone leaves the call waiting."""
+    session = await open_session({"elicitation": {}})
+    headers = post_headers(version=HANDSHAKE, session=session)
+    call = {"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "ask_age_and_name", "arguments": {}}}
+    stream = Stream("POST", headers, json.dumps(call).encode())
+    try:
+        await stream.wait_for(lambda m: m.get("method") == "elicitation/create" and m["params"]["message"] == "Name?")
+        asks = {m["params"]["message"]: m for _, m in stream.events() if m.get("method") == "elicitation/create"}
+        bad = {"jsonrpc": "2.0", "id": asks["Age?"]["id"], "result": {"action": "accept", "content": {"age": 999}}}
+        assert (await post_json(APP, bad, headers)).status == 400
+        call_id = asks["Age?"]["id"].split(":")[1]
+        assert await sync_to_async(lambda: ToolCall.objects.get(id=call_id).status)() == "input_required"
+        assert not [m for _, m in stream.events() if m.get("id") == 6]  # no answer yet: "Name?" is still open
+        name = {"jsonrpc": "2.0", "id": asks["Name?"]["id"], "result": {"action": "accept", "content": {"name": "x"}}}
+        assert (await post_json(APP, name, headers)).status == 202
+        _, final = await stream.wait_for(lambda m: m.get("id") == 6)
+    finally:
+        stream.gone.set()
+    assert final["result"]["isError"] is True and "Invalid answer" in final["result"]["content"][0]["text"], final
 
 
 async def test_a_response_for_another_session_s_call_is_refused_with_an_http_error() -> None:

@@ -497,7 +497,12 @@ class ToolContext:
         return derived_step_key(base_key, turn, "tool_use", hashed)
 
     async def gather(self, *requests: StepRequest[Any]) -> list[Any]:
-        """Ask several things in one round (several ``inputRequests`` / saga steps)."""
+        """Ask several things in one round (several ``inputRequests`` / saga steps).
+
+        Returns once every one has its answer. A step the client failed (an error, an answer that
+        did not fit) raises :class:`StepFailed` then, not before: the first failed one in the
+        order given, the others' answers journaled but not returned.
+        """
         return await self._resolve(list(requests))
 
     async def _resolve(self, requests: list[StepRequest[Any]]) -> list[Any]:

@@ -399,8 +399,9 @@ async def accept_client_response(message: dict[str, Any], rc: RequestContext) ->
 
     A response no request waits for (``-32600``) changes nothing. An answer that does not
     fit its request (``-32602 Invalid answer: ...``) is refused too, and it also fails its
-    step with that error: the handler gets it (``StepFailed``) at once, and the call goes
-    on or ends as its handler says. It does not wait for another answer: clients do not
+    step with that error: the handler gets it (``StepFailed``) when its round runs, at once for
+    a step asked alone, once the round's other answers are in for one of a ``ctx.gather``, and
+    the call goes on or ends as its handler says. It does not wait for another answer: clients do not
     answer again (the official SDK drops an HTTP error to a response it POSTs, and stdio
     tells the client nothing), so a waiting step would hold ``tools/call`` until
     ``CALL_TTL``. The same refused answer delivered again is refused again, changing nothing.
