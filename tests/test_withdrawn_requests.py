@@ -12,15 +12,20 @@ ended the call and answered ``tools/call``, and never named the pending ``elicit
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 
+from mcp_tools import ToolContext
+from mcp_tools.models import ToolCall
+from mcp_tools.registry import make_tool, registry
 from mcp_tools.server import core
 from mcp_tools.server.flavors.session import parse_step_request_id
-from tests.asgi_client import request
+from tests.asgi_client import HANDSHAKE, post_headers, post_json, request
 from tests.test_call_stream_keepalive import asking
-from tests.test_http_spec_edges import APP, Stream, _in_memory_layer  # noqa: F401
+from tests.test_http_spec_edges import APP, Stream, _in_memory_layer, open_session  # noqa: F401
 from tests.test_resumed_requests_sent_once import waiting  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -79,3 +84,28 @@ async def test_a_resumed_stream_withdraws_the_request_it_carried_when_the_call_e
     resumed.gone.set()
     await asyncio.wait_for(resumed.task, 10)
     assert told(resumed, 4) == expected(asked, "cancelled", 4)
+
+
+async def test_a_call_the_client_cancels_says_so_not_its_last_progress_message() -> None:
+    """The row of a call the client's ``notifications/cancelled`` ended holds a reason, as an operator's
+    cancel and a cancel of a resumed stream write one: it kept its last progress message ("halfway")."""
+    async def halfway_then_ask(ctx: ToolContext) -> str:
+        """Report progress with a message, then ask."""
+        await ctx.report_progress(1, 2, "halfway")
+        answer = await ctx.elicit("Name?", {"type": "object", "properties": {"name": {"type": "string"}}})
+        return str(answer)
+
+    with registry.registered_temporarily(make_tool(halfway_then_ask)):
+        session = await open_session({"elicitation": {}})
+        headers = post_headers(version=HANDSHAKE, session=session)
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "halfway_then_ask", "arguments": {}, "_meta": {"progressToken": "p"}}}
+        stream = Stream("POST", headers, json.dumps(call).encode())
+        _, asked = await stream.wait_for(lambda m: m.get("method") == "elicitation/create")
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "gave up"}}
+        assert (await post_json(APP, cancel, headers)).status == 202
+        await asyncio.wait_for(stream.task, 10)
+    parsed = parse_step_request_id(asked["id"])
+    assert parsed is not None
+    row = await sync_to_async(ToolCall.objects.get)(id=parsed[0])
+    assert (row.status, row.status_message) == ("cancelled", "The client cancelled the request")

@@ -892,7 +892,8 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
             # that round: a late retry of a round another request advanced ends nothing.
             unclaimed = unclaimed_round(inv)
             with contextlib.suppress(asyncio.CancelledError):
-                if await asyncio.shield(store.end_call(inv.call_id, "cancelled", at_round=unclaimed.round if unclaimed else None)):
+                reason = CLIENT_CANCELLED if rc.cancel_requested else ""
+                if await asyncio.shield(store.end_call(inv.call_id, "cancelled", reason, unclaimed.round if unclaimed else None)):
                     await wakeups.notify(inv.call_id)
         if cancellation.is_server_cancel(exc, task):
             # The client did not ask for this: it gets an answer saying so, not silence (on its
@@ -1433,6 +1434,11 @@ async def repeat_outcome(
         await asyncio.sleep(0.02)
     logger.info("Refused replayed %s token for call %s round %s", purpose, call_id, round_number)
     raise invalid_token(purpose)
+
+
+#: The status message of a call the client stopped (its ``notifications/cancelled``): the row's last
+#: progress message would stay as the reason otherwise (an operator's cancel and an expiry write theirs).
+CLIENT_CANCELLED = "The client cancelled the request"
 
 
 async def end_call(call_id: str, status: str = "cancelled", message: str = "") -> bool:

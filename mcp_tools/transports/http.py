@@ -56,7 +56,7 @@ from ..server.auth import (
     authentication_classes,
     credential_headers,
 )
-from ..server.core import Awaiting, end_call, may_use, permitted
+from ..server.core import CLIENT_CANCELLED, Awaiting, end_call, may_use, permitted
 from ..server.flavors import saga as saga_flavor, session as session_flavor
 from ..server.threads import RequestThread, run_sync
 
@@ -1206,7 +1206,7 @@ class McpEndpoint:
                 # here, as the cancel may come before the task flavor's own guard was reached).
                 loaded = await store.load_call(call_id)
                 if loaded is None or loaded[0].flavor != "task":
-                    await end_call(call_id, "cancelled", "The client cancelled the request")
+                    await end_call(call_id, "cancelled", CLIENT_CANCELLED)
                 await response._send({"type": "http.response.body", "body": b""})
                 return
             try:

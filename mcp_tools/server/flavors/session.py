@@ -206,7 +206,8 @@ async def _wait_for_answers(call_id: str, round_number: int, rc: RequestContext)
     except asyncio.CancelledError as exc:
         # The client cancelled while the call waited for its answers (a closed stream is
         # not a cancellation, nor the server's shutdown: the call stays resumable).
-        if ends_when_stopped(rc, exc, asyncio.current_task()) and await store.end_call(call_id, "cancelled"):
+        reason = core.CLIENT_CANCELLED if rc.cancel_requested else ""
+        if ends_when_stopped(rc, exc, asyncio.current_task()) and await store.end_call(call_id, "cancelled", reason):
             await wakeups.notify(call_id)
         raise
     finally:
@@ -238,7 +239,7 @@ async def _run_on_worker(inv: engine.Invocation, target: core.Target, rc: Reques
         # notifications/cancelled: end the call and stop its worker (a closed stream does not, nor
         # the server's shutdown: the worker goes on, and the client's resume follows it).
         if ends_when_stopped(rc, exc, asyncio.current_task()):
-            await core.end_call(call_id, "cancelled")
+            await core.end_call(call_id, "cancelled", core.CLIENT_CANCELLED if rc.cancel_requested else "")
         raise
     assert result is not None  # the caller owns the call
     return result
@@ -385,7 +386,7 @@ async def cancel_request(session_id: str, request_id: Any) -> None:
     if await cancellation.cancel(session_id, request_id) or not isinstance(request_id, (str, int)):
         return
     live = await store.live_session_call(session_id, jsonrpc.id_text(request_id))
-    if live is not None and await store.end_call(live[0], "cancelled", "", live[1]):
+    if live is not None and await store.end_call(live[0], "cancelled", core.CLIENT_CANCELLED, live[1]):
         await core.after_end(live[0])
 
 
