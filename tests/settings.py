@@ -1,7 +1,7 @@
 """Settings for the test suite: the demo project plus the conformance fixtures.
 
-The test database is a file (SQLite) or ``test_mcp_tools`` (PostgreSQL, when
-``DATABASE_URL`` is set), so live server processes started by the tests can
+The test database is a file (SQLite) or ``test_mcp_tools_<run>`` (PostgreSQL or MySQL/MariaDB,
+when ``DATABASE_URL`` is set), so live server processes started by the tests can
 open the very same database (see ``tests/server_settings.py``).
 """
 
@@ -20,7 +20,7 @@ from demo_site.settings import DATABASES, INSTALLED_APPS, MCP_TOOLS  # noqa: E40
 
 TESTS_DIR = Path(__file__).resolve().parent
 TEST_DB_NAME = os.environ.get("MCP_TOOLS_TEST_DB") or (
-    f"test_mcp_tools_{_RUN}" if DATABASES["default"]["ENGINE"].endswith("postgresql") else str(TESTS_DIR / f".test-db-{_RUN}.sqlite3")
+    str(TESTS_DIR / f".test-db-{_RUN}.sqlite3") if DATABASES["default"]["ENGINE"].endswith("sqlite3") else f"test_mcp_tools_{_RUN}"
 )
 DATABASES["default"]["TEST"] = {"NAME": TEST_DB_NAME}
 
