@@ -245,6 +245,23 @@ class _Columns:
         return found
 
 
+def _filler(field: Any, connection: Any) -> str:
+    """``NULL`` standing for ``field``'s column in the other half of :attr:`Statements.load_sql`'s ``UNION ALL``.
+
+    MySQL and MariaDB type a union's column from both halves, and an ``INT UNSIGNED`` column (a
+    ``PositiveIntegerField``: ``round``, ``seq``, ``retries``…) unioned with a bare ``NULL`` as
+    ``DECIMAL``: the driver read those back as ``Decimal``, which the ORM's converters leave as it
+    is and the engine then failed to write as JSON. A ``NULL`` cast to the integer type Django
+    casts the field to keeps the column an integer. SQLite and PostgreSQL type it from the column.
+    """
+    if connection.vendor == "mysql":
+        if field.remote_field is not None:
+            field = field.target_field
+        if "integer" in connection.ops.cast_data_types.get(field.get_internal_type(), ""):
+            return f"CAST(NULL AS {field.cast_db_type(connection)})"
+    return "NULL"
+
+
 def _convert(row: Sequence[Any], converters: list[tuple[int, list[Any], Any]], connection: Any) -> list[Any]:
     values = list(row)
     for position, chain, expression in converters:
@@ -351,8 +368,8 @@ class Statements:
         # One SELECT for a call and its journal: the call row (kind 0), then its steps (kind 1) by seq.
         call_columns = ", ".join(call.column[a] for a in call.attnames)
         step_columns = ", ".join(step.column[f] for f in STEP_FIELDS)
-        no_call = ", ".join(["NULL"] * len(call.attnames))
-        no_step = ", ".join(["NULL"] * len(STEP_FIELDS))
+        no_call = ", ".join(_filler(call.by_name[a], connection) for a in call.attnames)
+        no_step = ", ".join(_filler(step.by_name[f], connection) for f in STEP_FIELDS)
         self.load_sql = (
             f"SELECT 0, {call_columns}, {no_step} FROM {call.table} WHERE {call.column['id']} = %s "
             f"UNION ALL SELECT 1, {no_call}, {step_columns} FROM {step.table} WHERE {step.column['call']} = %s "
