@@ -45,6 +45,12 @@ async def once_then_ask(ctx: ToolContext) -> str:
     return "asked"
 
 
+async def once_in_each_case(ctx: ToolContext) -> str:
+    """Keys that differ in case, accent or a trailing space are different steps (MariaDB's default
+    collation took them for one: IntegrityError 1062 at the second INSERT, an "Internal error")."""
+    return ",".join([await ctx.once(key, effect, key) for key in ("Audit", "audit", "audít", "audit ")])
+
+
 async def gather_twice(ctx: ToolContext) -> str:
     try:
         await ctx.gather(ctx.elicit("A?", OK, key="same"), ctx.elicit("B?", OK, key="same"))
@@ -58,7 +64,8 @@ def app():  # type: ignore[no-untyped-def]
     from demo_site.asgi import application
 
     RUNS.clear()
-    with registry.registered_temporarily(make_tool(once_twice), make_tool(once_then_ask), make_tool(gather_twice)):
+    with registry.registered_temporarily(make_tool(once_twice), make_tool(once_then_ask), make_tool(gather_twice),
+                                         make_tool(once_in_each_case)):
         yield application
 
 
@@ -70,3 +77,10 @@ async def test_a_second_step_under_a_used_key_is_refused_where_it_is_asked(app: 
     text = result["content"][0]["text"]
     assert text.startswith("refused: The step key") and "used twice" in text, text
     assert RUNS == effects, "the second effect never ran"
+
+
+async def test_keys_that_differ_in_case_accent_or_trailing_space_are_different_steps(app: Any) -> None:
+    response = await call_modern(app, "tools/call", {"name": "once_in_each_case", "arguments": {}}, capabilities=FORM)
+    result = response.json()["result"]
+    assert result.get("isError") is not True and result["content"][0]["text"] == "Audit,audit,audít,audit ", result
+    assert RUNS == ["Audit", "audit", "audít", "audit "]
