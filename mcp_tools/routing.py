@@ -89,9 +89,15 @@ def console_websocket_app() -> Any:
 
     The Origin check matters: a browser sends the admin's session cookie with a
     WebSocket opened by any page, so without it another site could watch the console.
+
+    A WebSocket to any other path is refused at the handshake (the server answers 403), as a
+    foreign Origin is: Channels' ``URLRouter`` raises ``ValueError`` for a path none of its routes
+    match, which the server answered with a 500 and a logged traceback for every stray client.
     """
     from channels.auth import AuthMiddlewareStack
     from channels.routing import URLRouter
-    from channels.security.websocket import AllowedHostsOriginValidator
+    from channels.security.websocket import AllowedHostsOriginValidator, WebsocketDenier
+    from django.urls import re_path
 
-    return AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns())))
+    routes = [*websocket_urlpatterns(), re_path(r"", WebsocketDenier.as_asgi())]
+    return AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(routes)))

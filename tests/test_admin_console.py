@@ -597,6 +597,19 @@ async def test_websocket_refuses_anonymous_non_staff_and_foreign_origins() -> No
     assert not connected, "a page of another site may not open the console with the admin's cookie"
 
 
+@pytest.mark.parametrize("path", ["/anything", "/", "/mcp-tools/console/ws/more/", "/mcp"])
+async def test_websocket_to_another_path_is_refused_at_the_handshake(path: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Channels' bare ``URLRouter`` raised ``ValueError: No route found`` for it: HTTP 500 and a traceback logged."""
+    from channels.testing import WebsocketCommunicator
+
+    from mcp_tools.routing import console_websocket_app
+
+    socket = WebsocketCommunicator(console_websocket_app(), path, headers=[(b"origin", b"http://testserver"), (b"host", b"testserver")])
+    connected, _ = await socket.connect(timeout=5)
+    assert not connected
+    assert not [r for r in caplog.records if r.levelno >= 40], caplog.text
+
+
 @pytest.mark.django_db(transaction=True)
 async def test_websocket_pushes_the_dashboard_when_the_admin_cancels_a_call() -> None:
     viewer = await sync_to_async(make_user)("viewer", perms=("view_toolcall",))
