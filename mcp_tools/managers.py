@@ -46,7 +46,11 @@ def _orphaned(now: Any) -> models.Q:
 
 def _lost_worker(now: Any) -> models.Case:
     """1 for a call whose worker let its lease run out (the worker was lost), else 0: what taking it over adds to
-    ``lost_workers``. A call that waits for a worker (queued, or for a retry) has no worker: not a loss."""
+    ``lost_workers``. A call that waits for a worker (queued, or for a retry) has no worker: not a loss.
+
+    In an ``UPDATE``, assign ``lost_workers`` before ``worker`` and ``lease_expires_at``: MySQL and MariaDB
+    evaluate ``SET`` left to right, each expression seeing the columns already assigned (SQLite and
+    PostgreSQL, the row as it was), so after them this read the new worker and lease: never a loss."""
     lost = ~models.Q(worker="") & models.Q(lease_expires_at__lt=now)
     return models.Case(models.When(lost, then=models.Value(1)), default=models.Value(0), output_field=models.PositiveIntegerField())
 
@@ -235,10 +239,11 @@ class ToolCallManager(PrimaryManager["ToolCall"]):
         unexpired = models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now) | _held_by_lease(now)
         return bool(
             self.filter(free, unexpired, id=call_id, status=CallStatus.WORKING, background=True).update(
-                worker=worker, lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now, queued_until=None,
                 # Taking over from a worker whose lease ran out (a message that came before the sweep
                 # did) counts the lost worker as the sweep would: the run that claims checks the bound.
+                # First: it reads the old worker and lease (see _lost_worker).
                 lost_workers=models.F("lost_workers") + _lost_worker(now),
+                worker=worker, lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now, queued_until=None,
             )
         )
 
@@ -288,7 +293,8 @@ class ToolCallManager(PrimaryManager["ToolCall"]):
         now = timezone.now()
         return bool(
             self.filter(_orphaned(now), id=call_id, requeues=seen_requeues, status=CallStatus.WORKING, background=True).update(
-                lost_workers=models.F("lost_workers") + _lost_worker(now), requeues=seen_requeues + 1, worker="",
+                lost_workers=models.F("lost_workers") + _lost_worker(now),  # first: see _lost_worker
+                requeues=seen_requeues + 1, worker="",
                 lease_expires_at=None, queued_until=now + timedelta(seconds=wait_seconds), celery_task_id=task_id, updated_at=now,
             )
         )
