@@ -36,3 +36,18 @@ def test_another_sqlite_file_passes_the_checks(tmp_path: Path) -> None:
     checked = demo(tmp_path, "manage.py", "check")
     assert checked.returncode == 0, checked.stderr
     assert "W005" not in checked.stdout + checked.stderr
+
+
+def test_a_mysql_url_is_mariadb_with_its_index_warning_silenced(tmp_path: Path) -> None:
+    """``mysql://`` (MariaDB, the ``mysql`` extra): Django's MySQL backend with the demo's connection
+    settings, none of SQLite's options, and ``models.W037`` (no partial indexes) silenced."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "demo_site.settings", "DATABASE_URL": "mysql://mcp:secret@127.0.0.1:3306/mcp_demo"}
+    env.pop("REDIS_URL", None)
+    shown = subprocess.run([sys.executable, "-c", "import json; from demo_site import settings; print(json.dumps("
+                            "[settings.DATABASES['default'], settings.SILENCED_SYSTEM_CHECKS], default=str))"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    database, silenced = json.loads(shown.stdout)
+    assert (database["ENGINE"], database["NAME"], database["HOST"], database["PORT"]) == ("django.db.backends.mysql", "mcp_demo", "127.0.0.1", 3306)
+    assert database["CONN_MAX_AGE"] == 60 and "transaction_mode" not in database.get("OPTIONS", {})
+    assert silenced == ["models.W037"]

@@ -1,4 +1,4 @@
-"""The durable round's hot path in plain SQL (SQLite and PostgreSQL alike).
+"""The durable round's hot path in plain SQL (SQLite, PostgreSQL and MariaDB alike).
 
 A durable round touches the same two tables the same few ways every time. Built
 through the ORM, each statement cost 200–500 µs of Python (query building and
@@ -19,10 +19,12 @@ Round trips, which is what a database on another host charges for:
   round + answers + new steps + outcome) is **one** statement: data-modifying CTEs
   run in autocommit as one atomic statement. SQLite has no data-modifying CTEs;
   there the same writes are one transaction of a few statements, which are calls
-  into a library in this process, not round trips.
+  into a library in this process, not round trips. Nor has MariaDB: there they are
+  one transaction (Django's ``atomic()``) of a few statements, each a round trip.
 
-The statements go straight to the driver's cursor when nothing watches Django's
-cursors (:meth:`Statements.cursor`): Django's cursor wrapper cost each statement
+The statements go straight to the driver's cursor (SQLite and PostgreSQL; on MariaDB
+always Django's, whose MySQL wrapper turns some of the driver's errors into
+``IntegrityError``) when nothing watches Django's cursors (:meth:`Statements.cursor`): Django's cursor wrapper cost each statement
 ~15–20 µs of Python, as much as many of SQLite's statements take. Debug query logging, ``execute_wrappers``, a
 wrapped ``CursorWrapper.execute`` and a backend that makes its cursors its own way
 (django-tenants, django-prometheus) keep every statement on Django's cursor;
