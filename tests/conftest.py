@@ -196,6 +196,12 @@ async def reset_thread_time_zones() -> None:
 
     def reset() -> None:
         update_connections_time_zone(setting="USE_TZ")
+        from django.db import connections
+
+        for connection in connections.all(initialized_only=True):
+            # The store's statements keep the converters chosen when they were made, and MySQL's
+            # backend adds its datetime converter (make_aware) only under USE_TZ: made again.
+            connection.__dict__.pop("mcp_tools_statements", None)
 
     await sync_to_async(reset, thread_sensitive=True)()
     await store.db(reset)()

@@ -355,7 +355,8 @@ async def test_a_workers_call_whose_store_cannot_reach_the_database_is_taken_ove
 @pytest.fixture
 def unreachable_database(tmp_path: Path) -> Iterator[Callable[[], Awaitable[None]]]:
     """Call it and every new connection fails, as when the database is down or at
-    ``max_connections``: PostgreSQL on a port nothing listens on, SQLite in a folder that does not exist."""
+    ``max_connections``: PostgreSQL or MySQL/MariaDB on a port nothing listens on, SQLite in a folder
+    that does not exist."""
     settings = connections.settings["default"]
     saved = {key: settings[key] for key in ("CONN_MAX_AGE", "PORT", "NAME")}
     settings["CONN_MAX_AGE"] = 0  # nothing kept: each request connects again, and fails
@@ -364,10 +365,10 @@ def unreachable_database(tmp_path: Path) -> Iterator[Callable[[], Awaitable[None
         threads.close_idle_threads()
         await store.close_connections()
         sessions.clear()  # the session is read from the database, not from this process's cache
-        if connections["default"].vendor == "postgresql":
-            settings["PORT"] = str(free_port())
-        else:
+        if connections["default"].vendor == "sqlite":
             settings["NAME"] = str(tmp_path / "missing" / "db.sqlite3")
+        else:
+            settings["PORT"] = str(free_port())
 
     yield refuse
     settings.update(saved)

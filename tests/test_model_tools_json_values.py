@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import models
+from django.db import connection, models
 
 import mcp_tools
 from demo_site.inventory.models import AuditLog
@@ -27,6 +27,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 #: A value of each JSON type, stored one a row, in this order.
 VALUES: list[Any] = [{"a": 1, "b": [2]}, [1, 2], 5, "5", True, None, 1.5, "x"]
 TOOL = "jsonvalues.rows.list"
+#: A case where a JSON string and the scalar of the same text must differ. Django's JSONField compares
+#: ``JSON_UNQUOTE(column)`` with the value on MySQL/MariaDB: there ``5`` is ``"5"`` and ``"true"`` is ``true``.
+TYPED = pytest.mark.skipif(connection.vendor == "mysql", reason="Django's JSONField on MySQL/MariaDB compares unquoted text: 5 = '5'")
 
 
 def toolset_of(queryset: models.QuerySet[Any], field: str) -> type[mcp_tools.ModelToolset]:
@@ -75,8 +78,8 @@ def found(body: dict[str, Any], pks: list[str]) -> list[int]:
 
 
 @pytest.mark.parametrize(("value", "expected"), [
-    ({"a": 1, "b": [2]}, [0]), ([1, 2], [1]), (5, [2]), ("5", [3]), (True, [4]), (1.5, [6]), ("x", [7]),
-    (1, []), ({"a": 1}, []),
+    ({"a": 1, "b": [2]}, [0]), ([1, 2], [1]), pytest.param(5, [2], marks=TYPED), pytest.param("5", [3], marks=TYPED),
+    (True, [4]), (1.5, [6]), ("x", [7]), (1, []), ({"a": 1}, []),
 ], ids=["object", "array", "number", "string-of-digits", "true", "float", "string", "1-is-not-true", "part-of-object"])
 async def test_exact_compares_json_values(rows: tuple[str, list[str]], value: Any, expected: list[int]) -> None:
     field, pks = rows
@@ -84,9 +87,10 @@ async def test_exact_compares_json_values(rows: tuple[str, list[str]], value: An
 
 
 @pytest.mark.parametrize(("values", "expected"), [
-    ([5, {"a": 1, "b": [2]}], [0, 2]), ([None, "5"], [3, 5]), ([None], [5]), ([True, "x", 1.5], [4, 6, 7]), (["true", 6], []),
+    pytest.param([5, {"a": 1, "b": [2]}], [0, 2], marks=TYPED), pytest.param([None, "5"], [3, 5], marks=TYPED), ([None], [5]),
+    ([True, "x", 1.5], [4, 6, 7]), pytest.param(["true", 6], [], marks=TYPED),
     # Python's 1 == True (and 0 == False): Django's IN de-duplicates hashable values, and dropped the second.
-    ([1, True], [4]), ([5.0, 5], [2]),
+    ([1, True], [4]), pytest.param([5.0, 5], [2], marks=TYPED),
 ], ids=["number-and-object", "null-and-string", "only-null", "scalars", "none", "1-then-true", "float-then-int"])
 async def test_in_compares_json_values(rows: tuple[str, list[str]], values: list[Any], expected: list[int]) -> None:
     field, pks = rows

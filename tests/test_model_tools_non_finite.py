@@ -69,6 +69,8 @@ async def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
 async def test_a_non_finite_float_in_a_row_is_a_tool_error(reading_tools: Any, action: str, value: float) -> None:
     if math.isnan(value) and connection.vendor == "sqlite":
         pytest.skip("SQLite stores NaN as NULL")
+    if connection.vendor == "mysql":
+        pytest.skip("MySQL/MariaDB have no infinity or NaN: no row can read one (the driver refuses the query's value)")
     product = await sync_to_async(Product.objects.create)(sku="R-1", name="Reading", price=1)
     RATIO["value"] = value
     try:
