@@ -6,6 +6,15 @@ current ``ThreadSensitiveContext``, and, outside one, in a single thread the who
 shares. Django's ``ASGIHandler`` opens a context per request; the MCP endpoint and stdio
 run no Django handler, so without :class:`RequestThread` one slow sync tool held every
 other request's sync code until it returned.
+
+A request that settles into a long wait (a standalone ``GET`` stream, ``subscriptions/listen``, a
+call waiting for the client's answers or for a worker) gives its thread back first
+(:func:`release_request_thread`), as its end would: an open stream costs no thread and no database
+connection, which are sized by the work in progress (docs/architecture.md), and a later sync call
+of the request takes a thread again. So one request's sync code does not always run in one thread:
+code before such a wait and code after it may run in two, and nothing one job leaves in its thread
+(a thread-local, an open transaction) is there for a job after the wait. No transaction can span an
+``await`` anyway (each job is a call of its own, and an ``atomic`` block ends with it).
 """
 
 from __future__ import annotations
@@ -173,6 +182,17 @@ class _RequestExecutor(Executor):
         self._jobs.append(future)
         return future
 
+    def release(self) -> None:
+        """The request is about to wait for long: give its thread back as :meth:`end` does, unless
+        a job of its still runs there (a sync tool the request stopped waiting for: the thread
+        stays the request's, as it would at its end). The next job takes a thread again."""
+        pool = self._pool
+        if pool is None or self._ended or not all(job.done() for job in self._jobs):
+            return
+        self._pool = None
+        self._jobs.clear()
+        _hand_back(pool)
+
     def end(self) -> Future[None] | None:
         """The request is over: after its last job its thread closes the connections Django would
         close at a request's end and goes back to the idle threads. Returns that close to wait
@@ -186,9 +206,36 @@ class _RequestExecutor(Executor):
         if not all(job.done() for job in self._jobs):
             _end_thread(pool)
             return None
-        finished = pool.submit(_request_boundary)
-        finished.add_done_callback(lambda _: _give_back(pool))
-        return finished
+        return _hand_back(pool)
+
+
+def _hand_back(pool: ThreadPoolExecutor) -> Future[None]:
+    """A request is done with ``pool``'s thread: the thread closes the connections Django closes at a
+    request's end, then waits with the idle threads. Returns that close."""
+    finished = pool.submit(_request_boundary)
+    finished.add_done_callback(lambda _: _give_back(pool))
+    return finished
+
+
+def release_request_thread() -> None:
+    """The current request is about to wait for as long as its client, a human or a worker takes (an
+    open stream waiting for notifications, a call waiting for the client's answers or for a worker):
+    its thread, if it has one and no job of its runs there, goes back to the idle threads after
+    closing the connections Django closes at a request's end (``CONN_MAX_AGE``), as at the
+    request's end. A later sync call of the request takes a thread again (the same one, if still
+    idle, or another): the thread's state does not carry across the wait (the module's docstring).
+
+    Otherwise each open stream held its thread and that thread's connection until it ended: a
+    standalone ``GET`` stream for its session's life, whatever ``CONN_MAX_AGE`` said. Cheap when
+    the request has no thread (most waits, once the first has given it back): a context lookup.
+    Nothing outside a :class:`RequestThread` (under Django's handler, Django holds its request's thread).
+    """
+    context = _current_context.get(None)
+    if context is None:
+        return
+    executor = _context_executors.get(context)
+    if isinstance(executor, _RequestExecutor):
+        executor.release()
 
 
 def unfinished_jobs() -> list[Future[Any]]:

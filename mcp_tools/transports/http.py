@@ -58,7 +58,7 @@ from ..server.auth import (
 )
 from ..server.core import CLIENT_CANCELLED, Awaiting, end_call, may_use, permitted
 from ..server.flavors import saga as saga_flavor, session as session_flavor
-from ..server.threads import RequestThread, run_sync
+from ..server.threads import RequestThread, release_request_thread, run_sync
 
 logger = logging.getLogger("mcp_tools.http")
 
@@ -1069,6 +1069,7 @@ class McpEndpoint:
         try:
             await response.event(jsonrpc.notification_message("notifications/subscriptions/acknowledged", {"_meta": meta, "notifications": wanted}))
             while True:
+                release_request_thread()  # for as long as the client listens: no thread, no connection
                 getter = asyncio.ensure_future(outbox.get())
                 done, _ = await asyncio.wait({getter, watcher}, timeout=KEEPALIVE_SECONDS, return_when=asyncio.FIRST_COMPLETED)
                 if watcher in done:
@@ -1276,6 +1277,8 @@ class McpEndpoint:
                             await response._send({"type": "http.response.body", "body": b""})
                         return
                     in_use = still
+                    # Its authentication's thread (and connection) is not held for the session's life.
+                    release_request_thread()
                     getter = asyncio.ensure_future(outbox.get())
                     done, _ = await asyncio.wait({getter, watcher}, timeout=KEEPALIVE_SECONDS, return_when=asyncio.FIRST_COMPLETED)
                     if watcher in done:

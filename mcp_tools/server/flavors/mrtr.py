@@ -23,6 +23,7 @@ from ...protocol.errors import INTERNAL_ERROR, McpError, invalid_params
 from .. import background, core, resumable
 from . import resume, tasks
 from ..context import RequestContext
+from ..threads import release_request_thread
 
 #: Rounds answered from ``inputResponses`` sent in advance, within one request.
 MAX_INLINE_ROUNDS = 32
@@ -155,6 +156,7 @@ async def _hold(call_id: str, rc: RequestContext, target: core.Target) -> dict[s
                 return core.ended_answer(target.method, row.status)
             if row.status == "input_required" and journal.pending:
                 return input_required(call_id, row.round, journal.pending, rc, target)
+            release_request_thread()  # while a worker runs it: no thread, no connection held here
             await wakeups.wait(event)
 
 

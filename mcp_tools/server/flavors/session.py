@@ -28,6 +28,7 @@ from ...protocol import jsonrpc
 from ...protocol.answers import InvalidAnswer, checked_step_answer
 from ...protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
 from .. import background, core
+from ..threads import release_request_thread
 from ..context import RequestContext, ends_when_stopped
 
 logger = logging.getLogger("mcp_tools.calls")
@@ -227,6 +228,7 @@ async def _wait(call_id: str, round_number: int) -> Journal:
                 if await store.claim_round(call_id, round_number):
                     return journal
                 raise McpError(INTERNAL_ERROR, "Another stream continued this call")
+            release_request_thread()  # a human may take hours: no thread, no connection meanwhile
             await wakeups.wait(event)
 
 
@@ -316,6 +318,8 @@ async def follow(
                         return await _run_rounds(row, journal, rc, already_sent, claimed_at=row.round + 1)
             if row.status == "working" and await _owner_gone(call_id, row):
                 return await _run_rounds(row, journal, rc, already_sent, claimed_at=row.round)
+            # While it runs elsewhere, or waits for the client: this request holds no thread meanwhile.
+            release_request_thread()
             await wakeups.wait(event)
 
 
