@@ -538,12 +538,15 @@ class SwitchingProxy:
         await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer), return_exceptions=True)
 
 
-async def test_a_2025_call_in_flight_when_daphne_shuts_down_is_finished_by_another_process(start_server: type[LiveServer]) -> None:
-    """A rolling deploy: the daphne process running a call (past SLOW_CALL_SECONDS, so it has a row) is
-    stopped with SIGTERM; the load balancer sends the official client's resume (Last-Event-ID) to a
-    uvicorn process on the same database, which takes the call over from its journal and answers it.
-    Daphne cancels its applications at shutdown with no http.disconnect, and that used to end the call
-    cancelled: the client got "The call was cancelled before it finished."."""
+@pytest.mark.parametrize("stop_at", [60, 10], ids=["with_row", "without_row"])
+async def test_a_2025_call_in_flight_when_daphne_shuts_down_is_finished_by_another_process(
+        start_server: type[LiveServer], stop_at: int) -> None:
+    """A rolling deploy: the daphne process running a call is stopped with SIGTERM; the load balancer
+    sends the official client's resume (Last-Event-ID) to a uvicorn process on the same database, which
+    takes the call over from its journal and answers it. Daphne cancels its applications at shutdown
+    with no http.disconnect, and that used to end the call cancelled: the client got "The call was
+    cancelled before it finished.". ``without_row``: stopped 0.5 s in, before SLOW_CALL_SECONDS gave
+    the call its row; the resume answered 200 with the logged events and never an answer, for good."""
     import asyncio
 
     first = start_server(server="daphne").start()
@@ -557,7 +560,7 @@ async def test_a_2025_call_in_flight_when_daphne_shuts_down_is_finished_by_anoth
     proxy = SwitchingProxy(first.url)
     async with proxy as url, sdk_client(url, "legacy") as client:
         call = asyncio.ensure_future(client.call_tool("slow_count", {"n": n}, progress_callback=on_progress))
-        while not progress or progress[-1] < 60:  # 3 s in: the call has its row
+        while not progress or progress[-1] < stop_at:  # 3 s in: the call has its row (0.5 s: none yet)
             assert not call.done(), call.result()
             await asyncio.sleep(0.05)
         proxy.target = second.url  # new connections go to the other process...

@@ -382,6 +382,72 @@ async def test_a_call_the_server_stops_at_shutdown_stays_working_and_a_resume_el
     assert (gate.runs, gate.effects) == (2, 1)
 
 
+@pytest.mark.parametrize("dropped_first", [False, True])
+async def test_a_call_without_a_row_the_server_stops_gets_one_and_a_resume_elsewhere_finishes_it(gate: Gate, dropped_first: bool) -> None:
+    """A soak review restarting daphne (SIGTERM) mid-call: a call that had no row yet (younger than
+    SLOW_CALL_SECONDS, never suspended) was lost. The client's resume with Last-Event-ID on another
+    process answered 200 with the leftover events and never an answer ("Nothing runs on this
+    stream"), for good. Now the server's stop writes its row, ``working`` with its request, as a call
+    past SLOW_CALL_SECONDS has, and the resume takes it over and runs it, as it does a call with a
+    row. ``dropped_first``: its stream had closed already and the handler went on (detached)."""
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    if dropped_first:
+        first, event_id = await dropped_at_two(gate, headers, 23, "drop_count")
+        assert not first.task.done()
+    else:
+        first = Stream("POST", headers, call_message(23, "drop_count", {"n": 4}))
+        event_id, _ = await first.wait_for(lambda m: m.get("method") == "notifications/progress" and m["params"]["progress"] == 2)
+        await asyncio.wait_for(gate.waiting.wait(), 10)
+    assert await sync_to_async(ToolCall.objects.count)() == 0  # a fast call: no row while it runs
+    first.task.cancel()  # the server shuts down
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(first.task, 10)
+    assert gate.stopped == 1
+    row = await sync_to_async(ToolCall.objects.get)()
+    assert (row.status, row.request_id, row.session_id, row.tool_name) == ("working", "23", session, "drop_count")
+    gate.release.set()
+    again = resumed(headers, event_id)
+    final = await answer_of(again)
+    assert final["id"] == 23 and final["result"]["content"] == [{"type": "text", "text": "counted to 4"}], final
+    assert (gate.runs, gate.effects) == (2, 1)
+    assert progress_values(again)[-1] == 4
+    assert (await sync_to_async(ToolCall.objects.get)()).status == "completed"
+
+
+async def test_daphnes_shutdown_waits_for_the_row_when_the_sessions_get_stream_ends_first(gate: Gate) -> None:
+    """Daphne's shutdown cancels every application and stops its loop once the first of them has
+    ended (``asyncio.gather`` of them, which a cancelled one completes): the official client's
+    standalone GET stream ended at once, and the row of the session's running call was never
+    written (a review restarting daphne under ``mcp.Client(mode="legacy")``). Every request the
+    server cancels now ends only once the rows of the calls it kept for a resume are written."""
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    listening = Stream("GET", {**headers, "accept": "text/event-stream"})
+    await asyncio.wait_for(listening.got.wait(), 10)
+    first = Stream("POST", headers, call_message(25, "drop_count", {"n": 4}))
+    await first.wait_for(lambda m: m.get("method") == "notifications/progress" and m["params"]["progress"] == 2)
+    await asyncio.wait_for(gate.waiting.wait(), 10)
+    for task in (listening.task, first.task):  # daphne's kill_all_applications, in its connections' order
+        task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.gather(listening.task, first.task)  # done when the first has ended: daphne stops its loop
+    assert [row.status for row in await sync_to_async(list)(ToolCall.objects.all())] == ["working"]
+    await asyncio.wait({first.task})
+
+
+async def test_a_call_without_a_row_the_server_stops_before_it_streamed_leaves_none(gate: Gate) -> None:
+    """The client was sent no event id of its stream, so nothing can resume the call: no row for it."""
+    session = await open_session()
+    first = Stream("POST", post_headers(version=HANDSHAKE, session=session), call_message(24, "drop_quiet", {}))
+    await asyncio.wait_for(gate.waiting.wait(), 10)
+    first.task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(first.task, 10)
+    assert first.events() == []
+    assert await sync_to_async(ToolCall.objects.count)() == 0
+
+
 async def test_a_call_waiting_for_input_when_the_server_stops_stays_waiting(gate: Gate) -> None:
     """The same while the call waits for the user's answer: it stays ``input_required``, and the
     answer the client gives after resuming elsewhere finishes it."""

@@ -54,6 +54,9 @@ class RequestContext:
     #: process going away: Daphne cancels its applications at shutdown, uvicorn past its graceful
     #: timeout) stays ``working``, for the client's resume on another process (:func:`ends_when_stopped`).
     survives_server_stop: bool = False
+    #: Whether the client holds an event id of this request's SSE stream (its priming event went out),
+    #: so that it can resume the stream with ``Last-Event-ID`` (:func:`kept_for_resume`).
+    stream_resumable: Callable[[], bool] | None = None
     #: The request's own side stopped its handler (the client's ``notifications/cancelled``, a closed
     #: stream): set by the transport before it cancels.
     cancel_requested: bool = False
@@ -72,3 +75,13 @@ def ends_when_stopped(rc: RequestContext, exc: BaseException, task: asyncio.Task
     if rc.cancel_requested or not rc.survives_server_stop or task is None or not task.cancelling():
         return True
     return cancellation.is_server_cancel(exc, task)
+
+
+def kept_for_resume(rc: RequestContext, exc: BaseException, task: asyncio.Task[Any] | None) -> bool:
+    """Whether a call whose handler was stopped by nobody's request (the server process going away,
+    :func:`ends_when_stopped`) is one its client can go on with: it holds an event id of the call's
+    stream (a stream that closed under the running handler, or one still open that has streamed).
+    A call without a row gets one then (``core.execute``), or the client's resume found nothing."""
+    if rc.cancel_requested or ends_when_stopped(rc, exc, task):
+        return False
+    return rc.stream_detached or (rc.stream_resumable is not None and rc.stream_resumable())

@@ -47,7 +47,7 @@ from ..registry.results import Pending, ToolError, content_to_wire, json_text
 from ..states import CallStatus
 from . import threads, tokens
 from .auth import Principal
-from .context import RequestContext, ends_when_stopped
+from .context import RequestContext, ends_when_stopped, kept_for_resume
 from .resumable import client_resumes, shape_value
 
 logger = logging.getLogger("mcp_tools.calls")  # the name operators configured; kept across the move
@@ -895,6 +895,11 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
                 reason = CLIENT_CANCELLED if rc.cancel_requested else ""
                 if await asyncio.shield(store.end_call(inv.call_id, "cancelled", reason, unclaimed.round if unclaimed else None)):
                     await wakeups.notify(inv.call_id)
+        elif inv.call_id is None and fresh and record_slow and kept_for_resume(rc, exc, task):
+            # The server going away under a call with no row whose client can resume its stream:
+            # the row it would have had past SLOW_CALL_SECONDS, for the resume to take it over.
+            # (Not a converging re-run, record_slow False: the call has its row elsewhere.)
+            await _keep_for_resume(inv)
         if cancellation.is_server_cancel(exc, task):
             # The client did not ask for this: it gets an answer saying so, not silence (on its
             # stream, or in the event log of a stream that closed under a running handler). A
@@ -941,6 +946,51 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
     error = McpError(INTERNAL_ERROR, message)
     await _end_failed(inv, error)
     raise error
+
+
+#: The rows being written for calls the server's stop left to their clients' resume (:func:`_keep_for_resume`).
+_keeping: set[asyncio.Future[str]] = set()
+
+
+async def _keep_for_resume(inv: engine.Invocation) -> None:
+    """The server is going away under a 2025-11-25 call that has no row yet (younger than
+    ``SLOW_CALL_SECONDS``, never suspended) and whose client can resume its stream: write the row a
+    call past ``SLOW_CALL_SECONDS`` has (``working``, with its request, stream, progress and what it
+    journaled), so that the client's resume with ``Last-Event-ID`` on another process takes the call
+    over and runs it from its journal, as it does a call with a row (``session.follow``). Without it
+    the resume found nothing running on the stream and ended empty: no answer, ever.
+
+    Shielded: the process stops, and a second cancel must not leave the row half written; a failure
+    (the database gone too) leaves the call as lost as it was, logged. The write starts in the step
+    of the loop that delivers the cancel, so that :func:`kept_calls_written`, one turn of the loop
+    later, sees it (unless the handler awaits something as it unwinds, a ``finally`` that waits:
+    its write may then start after daphne has stopped).
+    """
+    write = asyncio.ensure_future(ensure_row(inv, status="working"))
+    _keeping.add(write)
+    write.add_done_callback(_keeping.discard)
+    try:
+        await asyncio.shield(write)
+    except asyncio.CancelledError:
+        pass  # cancelled again: the write goes on, shielded, as far as the loop lets it
+    except Exception:
+        logger.warning("Could not keep a stopped call of %s for its client's resume", inv.state["target"].name, exc_info=True)
+
+
+async def kept_calls_written() -> None:
+    """Wait until the rows :func:`_keep_for_resume` writes for calls the server's stop cut off are
+    written: for each request the server cancels, before it ends.
+
+    Daphne's shutdown cancels every application and stops its event loop as soon as the first one
+    has ended (it waits on ``asyncio.gather`` of them, which a cancelled one completes), so a
+    standalone ``GET`` stream that ended at once took the row of the session's running call with
+    it. One turn of the loop first: the requests cancelled with this one have their cancel
+    delivered by then, and any row they keep is being written.
+    """
+    await asyncio.sleep(0)
+    loop = asyncio.get_running_loop()
+    while writes := {write for write in _keeping if write.get_loop() is loop}:
+        await asyncio.wait(writes)
 
 
 async def _end_failed(inv: engine.Invocation, error: McpError, *, answered: bool = False) -> None:

@@ -56,7 +56,7 @@ from ..server.auth import (
     authentication_classes,
     credential_headers,
 )
-from ..server.core import CLIENT_CANCELLED, Awaiting, end_call, may_use, permitted
+from ..server.core import CLIENT_CANCELLED, Awaiting, end_call, kept_calls_written, may_use, permitted
 from ..server.flavors import saga as saga_flavor, session as session_flavor
 from ..server.threads import RequestThread, release_request_thread, run_sync
 
@@ -764,6 +764,10 @@ class McpEndpoint:
                 # whatever the application raises, so this ends the request here.
                 logger.debug("%s %s: the client left before its request's body arrived", scope["method"], scope.get("path"))
             except asyncio.CancelledError:
+                # The server stops (or gives up on a request its client left): not before the calls
+                # it stopped are kept for their clients' resume (daphne stops its loop once the
+                # first request it cancelled has ended).
+                await kept_calls_written()
                 raise
             except Exception as exc:
                 if store.database_unreachable(exc):  # a GET stream's or a DELETE's session lookup (a POST's: post())
@@ -924,6 +928,7 @@ class McpEndpoint:
             emit=response.event,
             stream_id=response.ensure_stream_id,
             survives_server_stop=True,
+            stream_resumable=lambda: response.primed,
         )
         if message.kind == "notification":
             if message.method == "notifications/cancelled":
