@@ -25,12 +25,14 @@ from tests.test_http_spec_edges import Stream, _in_memory_layer  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 RELATED_TASK = "io.modelcontextprotocol/related-task"
+ENDED_TEXT = {"cancelled": "The call was cancelled before it finished.", "expired": "The call expired before it finished."}
 
 
 def _as_the_call_would(result: dict[str, Any], status: str, task_id: str) -> None:
     """``result`` is the held call's answer for a call ended ``status``, with the task's related-task ``_meta``."""
     assert {k: v for k, v in result.items() if k != "_meta"} == core.ended_answer("tools/call", status), result
-    assert result["isError"] is True and result["content"][0]["text"] == f"The call was {status} before it finished."
+    # Worded for the status: "The call was cancelled ...", "The call expired ..." (not "was expired").
+    assert result["isError"] is True and result["content"][0]["text"] == ENDED_TEXT[status]
     assert result["_meta"][RELATED_TASK] == {"taskId": task_id}
 
 

@@ -90,7 +90,7 @@ async def test_a_waiting_tasks_result_answers_once_the_tasks_ttl_ran_out(queued:
     await sync_to_async(_expire_now)(task_id)  # its ttl runs out while the stream waits; no sweep runs
     _, answer = await stream.wait_for(lambda m: "method" not in m and ("result" in m or "error" in m))
     assert answer["result"]["isError"] is True, answer
-    assert answer["result"]["content"][0]["text"] == "The call was expired before it finished."
+    assert answer["result"]["content"][0]["text"] == "The call expired before it finished."
     status: list[Any] = [m["params"]["status"] for _, m in stream.events() if m.get("method") == "notifications/tasks/status"]
     assert status[-1] == "failed", status
 

@@ -47,7 +47,7 @@ def told(stream: Stream, request_id: int) -> list[dict[str, Any]]:
 
 
 def expected(asked: dict[str, Any], status: str, request_id: int) -> list[dict[str, Any]]:
-    text = f"The call was {status} before it finished."
+    text = "The call expired before it finished." if status == "expired" else f"The call was {status} before it finished."
     return [
         {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": asked["id"], "reason": text}},
         {"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": text}], "isError": True}},

@@ -614,15 +614,23 @@ def error_result(message: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": message}], "isError": True}
 
 
+def ended_text(status: str) -> str:
+    """What a call that ended ``status`` (cancelled, expired) before it finished says: worded for the
+    status ("expired" is something a call does, "cancelled" something done to it)."""
+    if status == "expired":
+        return "The call expired before it finished."
+    return f"The call was {status} before it finished."
+
+
 def call_ended_error(status: str) -> McpError:
     """The error for a call that ended (cancelled, expired) under a request that wanted more of it."""
-    return McpError(INVALID_PARAMS, f"The call was {status} before it finished.")
+    return McpError(INVALID_PARAMS, ended_text(status))
 
 
 def ended_answer(method: str, status: str) -> dict[str, Any]:
     """What the client gets for a ``method`` call the server ended (cancelled, expired) before it finished."""
     if method == "tools/call":
-        return error_result(f"The call was {status} before it finished.")
+        return error_result(ended_text(status))
     raise call_ended_error(status)
 
 

@@ -188,7 +188,7 @@ async def withdraw_requests(call_id: str, seqs: Iterable[int], status: str, rc: 
     """
     if rc.emit is None:
         return
-    reason = f"The call was {status} before it finished."  # what the call's own answer says
+    reason = core.ended_text(status)  # what the call's own answer says
     for seq in seqs:
         request_id = step_request_id(call_id, seq)
         if request_id in sent:
