@@ -183,3 +183,29 @@ def test_a_failed_task_says_why_in_its_status_message(fields: dict[str, Any], me
     else:
         assert task_fields(row)["status"] == "completed"
         assert task_fields(row).get("statusMessage") == (row.status_message or None)  # its last status, as any completed task
+
+
+
+async def _tool_error_job() -> str:
+    """Runs on a worker, and fails with a tool error (``isError``): a failed 2025-11-25 task."""
+    from mcp_tools import ToolError
+
+    raise ToolError("the job failed")
+
+
+async def test_cancelling_a_task_that_a_tool_error_failed_says_it_failed(queued: list[str]) -> None:  # noqa: F811
+    """2025-11-25 tasks/cancel of a terminal task is -32602; it said "it is already completed" with
+    data.status "completed" (the 2026 mapping, where a tool error completes a task) for a task that
+    tasks/get and tasks/list report "failed"."""
+    from mcp_tools.registry import make_tool, registry
+
+    s = await open_session()
+    with registry.registered_temporarily(make_tool(_tool_error_job, name="tool_error_job", background=True)):
+        created = await legacy(s, "tools/call", {"name": "tool_error_job", "arguments": {}, "task": {}})
+        task_id = created["result"]["task"]["taskId"]
+        assert await background.run_in_worker(task_id, "w") == "finished"
+        got = (await legacy(s, "tasks/get", {"taskId": task_id}))["result"]
+        refused = (await legacy(s, "tasks/cancel", {"taskId": task_id}))["error"]
+    assert got["status"] == "failed", got
+    assert refused["code"] == -32602, refused
+    assert (refused["message"], refused["data"]["status"]) == ("Cannot cancel the task: it is already failed", "failed"), refused

@@ -440,7 +440,9 @@ async def legacy_cancel(params: dict[str, Any], rc: RequestContext) -> dict[str,
     row, _ = await _own_task(params, rc)
     if row.is_terminal or not await core.end_call(str(row.id), "cancelled", "The task was cancelled by request."):
         refreshed = await store.load_call(str(row.id))
-        status = task_status(refreshed[0]) if refreshed else "cancelled"
+        # The 2025-11-25 status, as tasks/get says it: a tool error failed the task (not the 2026
+        # extension's "completed" with result.isError).
+        status = legacy_task(refreshed[0])["status"] if refreshed else "cancelled"
         raise invalid_params(f"Cannot cancel the task: it is already {status}", {"taskId": str(row.id), "status": status})
     loaded = await store.load_call(str(row.id))
     assert loaded is not None
