@@ -209,3 +209,46 @@ async def test_cancelling_a_task_that_a_tool_error_failed_says_it_failed(queued:
     assert got["status"] == "failed", got
     assert refused["code"] == -32602, refused
     assert (refused["message"], refused["data"]["status"]) == ("Cannot cancel the task: it is already failed", "failed"), refused
+
+
+@pytest.mark.parametrize(("ttl", "chosen"), [
+    (60_000.0, 60_000),  # a JSON number written with a fraction: the schema types ttl "number"
+    (1500.6, 1501),  # milliseconds, rounded
+    (1, 1000),  # below the server's range: the shortest it keeps a task
+    (0.5, 1000),
+    (10**12, 86_400_000),  # above it: TASK_MAX_TTL_MS
+    (1e300, 86_400_000),
+    pytest.param(10**400, 86_400_000, id="an-integer-past-a-double"),
+])
+async def test_a_task_ttl_is_any_positive_number_and_the_server_chooses_within_its_range(
+    queued: list[str], ttl: Any, chosen: int,  # noqa: F811
+) -> None:
+    """Spec 2025-11-25 tasks: ``ttl`` is a ``number`` of milliseconds, and "Receivers MAY override the
+    requested ttl duration" (and MUST report the actual one). 60000.0, 1500.6, or one out of range were
+    refused with -32602; the server now keeps the task within its range and says so in the Task."""
+    s = await open_session()
+    created = await legacy(s, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 30}, "task": {"ttl": ttl}})
+    assert "error" not in created, created
+    task_id = created["result"]["task"]["taskId"]
+    got = await legacy(s, "tasks/get", {"taskId": task_id})
+    assert (created["result"]["task"]["ttl"], got["result"]["ttl"]) == (chosen, chosen)
+
+
+@pytest.mark.parametrize("ttl", ["60000", True, False, 0, -1, -0.5, [60_000], {"ms": 1}])
+async def test_a_task_ttl_that_is_not_a_positive_number_is_refused(queued: list[str], ttl: Any) -> None:  # noqa: F811
+    s = await open_session()
+    refused = await legacy(s, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 30}, "task": {"ttl": ttl}})
+    assert refused["error"]["code"] == -32602, refused
+    assert await sync_to_async(ToolCall.objects.count)() == 0
+
+
+@pytest.mark.parametrize("ttl", [float("nan"), float("inf"), float("-inf")])
+def test_a_task_ttl_that_is_no_finite_number_is_refused(ttl: float) -> None:
+    """The wire refuses NaN and infinities before this (jsonrpc.parse_body); a transport of another
+    decoder (stdio, a test client) still gets -32602, not a task that lives forever or an OverflowError."""
+    from mcp_tools.protocol.errors import McpError
+    from mcp_tools.server.flavors import tasks
+
+    with pytest.raises(McpError) as refused:
+        tasks._requested_ttl_ms({"task": {"ttl": ttl}})
+    assert refused.value.code == -32602

@@ -88,8 +88,8 @@ async def test_legacy_task_bad_input_changes_nothing(start_server: type[LiveServ
     async with http_client() as http:
         raw = await LegacySession.open(http, server.url)
         for params, code in (
-            ({"name": "generate_report", "arguments": {"rows": 10}, "task": {"ttl": 10**12}}, -32602),  # ttl out of range
-            ({"name": "generate_report", "arguments": {"rows": 10}, "task": {"ttl": 1}}, -32602),
+            ({"name": "generate_report", "arguments": {"rows": 10}, "task": {"ttl": "60000"}}, -32602),  # ttl no number
+            ({"name": "generate_report", "arguments": {"rows": 10}, "task": {"ttl": 0}}, -32602),  # nor a positive one
             ({"name": "generate_report", "arguments": {"rows": 10}, "task": "soon"}, -32602),
             ({"name": "echo", "arguments": {"text": "x"}, "task": {}}, -32601),  # a tool that cannot run as a task
             ({"name": "failing_job", "arguments": {}}, -32601),  # a tool that runs only as a task

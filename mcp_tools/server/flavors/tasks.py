@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 from collections.abc import Awaitable, Callable
@@ -268,8 +269,18 @@ def legacy_task(row: Any) -> dict[str, Any]:
     return fields
 
 
+#: The shortest lifetime, in milliseconds, the server gives a 2025-11-25 task (a shorter ``ttl`` is raised to it).
+MIN_TASK_TTL_MS = 1000
+
+
 def _requested_ttl_ms(params: dict[str, Any]) -> int:
-    """The lifetime a task-augmented request asks for, checked against ``TASK_MAX_TTL_MS``."""
+    """The lifetime, in whole milliseconds, the server gives a task-augmented request's task.
+
+    The schema types ``task.ttl`` a ``number`` (``60000.0`` is as good as ``60000``), and "Receivers
+    MAY override the requested ttl duration" (they report the one they chose): any positive number
+    is taken, rounded, and kept within ``MIN_TASK_TTL_MS`` .. ``TASK_MAX_TTL_MS``. What is no positive
+    number (a string, a boolean, NaN or an infinity, zero or less) is refused.
+    """
     task = params.get("task")
     if not isinstance(task, dict):
         raise invalid_params('"task" must be an object')
@@ -277,9 +288,11 @@ def _requested_ttl_ms(params: dict[str, Any]) -> int:
     limit = int(mcp_settings.TASK_MAX_TTL_MS)
     if ttl is None:
         return min(limit, int(mcp_settings.CALL_TTL) * 1000)
-    if isinstance(ttl, bool) or not isinstance(ttl, int) or not 1000 <= ttl <= limit:
-        raise invalid_params(f'"task.ttl" must be an integer number of milliseconds from 1000 to {limit}', {"ttl": ttl})
-    return ttl
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or (isinstance(ttl, float) and not math.isfinite(ttl)) or ttl <= 0:
+        raise invalid_params('"task.ttl" must be a positive number of milliseconds', {"ttl": ttl})
+    if ttl >= limit:  # compared before rounding: an integer past a double's range cannot become a float
+        return limit
+    return max(MIN_TASK_TTL_MS, round(ttl))
 
 
 async def check_legacy_tool_call(params: dict[str, Any], rc: RequestContext) -> bool:
