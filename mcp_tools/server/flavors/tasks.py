@@ -212,14 +212,20 @@ async def get(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
 
 
 async def update(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
-    """``tasks/update``: answers to some or all of a task's pending ``inputRequests``."""
+    """``tasks/update``: answers to some or all of a task's pending ``inputRequests``; an empty ack,
+    also when none of them is pending (answered already, never asked, or the task waits for no input)."""
     require_negotiated(rc, "tasks/update")
     responses = params.get("inputResponses")
     if not isinstance(responses, dict):
         raise invalid_params('"inputResponses" must be an object')
     row, journal = await _own_task(params, rc)
     if row.status != "input_required":
-        raise invalid_params("The task is not waiting for input", {"taskId": str(row.id), "status": task_status(row)})
+        # The caller's own task that waits for nothing (working: queued, or its answers are in, as
+        # a retried update finds it; or ended): nothing is outstanding, so every key is ignored, and
+        # the update is acknowledged (SEP-2663: the server SHOULD ignore inputResponses not currently
+        # outstanding and MUST acknowledge). Not an error the client would have to handle.
+        logger.info("tasks/update for %s ignored: the task is %s, not waiting for input", row.id, task_status(row))
+        return {}
     pending = {step.key: step for step in journal.pending}
     unknown = sorted(set(responses) - set(pending))
     if unknown:
