@@ -477,3 +477,29 @@ async def test_an_mcp_param_integer_past_2_53_is_compared_exactly() -> None:
         wrong = await call_modern(APP, "tools/call", {"name": "counted", "arguments": {"count": big}}, headers={"mcp-param-count": str(big - 1)})
     assert right.status == 200, right.body
     assert wrong.status == 400, wrong.body
+
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+
+@pytest.mark.parametrize("filters", [{"taskIds": ["00000000-0000-0000-0000-000000000000"]},
+                                     {"toolsListChanged": True, "taskIds": []}])
+async def test_listen_for_task_notifications_without_the_tasks_extension_is_refused(filters: Any) -> None:
+    """SEP-2663: a client that asks subscriptions/listen for task status notifications (taskIds) but does
+    not declare io.modelcontextprotocol/tasks MUST get -32021 naming the missing capability. The taskIds
+    were dropped and the rest acknowledged, so the client waited for notifications that never come."""
+    r = await call_modern(APP, "subscriptions/listen", {"notifications": filters}, capabilities={})
+    assert r.status == 400, (r.status, r.body)
+    error = r.json()["error"]
+    assert error["code"] == -32021, error
+    assert error["data"] == {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}, error
+
+
+async def test_listen_with_task_ids_and_the_tasks_extension_is_acknowledged() -> None:
+    message = modern_message("subscriptions/listen", {"notifications": {"toolsListChanged": True, "taskIds": []}},
+                             capabilities={"extensions": {TASKS_EXTENSION: {}}})
+    stream = Stream("POST", post_headers(extra={"mcp-method": "subscriptions/listen"}), json.dumps(message).encode())
+    _, ack = await stream.wait_for(lambda m: m.get("method") == "notifications/subscriptions/acknowledged")
+    stream.gone.set()
+    await asyncio.wait_for(stream.task, 10)
+    assert ack["params"]["notifications"]["toolsListChanged"] is True, ack

@@ -58,6 +58,7 @@ from ..server.auth import (
 )
 from ..server.core import CLIENT_CANCELLED, Awaiting, end_call, kept_calls_written, may_use, permitted
 from ..server.flavors import saga as saga_flavor, session as session_flavor
+from ..server.flavors import tasks as tasks_flavor
 from ..server.threads import RequestThread, release_request_thread, run_sync
 
 logger = logging.getLogger("mcp_tools.http")
@@ -1332,6 +1333,12 @@ async def listen_filter(params: dict[str, Any], request_id: Any, principal: Prin
     requested = params.get("notifications", {})
     if not isinstance(requested, dict):
         raise HttpError(400, McpError(INVALID_PARAMS, '"notifications" must be an object'), request_id)
+    # (post_modern checked that _meta carries the clientCapabilities object.)
+    if requested.get("taskIds") is not None and not tasks_flavor.declares_extension(params["_meta"][versions.META_CLIENT_CAPABILITIES]):
+        # Task status notifications are the tasks extension's: a client that did not declare it MUST get
+        # -32021 (SEP-2663), as every tasks method answers it, not an ack that drops what it asked for.
+        refusal = tasks_flavor.missing_extension(f"notifications.taskIds needs the {tasks_flavor.EXTENSION} extension, which the client did not declare")
+        raise HttpError(refusal.http_status, refusal, request_id)
     honoured: dict[str, Any] = {}
     for key in LIST_CHANGED_FILTERS:
         value = requested.get(key)

@@ -58,7 +58,12 @@ EXTENSION = "io.modelcontextprotocol/tasks"
 
 def negotiated(rc: RequestContext) -> bool:
     """Whether this request's client declared the tasks extension."""
-    extensions = rc.client_capabilities.get("extensions")
+    return declares_extension(rc.client_capabilities)
+
+
+def declares_extension(client_capabilities: dict[str, Any]) -> bool:
+    """Whether ``client_capabilities`` (a 2026-07-28 request's ``_meta``) declare the tasks extension."""
+    extensions = client_capabilities.get("extensions")
     return isinstance(extensions, dict) and EXTENSION in extensions
 
 
