@@ -103,6 +103,13 @@ async def test_a_task_augmented_call_reports_progress_on_tasks_result_under_its_
         assert await asyncio.wait_for(worker, 10) == "finished"
         await asyncio.wait_for(result.task, 10)
     assert _progress(result) == [("tp", 1.0), ("tp", 2.0), ("tp", 3.0)]
+    # "All requests, notifications, and responses related to a task MUST include the
+    # io.modelcontextprotocol/related-task key in their _meta" (but notifications/tasks/status, which
+    # SHOULD NOT): the progress carried none.
+    related = {"io.modelcontextprotocol/related-task": {"taskId": task_id}}
+    metas = [(m["method"], m["params"].get("_meta")) for _, m in result.events() if "method" in m]
+    assert {method for method, _ in metas} == {"notifications/progress", "notifications/tasks/status"}, metas
+    assert all(meta == (related if method == "notifications/progress" else None) for method, meta in metas), metas
 
 
 async def _reports_then_waits(ctx: ToolContext) -> str:

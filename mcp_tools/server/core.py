@@ -37,7 +37,7 @@ from ..conf import mcp_settings
 from ..engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, once_exception
 from ..engine.journal import Journal, Step, digest
 from ..interprocess import cancellation, events, wakeups
-from ..protocol import jsonrpc
+from ..protocol import jsonrpc, versions
 from ..protocol.answers import InvalidAnswer, checked_step_answer
 from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidArguments, McpError, ResourceNotFound, invalid_params
 from ..protocol.levels import at_least
@@ -285,13 +285,17 @@ def shape_resource(resource: Resource, uri: str, value: Any) -> dict[str, Any]:
     return {"contents": [content]}
 
 
-def progress_params(token: Any, row: Any) -> dict[str, Any]:
-    """``notifications/progress`` params from a call row's progress (relayed from a worker)."""
+def progress_params(token: Any, row: Any, related_task: str | None = None) -> dict[str, Any]:
+    """``notifications/progress`` params from a call row's progress (relayed from a worker); for the
+    progress of a 2025-11-25 task (``related_task``, its id), with the related-task ``_meta`` that every
+    message about a task carries (2025-11-25 tasks, "Associating Task-Related Messages")."""
     params: dict[str, Any] = {"progressToken": token, "progress": row.progress}
     if row.progress_total is not None:
         params["total"] = row.progress_total
     if row.status_message:
         params["message"] = row.status_message
+    if related_task is not None:
+        params["_meta"] = {versions.META_RELATED_TASK: {"taskId": related_task}}
     return params
 
 
@@ -312,10 +316,11 @@ async def send_progress(rc: RequestContext, params: dict[str, Any]) -> None:
     await rc.emit(jsonrpc.notification_message("notifications/progress", params))
 
 
-async def relay_progress(row: Any, rc: RequestContext) -> None:
-    """Send a call row's progress (a worker's, or another process's run) on the request's stream, if new there."""
+async def relay_progress(row: Any, rc: RequestContext, related_task: str | None = None) -> None:
+    """Send a call row's progress (a worker's, or another process's run) on the request's stream, if new
+    there; ``related_task``: the id of the 2025-11-25 task it is the progress of (:func:`progress_params`)."""
     if row.progress is not None and rc.progress_token is not None:
-        await send_progress(rc, progress_params(rc.progress_token, row))
+        await send_progress(rc, progress_params(rc.progress_token, row, related_task))
 
 
 class Runtime:

@@ -276,8 +276,8 @@ async def follow(
     progress, answer with the stored result once it is done, and send on this
     stream any pending request the client has not seen here. Once its answers are
     in, a background call goes back to a worker; any other call continues here.
-    For a task (``related_task``), requests carry the related-task ``_meta``, and
-    ``on_status`` hears of each status change.
+    For a task (``related_task``), requests and progress carry the related-task ``_meta``,
+    and ``on_status`` hears of each status change.
     """
     last_status: str | None = None
     async with wakeups.listening(call_id) as event:
@@ -288,7 +288,8 @@ async def follow(
             row, journal = loaded
             if related_task is not None and await expire_if_overdue(row):
                 continue  # the task's ttl ran out while this stream waited: read again, it has ended
-            await core.relay_progress(row, rc)  # what this stream got already (equal, or less) is not sent
+            # What this stream got already (equal, or less) is not sent; a task's progress says which task.
+            await core.relay_progress(row, rc, related_task)
             if on_status is not None and row.status != last_status:
                 last_status = row.status
                 await on_status(row)
