@@ -152,6 +152,13 @@ class ToolCall(models.Model):
     background = models.BooleanField(
         _("background"), default=False, help_text=_("Run by a Celery worker instead of the request that started it."),
     )
+    #: Created as a task: only these are what the tasks methods list and reach (a background call held on
+    #: its stream, or followed with resume tokens, is not one). Not a flavor: a 2026-07-28 task is served
+    #: as every 2026 call is ("mrtr").
+    is_task = models.BooleanField(
+        _("task"), default=False, db_default=False,
+        help_text=_("Created as an MCP task (2025-11-25 task-augmented tools/call, or the 2026-07-28 tasks extension): its id is the task id."),
+    )
     worker = models.CharField(_("worker"), max_length=255, blank=True, help_text=_("The worker (host and process) running the call now, if any."))
     lease_expires_at = models.DateTimeField(
         _("lease expires"), null=True, blank=True,

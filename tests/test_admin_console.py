@@ -364,7 +364,7 @@ async def test_the_client_of_a_call_an_operator_cancelled_is_not_told_who_did() 
     from demo_site.asgi import application
 
     call = await sync_to_async(make_call)(
-        "slow_compute", "working", steps=0, flavor="task", background=True, method="tools/call",
+        "slow_compute", "working", steps=0, flavor="task", background=True, is_task=True, method="tools/call",
         arguments={"name": "slow_compute", "arguments": {"seconds": 60}},
     )
     await sync_to_async(_cancel_as)("alice.ops@corp.example", call)

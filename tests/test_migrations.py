@@ -58,3 +58,39 @@ def _leaf_nodes() -> list[tuple[str, str]]:
     from django.db.migrations.loader import MigrationLoader
 
     return MigrationLoader(connection).graph.leaf_nodes()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0010_marks_the_tasks_made_before_it() -> None:
+    """0010 adds ``is_task`` (the tasks methods list and reach only tasks): the calls made before it keep
+    what they were. A 2025-11-25 task (flavor "task") and a 2026-07-28 background call whose client
+    declared the tasks extension are tasks; a held or resumed background call, and a plain call, are not."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+    from django.utils import timezone
+
+    latest = [name for app, name in _leaf_nodes() if app == "mcp_tools"][0]
+    before = ("mcp_tools", "0009_exact_text_keys_on_mysql")
+    executor = MigrationExecutor(connection)
+    executor.migrate([before])
+    try:
+        calls = executor.loader.project_state(before).apps.get_model("mcp_tools", "ToolCall").objects
+        extension = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+        made = {
+            "legacy task": ("task", True, {}),
+            "modern task": ("mrtr", True, extension),
+            "modern resumed": ("mrtr", True, {"experimental": {"resumeTokens": {}}}),
+            "held in a session": ("session", True, {}),
+            "plain modern call": ("mrtr", False, extension),
+        }
+        ids = {what: str(calls.create(tool_name="t", principal="user:1", flavor=flavor, background=background, params_digest="0" * 64,
+                                      client_capabilities=capabilities, expires_at=timezone.now()).id)
+               for what, (flavor, background, capabilities) in made.items()}
+        executor = MigrationExecutor(connection)
+        executor.migrate([("mcp_tools", latest)])
+        from mcp_tools.models import ToolCall
+
+        marked = {what for what, call_id in ids.items() if ToolCall.objects.get(id=call_id).is_task}
+        assert marked == {"legacy task", "modern task"}, marked
+    finally:
+        MigrationExecutor(connection).migrate([("mcp_tools", latest)])

@@ -72,9 +72,9 @@ def test_subscriptions_to_uris_that_differ_in_case_are_apart() -> None:
 
 
 def test_a_callers_tasks_are_its_own_principals_only() -> None:
-    mine = new_call(principal="alice", background=True)
+    mine = new_call(principal="alice", background=True, is_task=True)
     for other in ("Alice", "ALICE", "alice ", "alíce"):
-        new_call(principal=other, background=True)
+        new_call(principal=other, background=True, is_task=True)
     assert [str(row.id) for row in sync_calls.tasks_of("alice", None, 10)] == [mine]
 
 

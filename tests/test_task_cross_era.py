@@ -24,9 +24,9 @@ from tests.test_task_review import open_session
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-async def _modern(method: str, params: dict[str, Any], token: str) -> dict[str, Any]:
+async def _modern(method: str, params: dict[str, Any], token: str, capabilities: dict[str, Any] = TASKS_ELICIT) -> dict[str, Any]:
     headers = {"mcp-name": params["taskId"]} if method.startswith("tasks/") else None
-    r = await call_modern(APP, method, params, token=token, capabilities=TASKS_ELICIT, headers=headers)
+    r = await call_modern(APP, method, params, token=token, capabilities=capabilities, headers=headers)
     assert r.status == 200, (r.status, r.body)
     answer: dict[str, Any] = r.json()
     return answer

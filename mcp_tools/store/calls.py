@@ -364,6 +364,13 @@ def record_progress(call_id: Any, progress: float, total: float | None, message:
         return False
 
 
+def mark_task(call_id: Any) -> bool:
+    """Mark a call as created as a task (a 2026-07-28 call the tasks extension made one); False if no such call."""
+    from ..models import ToolCall
+
+    return bool(ToolCall.objects.filter(id=call_id).update(is_task=True))
+
+
 def set_stream(call_id: Any, stream_id: str, request_id: str | None = None) -> bool:
     """The stream that carries a live call, and the request it answers (see the manager's method)."""
     from ..models import ToolCall
@@ -504,13 +511,14 @@ def queue_call(call_id: Any, task_id: str, wait_seconds: float) -> bool:
 
 
 def tasks_of(principal: str, after: tuple[str, str] | None, limit: int) -> list[Any]:
-    """A caller's tasks (its background calls), newest first; ``after``: only those past that
-    ``(created_at, id)`` position of this order."""
+    """A caller's tasks (the calls created as tasks, not every background call), newest first;
+    ``after``: only those past that ``(created_at, id)`` position of this order."""
     from django.db.models import Q
 
     from ..models import ToolCall
 
-    rows = ToolCall.objects.filter(principal=principal, background=True)
+    # (background=True too: a task is a background call, and the partial index of those serves this.)
+    rows = ToolCall.objects.filter(principal=principal, background=True, is_task=True)
     if after is not None:
         created_at, call_id = after
         rows = rows.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=call_id))
@@ -544,7 +552,7 @@ def copy_failed_background_call(call_id: Any, task_id: str, wait_seconds: float)
         fields = {
             name: getattr(old, name)
             for name in ("method", "tool_name", "arguments", "user_id", "principal", "protocol_version", "flavor",
-                         "params_digest", "client_capabilities", "session_id", "poll_interval_ms", "scopes")
+                         "params_digest", "client_capabilities", "session_id", "poll_interval_ms", "scopes", "is_task")
         }
         ToolCall.objects.create(
             **fields, id=new_id, background=True, status="working", celery_task_id=task_id, status_message=f"Retry of {old.id}",

@@ -2,9 +2,10 @@
 
 **2026-07-28: the extension ``io.modelcontextprotocol/tasks`` (SEP-2663).**
 
-A task is a background call (:mod:`mcp_tools.server.background`); its id is the
-call id, and the caller can reach only its own tasks: another principal's task
-id answers exactly like an unknown one.
+A task is a background call (:mod:`mcp_tools.server.background`) created as a
+task (its row's ``is_task``: not a call held on its stream or resumed with
+tokens); its id is the call id, and the caller can reach only its own tasks:
+another principal's task id answers exactly like an unknown one.
 
 For a client that negotiated the extension (in ``_meta.clientCapabilities`` of
 the request), a ``tools/call`` of a task-supporting tool answers a flat
@@ -172,7 +173,12 @@ def failure_message(row: Any) -> str:
 
 
 async def created(call_id: str) -> dict[str, Any]:
-    """The ``CreateTaskResult`` of a call that was just handed to a worker (its row is committed)."""
+    """The ``CreateTaskResult`` of a call that was just handed to a worker (its row is committed).
+
+    The row is marked a task here (``is_task``), before its id goes out: a 2026-07-28 call is recorded
+    as every 2026 call is, whether the extension makes it a task or it is held or resumed with tokens.
+    """
+    await store.db(store.sync_calls.mark_task)(call_id)
     loaded = await store.load_call(call_id)
     if loaded is None:  # cancelled and cleaned up in the meantime
         raise invalid_params("Unknown task", {"taskId": call_id})
@@ -185,10 +191,11 @@ async def _own_task(params: dict[str, Any], rc: RequestContext) -> tuple[Any, An
         raise invalid_params('"taskId" must be a non-empty string')
     # The id exactly as the task was given it: another spelling of its UUID is another, unknown, id.
     loaded = await store.load_call(task_id) if session.is_call_id(task_id) else None
-    if loaded is None or loaded[0].principal != rc.principal.id or not loaded[0].background \
+    if loaded is None or loaded[0].principal != rc.principal.id or not loaded[0].is_task \
             or not await core.may_use(rc.principal, "tools/call", loaded[0].tool_name):
         # Someone else's task is indistinguishable from one that does not exist; so is a task of a
-        # tool the caller may not call now (a token without its scope, a permission taken away).
+        # tool the caller may not call now (a token without its scope, a permission taken away), and
+        # a call that is no task (a background call held on its stream, or resumed with tokens).
         raise invalid_params("Unknown task", {"taskId": task_id})
     if await session.expire_if_overdue(loaded[0]):
         # Its ttl ran out and nothing ended it yet (it waits for input or a worker, or its worker has
@@ -327,7 +334,7 @@ async def create_legacy(params: dict[str, Any], rc: RequestContext) -> dict[str,
     rc.flavor = "task"
     inv = core.new_invocation(target, rc)
     now = timezone.now()  # the row's creation time too: the task lives exactly the ttl it reports
-    inv.state["row_fields"] = {"created_at": now, "expires_at": now + timedelta(milliseconds=ttl_ms)}
+    inv.state["row_fields"] = {"created_at": now, "expires_at": now + timedelta(milliseconds=ttl_ms), "is_task": True}
     call_id = await background.defer(inv, target, rc, 0)
     loaded = await store.load_call(call_id)
     assert loaded is not None
