@@ -76,7 +76,7 @@ DEFAULTS: dict[str, Any] = {
     # on the task lifetime a client may ask for (ttl / ttlMs), in milliseconds.
     "TASK_POLL_INTERVAL_MS": 500,
     "TASK_MAX_TTL_MS": 24 * 3600 * 1000,
-    # How long tasks/result waits for a task to end before answering -32603 ("still running, call again").
+    # How long a tasks/result holds its connection before the stream pauses (the client resumes it; docs/settings.md).
     "TASK_RESULT_WAIT_SECONDS": 30.0,
     # How long a request of a client without resume tokens waits for a converging tool
     # (one returning mcp_tools.Pending) before it answers with the pending state

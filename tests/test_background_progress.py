@@ -119,7 +119,8 @@ async def _reports_then_waits(ctx: ToolContext) -> str:
 
 
 async def test_a_second_tasks_result_does_not_send_the_progress_value_again(queued: list[str], settings: Any) -> None:  # noqa: F811
-    """A task outlives TASK_RESULT_WAIT_SECONDS: the client calls tasks/result again. That stream sent
+    """A task outlives TASK_RESULT_WAIT_SECONDS (the stream pauses, tests/test_task_result_wait.py) and the
+    client calls tasks/result again (rather than resuming the stream). That stream sent
     the row's progress (1/3) under the task's token a second time, a value the client had; the spec:
     each value of a token increases. It goes on from above what the earlier tasks/result sent."""
     settings.MCP_TOOLS = {**settings.MCP_TOOLS, "TASK_RESULT_WAIT_SECONDS": 1.0}
@@ -133,7 +134,7 @@ async def test_a_second_tasks_result_does_not_send_the_progress_value_again(queu
         task_id = created.json()["result"]["task"]["taskId"]
         worker = asyncio.ensure_future(background.run_in_worker(task_id, "w"))
         seen: list[Any] = []
-        for _ in range(3):  # the client calls tasks/result again after each "still running"
+        for _ in range(3):  # the client calls tasks/result again each time the stream pauses
             stream = Stream("POST", headers, json.dumps(handshake_message("tasks/result", {"taskId": task_id})).encode())
             await asyncio.wait_for(stream.task, 10)
             seen += _progress(stream)

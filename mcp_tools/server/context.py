@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..interprocess import cancellation
+from ..protocol.errors import INTERNAL_ERROR, McpError
 from .auth import Principal
 
 
@@ -85,3 +86,20 @@ def kept_for_resume(rc: RequestContext, exc: BaseException, task: asyncio.Task[A
     if rc.cancel_requested or ends_when_stopped(rc, exc, task):
         return False
     return rc.stream_detached or (rc.stream_resumable is not None and rc.stream_resumable())
+
+
+class StreamPaused(McpError):
+    """A request's answer is not ready, and the client can resume its SSE stream: end the connection
+    without a response. The request goes on on the stream resumed with ``Last-Event-ID``, and is
+    answered there, under its own id.
+
+    2025-11-25 transports: after an SSE event with an id, the server "MAY close the connection
+    (without terminating the SSE stream) at any time", first sending a ``retry`` field
+    (``retry_ms``), and the client polls the stream by resuming it. A handler raises this only where
+    the client holds an event id of the stream and a resume finds the request to go on with; a
+    transport that cannot end a stream so answers the JSON-RPC error it also is.
+    """
+
+    def __init__(self, message: str, retry_ms: int, data: Any = None) -> None:
+        super().__init__(INTERNAL_ERROR, message, data)
+        self.retry_ms = retry_ms

@@ -46,6 +46,7 @@ from ..protocol.errors import (
 from ..registry import Tool, registry
 from ..registry.registry import SCOPE_PERMISSION_PREFIX
 from ..server import RequestContext, dispatch, initialize_result, sessions
+from ..server.context import StreamPaused
 from ..server import oauth
 from ..server.auth import (
     ANONYMOUS,
@@ -683,6 +684,17 @@ class Response:
                 await self._send({"type": "http.response.body", "body": body, "more_body": True})
             self.last_sent = time.monotonic()
 
+    async def pause(self, retry_ms: int) -> None:
+        """End the connection, not the SSE stream, with no response: a ``retry`` field (how long the
+        client waits before it resumes the stream with ``Last-Event-ID``), then the end of the body."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:  # after a keep-alive comment that is going out, not inside it
+            with contextlib.suppress(OSError):
+                await self._send({"type": "http.response.body", "body": b"retry: %d\n\n" % retry_ms, "more_body": True})
+                await self._send({"type": "http.response.body", "body": b""})
+            self.closed = True
+
     async def finish(self, message: dict[str, Any], status: int = 200, extra: list[tuple[bytes, bytes]] | None = None) -> None:
         if self.streaming:
             await self.event(message)
@@ -1025,6 +1037,11 @@ class McpEndpoint:
                 return
             except McpError as exc:
                 handler.handler_cancelled()
+                if isinstance(exc, StreamPaused) and response.primed:
+                    # Not an answer: the request goes on where the client resumes the stream.
+                    logger.info("%s: its stream pauses (%s); the client resumes it", method, exc.message)
+                    await response.pause(exc.retry_ms)
+                    return
                 logger.info("%s -> error %s: %s", method, exc.code, exc.message)
                 status = exc.http_status if rc.modern else 200
                 await response.finish(jsonrpc.error_message(rc.request_id, exc), status)
@@ -1218,6 +1235,9 @@ class McpEndpoint:
                 return
             try:
                 result = task.result()
+            except StreamPaused as paused:
+                await response.pause(paused.retry_ms)  # resumed again, from its last event, as before
+                return
             except McpError as exc:
                 await response.finish(jsonrpc.error_message(request_id, exc))
                 return

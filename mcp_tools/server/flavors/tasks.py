@@ -20,8 +20,8 @@ requires tasks answers ``-32021`` too, and any other tool runs as usual.
 
 **2025-11-25: the ``tasks`` capability of sessions.** A ``tools/call`` with a
 ``task`` param (``ttl`` in milliseconds) answers ``CreateTaskResult {task}``;
-``tasks/get`` the ``Task``; ``tasks/result`` waits (up to
-``TASK_RESULT_WAIT_SECONDS``) for the end, sending the task's input requests (not those of a
+``tasks/get`` the ``Task``; ``tasks/result`` waits for the end (past ``TASK_RESULT_WAIT_SECONDS``
+on a stream the client resumes: :func:`_carry`), sending the task's input requests (not those of a
 task a 2026-07-28 client made, which only ``tasks/update`` answers: the stream waits) and its
 progress (under the ``progressToken`` of the ``tools/call``) on its stream meanwhile, and answers what the call would have answered, with the
 related-task ``_meta`` (its stream resumed with ``Last-Event-ID`` goes on as it, and answers it:
@@ -45,12 +45,12 @@ from ... import store
 from ...conf import mcp_settings
 from ...interprocess import wakeups
 from ...protocol.answers import InvalidAnswer, checked_step_answer
-from ...protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, McpError, invalid_params
+from ...protocol.errors import METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, McpError, invalid_params
 from ...registry import registry
 from ...protocol import jsonrpc
 from .. import background, core, tokens
 from . import session
-from ..context import RequestContext
+from ..context import RequestContext, StreamPaused
 
 logger = logging.getLogger("mcp_tools.tasks")
 
@@ -364,7 +364,8 @@ async def legacy_result(params: dict[str, Any], rc: RequestContext) -> dict[str,
 
 async def continue_result(call_id: str, rc: RequestContext, already_sent: set[str]) -> dict[str, Any] | None:
     """A ``tasks/result`` stream resumed with ``Last-Event-ID`` (``rc.request_id`` is that request's):
-    it goes on as the request did, the input requests it carried (``already_sent``) not sent again.
+    it goes on as the request did, the input requests it carried (``already_sent``) not sent again;
+    also the stream paused at ``TASK_RESULT_WAIT_SECONDS`` (:func:`_carry`), resumed from its last event.
 
     None when the client cancels that request (``notifications/cancelled``): it expects no answer,
     and the task goes on, as on the request's own stream (``tasks/cancel`` ends a task).
@@ -382,51 +383,93 @@ session.RESUMED_BY_FLAVOR["task"] = continue_result
 
 
 async def _carry(row: Any, rc: RequestContext, already_sent: set[str]) -> dict[str, Any]:
-    """Carry a task on this ``tasks/result`` stream until it ends; the request's answer."""
+    """Carry a task on this ``tasks/result`` stream until it ends; the request's answer.
+
+    The request blocks until the task ends (2025-11-25 tasks: the receiver "MUST block the response
+    until the task reaches a terminal status"). Its connection does not: at ``TASK_RESULT_WAIT_SECONDS``
+    a stream the client can resume is paused (:class:`StreamPaused`: the transport ends the connection
+    without a response), and the resumed stream goes on with the request (:func:`continue_result`).
+    A request no client can resume (stdio), or whose task another ``tasks/result`` stream carries now
+    (the row keeps one stream per task), waits on.
+    """
     task_id = str(row.id)
     rc.flavor = "task"
     if row.progress_token is not None and rc.emit is not None:
         # "The progressToken provided in the initial request remains valid throughout the task
         # lifetime": the worker's progress reaches this stream under it, from above what an earlier
-        # tasks/result (past TASK_RESULT_WAIT_SECONDS, on any process) sent: each value must increase.
+        # tasks/result (paused, or ended, on any process) sent: each value must increase.
         rc.progress_token, rc.progress_sent = row.progress_token, row.progress_relayed
         rc.emit = _noting_progress(task_id, rc.emit)
+    stream: _ResultStream | None = None
     if rc.emit is not None and rc.stream_id is not None:
-        rc.emit = _recording_stream(task_id, rc.stream_id, jsonrpc.id_text(rc.request_id), rc.emit)
+        stream = _ResultStream(task_id, rc.stream_id, jsonrpc.id_text(rc.request_id), rc.emit)
+        rc.emit = stream.emit
 
     async def announce(row: Any) -> None:
         if rc.emit is not None:
             await rc.emit(jsonrpc.notification_message("notifications/tasks/status", legacy_task(row)))
 
+    def carry() -> Awaitable[dict[str, Any] | None]:
+        # The same loop that carries any call that runs elsewhere on a stream.
+        return session.follow(task_id, rc, already_sent, related_task=task_id, on_status=announce)
+
     try:
-        async with asyncio.timeout(float(mcp_settings.TASK_RESULT_WAIT_SECONDS)):
-            # The same loop that carries any call that runs elsewhere on a stream.
-            result = await session.follow(task_id, rc, already_sent, related_task=task_id, on_status=announce)
+        async with asyncio.timeout(float(mcp_settings.TASK_RESULT_WAIT_SECONDS) if stream is not None else None):
+            result = await carry()
     except TimeoutError:
-        raise McpError(INTERNAL_ERROR, "The task is still running; call tasks/result again", {"taskId": task_id}) from None
+        assert stream is not None
+        retry_ms = await stream.resumable(announce)
+        if retry_ms is not None:
+            raise StreamPaused("The task is still running; call tasks/result again", retry_ms, {"taskId": task_id}) from None
+        # It ended just now (answered at once), or another tasks/result stream carries it now: a resume
+        # of this one would find no task, so it waits for the end here.
+        result = await carry()
     answer = dict(result or {"content": []})
     answer["_meta"] = {**(answer.get("_meta") or {}), RELATED_TASK: {"taskId": task_id}}
     return answer
 
 
-def _recording_stream(call_id: str, stream_id: Callable[[], str | None], request_id: str | None,
-                      emit: Callable[[dict[str, Any]], Awaitable[None]]) -> Callable[[dict[str, Any]], Awaitable[None]]:
-    """``emit`` that, before the first message it sends, keeps on the call's row the stream that carries
-    it and the ``tasks/result`` request that stream answers: a stream resumed with ``Last-Event-ID``
-    goes on as that request, whatever it carried (a status, progress, an input request). A request
-    answered without streaming (the task had ended) writes nothing."""
-    recorded = False
+class _ResultStream:
+    """The SSE stream of a ``tasks/result`` request (2025-11-25 sessions over HTTP).
 
-    async def emit_recording(message: dict[str, Any]) -> None:
-        nonlocal recorded
-        if not recorded:
-            recorded = True
-            stream = stream_id()
+    Its :meth:`emit`, before the first message it sends, keeps on the call's row the stream that
+    carries it and the ``tasks/result`` request that stream answers: a stream resumed with
+    ``Last-Event-ID`` goes on as that request, whatever it carried (a status, progress, an input
+    request). A request answered without streaming (the task had ended) writes nothing.
+    """
+
+    def __init__(self, call_id: str, stream_id: Callable[[], str | None], request_id: str | None,
+                 emit: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+        self.call_id = call_id
+        self.stream_id = stream_id
+        self.request_id = request_id
+        self._emit = emit
+        self.recorded = False
+
+    async def emit(self, message: dict[str, Any]) -> None:
+        if not self.recorded:
+            self.recorded = True
+            stream = self.stream_id()
             if stream:
-                await store.set_stream(call_id, stream, request_id)
-        await emit(message)
+                await store.set_stream(self.call_id, stream, self.request_id)
+        await self._emit(message)
 
-    return emit_recording
+    async def resumable(self, announce: Callable[[Any], Awaitable[None]]) -> int | None:
+        """At ``TASK_RESULT_WAIT_SECONDS``: the SSE ``retry`` (the task's ``pollInterval``) to pause this
+        stream with, once a resume can go on with it; None when it cannot (wait on).
+
+        A stream that sent nothing yet (the limit came first) is made one now: the task's status, its
+        first message, makes the response an SSE stream whose priming event gives the client an id
+        to resume from, and keeps it on the row. Not one whose task ended (answered at once) or that
+        another ``tasks/result`` took over since (a resume of this one would find no task).
+        """
+        loaded = await store.load_call(self.call_id)
+        if loaded is not None and not loaded[0].is_terminal and not self.recorded:
+            await announce(loaded[0])
+            loaded = await store.load_call(self.call_id)
+        if loaded is None or loaded[0].is_terminal or not loaded[0].stream_id or loaded[0].stream_id != self.stream_id():
+            return None
+        return int(legacy_task(loaded[0])["pollInterval"])
 
 
 def _noting_progress(call_id: str, emit: Callable[[dict[str, Any]], Awaitable[None]]) -> Callable[[dict[str, Any]], Awaitable[None]]:
