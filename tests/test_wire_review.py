@@ -338,3 +338,37 @@ async def test_a_finished_requests_disconnect_watcher_is_freed_without_the_garba
     assert response.json()["result"]["content"][0]["text"] == "hi", response.json()
     assert len(watchers) == 1
     assert alive == []
+
+
+async def test_a_session_request_answered_in_json_leaves_no_cycle_for_the_garbage_collector() -> None:
+    """A 2025-11-25 session request's handler gives its response a hook for the stream's keep-alive
+    (``Response.on_streaming``): response -> bound method -> handler -> response, a cycle per request
+    (every session ``tools/call``, even one answered at once in JSON) that only the collector freed.
+    With the collector off, no response of the endpoint's may outlive its request."""
+    import gc
+    import weakref
+
+    from mcp_tools.transports import http
+
+    responses: list[weakref.ref[Any]] = []
+    original_init = http.Response.__init__
+
+    def recording(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        responses.append(weakref.ref(self))
+
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}}).encode()
+    http.Response.__init__ = recording  # type: ignore[method-assign]
+    gc.collect()
+    gc.disable()
+    try:
+        answer = await request(APP, "POST", headers=headers, body=body)
+        alive = [ref for ref in responses if ref() is not None]
+    finally:
+        gc.enable()
+        http.Response.__init__ = original_init  # type: ignore[method-assign]
+    assert answer.status == 200 and answer.json()["result"]["content"][0]["text"] == "hi", answer.body
+    assert len(responses) == 1
+    assert alive == []

@@ -1472,6 +1472,9 @@ class _Handler:
             self.keeper = asyncio.ensure_future(keep_alive(self.response, lambda: self.disconnected))
 
     def stop_watcher(self) -> None:
+        # The response's hook back to this handler (start_keeper, bound) made a cycle, response ->
+        # handler -> response, in every session request: let go of it, as of the watcher below.
+        self.response.on_streaming = None
         keeper = self.keeper
         if keeper is not None:
             # Before the request's last message: nothing goes out after its stream's end.
