@@ -23,10 +23,12 @@ from mcp_tools.models import ToolCall
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.server import core
 from mcp_tools.server.flavors.session import parse_step_request_id
-from tests.asgi_client import HANDSHAKE, post_headers, post_json, request
+from tests.asgi_client import HANDSHAKE, modern_message, post_headers, post_json, request
+from tests.test_background_review import queued  # noqa: F401
 from tests.test_call_stream_keepalive import asking
 from tests.test_http_spec_edges import APP, Stream, _in_memory_layer, open_session  # noqa: F401
 from tests.test_resumed_requests_sent_once import waiting  # noqa: F401
+from tests.test_session_ended_calls import deferred_call
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -108,4 +110,17 @@ async def test_a_call_the_client_cancels_says_so_not_its_last_progress_message()
     parsed = parse_step_request_id(asked["id"])
     assert parsed is not None
     row = await sync_to_async(ToolCall.objects.get)(id=parsed[0])
+    assert (row.status, row.status_message) == ("cancelled", "The client cancelled the request")
+
+
+async def test_a_held_2026_background_call_its_client_closes_says_the_client_cancelled_it(queued: list[str]) -> None:  # noqa: F811
+    """docs/durable-calls.md: a closed 2026-07-28 response stream cancels its held background call, and the
+    row's status message says "The client cancelled the request", not the worker's last progress message."""
+    message = modern_message("tools/call", {"name": "slow_compute", "arguments": {"seconds": 30}}, capabilities={})
+    held = Stream("POST", post_headers(extra={"mcp-method": "tools/call", "mcp-name": "slow_compute"}), json.dumps(message).encode())
+    call_id = await deferred_call(queued)
+    await sync_to_async(ToolCall.objects.filter(id=call_id).update)(status_message="halfway", progress=1)
+    held.gone.set()  # 2026-07-28: closing the stream is the client's cancel
+    await asyncio.wait_for(held.task, 10)
+    row = await sync_to_async(ToolCall.objects.get)(id=call_id)
     assert (row.status, row.status_message) == ("cancelled", "The client cancelled the request")

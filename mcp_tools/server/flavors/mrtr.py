@@ -138,7 +138,8 @@ async def _while_on_worker(call_id: str, rc: RequestContext, target: core.Target
     try:
         return await _hold(call_id, rc, target)
     except asyncio.CancelledError:
-        await core.end_call(call_id, "cancelled")
+        # Its status message says who stopped it (not the worker's last progress message).
+        await core.end_call(call_id, "cancelled", core.CLIENT_CANCELLED if rc.cancel_requested else "")
         raise
 
 
