@@ -7,6 +7,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from mcp_tools import ToolContext
+
 
 @pytest.mark.django_db
 def test_makemigrations_check_finds_no_changes() -> None:
@@ -61,36 +63,49 @@ def _leaf_nodes() -> list[tuple[str, str]]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_0010_marks_the_tasks_made_before_it() -> None:
-    """0010 adds ``is_task`` (the tasks methods list and reach only tasks): the calls made before it keep
-    what they were. A 2025-11-25 task (flavor "task") and a 2026-07-28 background call whose client
-    declared the tasks extension are tasks; a held or resumed background call, and a plain call, are not."""
+def test_0011_marks_the_tasks_made_before_is_task() -> None:
+    """0010 adds ``is_task`` (the tasks methods list and reach only tasks), 0011 marks the calls made
+    before it as what they were. A 2025-11-25 task (flavor "task") and a 2026-07-28 background call of a
+    tool that supports tasks, whose client declared the tasks extension, are tasks; a held or resumed
+    background call, a plain call, the deferred call of a tool that forbids tasks (held on its stream)
+    and a call of a tool no longer registered are not (as ``console.queries.modern_tasks`` reads them)."""
     from django.db import connection
     from django.db.migrations.executor import MigrationExecutor
     from django.utils import timezone
 
+    from mcp_tools.registry import make_tool, registry
+
     latest = [name for app, name in _leaf_nodes() if app == "mcp_tools"][0]
-    before = ("mcp_tools", "0009_exact_text_keys_on_mysql")
+    before = ("mcp_tools", "0010_toolcall_is_task")
     executor = MigrationExecutor(connection)
     executor.migrate([before])
     try:
         calls = executor.loader.project_state(before).apps.get_model("mcp_tools", "ToolCall").objects
         extension = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
         made = {
-            "legacy task": ("task", True, {}),
-            "modern task": ("mrtr", True, extension),
-            "modern resumed": ("mrtr", True, {"experimental": {"resumeTokens": {}}}),
-            "held in a session": ("session", True, {}),
-            "plain modern call": ("mrtr", False, extension),
+            "legacy task": ("t", "task", True, {}),
+            "modern task": ("mig_task_tool", "mrtr", True, extension),
+            "modern resumed": ("mig_task_tool", "mrtr", True, {"experimental": {"resumeTokens": {}}}),
+            "held in a session": ("mig_task_tool", "session", True, {}),
+            "plain modern call": ("mig_task_tool", "mrtr", False, extension),
+            "forbidden tool's deferred call": ("mig_held_tool", "mrtr", True, extension),
+            "unregistered tool's call": ("mig_gone_tool", "mrtr", True, extension),
         }
-        ids = {what: str(calls.create(tool_name="t", principal="user:1", flavor=flavor, background=background, params_digest="0" * 64,
+        ids = {what: str(calls.create(tool_name=tool, principal="user:1", flavor=flavor, background=background, params_digest="0" * 64,
                                       client_capabilities=capabilities, expires_at=timezone.now()).id)
-               for what, (flavor, background, capabilities) in made.items()}
-        executor = MigrationExecutor(connection)
-        executor.migrate([("mcp_tools", latest)])
+               for what, (tool, flavor, background, capabilities) in made.items()}
+        with registry.registered_temporarily(make_tool(_deferring, name="mig_task_tool", background=True),
+                                             make_tool(_deferring, name="mig_held_tool", background=True, task_support="forbidden")):
+            MigrationExecutor(connection).migrate([("mcp_tools", latest)])
         from mcp_tools.models import ToolCall
 
         marked = {what for what, call_id in ids.items() if ToolCall.objects.get(id=call_id).is_task}
         assert marked == {"legacy task", "modern task"}, marked
     finally:
         MigrationExecutor(connection).migrate([("mcp_tools", latest)])
+
+
+async def _deferring(ctx: ToolContext) -> str:
+    """The tools of the calls the backfill reads (it reads their task support, never runs them)."""
+    await ctx.defer()
+    return "done"
