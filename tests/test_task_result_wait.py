@@ -57,6 +57,15 @@ async def _a_task() -> tuple[dict[str, str], str]:
     return post_headers(version=HANDSHAKE, session=session), created["result"]["task"]["taskId"]
 
 
+async def _an_asking_task() -> tuple[dict[str, str], str]:
+    """A session's headers, and a 2025-11-25 task of it (``confirm_delete``) that waits for an elicitation."""
+    session = await open_session(capabilities={"elicitation": {"form": {}}, "tasks": {}})
+    created = await legacy(session, "tools/call", {"name": "confirm_delete", "arguments": {}, "task": {}})
+    task_id = created["result"]["task"]["taskId"]
+    assert await background.run_in_worker(task_id, "w") == "input-required"
+    return post_headers(version=HANDSHAKE, session=session), task_id
+
+
 def _tasks_result(headers: dict[str, str], task_id: str, request_id: Any) -> Stream:
     return Stream("POST", headers, json.dumps(handshake_message("tasks/result", {"taskId": task_id}, request_id=request_id)).encode())
 
@@ -90,11 +99,7 @@ async def test_a_paused_tasks_result_is_resumed_as_often_as_it_pauses_and_never_
     """The task asks for input: the stream carries the request, pauses at the limit; resumed, it pauses
     again (the user has not answered yet); resumed once more, the answer comes, the task ends, and the
     stream answers. The elicitation went out once, on the first stream."""
-    session = await open_session(capabilities={"elicitation": {"form": {}}, "tasks": {}})
-    headers = post_headers(version=HANDSHAKE, session=session)
-    created = await legacy(session, "tools/call", {"name": "confirm_delete", "arguments": {}, "task": {}})
-    task_id = created["result"]["task"]["taskId"]
-    assert await background.run_in_worker(task_id, "w") == "input-required"
+    headers, task_id = await _an_asking_task()
     _wait_seconds(settings, 1.0)
     first = _tasks_result(headers, task_id, 7)
     _, ask = await first.wait_for(lambda m: m.get("method") == "elicitation/create")
@@ -165,3 +170,28 @@ async def test_a_tasks_result_of_an_ended_task_answers_with_no_wait_at_all(queue
     _, final = await stream.wait_for(_is_answer)
     await asyncio.wait_for(stream.task, 10)
     assert final["id"] == "done" and final["result"]["content"][0]["text"].startswith("computed result"), final
+
+
+async def test_a_tasks_result_that_pauses_at_once_still_sends_the_tasks_input_requests(
+    queued: list[str], settings: Any,  # noqa: F811
+) -> None:
+    """TASK_RESULT_WAIT_SECONDS 0 ends each connection at once, but only where the stream waits: each one
+    first relays what the task has for the client. The limit cut the stream at its first write (the
+    status notification), before the input request, on every resume: the elicitation never went out and
+    the task stayed input_required until its ttl."""
+    headers, task_id = await _an_asking_task()
+    _wait_seconds(settings, 0)
+    first = _tasks_result(headers, task_id, "r-0")
+    event_id = await _paused(first)
+    asks = [m for _, m in first.events() if m.get("method") == "elicitation/create"]
+    assert len(asks) == 1, first.text()
+    ask = asks[0]
+    assert ask["params"]["_meta"][RELATED_TASK] == {"taskId": task_id}, ask
+    answer = {"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"confirm": True}}}
+    assert (await post_json(APP, answer, headers)).status == 202
+    assert await background.run_in_worker(task_id, "w") == "finished"
+    resumed = await _resumed(headers, event_id)
+    _, final = await resumed.wait_for(_is_answer)
+    await asyncio.wait_for(resumed.task, 10)
+    assert final["id"] == "r-0" and final["result"]["content"] == [{"type": "text", "text": "deleted file.txt"}], final
+    assert [m for _, m in resumed.events() if m.get("method") == "elicitation/create"] == []

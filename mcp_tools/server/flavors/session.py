@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -269,6 +270,7 @@ async def continue_call(call_id: str, rc: RequestContext, already_sent: set[str]
 async def follow(
     call_id: str, rc: RequestContext, already_sent: set[str], related_task: str | None = None,
     on_status: Callable[[Any], Awaitable[None]] | None = None,
+    deadline: float | None = None, at_deadline: Callable[[], Awaitable[None]] | None = None,
 ) -> dict[str, Any] | None:
     """Carry a call that runs elsewhere on this stream until it ends; its result, or None if not the caller's.
 
@@ -278,6 +280,13 @@ async def follow(
     in, a background call goes back to a worker; any other call continues here.
     For a task (``related_task``), requests and progress carry the related-task ``_meta``,
     and ``on_status`` hears of each status change.
+
+    ``deadline`` (``time.monotonic()``) is looked at only where this loop waits, after each pass
+    has sent the call's status, progress and unsent requests and finished any claim and requeue:
+    a deadline around the whole loop would cut it in the middle of that (at 0, at its first
+    write, before any input request went out). Once it has passed, ``at_deadline`` is awaited
+    there: it raises to end the stream (``StreamPaused``), or returns, and the loop goes on
+    with no deadline.
     """
     last_status: str | None = None
     async with wakeups.listening(call_id) as event:
@@ -321,7 +330,16 @@ async def follow(
                 return await _run_rounds(row, journal, rc, already_sent, claimed_at=row.round)
             # While it runs elsewhere, or waits for the client: this request holds no thread meanwhile.
             release_request_thread()
-            await wakeups.wait(event)
+            if deadline is None:
+                await wakeups.wait(event)
+                continue
+            left = deadline - time.monotonic()
+            if left > 0:
+                await wakeups.wait(event, min(left, wakeups.POLL_SECONDS))
+                continue  # another pass (the deadline is looked at again after it)
+            deadline = None
+            if at_deadline is not None:
+                await at_deadline()  # raises to pause the stream here, between passes
 
 
 async def expire_if_overdue(row: Any) -> bool:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import time
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
 from collections.abc import Awaitable, Callable
@@ -409,21 +410,21 @@ async def _carry(row: Any, rc: RequestContext, already_sent: set[str]) -> dict[s
         if rc.emit is not None:
             await rc.emit(jsonrpc.notification_message("notifications/tasks/status", legacy_task(row)))
 
-    def carry() -> Awaitable[dict[str, Any] | None]:
-        # The same loop that carries any call that runs elsewhere on a stream.
-        return session.follow(task_id, rc, already_sent, related_task=task_id, on_status=announce)
-
-    try:
-        async with asyncio.timeout(float(mcp_settings.TASK_RESULT_WAIT_SECONDS) if stream is not None else None):
-            result = await carry()
-    except TimeoutError:
+    async def pause() -> None:
         assert stream is not None
         retry_ms = await stream.resumable(announce)
         if retry_ms is not None:
-            raise StreamPaused("The task is still running; call tasks/result again", retry_ms, {"taskId": task_id}) from None
+            raise StreamPaused("The task is still running; call tasks/result again", retry_ms, {"taskId": task_id})
         # It ended just now (answered at once), or another tasks/result stream carries it now: a resume
-        # of this one would find no task, so it waits for the end here.
-        result = await carry()
+        # of this one would find no task, so it waits for the end here (follow goes on, no deadline).
+
+    # The same loop that carries any call that runs elsewhere on a stream. The limit is its deadline,
+    # looked at only where it waits: a timeout around it cut it mid-pass (at 0, at its first write,
+    # on every resume), so the task's input requests never went out, and a claimed round could miss
+    # its requeue. Each connection now relays what the task has for the client before it pauses.
+    deadline = time.monotonic() + float(mcp_settings.TASK_RESULT_WAIT_SECONDS) if stream is not None else None
+    result = await session.follow(task_id, rc, already_sent, related_task=task_id, on_status=announce,
+                                  deadline=deadline, at_deadline=pause)
     answer = dict(result or {"content": []})
     answer["_meta"] = {**(answer.get("_meta") or {}), RELATED_TASK: {"taskId": task_id}}
     return answer
