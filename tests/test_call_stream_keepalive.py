@@ -17,7 +17,7 @@ import pytest
 
 from mcp_tools.transports import http
 from tests.asgi_client import HANDSHAKE, post_headers, post_json
-from tests.test_http_spec_edges import APP, Stream, _in_memory_layer, open_session  # noqa: F401
+from tests.test_http_spec_edges import APP, Stream, _in_memory_layer, asking, open_session  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,17 +37,6 @@ async def keep_alives_after(stream: Stream, start: int, count: int = 2) -> None:
             stream.got.clear()
             await stream.got.wait()
     await asyncio.wait_for(loop(), 10)
-
-
-async def asking(request_id: int) -> tuple[dict[str, str], Stream, str | None, dict[str, Any]]:
-    """A session's ``tools/call`` that asked the user: ``(headers, its stream, the request's event id, the request)``."""
-    session = await open_session({"elicitation": {}})
-    headers = post_headers(version=HANDSHAKE, session=session)
-    call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-            "params": {"name": "test_elicitation", "arguments": {"message": "hi"}}}
-    stream = Stream("POST", headers, json.dumps(call).encode())
-    event_id, asked = await stream.wait_for(lambda m: m.get("method") == "elicitation/create")
-    return headers, stream, event_id, asked
 
 
 async def test_a_call_waiting_for_the_clients_answer_keeps_its_stream_alive(short_keepalive: None) -> None:

@@ -92,6 +92,18 @@ class Stream:
         return await asyncio.wait_for(loop(), timeout)
 
 
+async def asking(request_id: Any) -> tuple[dict[str, str], Stream, str | None, dict[str, Any]]:
+    """A session's ``tools/call`` that asked the user: ``(headers, its stream, the request's event id, the request)``."""
+    session = await open_session({"elicitation": {}})
+    headers = post_headers(version=HANDSHAKE, session=session)
+    call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            "params": {"name": "test_elicitation", "arguments": {"message": "hi"}}}
+    stream = Stream("POST", headers, json.dumps(call).encode())
+    event_id, asked = await stream.wait_for(lambda m: m.get("method") == "elicitation/create")
+    return headers, stream, event_id, asked
+
+
+
 # -- 1. a resumed stream answers with another id than the request's ----------------------------------
 
 
@@ -99,12 +111,7 @@ class Stream:
 async def test_resumed_call_answers_with_the_request_id(request_id: Any) -> None:
     """2025-11-25 transports, Resumability: the resumed stream carries the response to the original
     request; JSON-RPC 2.0: the response's id MUST be the same as the request's ("42" stays a string, 0 stays 0)."""
-    session = await open_session({"elicitation": {}})
-    headers = post_headers(version=HANDSHAKE, session=session)
-    call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-            "params": {"name": "test_elicitation", "arguments": {"message": "hi"}}}
-    first = Stream("POST", headers, json.dumps(call).encode())
-    event_id, asked = await first.wait_for(lambda m: m.get("method") == "elicitation/create")
+    headers, first, event_id, asked = await asking(request_id)
     assert event_id is not None
     first.gone.set()  # the client loses the stream
     await asyncio.wait_for(first.task, 10)

@@ -25,8 +25,7 @@ from mcp_tools.server import core
 from mcp_tools.server.flavors.session import parse_step_request_id
 from tests.asgi_client import HANDSHAKE, modern_message, post_headers, post_json, request
 from tests.test_background_review import queued  # noqa: F401
-from tests.test_call_stream_keepalive import asking
-from tests.test_http_spec_edges import APP, Stream, _in_memory_layer, open_session  # noqa: F401
+from tests.test_http_spec_edges import APP, Stream, _in_memory_layer, asking, open_session  # noqa: F401
 from tests.test_resumed_requests_sent_once import waiting  # noqa: F401
 from tests.test_session_ended_calls import deferred_call
 
