@@ -21,7 +21,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.options import IS_POPUP_VAR, IncorrectLookupParameters
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.admin.views.main import SEARCH_VAR, ChangeList
 from django.core.exceptions import FieldDoesNotExist, PermissionDenied, ValidationError
@@ -517,6 +517,20 @@ class McpSessionAdmin(RefusesUnstorableSelections):
 
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return SessionChangeList
+
+    def to_field_allowed(self, request: HttpRequest, to_field: str) -> bool:
+        """No field, not even the id Django always allows: whatever refers to a session by a field is
+        answered with that field's value, the whole id. So Django's autocomplete of a foreign key to
+        sessions (a subscription's, a site's own ``autocomplete_fields``) answers 403 instead of
+        listing every session's id, and ``?_to_field=`` on the sessions' pages answers 400."""
+        return False
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        # The related-object popup (``?_popup=1``, a raw_id_fields lookup) hands each row's id to the
+        # page that opened it: a ``data-popup-opener`` attribute on every row would hold a whole id.
+        if IS_POPUP_VAR in request.GET or IS_POPUP_VAR in request.POST:
+            return HttpResponseBadRequest("Sessions cannot be chosen from a popup: the choice would be a whole session id.")
+        return super().changelist_view(request, extra_context)
 
     def get_search_results(self, request: HttpRequest, queryset: QuerySet[McpSession], search_term: str) -> tuple[QuerySet[McpSession], bool]:
         found, may_have_duplicates = super().get_search_results(request, queryset, search_term)

@@ -17,6 +17,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
+from mcp_tools.console import queries
 from mcp_tools.models import McpSession, ToolCall
 from tests.test_admin_console import client_for, make_call, make_user
 
@@ -130,3 +131,47 @@ def test_no_admin_action_prints_a_session_id(staff: Client, anonymous_session: t
     response = staff.post(reverse("admin:mcp_tools_mcpsession_change", args=[quote(session.id)]), {"log_level": "debug"})
     assert response.status_code in (200, 403, 405) and session.id not in response.content.decode()
     assert McpSession.objects.filter(id=session.id, log_level="info").exists()
+
+
+AUTOCOMPLETE = "/admin/autocomplete/"
+
+
+def test_no_autocomplete_answers_with_a_session_id(staff: Client, anonymous_session: tuple[McpSession, ToolCall]) -> None:
+    """Django's autocomplete of a foreign key to sessions (a subscription's) would list every session by
+    its whole id, to staff who may only view sessions: refused. The calls' one (a step's call) lists no session id."""
+    session, call = anonymous_session
+    for term in ("", "anonymous", session.id, session.id[:8]):
+        response = staff.get(AUTOCOMPLETE, {"app_label": "mcp_tools", "model_name": "resourcesubscription", "field_name": "session", "term": term})
+        assert response.status_code == 403, (term, response.status_code)
+        assert session.id not in response.content.decode()
+    for term in ("", "deploy", session.id, f"anonymous:session:{session.id}"):
+        response = staff.get(AUTOCOMPLETE, {"app_label": "mcp_tools", "model_name": "callstep", "field_name": "call", "term": term})
+        assert response.status_code == 200, (term, response.status_code)
+        body = response.content.decode()
+        assert session.id not in body and str(call.pk) in body, term
+
+
+@pytest.mark.parametrize("params", [{"_popup": "1"}, {"_popup": "1", "_to_field": "id"}, {"_to_field": "id"},
+                                    {"_to_field": "principal"}, {"_popup": "1", "_to_field": "principal"}])
+def test_no_popup_list_of_sessions_holds_a_session_id(staff: Client, anonymous_session: tuple[McpSession, ToolCall], params: dict[str, str]) -> None:
+    """The related-object popup of the sessions' list would give each row's whole id to the page that opened it
+    (``data-popup-opener``): refused, as is any ``?_to_field=``. A session's page ignores both."""
+    session, _call = anonymous_session
+    staff.raise_request_exception = False
+    response = staff.get(reverse(SESSIONS), params)
+    assert response.status_code == 400 and session.id not in response.content.decode(), response.status_code
+    detail = page(staff, reverse("admin:mcp_tools_mcpsession_change", args=[queries.session_handle(session.id)]), **params)
+    assert session.id not in detail
+
+
+@pytest.mark.parametrize("params", [{"_popup": "1"}, {"_popup": "1", "_to_field": "session_id"}, {"_to_field": "session_id"},
+                                    {"_to_field": "principal"}, {"e": "1"}])
+def test_no_popup_list_of_calls_holds_a_session_id(staff: Client, anonymous_session: tuple[McpSession, ToolCall], params: dict[str, str]) -> None:
+    """The calls' popup hands over call ids; a call's session id is never a ``_to_field`` (400)."""
+    session, call = anonymous_session
+    staff.raise_request_exception = False
+    for response in (staff.get(reverse(CALLS), {"state": "all", **params}),
+                     staff.get(reverse("admin:mcp_tools_toolcall_change", args=[call.pk]), params),
+                     staff.get(reverse("admin:mcp_tools_toolcall_history", args=[call.pk]), params)):
+        assert response.status_code in (200, 400), response.status_code
+        assert session.id not in response.content.decode() and session.id not in unescape(response.content.decode())
