@@ -1,15 +1,19 @@
 """The admin console under project settings other than the demo's: each failing before its mend.
 
-``USE_TZ = False`` (naive datetimes everywhere), a user model whose login field is not ``username``,
-and a site served below a script prefix (``FORCE_SCRIPT_NAME``, an ASGI ``root_path``).
+``USE_TZ = False`` (naive datetimes everywhere), a time zone with daylight saving time, a user model
+whose login field is not ``username``, and a site served below a script prefix (``FORCE_SCRIPT_NAME``,
+an ASGI ``root_path``).
 """
 from __future__ import annotations
+
+from datetime import datetime, timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import override_settings
 from django.urls import clear_script_prefix, reverse, set_script_prefix
 
+from mcp_tools.console import queries
 from mcp_tools.models import ToolCall
 
 from tests.test_admin_console import DASHBOARD, DATA, _communicator, _session_cookie, client_for, make_call, make_user
@@ -44,6 +48,34 @@ async def test_the_websocket_pushes_the_dashboard_without_time_zone_support(no_t
     first = await socket.receive_json_from(timeout=5)
     await socket.disconnect()
     assert first["type"] == "dashboard" and "deploy" in first["html"]
+
+
+# -- a time zone with daylight saving time ---------------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("now", "twice", "skipped"), [
+    ("2025-03-09T16:30:00+00:00", None, "02"),  # New York springs forward: 02:00-02:59 is never on the clock
+    ("2025-11-02T16:30:00+00:00", "01", None),  # and falls back: 01:00-01:59 happens twice
+])
+def test_the_hourly_chart_counts_real_hours_across_a_daylight_saving_change(now: str, twice: str | None, skipped: str | None) -> None:
+    """The chart's hours were stepped back from the top of the hour in wall-clock time: on the day the
+    clocks change one hour was counted twice and the chart spanned 23 or 25 real hours."""
+    at = datetime.fromisoformat(now)
+    for i in range(24):  # one call in each real hour of the last 24, the latest one failed
+        call = make_call("deploy", "failed" if i == 0 else "completed", steps=0)
+        ToolCall.objects.filter(pk=call.pk).update(created_at=at - timedelta(hours=i, minutes=1))
+    with override_settings(TIME_ZONE="America/New_York"):
+        buckets = queries._buckets(at)
+        labels = [queries.local_time(start).strftime("%H") for start, _n, _failed in buckets]
+    instants = [start.timestamp() for start, _n, _failed in buckets]
+    assert len(buckets) == 24 and [b - a for a, b in zip(instants, instants[1:])] == [3600.0] * 23, labels
+    assert instants[-1] <= at.timestamp() < instants[-1] + 3600
+    assert [(n, failed) for _start, n, failed in buckets] == [(1, 0)] * 23 + [(1, 1)], labels
+    if twice:
+        assert labels.count(twice) == 2, labels
+    if skipped:
+        assert skipped not in labels and labels.count("01") == labels.count("03") == 1, labels
 
 
 # -- a user model whose login field is not ``username`` -------------------------------------------

@@ -12,6 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from typing import Any
 
 from django.db.models import (
@@ -19,7 +20,7 @@ from django.db.models import (
     Value, When,
 )
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, TruncHour
+from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
@@ -306,16 +307,34 @@ def dashboard(now: datetime | None = None) -> Dashboard:
     )
 
 
-def _buckets(now: datetime, hours: int = 24) -> list[tuple[datetime, int, int]]:
-    """Calls started per hour over the last ``hours`` (one query), oldest first, empty hours included."""
+def _hour_starts(now: datetime, hours: int) -> list[datetime]:
+    """The starts of the last ``hours`` hours of the current time zone, oldest first, the current one last.
+
+    Aware ones are in UTC, an hour of real time apart: an aware local time stepped back by an hour
+    moves its wall clock, so across a daylight saving change one hour came twice (25 real hours) or
+    the chart spanned 23. Naive ones (``USE_TZ = False``) are the local wall times Django stores.
+    """
     top = local_time(now).replace(minute=0, second=0, microsecond=0)
-    starts = [top - timedelta(hours=i) for i in range(hours - 1, -1, -1)]
+    if timezone.is_aware(top):
+        top = top.astimezone(dt_timezone.utc)
+    return [top - timedelta(hours=i) for i in range(hours - 1, -1, -1)]
+
+
+def _buckets(now: datetime, hours: int = 24) -> list[tuple[datetime, int, int]]:
+    """Calls started per hour over the last ``hours`` (one query), oldest first, empty hours included;
+    each hour's start in the current time zone."""
+    starts = _hour_starts(now, hours)
+    # Each call's hour by comparing with the starts, not by TruncHour: that truncates local wall times,
+    # and the database answers a naive one, so the two 01:00 hours of a night the clocks go back were one.
+    hour = Case(*(When(created_at__gte=start, then=Value(i)) for i, start in reversed(list(enumerate(starts)))),
+                output_field=IntegerField())
     rows = (
-        ToolCall.objects.filter(created_at__gte=starts[0]).annotate(hour=TruncHour("created_at")).order_by()
+        ToolCall.objects.filter(created_at__gte=starts[0], created_at__lt=starts[-1] + timedelta(hours=1))
+        .annotate(hour=hour).order_by()
         .values_list("hour").annotate(n=Count("*"), failed=Count("id", filter=Q(status=CallStatus.FAILED)))
     )
-    found = {hour.timestamp(): (n, failed) for hour, n, failed in rows}
-    return [(start, *found.get(start.timestamp(), (0, 0))) for start in starts]
+    found = {index: (n, failed) for index, n, failed in rows}
+    return [(local_time(start), *found.get(index, (0, 0))) for index, start in enumerate(starts)]
 
 
 # -- the detail page ------------------------------------------------------------------------
