@@ -75,7 +75,7 @@ class StepRequest(typing.Generic[T]):
         fresh_id: str | None = None,
         answer_schema: dict[str, Any] | None = None,
         journaled_only: str | None = None,
-        earlier_params: dict[str, Any] | None = None,
+        earlier_params: Sequence[dict[str, Any]] = (),
         asked_params: dict[str, Any] | None = None,
     ) -> None:
         self.ctx = ctx
@@ -95,9 +95,9 @@ class StepRequest(typing.Generic[T]):
         #: where the step number is known. When built, a request of a :meth:`ToolContext.gather`
         #: does not know it yet: every request of the gather is built before the first is resolved.
         self.journaled_only = journaled_only
-        #: The params an earlier release sent (and journaled) for this same request, when it sent
-        #: them otherwise: a step journaled with them is this step on replay (a call in flight
-        #: across the upgrade), and keeps what it journaled.
+        #: The params earlier releases sent (and journaled) for this same request, where they sent
+        #: them otherwise: a step journaled with any of them is this step on replay (a call in
+        #: flight across the upgrade), and keeps what it journaled.
         self.earlier_params = earlier_params
         #: What the handler asked, when the wire's ``params`` leave part of it out for this caller
         #: (sampling's tools the caller may not use): the step's digest is taken of it, so a replay
@@ -105,8 +105,8 @@ class StepRequest(typing.Generic[T]):
         self.asked_params = asked_params
 
     def is_earlier_form(self, step_digest: str) -> bool:
-        """Whether ``step_digest`` is the digest an earlier release journaled for this request."""
-        return self.earlier_params is not None and step_digest == digest([self.kind, {"method": self.method, "params": self.earlier_params}])
+        """Whether ``step_digest`` is a digest an earlier release journaled for this request."""
+        return any(step_digest == digest([self.kind, {"method": self.method, "params": params}]) for params in self.earlier_params)
 
     def __await__(self) -> typing.Generator[Any, None, T]:
         return self._single().__await__()
@@ -119,8 +119,31 @@ class StepRequest(typing.Generic[T]):
 def _flat_elicitation_schema(schema: type[BaseModel] | dict[str, Any]) -> dict[str, Any]:
     """The ``requestedSchema`` of an elicitation: a flat object of primitives, refs inlined."""
     if isinstance(schema, dict):
-        return schema
+        return _dict_elicitation_schema(schema)
     return _model_elicitation_schema(schema)
+
+
+def _dict_elicitation_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A schema given as a dict, as it is sent: as given, unless it has ``$defs`` (a model's
+    ``model_json_schema()``): then its properties' refs are inlined, ``Optional`` unwrapped (its
+    ``"default": null`` left out) and ``$defs`` left out. A client renders each form field, and the
+    server checks each field of an answer, from the field's own schema: a ``$ref`` there points to
+    nothing."""
+    if "$defs" not in schema:
+        return schema
+    properties = {
+        name: {k: v for k, v in prop.items() if k != "default" or v is not None}
+        for name, prop in _inlined_properties(schema).items()
+    }
+    return {**{k: v for k, v in schema.items() if k != "$defs"}, "properties": properties}
+
+
+def _earlier_elicitation_schemas(schema: type[BaseModel] | dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """The ``requestedSchema``s earlier releases sent for ``schema`` where they differ from
+    :func:`_flat_elicitation_schema`'s: with them, a step they journaled still replays."""
+    if isinstance(schema, dict):
+        return (schema,) if "$defs" in schema else ()  # sent as given, $defs and refs included
+    return _earlier_model_elicitation_schemas(schema)
 
 
 #: What a field of ``requestedSchema`` says (the spec's restricted schema, and what clients take of JSON Schema).
@@ -130,6 +153,8 @@ _WIRE_KEYWORDS = frozenset({
 })
 #: Keywords that assert nothing about an answer.
 _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly", "$comment"})
+#: Keywords whose values are data, not schemas: no ``$ref`` in them is one.
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
 
 
 @functools.lru_cache(maxsize=256)
@@ -140,23 +165,29 @@ def _model_elicitation_schema(schema: type[BaseModel]) -> dict[str, Any]:
     # default of their own type only (StringSchema.default?: string...), and clients that check
     # requests against them (the TypeScript SDK) refuse the whole elicitation for it. Not being
     # required already says the field may be left out.
-    return _wire_schema(schema, keep_null_defaults=False)
+    return _wire_schema(schema.model_json_schema(), keep_null_defaults=False)
 
 
 @functools.lru_cache(maxsize=256)
-def _earlier_elicitation_schema(schema: type[BaseModel]) -> dict[str, Any] | None:
-    """The ``requestedSchema`` earlier releases sent for ``schema`` (an optional field's ``"default":
-    null`` kept) when it differs from :func:`_model_elicitation_schema`'s, else None: with it, a step
-    they journaled still replays."""
-    earlier = _wire_schema(schema, keep_null_defaults=True)
-    return earlier if earlier != _model_elicitation_schema(schema) else None
-
-
-def _wire_schema(schema: type[BaseModel], *, keep_null_defaults: bool) -> dict[str, Any]:
+def _earlier_model_elicitation_schemas(schema: type[BaseModel]) -> tuple[dict[str, Any], ...]:
+    """The ``requestedSchema``s earlier releases sent for ``schema`` where they differ from
+    :func:`_model_elicitation_schema`'s. They inlined a property's own ``$ref`` alone (an enum in
+    a list's items or in an ``Optional`` kept its ref into ``$defs``, which was not sent), and the
+    first of them kept an optional field's ``"default": null`` too."""
     raw = schema.model_json_schema()
+    current = _model_elicitation_schema(schema)
+    forms: list[dict[str, Any]] = []
+    for keep_null_defaults in (False, True):
+        form = _wire_schema(raw, keep_null_defaults=keep_null_defaults, nested_refs=False)
+        if form != current and form not in forms:
+            forms.append(form)
+    return tuple(forms)
+
+
+def _wire_schema(raw: dict[str, Any], *, keep_null_defaults: bool, nested_refs: bool = True) -> dict[str, Any]:
     properties = {
         name: {k: v for k, v in prop.items() if k in _WIRE_KEYWORDS and (keep_null_defaults or k != "default" or v is not None)}
-        for name, prop in _inlined_properties(raw).items()
+        for name, prop in _inlined_properties(raw, nested_refs=nested_refs).items()
     }
     result: dict[str, Any] = {"type": "object", "properties": properties}
     if raw.get("required"):
@@ -174,22 +205,47 @@ def _model_answer_schema(schema: type[BaseModel]) -> dict[str, Any] | None:
     return raw if any(not said.issuperset(prop) for prop in _inlined_properties(raw).values()) else None
 
 
-def _inlined_properties(raw: dict[str, Any]) -> dict[str, Any]:
-    """A model JSON schema's properties, each with its ``$ref`` inlined and ``Optional`` unwrapped."""
+def _inlined_properties(raw: dict[str, Any], *, nested_refs: bool = True) -> dict[str, Any]:
+    """A model JSON schema's properties, each with its refs inlined and ``Optional`` unwrapped.
+
+    Every ``$ref`` into ``$defs`` is inlined, at any depth (an enum in a list's ``items``, in an
+    ``Optional``'s branch): ``requestedSchema`` goes without ``$defs``. ``nested_refs=False`` inlines
+    a property's own ``$ref`` alone, as earlier releases did (:func:`_earlier_model_elicitation_schemas`).
+    """
     defs = raw.get("$defs", {})
     properties: dict[str, Any] = {}
     for name, prop in raw.get("properties", {}).items():
-        if "$ref" in prop:
-            prop = {**defs[prop["$ref"].split("/")[-1]], **{k: v for k, v in prop.items() if k != "$ref"}}
-        if "allOf" in prop and len(prop["allOf"]) == 1 and "$ref" in prop["allOf"][0]:
-            target = defs[prop["allOf"][0]["$ref"].split("/")[-1]]
-            prop = {**target, **{k: v for k, v in prop.items() if k != "allOf"}}
+        prop = _inlined(prop, defs) if nested_refs else _resolved(prop, defs)
+        if "allOf" in prop and len(prop["allOf"]) == 1 and (nested_refs or "$ref" in prop["allOf"][0]):
+            prop = {**_resolved(prop["allOf"][0], defs), **{k: v for k, v in prop.items() if k != "allOf"}}
         if "anyOf" in prop:  # Optional[X]: the nullable branch is expressed by "not required"
             branches = [b for b in prop["anyOf"] if b.get("type") != "null"]
             if len(branches) == 1:
                 prop = {**branches[0], **{k: v for k, v in prop.items() if k != "anyOf"}}
         properties[name] = prop
     return properties
+
+
+def _resolved(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """``node`` with its own ``$ref`` into ``defs`` replaced by the definition (the keywords beside
+    the ref win over the definition's: a field's title and description are its own)."""
+    ref = node.get("$ref")
+    if not isinstance(ref, str) or not ref.startswith("#/$defs/") or ref[len("#/$defs/"):] not in defs:
+        return node
+    return {**defs[ref[len("#/$defs/"):]], **{k: v for k, v in node.items() if k != "$ref"}}
+
+
+def _inlined(node: Any, defs: dict[str, Any], expanding: frozenset[str] = frozenset()) -> Any:
+    """``node`` with every ``$ref`` into ``defs`` inlined, at any depth, but one inside its own
+    definition (a recursive model, which no form field is: it stays a ref)."""
+    if isinstance(node, list):
+        return [_inlined(item, defs, expanding) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref not in expanding and (resolved := _resolved(node, defs)) is not node:
+        return _inlined(resolved, defs, expanding | {ref})
+    return {k: v if k in _DATA_KEYWORDS else _inlined(v, defs, expanding) for k, v in node.items()}
 
 
 def _as_messages(messages: str | Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -290,7 +346,8 @@ class ToolContext:
         # 2025-11-25 back-compatibility rule), as any object did before modes existed. A client that
         # declared URL mode alone is never sent a form (servers MUST NOT send an undeclared mode).
         self._require({"elicitation": {"form": {}}}, isinstance(caps, dict) and ("form" in caps or "url" not in caps))
-        requested = _flat_elicitation_schema(schema or {"type": "object", "properties": {}})
+        asked = schema or {"type": "object", "properties": {}}
+        requested = _flat_elicitation_schema(asked)
         params: dict[str, Any] = {"mode": "form", "message": message, "requestedSchema": requested}
         if self._inv.protocol_version < "2025-11-25":
             params.pop("mode")
@@ -312,10 +369,9 @@ class ToolContext:
         # The answer was checked when it arrived (mcp_tools.protocol.answers) against requestedSchema
         # and, for what that cannot say, the model's own schema; validators of the model's own code
         # can still refuse it here.
-        earlier = _earlier_elicitation_schema(model) if model is not None else None
         return StepRequest(self, "elicit", "elicitation/create", params, self._key("elicit", key), convert,
                            answer_schema=_model_answer_schema(model) if model is not None else None,
-                           earlier_params={**params, "requestedSchema": earlier} if earlier is not None else None)
+                           earlier_params=[{**params, "requestedSchema": form} for form in _earlier_elicitation_schemas(asked)])
 
     def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None, key: str | None = None) -> StepRequest[None]:
         """Send the user to ``url`` (URL mode); returns when they accept."""

@@ -7,10 +7,16 @@ before it reaches the journal, so a handler never replays garbage.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .formats import CHECKERS
+
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
+
+logger = logging.getLogger("mcp_tools.answers")
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -82,15 +88,24 @@ def _check_constraints(name: str, value: Any, schema: dict[str, Any]) -> None:
     """The rest of what the field's schema says (lengths, ranges, formats, array items), by jsonschema."""
     if schema.get("type") in _SCALAR_TYPES and _CHECKED_BY_TYPE.issuperset(schema):
         return  # nothing left to check (a validator costs more than the rest of the answer's checks)
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
-
-    try:
-        error = next(Draft202012Validator(schema, format_checker=_formats()).iter_errors(value), None)
-    except SchemaError:  # the server's own schema: not the client's fault, and checked by type above
-        return
+    error = _first_error(schema, value)
     if error is not None:
         raise InvalidAnswer(f"field {name!r}: {error.message}")
+
+
+def _first_error(schema: dict[str, Any], value: Any) -> ValidationError | None:
+    """jsonschema's first error for ``value``, or None; None too when ``schema`` cannot be read (not
+    a schema, a ``$ref`` to nothing): it is the server's own, so that is not the client's fault, and
+    the answer's types were checked without it."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+    from referencing.exceptions import Unresolvable  # jsonschema's own dependency, its ref errors' base
+
+    try:
+        return next(Draft202012Validator(schema, format_checker=_formats()).iter_errors(value), None)
+    except (SchemaError, Unresolvable) as exc:
+        logger.warning("An answer was not checked against a schema the server cannot read: %s", exc)
+        return None
 
 
 def check_field(name: str, value: Any, schema: dict[str, Any]) -> None:
@@ -133,9 +148,10 @@ def check_answer(method: str, params: dict[str, Any], answer: Any) -> None:
             for required in schema.get("required") or []:
                 if required not in content:
                     raise InvalidAnswer(f"required field {required!r} is missing")
+            defs = schema.get("$defs")  # a dict schema an earlier release sent as given (see engine.context)
             for name, value in content.items():
                 if name in properties:  # others are dropped by checked_answer, not refused
-                    check_field(name, value, properties[name])
+                    check_field(name, value, {**properties[name], "$defs": defs} if defs else properties[name])
         return
     if method == "sampling/createMessage":
         if answer.get("role") != "assistant":
@@ -185,9 +201,7 @@ def checked_step_answer(request: dict[str, Any], answer: Any) -> Any:
     checked = checked_answer(request["method"], request.get("params", {}), answer)
     schema = request.get(ANSWER_SCHEMA)
     if schema is not None and checked.get("action") == "accept":
-        from jsonschema import Draft202012Validator
-
-        error = next(Draft202012Validator(schema, format_checker=_formats()).iter_errors(checked.get("content") or {}), None)
+        error = _first_error(schema, checked.get("content") or {})
         if error is not None:
             where = "/".join(str(part) for part in error.absolute_path)
             raise InvalidAnswer(f"field {where!r}: {error.message}" if where else error.message)
