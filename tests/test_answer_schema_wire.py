@@ -1,8 +1,20 @@
 """answerSchema is "journaled with the step and never sent" (docs/durable-calls.md): the 2026-07-28
-requestState carries the round's journal (core.seal's carry), and with it the step's answerSchema."""
+requestState carries the round's journal (core.seal's carry), and with it the step's answerSchema.
+
+And what is sent, ``requestedSchema``, is made of the spec's form fields (``PrimitiveSchemaDefinition``),
+each with its ``type``. Before their mend, a ``Decimal`` field was sent with no ``type`` (pydantic's
+number-or-string ``anyOf`` left out), and so was a union no form field expresses (``int | str``): the
+TypeScript SDK refused the whole elicitation, where the developer now gets a ``TypeError`` naming the field.
+"""
 
 from __future__ import annotations
 
+import ast
+import decimal
+import json
+import os
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +24,7 @@ from mcp_tools import ToolContext
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.server import tokens
 from tests.asgi_client import call_modern
+from tests.clients import conformance_node
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,3 +50,153 @@ async def test_the_request_state_does_not_carry_the_answer_schema() -> None:
     carried = [step[4] for step in payload.get("j", [])]
     assert all("answerSchema" not in (request or {}) for request in carried), carried
     assert "^[A-Z]{3}$" not in str(payload), "the model's pattern went to the client inside requestState"
+
+
+# -- requestedSchema: the spec's form fields, each with its type -----------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The ``type`` of each of the spec's form fields (schema.ts, ``PrimitiveSchemaDefinition``).
+SPEC_TYPES = {"string", "number", "integer", "boolean", "array"}
+FORM = {"elicitation": {"form": {}}}
+
+
+class Payment(BaseModel):
+    amount: decimal.Decimal = Field(gt=0)
+    tip: decimal.Decimal | None = None
+
+
+async def pay(ctx: ToolContext) -> str:
+    payment = await ctx.elicit("How much?", schema=Payment, key="pay")
+    return f"{payment.amount!r}/{payment.tip!r}"
+
+
+class Either(BaseModel):
+    value: int | str
+
+
+class Nested(BaseModel):
+    code: Code
+
+
+#: Models no form expresses: asked here to show they are refused.
+NO_FORMS = (Either, Nested)
+
+
+async def ask_either(ctx: ToolContext) -> str:
+    return repr(await ctx.elicit("Which?", schema=Either, key="either"))
+
+
+def test_a_decimal_is_asked_as_a_number() -> None:
+    from mcp_tools.engine.context import _flat_elicitation_schema
+
+    requested = _flat_elicitation_schema(Payment)
+    assert requested["properties"] == {"amount": {"type": "number", "title": "Amount"},
+                                       "tip": {"type": "number", "title": "Tip"}}, requested
+    assert requested["required"] == ["amount"]
+    # A step the previous release journaled (no type) is this step on replay.
+    from mcp_tools.engine.context import _earlier_elicitation_schemas
+
+    assert {"type": "object", "properties": {"amount": {"title": "Amount"}, "tip": {"title": "Tip"}},
+            "required": ["amount"]} in _earlier_elicitation_schemas(Payment)
+
+
+async def _answer(name: str, key: str, content: dict[str, Any]) -> dict[str, Any]:
+    from demo_site.asgi import application
+
+    first = (await call_modern(application, "tools/call", {"name": name, "arguments": {}}, capabilities=FORM)).json()["result"]
+    assert first["resultType"] == "input_required", first
+    return (await call_modern(application, "tools/call", {
+        "name": name, "arguments": {}, "requestState": first["requestState"],
+        "inputResponses": {key: {"action": "accept", "content": content}}}, capabilities=FORM)).json()
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    ({"amount": 12.5}, "Decimal('12.5')/None"),
+    ({"amount": 3, "tip": 0.1}, "Decimal('3')/Decimal('0.1')"),
+    ({"amount": "12.5"}, None),  # a number was asked for
+    ({"amount": 0}, None),       # gt=0, which requestedSchema cannot carry: the model's own schema checks it
+])
+async def test_a_decimal_answer_is_the_number_the_form_asked_for(content: dict[str, Any], expected: str | None) -> None:
+    with registry.registered_temporarily(make_tool(pay)):
+        body = await _answer("pay", "pay", content)
+    if expected is None:
+        assert body["error"]["code"] == -32602, body
+    else:
+        assert body["result"]["content"][0]["text"] == expected, body
+
+
+@pytest.mark.parametrize(("model", "field"), [(Either, "value"), (Nested, "code")])
+def test_a_field_no_form_field_expresses_is_refused_naming_it(model: type[BaseModel], field: str) -> None:
+    from mcp_tools.engine.context import _flat_elicitation_schema
+
+    with pytest.raises(TypeError, match=f"{model.__name__} cannot be asked in an elicitation form: its field '{field}'"):
+        _flat_elicitation_schema(model)
+
+
+async def test_a_tool_asking_a_form_no_client_can_render_fails_without_asking(caplog: Any) -> None:
+    from demo_site.asgi import application
+
+    with registry.registered_temporarily(make_tool(ask_either)):
+        body = (await call_modern(application, "tools/call", {"name": "ask_either", "arguments": {}}, capabilities=FORM)).json()
+    assert body["result"]["isError"] is True and "inputRequests" not in body["result"], body
+    assert "Either cannot be asked in an elicitation form: its field 'value'" in caplog.text  # the server log
+
+
+def _elicited_schemas() -> dict[str, Any]:
+    """Every schema the demo's tools, the plugin's and the tests' ask ``ctx.elicit`` for, by where it is
+    asked: a module-level name or a literal in the call (one built inside a handler is not found)."""
+    import importlib
+
+    found: dict[str, Any] = {}
+    for path in sorted([*ROOT.glob("demo_site/**/*.py"), *ROOT.glob("mcp_tools/**/*.py"), *ROOT.glob("tests/**/*.py")]):
+        source = path.read_text()
+        if ".elicit(" not in source:
+            continue
+        module = importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
+        for node in ast.walk(ast.parse(source)):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "elicit"):
+                continue
+            given = next((kw.value for kw in node.keywords if kw.arg == "schema"), node.args[1] if len(node.args) > 1 else None)
+            if given is None:
+                continue
+            try:
+                schema = eval(compile(ast.Expression(given), str(path), "eval"), vars(module))  # noqa: S307 (the repo's own source)
+            except NameError:  # a handler's local
+                continue
+            if schema not in NO_FORMS:
+                found[f"{path.relative_to(ROOT)}:{node.lineno}"] = schema
+    return found
+
+
+def _requests() -> dict[str, dict[str, Any]]:
+    from mcp_tools.engine.context import _flat_elicitation_schema
+
+    return {where: {"method": "elicitation/create", "params": {"mode": "form", "message": "m", "requestedSchema": _flat_elicitation_schema(schema)}}
+            for where, schema in _elicited_schemas().items()}
+
+
+def test_every_field_of_every_requested_schema_has_a_spec_type() -> None:
+    requests = _requests()
+    names = {getattr(schema, "__name__", None) for schema in _elicited_schemas().values()}
+    assert {"TargetForm", "Code", "Profile", "Payment"} <= names and len(requests) > 30, sorted(requests)  # the scan found them
+    untyped = {where: names for where, request in requests.items()
+               if (names := [name for name, prop in request["params"]["requestedSchema"]["properties"].items()
+                             if prop.get("type") not in SPEC_TYPES])}
+    assert not untyped, untyped
+
+
+CONFORMANCE_DIR = Path(os.environ.get("MCP_CONFORMANCE_DIR") or ROOT / ".conformance")
+NODE = conformance_node(CONFORMANCE_DIR)
+SDK_TYPES = CONFORMANCE_DIR / "node_modules" / "@modelcontextprotocol" / "sdk" / "dist" / "cjs" / "types.js"
+
+
+@pytest.mark.skipif(not (NODE.exists() and SDK_TYPES.exists()), reason="no TypeScript SDK (scripts/test installs it with the conformance suite)")
+def test_the_typescript_sdk_takes_every_elicitation_request() -> None:
+    """The TypeScript SDK checks an ``elicitation/create`` against ``ElicitRequestSchema`` and refuses one
+    that does not fit."""
+    script = ("const t = require(process.argv[1]); const requests = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+              "const refused = {}; for (const [where, r] of Object.entries(requests)) { const p = t.ElicitRequestSchema.safeParse(r);"
+              " if (!p.success) refused[where] = p.error.issues; } console.log(JSON.stringify(refused));")
+    done = subprocess.run([str(NODE), "-e", script, str(SDK_TYPES)], input=json.dumps(_requests()), capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert json.loads(done.stdout) == {}, done.stdout

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from asgiref.sync import async_to_sync
 from pydantic import BaseModel, ValidationError
+from pydantic.json_schema import GenerateJsonSchema
 
 from ..protocol.answers import ANSWER_SCHEMA
 from ..protocol.errors import MISSING_CLIENT_CAPABILITY, McpError
@@ -157,15 +158,42 @@ _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "deprec
 _DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
 
 
+#: The ``type``s of the spec's form fields (``PrimitiveSchemaDefinition``): a field with none of them
+#: is one no client renders, and the TypeScript SDK refuses the whole elicitation for it.
+_FORM_TYPES = frozenset({"string", "number", "integer", "boolean", "array"})
+
+
+class _FormJsonSchema(GenerateJsonSchema):
+    """pydantic's JSON schema, with a ``Decimal`` the number a form asks for: pydantic writes it as a
+    number or a numeric string (``anyOf``), which is no form field's ``type``. The model reads the
+    number the client sends into a ``Decimal``; the answer is still checked against the model's own
+    schema (:func:`_model_answer_schema`), which takes a number too."""
+
+    def decimal_schema(self, schema: Any) -> dict[str, Any]:
+        json_schema = super().decimal_schema(schema)
+        return next((branch for branch in json_schema.get("anyOf", ()) if branch.get("type") == "number"), json_schema)
+
+
 @functools.lru_cache(maxsize=256)
 def _model_elicitation_schema(schema: type[BaseModel]) -> dict[str, Any]:
+    """``requestedSchema`` for a model; a ``TypeError`` naming the field when a field is none of
+    the spec's form fields (a union such as ``int | str``, a nested model): a programming error that
+    the tool's first run shows, where the wire form would be one no client can render."""
     # Cached: handlers replay every answered step on every round, and generating a
     # model's JSON schema dominated replay time (docs/performance-durable.md).
     # An ``X | None = None`` field's "default": null goes: the spec's primitive schemas take a
     # default of their own type only (StringSchema.default?: string...), and clients that check
     # requests against them (the TypeScript SDK) refuse the whole elicitation for it. Not being
     # required already says the field may be left out.
-    return _wire_schema(schema.model_json_schema(), keep_null_defaults=False)
+    raw = schema.model_json_schema(schema_generator=_FormJsonSchema)
+    result = _wire_schema(raw, keep_null_defaults=False)
+    for name, prop in result["properties"].items():
+        if prop.get("type") not in _FORM_TYPES:
+            raise TypeError(
+                f"{schema.__name__} cannot be asked in an elicitation form: its field {name!r} is "
+                f"{raw['properties'][name]}, which is no form field of the spec's (a string, number, integer, "
+                f"boolean or enum, or a list of enum values; X | None for an optional one)")
+    return result
 
 
 @functools.lru_cache(maxsize=256)
