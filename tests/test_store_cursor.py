@@ -204,3 +204,44 @@ def test_the_preparers_write_the_same_text_as_djangos_adapters() -> None:
     cycle.append(cycle)
     with pytest.raises(ValueError, match="Circular reference"):
         prep["arguments"](cycle)
+
+
+def test_a_new_call_and_its_steps_bind_no_none_nor_bool_on_sqlite_and_store_what_the_orm_stores(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite's driver sends a bound None or bool through its adapter registry (a miss costs more than
+    the rest of binding): the store writes them as the literal NULL and an int, and the row and its steps
+    hold the same values as the ORM writes for them."""
+    bound: list[Any] = []
+    execute = sql._QmarkCursor.execute
+
+    def watched(self: Any, statement: str, params: Any = ()) -> Any:
+        bound.extend(params)
+        return execute(self, statement, params)
+
+    monkeypatch.setattr(sql._QmarkCursor, "execute", watched)
+    answered = Step(seq=1, kind="elicitation", key="q1", digest="d", request={"message": "Sure?"},
+                    response={"action": "accept"}, status="done")
+    fields: dict[str, Any] = dict(method="tools/call", tool_name="deploy", arguments={"n": 1}, principal="anon",
+                                  protocol_version="2026-07-28", flavor="mrtr", status="input_required",
+                                  background=True, is_task=False, session_id="", result=None)
+    call_id = sync_calls.create_call([pending_step(), answered], **fields)
+    if connection.vendor == "sqlite":
+        assert bound and not [value for value in bound if value is None or type(value) is bool]
+    expected = ToolCall.objects.create(**fields, expires_at=ToolCall.objects.get(id=call_id).expires_at)
+    for step in (pending_step(), answered):
+        CallStep.objects.create(call=expected, seq=step.seq, kind=step.kind, key=step.key, digest=step.digest,
+                                request=step.request, response=step.response, status=step.status, error=step.error,
+                                answered_at=None if step.status == "pending" else timezone.now())
+
+    def stored(key: Any) -> tuple[Any, Any]:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT * FROM {CALLS} WHERE id = %s", [sql.statements("default").pk(key)])
+            names = [c[0] for c in cursor.description]
+            row = dict(zip(names, cursor.fetchone()))
+            cursor.execute(f"SELECT * FROM {STEPS} WHERE call_id = %s ORDER BY seq", [row["id"]])
+            step_names = [c[0] for c in cursor.description]
+            steps = [dict(zip(step_names, r)) for r in cursor.fetchall()]
+        differ = {"id", "created_at", "updated_at"}
+        return ({k: v for k, v in row.items() if k not in differ},
+                [{k: v for k, v in s.items() if k not in {"id", "call_id", "created_at", "answered_at"}} | {"answered": s["answered_at"] is not None} for s in steps])
+
+    assert stored(uuid.UUID(call_id)) == stored(expected.id)
