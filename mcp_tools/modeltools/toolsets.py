@@ -108,8 +108,9 @@ def aware(value: Any) -> Any:
 
 
 def _exact(value: Any) -> Any:
-    """A cursor's value, exactly: JSON would cut datetimes and times to milliseconds (rows created
-    in the same millisecond would be skipped or served again)."""
+    """A value as text or JSON, exactly: a cursor's, and a filter's as a ``FilterSet`` reads it.
+    JSON would cut datetimes and times to milliseconds: rows created in the same millisecond would
+    be skipped or served again, and a filter on a row's own ``created_at`` would miss it."""
     if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
         return value.isoformat()
     if isinstance(value, (decimal.Decimal, uuid.UUID)):
@@ -340,7 +341,7 @@ class ModelToolset:
                     field, lookup = offered[name]
                     spec.setdefault(field, []).append(lookup)
                 filterset = django_filters.filterset.filterset_factory(queryset.model, fields=spec)(
-                    data={k: base.jsonable(v) for k, v in filters.items()}, queryset=queryset
+                    data={k: _exact(v) for k, v in filters.items()}, queryset=queryset
                 )
                 if not filterset.is_valid():
                     raise ToolError("Invalid filters. " + " ".join(
