@@ -55,7 +55,7 @@ LOOKUPS: dict[str, list[str]] = {
     "day": ["exact", "gte", "year"], "at": ["exact", "gte", "range", "year__gte", "date", "month__lte"], "token": ["exact", "isnull", "startswith", "icontains"],
     "clock": ["exact", "gte"], "span": ["exact", "gte"],
     "amount": ["exact", "gte", "range"], "count": ["exact", "gte", "icontains"], "ratio": ["exact", "lt"], "customer": ["exact", "isnull"],
-    "customer__email": ["iexact"], "name": ["exact"], "data": ["exact", "isnull", "icontains"],
+    "customer__email": ["iexact"], "name": ["exact", "regex", "iregex"], "data": ["exact", "isnull", "icontains"],
 }
 
 
@@ -174,13 +174,59 @@ async def test_text_is_compared_as_given(rows: tuple[list[int], dict[str, int]],
 
 @pytest.mark.parametrize(("arguments", "expected"), [
     ({"ratio": 1e300}, []), ({"ratio__lt": 1e60}, [0, 1]), ({"ratio__lt": 1e-7}, [1]),
-    ({"amount": "1e60"}, []), ({"amount__gte": 1e60}, []),
 ], ids=repr)
 async def test_a_number_past_1e50_is_compared_as_given(rows: tuple[list[int], dict[str, int]], arguments: dict[str, Any],
                                             expected: list[int]) -> None:
-    """The FilterSet read a float or a decimal as a decimal of at most 1e50, and refused a larger one."""
+    """The FilterSet read a float as a decimal of at most 1e50, and refused a larger one."""
     pks, _ = rows
     assert await found(arguments, pks) == expected
+
+
+@pytest.mark.parametrize("arguments", [
+    {"amount": "1e999999"}, {"amount__gte": "1e999999"}, {"amount__gte": "1e-999999"}, {"amount__gte": 1e60},
+    {"amount__range": ["1e999999", "2"]}, {"amount": "1234567.5"}, {"amount__gte": "10.505"},
+], ids=repr)
+async def test_a_decimal_its_column_cannot_hold_is_an_argument_error(rows: tuple[list[int], dict[str, int]],
+                                                                     arguments: dict[str, Any]) -> None:
+    """At most the field's ``max_digits`` digits (8), ``decimal_places`` (2) after the point. Past
+    PostgreSQL's numeric range, ``1e999999`` or ``1e-999999``, it was an internal error (a
+    DataError, "value overflows numeric format", logged at ERROR)."""
+    assert [error["field"] for error in argument_errors({"result": await listed(arguments)})] == list(arguments)
+
+
+async def test_a_decimal_its_column_holds_filters(rows: tuple[list[int], dict[str, int]]) -> None:
+    pks, _ = rows
+    assert await found({"amount__gte": "-999999.99", "amount__range": ["10.5", "999999.99"]}, pks) == [0, 1]
+    assert await found({"amount": "10.500"}, pks) == [0]  # trailing zeros are no digits of the value
+
+
+@pytest.mark.parametrize("arguments", [{"name__regex": "("}, {"name__iregex": "[z-a]"}, {"name__regex": "a{99999999999}"}], ids=repr)
+async def test_a_regular_expression_the_database_cannot_compile_is_refused(
+        rows: tuple[list[int], dict[str, int]], arguments: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+    """It was an internal error logged at ERROR with a traceback (an OperationalError on SQLite, a
+    DataError on PostgreSQL). On SQLite, whose ``REGEXP`` is Python's ``re``, it is an argument
+    error naming the filter; elsewhere the database's own syntax decides, and its refusal is a
+    tool error naming the filters."""
+    with caplog.at_level("ERROR"):
+        result = await listed(arguments)
+    if connection.vendor == "sqlite":
+        errors = argument_errors({"result": result})
+        assert [error["field"] for error in errors] == list(arguments)
+        assert "regular expression" in errors[0]["message"], errors
+    else:
+        assert result.get("isError") is True and "structuredContent" not in result, result
+        assert f"filters {next(iter(arguments))} " in result["content"][0]["text"], result
+    assert not [record for record in caplog.records if record.levelname == "ERROR"], caplog.text
+
+
+async def test_a_regular_expression_is_of_the_databases_syntax(rows: tuple[list[int], dict[str, int]]) -> None:
+    """Python's ``re`` judges a pattern only where it runs it: PostgreSQL's ``\\m`` (start of a word) is none of its escapes."""
+    pks, _ = rows
+    assert await found({"name__regex": "^Ad", "name__iregex": "LOVELACE$"}, pks) == [0]
+    if connection.vendor == "postgresql":
+        assert await found({"name__regex": r"\mLove"}, pks) == [0]
+    elif connection.vendor == "sqlite":
+        assert [error["field"] for error in argument_errors({"result": await listed({"name__regex": r"\mLove"})})] == ["name__regex"]
 
 
 @pytest.mark.parametrize(("arguments", "expected"), [

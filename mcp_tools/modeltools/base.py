@@ -187,9 +187,19 @@ _LOOKUP_TYPES: dict[str, Any] = {
 
 
 def field_python_type(field: models.Field[Any, Any]) -> Any:
-    """The Python type an argument that names this field's value validates as (``str`` by default)."""
+    """The Python type an argument that names this field's value validates as (``str`` by default).
+
+    A decimal is one its column can hold, of at most ``max_digits`` digits, ``decimal_places`` of
+    them after the point: PostgreSQL refuses to compare a column with one past its ``numeric``
+    range (``1e999999``, ``1e-999999``: "value overflows numeric format", an internal error), and
+    a value the column cannot hold is equal to no row.
+    """
     target = getattr(field, "target_field", field) if field.is_relation and field.many_to_one else field
-    return _LOOKUP_TYPES.get(target.get_internal_type(), str)
+    kind = target.get_internal_type()
+    max_digits, places = getattr(target, "max_digits", None), getattr(target, "decimal_places", None)
+    if kind == "DecimalField" and max_digits is not None and places is not None:
+        return Annotated[decimal.Decimal, Field(max_digits=max_digits, decimal_places=places)]
+    return _LOOKUP_TYPES.get(kind, str)
 
 
 def lookup_field(model: type[models.Model], name: str) -> models.Field[Any, Any]:

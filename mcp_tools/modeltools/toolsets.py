@@ -27,6 +27,7 @@ import decimal
 import functools
 import inspect
 import operator
+import re
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, ClassVar, Literal
@@ -35,10 +36,10 @@ from django.conf import settings
 from django.core import checks
 from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import IntegrityError, connections, models, router, transaction
+from django.db import DataError, IntegrityError, connections, models, router, transaction
 from django.db.models import Q
 from django.utils import timezone
-from pydantic import Field, JsonValue, WithJsonSchema
+from pydantic import AfterValidator, Field, JsonValue, WithJsonSchema
 from rest_framework.exceptions import ValidationError as DRFValidationError
 
 from ..conf import mcp_settings
@@ -68,6 +69,9 @@ MAX_SEARCH_LENGTH = 200
 SCALAR_LOOKUPS = ("exact", "iexact", "gt", "gte", "lt", "lte")
 #: Filter lookups whose value is text whatever the field's type (the database compares it as text).
 TEXT_LOOKUPS = ("contains", "icontains", "startswith", "istartswith", "endswith", "iendswith", "regex", "iregex")
+#: Text lookups whose value is a regular expression, in the syntax of the database's engine
+#: (Python's ``re`` on SQLite, which has none of its own; see :meth:`ModelToolset.regex_pattern`).
+REGEX_LOOKUPS = ("regex", "iregex")
 #: Filter lookups whose value is a list: ``in`` (at most ``max_page_size`` values), ``range`` (two).
 LIST_LOOKUPS = ("in", "range")
 #: Transforms of date and time fields to an integer (``created_at__year``), and to a date.
@@ -215,7 +219,14 @@ class ModelToolset:
         if cursor:
             queryset = queryset.filter(self._after(cursor, ordering))
         limit = arguments.get("limit") or self.page_size
-        rows = list(queryset[: limit + 1])
+        try:
+            rows = list(queryset[: limit + 1])
+        except DataError:
+            # A value of the caller's the database would not compare (a regular expression its
+            # engine cannot compile): a tool error naming the filters, not an internal error.
+            given = [name for name in (*self.filter_arguments(), "search") if arguments.get(name) is not None]
+            raise ToolError(f"The database refused a value of the filters {', '.join(given)} "
+                            "(for instance a regular expression it cannot compile). Change them and call again.") from None
         more = len(rows) > limit
         rows = rows[:limit]
         data: dict[str, Any] = {"results": base.jsonable(self.get_serializer(rows, many=True).data)}
@@ -444,6 +455,8 @@ class ModelToolset:
             value_type = Literal[tuple(choices)]  # enforced, not only advertised: a value no row can have is -32602
         if lookup == "isnull":
             return Annotated[bool, Field(strict=True)]
+        if lookup in REGEX_LOOKUPS:
+            return Annotated[str, AfterValidator(functools.partial(cls.regex_pattern, lookup))]
         if lookup in TEXT_LOOKUPS:
             return str
         if lookup == "in":
@@ -451,6 +464,20 @@ class ModelToolset:
         if lookup == "range":
             return Annotated[builtins.list[value_type], Field(min_length=2, max_length=2)]
         return value_type
+
+    @classmethod
+    def regex_pattern(cls, lookup: str, pattern: str) -> str:
+        """A ``regex`` or ``iregex`` filter's ``pattern``; ValueError where the model's database
+        runs it with Python's ``re`` (SQLite, as Django's ``REGEXP`` function) and ``re`` cannot
+        compile it: the query would fail with an OperationalError, an internal error. Another
+        database's engine has its own syntax (PostgreSQL's ``\\m``, ``\\y`` are no ``re``
+        escapes): a pattern it refuses is the list's tool error (:meth:`list`)."""
+        if connections[router.db_for_read(cls.get_model())].vendor == "sqlite":
+            try:
+                re.compile(("(?i)" if lookup == "iregex" else "") + pattern)  # Django's iregex on SQLite
+            except (re.error, OverflowError, RecursionError) as exc:  # a{99999999999}, nesting too deep
+                raise ValueError(f"not a regular expression Python's re module can compile ({exc})") from None
+        return pattern
 
     @classmethod
     def container_type(cls, field: Any, lookup: str) -> Any:
