@@ -438,6 +438,21 @@ def field_schemas(serializer: Any, names: Iterable[str]) -> dict[str, Any]:
     return schemas
 
 
+def serializer_input_errors(serializer: Any, data: dict[str, Any]) -> dict[str, list[str]]:
+    """What a serializer's input ``data`` is refused for before the serializer's own validation,
+    which would take it: a field the advertised schema (:func:`serializer_schema`) does not list,
+    unknown, read-only or hidden (a ``HiddenField`` takes its value from its default, never from
+    the caller, who was not shown it), then a value of another JSON type than the schema says
+    (:func:`argument_type_errors`, which DRF would convert)."""
+    from rest_framework import serializers
+
+    shown = {name for name, field in serializer.fields.items() if not field.read_only and not isinstance(field, serializers.HiddenField)}
+    unknown = sorted(set(data) - shown)
+    if unknown:
+        return {name: ["Unknown or read-only field."] for name in unknown}
+    return argument_type_errors(field_schemas(serializer, data), data)
+
+
 def serializer_schema(serializer: Any, *, writable: bool, partial: bool = False) -> dict[str, Any]:
     """The JSON Schema of a serializer's input (``writable``) or output fields."""
     mapped = serializer_mapper().map_serializer(serializer)

@@ -287,12 +287,9 @@ class ModelToolset:
         return True
 
     def _save(self, serializer: Any, perform: Callable[[Any], None]) -> ToolResult:
-        unknown = sorted(set(serializer.initial_data) - {name for name, f in serializer.fields.items() if not f.read_only})
-        if unknown:
-            return base.validation_error_result({name: ["Unknown or read-only field."] for name in unknown})
-        mistyped = base.argument_type_errors(base.field_schemas(serializer, serializer.initial_data), serializer.initial_data)
-        if mistyped:
-            return base.validation_error_result(mistyped)
+        refused = base.serializer_input_errors(serializer, serializer.initial_data)
+        if refused:
+            return base.validation_error_result(refused)
         if not serializer.is_valid():
             return base.validation_error_result(base.drf_errors(serializer.errors))
         try:

@@ -1,0 +1,71 @@
+"""A model tool whose input is a DRF serializer's takes only the fields, and the JSON types, it advertises.
+
+A reviewer found a way past the advertised ``inputSchema`` (``additionalProperties: false``): a
+toolset serializer's ``HiddenField`` (``created_by = HiddenField(default=CurrentUserDefault())``)
+is in no schema, yet ``"junk"`` was taken (and ignored), and ``2`` answered an error about a
+field the client was never shown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import mcp_tools
+from demo_site.shop.models import Refund
+from tests.asgi_client import call_modern
+from tests.test_model_tools_security import OwnedRefundSerializer, call, registered, seed
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REFUSED = "Unknown or read-only field."
+
+
+def refused(answer: dict[str, Any]) -> dict[str, list[str]]:
+    assert "error" not in answer and answer["result"].get("isError") is True, answer
+    errors: dict[str, list[str]] = answer["result"]["structuredContent"]["errors"]
+    return errors
+
+
+# -- a toolset serializer's HiddenField ------------------------------------------------------------
+
+
+class StampedRefunds(mcp_tools.ModelToolset):
+    queryset = Refund.objects.all()
+    serializer_class = OwnedRefundSerializer  # created_by = HiddenField(default=CurrentUserDefault())
+    basename = "stamped.refunds"
+    actions = ["create", "update"]
+    permissions = {"create": [], "update": []}
+
+
+@pytest.fixture
+def shop() -> Iterator[tuple[dict[str, str], dict[str, int], dict[str, int]]]:
+    """The demo shop with the refunds toolset registered: tokens, orders' pks, users' pks."""
+    from django.contrib.auth.models import User
+
+    tokens, orders = seed()
+    with registered(StampedRefunds):
+        yield tokens, orders, {user.username: user.pk for user in User.objects.all()}
+
+
+async def test_a_hidden_field_is_neither_shown_nor_taken(shop: tuple[dict[str, str], dict[str, int], dict[str, int]]) -> None:
+    from demo_site.asgi import application
+
+    tokens, orders, users = shop
+    listed = (await call_modern(application, "tools/list", {}, token=tokens["clerk"])).json()["result"]["tools"]
+    schemas = {tool["name"]: tool["inputSchema"] for tool in listed if tool["name"].startswith("stamped.")}
+    assert all("created_by" not in schema["properties"] and schema["additionalProperties"] is False
+               for schema in schemas.values()), schemas
+    refund = {"order": orders["N-1001"], "amount": "1.00"}
+    for created_by in ("junk", users["viewer"]):  # taken and ignored; "Expected string."
+        assert refused(await call("stamped.refunds.create", {**refund, "created_by": created_by}, tokens["clerk"])) == {
+            "created_by": [REFUSED]}
+    assert not await Refund.objects.aexists()
+    made = await call("stamped.refunds.create", refund, tokens["clerk"])
+    assert made["result"].get("isError") is not True, made
+    pk = made["result"]["structuredContent"]["id"]
+    assert refused(await call("stamped.refunds.update", {"id": pk, "created_by": users["viewer"]}, tokens["clerk"])) == {
+        "created_by": [REFUSED]}
+    assert (await Refund.objects.aget(pk=pk)).created_by_id == users["clerk"]  # stamped by the default
