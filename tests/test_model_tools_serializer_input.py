@@ -1,9 +1,13 @@
 """A model tool whose input is a DRF serializer's takes only the fields, and the JSON types, it advertises.
 
-A reviewer found a way past the advertised ``inputSchema`` (``additionalProperties: false``): a
-toolset serializer's ``HiddenField`` (``created_by = HiddenField(default=CurrentUserDefault())``)
-is in no schema, yet ``"junk"`` was taken (and ignored), and ``2`` answered an error about a
-field the client was never shown.
+A reviewer found two ways past the advertised ``inputSchema`` (``additionalProperties: false``):
+
+- a toolset serializer's ``HiddenField`` (``created_by = HiddenField(default=CurrentUserDefault())``)
+  is in no schema, yet ``"junk"`` was taken (and ignored), and ``2`` answered an error about a
+  field the client was never shown;
+- a model action registered with ``serializer=`` converted types (``"5"`` to 5, ``1.0`` to 1,
+  ``"true"`` or ``1`` to True) and took a read-only field, where docs/protocol.md says such values
+  are refused, not converted, and the toolsets' create and update refuse them.
 """
 
 from __future__ import annotations
@@ -12,9 +16,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
+from rest_framework import serializers
 
 import mcp_tools
-from demo_site.shop.models import Refund
+from demo_site.shop.models import Order, Refund
+from mcp_tools.modeltools import unregister_model_action
 from tests.asgi_client import call_modern
 from tests.test_model_tools_security import OwnedRefundSerializer, call, registered, seed
 
@@ -69,3 +76,50 @@ async def test_a_hidden_field_is_neither_shown_nor_taken(shop: tuple[dict[str, s
     assert refused(await call("stamped.refunds.update", {"id": pk, "created_by": users["viewer"]}, tokens["clerk"])) == {
         "created_by": [REFUSED]}
     assert (await Refund.objects.aget(pk=pk)).created_by_id == users["clerk"]  # stamped by the default
+
+
+# -- a model action's serializer= -----------------------------------------------------------------
+
+
+class NoteSerializer(serializers.Serializer):
+    count = serializers.IntegerField()
+    flag = serializers.BooleanField(required=False)
+    stamp = serializers.CharField(read_only=True, default="x")
+    by = serializers.HiddenField(default=serializers.CurrentUserDefault())
+
+
+def add_note(self: Order, count: int, flag: bool = False, by: Any = None) -> None:
+    self.note = f"{count!r} {flag!r}"
+    self.save(update_fields=["note"])
+
+
+@pytest.fixture
+def note_action() -> Iterator[None]:
+    Order.add_note = add_note  # type: ignore[attr-defined]
+    action = mcp_tools.register_model_action(Order, "add_note", serializer=NoteSerializer)
+    try:
+        yield
+    finally:
+        unregister_model_action(action)
+        del Order.add_note  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("arguments", "errors"), [
+    ({"count": "5"}, {"count": ["Expected integer."]}), ({"count": 1.0}, {"count": ["Expected integer."]}),
+    ({"count": 1, "flag": "true"}, {"flag": ["Expected boolean."]}), ({"count": 1, "flag": 1}, {"flag": ["Expected boolean."]}),
+    ({"count": 1, "stamp": "y"}, {"stamp": [REFUSED]}), ({"count": 1, "by": 2}, {"by": [REFUSED]}),
+    ({"count": 1, "zzz": 2}, {"zzz": [REFUSED]}),
+], ids=repr)
+@pytest.mark.usefixtures("note_action")
+async def test_a_serializer_actions_arguments_are_refused_not_converted(arguments: dict[str, Any], errors: dict[str, list[str]]) -> None:
+    tokens, orders = await sync_to_async(seed)()
+    assert refused(await call("shop.orders.add_note", {"id": orders["N-1001"], **arguments}, tokens["clerk"])) == errors
+    assert (await Order.objects.aget(pk=orders["N-1001"])).note == ""  # the method did not run
+
+
+@pytest.mark.usefixtures("note_action")
+async def test_a_serializer_actions_arguments_of_the_advertised_types_run_it() -> None:
+    tokens, orders = await sync_to_async(seed)()
+    done = await call("shop.orders.add_note", {"id": orders["N-1001"], "count": 5, "flag": True}, tokens["clerk"])
+    assert done["result"].get("isError") is not True, done
+    assert (await Order.objects.aget(pk=orders["N-1001"])).note == "5 True"

@@ -218,9 +218,10 @@ class ModelAction(base.Declaration):
                           self.method.replace("_", " "), (self.lookup_field, lookup))
         if self.serializer is not None:
             serializer = self.serializer(data=arguments, context=self._context(ctx, obj))
-            unknown = sorted(set(arguments) - set(serializer.fields))
-            if unknown:
-                return base.validation_error_result({name: ["Unknown field."] for name in unknown})
+            # Strict as the schema says, as a toolset's create and update: DRF would convert "5" to 5.
+            refused = base.serializer_input_errors(serializer, arguments)
+            if refused:
+                return base.validation_error_result(refused)
             if not serializer.is_valid():
                 return base.validation_error_result(base.drf_errors(serializer.errors))
             arguments = dict(serializer.validated_data)
