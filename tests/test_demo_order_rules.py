@@ -86,3 +86,40 @@ async def test_refunds_answer_in_cents() -> None:
         ("1.50", "1.50"), ("1.00", "2.50"), ("0.10", "2.60"), ("1.00", "3.60")]
     assert await Refund.objects.filter(order_id=north).acount() == 4
     assert sum([r.amount async for r in Refund.objects.filter(order_id=north)], Decimal("0")) == Decimal("3.60")
+
+
+async def test_a_refund_compares_with_the_total_of_the_locked_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The refund locked the order but compared with ``self.total``, read before its transaction:
+    lowered to 50.00 by another call in between, the order was refunded 100.00."""
+    from mcp_tools.modeltools import base
+
+    tokens, orders = await sync_to_async(seed)()
+    north = orders["N-1001"]  # 120.00, nothing refunded
+    real = base.check_object
+
+    def then_lowered(*args: Any, **kwargs: Any) -> None:  # after the action read the order, before its transaction
+        real(*args, **kwargs)
+        Order.objects.filter(pk=north).update(total=Decimal("50.00"))
+
+    monkeypatch.setattr(base, "check_object", then_lowered)
+    assert "At most 50.00 is left" in refused(await call("shop.orders.refund", {"id": north, "amount": "100.00"}, tokens["clerk"]), "amount")
+    assert not await Refund.objects.filter(order_id=north).aexists()
+
+
+async def test_a_total_is_compared_with_the_refunds_made_until_the_order_is_locked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The update compared the new total with the refunds read while validating, before its
+    transaction and unlocked: a refund made in between left the order refunded past its total."""
+    from demo_site.shop.mcp_tools import OrderSerializer
+
+    tokens, orders = await sync_to_async(seed)()
+    north = orders["N-1002"]  # 35.50, nothing refunded
+    real = OrderSerializer.validate_total
+
+    def then_refunded(self: OrderSerializer, value: Decimal) -> Decimal:  # another call's refund, committed meanwhile
+        checked = real(self, value)
+        Refund.objects.create(order_id=north, amount=Decimal("30.00"))
+        return checked
+
+    monkeypatch.setattr(OrderSerializer, "validate_total", then_refunded)
+    assert "refunded 30.00" in refused(await call("shop.orders.update", {"id": north, "total": "10.00"}, tokens["clerk"]), "total")
+    assert (await Order.objects.aget(pk=north)).total == Decimal("35.50")

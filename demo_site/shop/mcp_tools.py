@@ -9,6 +9,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Literal, TypedDict
 
+from django.db import router, transaction
 from django.db.models import Sum
 
 from rest_framework import serializers
@@ -44,13 +45,25 @@ class OrderSerializer(serializers.ModelSerializer):
         return value
 
     def validate_total(self, value: Decimal) -> Decimal:
-        """Not below what the order has been refunded already; ``-0`` is ``0``."""
-        value = value + Decimal("0.00")  # -0.00 + 0.00 is 0.00
-        if self.instance is not None:
-            refunded = self.instance.refunds.aggregate(total=Sum("amount"))["total"] or Decimal("0")
-            if value < refunded:
-                raise serializers.ValidationError(f"The order has been refunded {refunded:.2f}: its total cannot be less.")
-        return value
+        """``-0`` is ``0`` (that it is not below what was refunded is :meth:`update`'s to check)."""
+        return value + Decimal("0.00")  # -0.00 + 0.00 is 0.00
+
+    def update(self, instance: Order, validated_data: dict[str, Any]) -> Order:
+        """A total not below what the order has been refunded already, read with the order locked.
+
+        Read in ``validate_total``, before the write's transaction, the refunds would be those of
+        then: a refund made meanwhile (``Order.refund``, which takes the same lock) could leave
+        the order refunded more than its new total.
+        """
+        with transaction.atomic(using=router.db_for_write(Order, instance=instance)):
+            if "total" in validated_data:
+                Order.objects.select_for_update().filter(pk=instance.pk).exists()
+                refunded = instance.refunds.aggregate(total=Sum("amount"))["total"] or Decimal("0")
+                if validated_data["total"] < refunded:
+                    raise serializers.ValidationError(
+                        {"total": [f"The order has been refunded {refunded:.2f}: its total cannot be less."]})
+            updated: Order = super().update(instance, validated_data)
+            return updated
 
 
 @mcp_tools.register_toolset

@@ -131,13 +131,17 @@ class Order(models.Model):
         """
         # One refund of an order at a time (the method runs in a transaction): two concurrent
         # refunds would both read the same total refunded so far and together exceed the order.
-        Order.objects.select_for_update().filter(pk=self.pk).exists()
+        # The total compared is the locked row's: self was read before the transaction, and an
+        # update (OrderSerializer.update, which takes the same lock) may have lowered it since.
+        total = Order.objects.select_for_update().filter(pk=self.pk).values_list("total", flat=True).first()
+        if total is None:
+            raise mcp_tools.ToolError(f"Order {self.number} no longer exists.")
         # In cents, as stored ("1.5" is 1.50; SQLite sums decimals as floats: 3.60000000000000).
         cents = Decimal("0.01")
         amount = amount.quantize(cents)
         refunded = (self.refunds.aggregate(total=Sum("amount"))["total"] or Decimal("0")).quantize(cents)
-        if refunded + amount > self.total:
-            raise ValidationError({"amount": f"At most {self.total - refunded} is left to refund on order {self.number}."})
+        if refunded + amount > total:
+            raise ValidationError({"amount": f"At most {total - refunded} is left to refund on order {self.number}."})
         refund = Refund.objects.create(order=self, amount=amount, created_by=ctx.user)
         return RefundReceipt(refund_id=refund.pk, order=self.number, amount=amount, refunded_total=refunded + amount)
 
