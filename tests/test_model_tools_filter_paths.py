@@ -206,7 +206,8 @@ async def test_a_regular_expression_the_database_cannot_compile_is_refused(
     """It was an internal error logged at ERROR with a traceback (an OperationalError on SQLite, a
     DataError on PostgreSQL). On SQLite, whose ``REGEXP`` is Python's ``re``, it is an argument
     error naming the filter; elsewhere the database's own syntax decides, and its refusal is a
-    tool error naming the filters."""
+    tool error naming the filters (MariaDB's is an OperationalError, error 1139: it was an internal
+    error there too)."""
     with caplog.at_level("ERROR"):
         result = await listed(arguments)
     if connection.vendor == "sqlite":

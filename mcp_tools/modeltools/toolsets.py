@@ -36,7 +36,7 @@ from django.conf import settings
 from django.core import checks
 from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import DataError, IntegrityError, connections, models, router, transaction
+from django.db import DataError, IntegrityError, OperationalError, connections, models, router, transaction
 from django.db.models import Q
 from django.utils import timezone
 from pydantic import AfterValidator, Field, JsonValue, WithJsonSchema
@@ -72,6 +72,16 @@ TEXT_LOOKUPS = ("contains", "icontains", "startswith", "istartswith", "endswith"
 #: Text lookups whose value is a regular expression, in the syntax of the database's engine
 #: (Python's ``re`` on SQLite, which has none of its own; see :meth:`ModelToolset.regex_pattern`).
 REGEX_LOOKUPS = ("regex", "iregex")
+#: MariaDB's and MySQL's error number for a regular expression its engine cannot compile (``ER_REGEXP_ERROR``).
+MYSQL_REGEXP_ERROR = 1139
+
+
+def _is_regexp_error(exc: OperationalError) -> bool:
+    """Whether ``exc`` is MariaDB's or MySQL's refusal of a regular expression (mysqlclient raises it
+    as an OperationalError, with the server's error number first)."""
+    return bool(exc.args) and exc.args[0] == MYSQL_REGEXP_ERROR
+
+
 #: Filter lookups whose value is a list: ``in`` (at most ``max_page_size`` values), ``range`` (two).
 LIST_LOOKUPS = ("in", "range")
 #: Transforms of date and time fields to an integer (``created_at__year``), and to a date.
@@ -221,9 +231,13 @@ class ModelToolset:
         limit = arguments.get("limit") or self.page_size
         try:
             rows = list(queryset[: limit + 1])
-        except DataError:
+        except (DataError, OperationalError) as exc:
             # A value of the caller's the database would not compare (a regular expression its
             # engine cannot compile): a tool error naming the filters, not an internal error.
+            # MariaDB says so with an OperationalError, which otherwise means the connection, a
+            # lock or a timeout: only its regular expression error is the caller's.
+            if isinstance(exc, OperationalError) and not _is_regexp_error(exc):
+                raise
             given = [name for name in (*self.filter_arguments(), "search") if arguments.get(name) is not None]
             raise ToolError(f"The database refused a value of the filters {', '.join(given)} "
                             "(for instance a regular expression it cannot compile). Change them and call again.") from None
