@@ -116,7 +116,7 @@ def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
 @register(Tags.compatibility)
 def check_background_broker(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    """Background tools need a Celery app with a broker: without one their calls would never run."""
+    """Background tools need a Celery app with a broker (E020) whose transport loads (E021): else their calls never run."""
     from .registry import registry
 
     background = sorted(tool.name for tool in registry.tools if tool.background)
@@ -125,7 +125,7 @@ def check_background_broker(app_configs: Any = None, **kwargs: Any) -> list[Any]
     from celery import current_app
 
     if current_app.conf.broker_url:
-        return []
+        return broker_transport_problems(current_app)
     return [Error(
         f"Background tools are registered ({', '.join(background[:5])}{', ...' if len(background) > 5 else ''}) "
         "but no Celery broker is configured, so their calls would never run.",
@@ -135,6 +135,40 @@ def check_background_broker(app_configs: Any = None, **kwargs: Any) -> list[Any]
              "see docs/background.md, \"Setting it up\".",
         id="mcp_tools.E020",
     )]
+
+
+def broker_transport_problems(app: Any) -> list[Any]:
+    """E021: the transport of ``app``'s broker cannot be loaded, most often as its client library is not installed.
+
+    Made as the server's first queued call makes it, without connecting: kombu imports the
+    transport's module when the connection object is built and checks its library when the
+    transport object is (a ``redis://`` broker without ``redis``: an ``AttributeError`` at the
+    import, or an ``ImportError``, by kombu version). Unchecked, ``check`` passed, the worker
+    crashed at start, and every background call waited for the sweep to queue it again.
+    """
+    url = str(app.conf.broker_write_url).split(";")[0]  # a failover list: its first broker is the one used
+    # The scheme alone in messages: the URL may hold the broker's password.
+    name = app.conf.broker_transport or (url.split("://", 1)[0] if "://" in url else url)
+    try:
+        connection = app.connection_for_write()
+        try:
+            connection.transport  # noqa: B018  (made, not connected: what fails without the library)
+        finally:
+            connection.release()
+    except Exception as exc:  # whatever the transport's module raises at import: every one leaves calls unqueued
+        from kombu.transport import TRANSPORT_ALIASES
+
+        module = str(TRANSPORT_ALIASES.get(name, ""))
+        if module.startswith("kombu.transport.redis:"):
+            hint = "Install the Redis client: pip install redis (django-mcp-tools' 'redis' extra installs it, as 'celery[redis]' does)."
+        elif module:
+            hint = f"Install the client library kombu's {module} needs (Celery's bundles name them: 'celery[...]')."
+        else:  # no such scheme, such as mcpfs:// when no module registered it
+            hint = ("Register the scheme by importing the module that defines it in the Celery app module "
+                    "(mcpfs://: import mcp_tools.interprocess.filebroker, docs/background.md).")
+        return [Error(f"The Celery broker's {name!r} transport cannot be loaded ({type(exc).__name__}: {exc}), so "
+                      "background calls cannot be queued and a worker cannot start.", hint=hint, id="mcp_tools.E021")]
+    return []
 
 
 @register(Tags.compatibility)

@@ -425,3 +425,55 @@ def test_w006_leaves_model_tools_to_e033() -> None:
         assert "mcp_tools.E033" in ids(checks.run_checks())
     finally:
         unregister_model_action(action)
+
+
+# -- E021: a broker whose transport cannot be loaded -------------------------------------------
+
+REDIS_BROKER = "redis://:hunter2@localhost:6379/0"
+
+
+def test_e021_silent_for_brokers_whose_transport_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from celery import current_app
+
+    from mcp_tools.checks import check_background_broker
+
+    assert check_background_broker(None) == []  # the demo's mcpfs://
+    monkeypatch.setattr(current_app.conf, "broker_url", REDIS_BROKER)
+    assert check_background_broker(None) == []  # redis is installed here; the check connects to nothing
+
+
+@pytest.mark.parametrize("where", ["import", "transport"])
+def test_e021_a_redis_broker_without_the_redis_library(monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """docs/background.md's redis:// broker without ``redis`` installed: ``check`` passed, the worker crashed at
+    start and every background call stayed unqueued. Kombu finds the library missing where its version does:
+    importing the transport's module (an AttributeError on ``None``), or making the transport (an ImportError)."""
+    import sys
+
+    import kombu.transport
+    import kombu.transport.redis
+    from celery import current_app
+
+    from mcp_tools.checks import check_background_broker
+
+    monkeypatch.setattr(current_app.conf, "broker_url", REDIS_BROKER)
+    monkeypatch.setattr(kombu.transport, "_transport_cache", {})  # as in a fresh process: nothing resolved yet
+    if where == "import":
+        monkeypatch.setitem(sys.modules, "redis", None)  # not installed: "import redis" raises ImportError
+        monkeypatch.delitem(sys.modules, "kombu.transport.redis")  # imported again, without it
+    else:
+        monkeypatch.setattr(kombu.transport.redis, "redis", None)
+    [error] = check_background_broker(None)
+    assert (error.id, error.level) == ("mcp_tools.E021", checks.ERROR)
+    assert "'redis' transport" in error.msg and "hunter2" not in error.msg + error.hint
+    assert "pip install redis" in error.hint
+    assert "mcp_tools.E021" in ids(checks.run_checks())
+
+
+def test_e021_a_broker_scheme_no_module_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    from celery import current_app
+
+    from mcp_tools.checks import check_background_broker
+
+    monkeypatch.setattr(current_app.conf, "broker_url", "mcpfx://localhost//")
+    [error] = check_background_broker(None)
+    assert error.id == "mcp_tools.E021" and "'mcpfx'" in error.msg and "Register the scheme" in error.hint
