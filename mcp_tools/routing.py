@@ -22,8 +22,27 @@ def mcp_path() -> str:
     return endpoint_path()[1:]
 
 
+def require_installed() -> None:
+    """Raise ``ImproperlyConfigured`` unless ``mcp_tools`` is in ``INSTALLED_APPS``.
+
+    Called where the endpoint is mounted: without the app its system checks do not run, so
+    ``check`` passed, and every MCP request was a 500 (``ToolCall`` "doesn't declare an explicit
+    app_label").
+    """
+    from django.apps import apps
+    from django.core.exceptions import ImproperlyConfigured
+
+    if not apps.is_installed("mcp_tools"):
+        raise ImproperlyConfigured("The MCP endpoint is mounted but mcp_tools is not installed: add 'mcp_tools' to "
+                                   "INSTALLED_APPS (its models, system checks and tool discovery need it).")
+
+
 def http_urlpatterns() -> list[Any]:
-    """URL patterns for Channels' ``URLRouter`` serving MCP at ``MCP_TOOLS["PATH"]``."""
+    """URL patterns for Channels' ``URLRouter`` serving MCP at ``MCP_TOOLS["PATH"]``.
+
+    Raises ``ImproperlyConfigured`` if ``mcp_tools`` is not in ``INSTALLED_APPS``.
+    """
+    require_installed()
     from .transports.http import McpEndpoint
     from .transports.oauth import SUFFIXED_ROUTE, ProtectedResourceMetadata
 
@@ -39,7 +58,10 @@ def http_urlpatterns() -> list[Any]:
 
 
 def mcp_asgi_app(django_asgi_app: Any) -> Any:
-    """An ASGI app that serves MCP at the configured path and everything else with Django."""
+    """An ASGI app that serves MCP at the configured path and everything else with Django.
+
+    Raises ``ImproperlyConfigured`` if ``mcp_tools`` is not in ``INSTALLED_APPS``.
+    """
     from django.urls import re_path
 
     return McpRouter([*http_urlpatterns(), re_path(r"", django_asgi_app)])

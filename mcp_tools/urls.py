@@ -6,8 +6,12 @@ list: ``urlpatterns += mcp_tools.urls.well_known_urlpatterns`` in the root URLco
 
 from django.urls import path
 
-from .transports.oauth import SUFFIXED_ROUTE, protected_resource_metadata
-from .transports.view import mcp_view
+from .routing import require_installed
+
+require_installed()  # before the view's imports: the URLconf fails to load, as a 500 per request did
+
+from .transports.oauth import SUFFIXED_ROUTE, protected_resource_metadata  # noqa: E402
+from .transports.view import mcp_view  # noqa: E402
 
 app_name = "mcp_tools"
 urlpatterns = [path("", mcp_view, name="endpoint")]

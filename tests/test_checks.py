@@ -477,3 +477,26 @@ def test_e021_a_broker_scheme_no_module_registered(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(current_app.conf, "broker_url", "mcpfx://localhost//")
     [error] = check_background_broker(None)
     assert error.id == "mcp_tools.E021" and "'mcpfx'" in error.msg and "Register the scheme" in error.hint
+
+
+# -- the endpoint mounted without the app ------------------------------------------------------
+
+
+@pytest.mark.parametrize("mount", ["mcp_asgi_app", "http_urlpatterns", "include"])
+def test_mounting_the_endpoint_without_the_app_installed_says_to_install_it(monkeypatch: pytest.MonkeyPatch, mount: str) -> None:
+    """Without "mcp_tools" in INSTALLED_APPS its checks do not run: ``check`` passed and every MCP request
+    was a 500 (``ToolCall`` "doesn't declare an explicit app_label"). Mounting it now fails, saying why."""
+    import importlib
+    import sys
+
+    from mcp_tools import routing
+
+    without_app = [app for app in settings.INSTALLED_APPS if app != "mcp_tools"]
+    monkeypatch.delitem(sys.modules, "mcp_tools.urls", raising=False)  # include("mcp_tools.urls") imports it afresh
+    async def django_app(scope: Any, receive: Any, send: Any) -> None: ...
+
+    build = {"mcp_asgi_app": lambda: routing.mcp_asgi_app(django_app), "http_urlpatterns": routing.http_urlpatterns,
+             "include": lambda: importlib.import_module("mcp_tools.urls")}[mount]
+    with override_settings(INSTALLED_APPS=without_app), pytest.raises(ImproperlyConfigured, match="add 'mcp_tools' to INSTALLED_APPS"):
+        build()
+    assert build()  # installed: mounts as before
