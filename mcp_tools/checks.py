@@ -14,7 +14,8 @@ from .conf import ACCEPTS, DEFAULTS, problem, read_origins
 @register(Tags.compatibility)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """``MCP_TOOLS``: a dict (E001) of known keys (E002), each of a value its row of
-    :data:`mcp_tools.conf.ACCEPTS` accepts; authentication classes that import (E004); channels (E007)."""
+    :data:`mcp_tools.conf.ACCEPTS` accepts; authentication classes that import and whose models are installed (E004);
+    channels (E007)."""
     problems: list[Any] = []
     user = getattr(settings, "MCP_TOOLS", {})
     if not isinstance(user, dict):
@@ -30,6 +31,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 import_string(dotted) if isinstance(dotted, str) else dotted
             except (ImportError, ValueError) as exc:  # ValueError: import_module("") for a path such as ".Auth"
                 problems.append(Error(f"MCP_TOOLS['AUTHENTICATION_CLASSES'] cannot import {dotted!r}: {exc}.", id="mcp_tools.E004"))
+    problems.extend(token_model_problems(classes))
     for name, rule in ACCEPTS.items():  # every key's type and range: E003-E006, E008-E011
         wrong = problem(name, merged[name])
         if wrong is not None and name != "OAUTH":  # OAUTH: check_oauth (E040)
@@ -271,14 +273,12 @@ def check_oauth(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     return problems
 
 
-def bearer_authenticator_problems(configured: Any) -> list[Any]:
-    """W041: with ``OAUTH`` on, a DRF authenticator used for MCP takes bearer tokens (django-oauth-toolkit's
-    ``OAuth2Authentication``, as DOT's docs advise for a REST API; simplejwt's ``JWTAuthentication``).
+def mcp_authenticators(configured: Any) -> tuple[str, list[tuple[str, Any]]] | None:
+    """The DRF authenticators MCP uses: the setting that lists them and each one's (name, class).
 
-    MCP hands every ``Authorization: Bearer`` value to the token verifier and refuses
-    ``?access_token=`` (docs/oauth.md), so such an authenticator never authenticates an MCP request:
-    a token it would accept is one the resource-server checks (audience, expiry, scopes) did not see.
-    ``configured``: ``MCP_TOOLS["AUTHENTICATION_CLASSES"]`` (None: DRF's defaults).
+    ``configured``: ``MCP_TOOLS["AUTHENTICATION_CLASSES"]`` (None: DRF's defaults). Each name is
+    as the setting spells it (DOT's docs give the package's path, not the module's). None when
+    one does not import: E004 (MCP_TOOLS) or DRF's own error (REST_FRAMEWORK) reports it.
     """
     try:
         if configured is None:
@@ -290,20 +290,65 @@ def bearer_authenticator_problems(configured: Any) -> list[Any]:
             listed = list(configured)
             classes = [import_string(path) if isinstance(path, str) else path for path in configured]
         else:
-            return []  # E004
+            return None  # E004
     except (ImportError, ValueError):
-        return []  # E004 (MCP_TOOLS) or DRF's own error (REST_FRAMEWORK)
-    problems: list[Any] = []
+        return None
+    source = "MCP_TOOLS['AUTHENTICATION_CLASSES']" if configured is not None else "REST_FRAMEWORK['DEFAULT_AUTHENTICATION_CLASSES']"
+    named = []
     for index, cls in enumerate(classes):
+        if index < len(listed) and isinstance(listed[index], str):
+            named.append((listed[index], cls))
+        else:  # a class given as itself (or what E004 reports as no class)
+            named.append((f"{cls.__module__}.{cls.__qualname__}" if isinstance(cls, type) else repr(cls), cls))
+    return source, named
+
+
+def token_model_problems(configured: Any) -> list[Any]:
+    """E004: an authenticator used for MCP is DRF's ``TokenAuthentication`` (or a subclass using its
+    ``Token`` model) and ``rest_framework.authtoken`` is not installed.
+
+    DRF's ``Token`` is then abstract (DRF tests that exact name in ``INSTALLED_APPS``), so every
+    request carrying ``Authorization: Token ...`` was a 500 (``Token`` has no ``DoesNotExist``)
+    while ``check`` passed. ``configured``: as :func:`mcp_authenticators` takes it.
+    """
+    from rest_framework.authentication import TokenAuthentication
+
+    found = mcp_authenticators(configured)
+    if found is None or "rest_framework.authtoken" in settings.INSTALLED_APPS:
+        return []
+    source, authenticators = found
+    return [
+        Error(f"{source} lists {name}, which looks tokens up in DRF's Token model, but 'rest_framework.authtoken' is "
+              "not in INSTALLED_APPS: every request with a token would fail.",
+              hint="Add 'rest_framework.authtoken' to INSTALLED_APPS and run migrate, or use another authenticator.",
+              id="mcp_tools.E004")
+        for name, cls in authenticators
+        if isinstance(cls, type) and issubclass(cls, TokenAuthentication)
+        and getattr(cls, "model", None) is None and getattr(cls, "get_model", None) is TokenAuthentication.get_model  # else its own model
+    ]
+
+
+def bearer_authenticator_problems(configured: Any) -> list[Any]:
+    """W041: with ``OAUTH`` on, a DRF authenticator used for MCP takes bearer tokens (django-oauth-toolkit's
+    ``OAuth2Authentication``, as DOT's docs advise for a REST API; simplejwt's ``JWTAuthentication``).
+
+    MCP hands every ``Authorization: Bearer`` value to the token verifier and refuses
+    ``?access_token=`` (docs/oauth.md), so such an authenticator never authenticates an MCP request:
+    a token it would accept is one the resource-server checks (audience, expiry, scopes) did not see.
+    ``configured``: ``MCP_TOOLS["AUTHENTICATION_CLASSES"]`` (None: DRF's defaults).
+    """
+    found = mcp_authenticators(configured)
+    if found is None:
+        return []
+    source, authenticators = found
+    problems: list[Any] = []
+    for name, cls in authenticators:
         try:
             header = cls().authenticate_header(None)  # what the transport asks of each class for a 401, too
         except Exception:
             continue
         scheme = header.split(None, 1)[0].lower() if isinstance(header, str) and header.strip() else ""
         if scheme == "bearer":
-            # As the setting spells it (DOT's docs give the package's path, not the module's).
-            name = listed[index] if index < len(listed) and isinstance(listed[index], str) else f"{cls.__module__}.{cls.__qualname__}"
-            source = "MCP_TOOLS['AUTHENTICATION_CLASSES']" if configured is not None else "REST_FRAMEWORK['DEFAULT_AUTHENTICATION_CLASSES']"
             problems.append(Warning(
                 f"MCP_TOOLS['OAUTH'] is on and {source} lists {name}, which takes bearer tokens: MCP gives every "
                 "Bearer token to OAUTH['TOKEN_VERIFIER'] (audience, expiry, scopes) and refuses access tokens in the "

@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.core import checks
+from django.contrib.auth.models import Group
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
+from rest_framework.authentication import TokenAuthentication
 
 from mcp_tools.checks import check_database, check_deployment, check_settings, sqlite_transaction_mode_problems
 from mcp_tools.conf import ACCEPTS, DEFAULTS, mcp_settings, problem
@@ -271,6 +273,37 @@ def test_check_e007_channels_not_installed() -> None:
         found = check_settings(None)
     assert ids(found) == ["mcp_tools.E007"]
     assert "channels" in found[0].msg
+
+
+class OwnTokens(TokenAuthentication):
+    """Token authentication on a model of the site's own, not DRF's ``Token``."""
+
+    model = Group
+
+
+TOKENS = "rest_framework.authentication.TokenAuthentication"
+
+
+@pytest.mark.parametrize(("configured", "source"), [
+    ([TOKENS, "rest_framework.authentication.SessionAuthentication"], "MCP_TOOLS['AUTHENTICATION_CLASSES']"),
+    (None, "REST_FRAMEWORK['DEFAULT_AUTHENTICATION_CLASSES']"),  # DRF's defaults: the demo lists TokenAuthentication
+], ids=["mcp-tools", "drf-defaults"])
+def test_check_e004_token_authentication_without_the_authtoken_app(configured: list[str] | None, source: str) -> None:
+    """Without ``rest_framework.authtoken`` DRF's Token model is abstract: ``check`` passed and every MCP
+    request with a token was a 500 (``Token`` has no ``DoesNotExist``)."""
+    without_authtoken = [app for app in settings.INSTALLED_APPS if app != "rest_framework.authtoken"]
+    with mcp(AUTHENTICATION_CLASSES=configured), override_settings(INSTALLED_APPS=without_authtoken):
+        found = check_settings(None)
+    assert ids(found) == ["mcp_tools.E004"]
+    assert found[0].msg.startswith(f"{source} lists {TOKENS}") and "'rest_framework.authtoken'" in found[0].hint
+
+
+def test_check_e004_silent_for_token_authentication_on_a_model_of_its_own() -> None:
+    without_authtoken = [app for app in settings.INSTALLED_APPS if app != "rest_framework.authtoken"]
+    with mcp(AUTHENTICATION_CLASSES=[f"{__name__}.OwnTokens"]), override_settings(INSTALLED_APPS=without_authtoken):
+        assert check_settings(None) == []
+    with mcp(AUTHENTICATION_CLASSES=[TOKENS]):
+        assert check_settings(None) == []  # the authtoken app installed
 
 
 def test_check_errors_accumulate() -> None:
