@@ -207,3 +207,12 @@ def test_getting_started_runs_as_written(tmp_path: Path) -> None:
     # The server logged the client's requests to /mcp.
     assert "POST /mcp" in log.read_text()
     assert "No application configured for scope type" not in log.read_text()
+
+
+def test_the_settings_step_says_what_a_404_at_the_endpoint_under_runserver_means() -> None:
+    """Without "daphne" in INSTALLED_APPS ``runserver`` serves WSGI, never ``asgi.py``: ``POST /mcp`` is Django's
+    404 page and ``check`` is clean (no check: a site serving ``asgi.py`` with uvicorn or daphne directly has no
+    reason to install the app). The step that adds daphne says so."""
+    step = PAGE.read_text().split("## 3. Settings", 1)[1].split("\n## ", 1)[0]
+    prose = " ".join(step.split("```", 1)[0].split())
+    assert "without it `runserver` serves WSGI" in prose and "`POST /mcp` gets Django's \"Page not found\" (404)" in prose
