@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AlreadyRegistered",
+    "Completions",
     "ElicitationCancelled",
     "ElicitationDeclined",
     "ModelToolset",
@@ -44,7 +45,7 @@ from .engine.context import SamplingResult, ToolContext
 from .engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, UnstorableOnceValue
 from .protocol.errors import ResourceNotFound
 from .registry.registry import AlreadyRegistered, NotRegistered, prompt, resource, tool
-from .registry.results import Page, Pending, ToolError, ToolResult
+from .registry.results import Completions, Page, Pending, ToolError, ToolResult
 
 
 if TYPE_CHECKING:

@@ -264,9 +264,11 @@ async def slow_count(ctx: mcp_tools.ToolContext, n: Annotated[int, Field(ge=1, l
 # ---------------------------------------------------------------------------
 
 
-def complete_sku(value: str, arguments: dict[str, Any] | None = None) -> list[str]:
-    """SKUs starting with ``value`` (for completion/complete)."""
-    return list(Product.objects.filter(sku__istartswith=value).order_by("sku").values_list("sku", flat=True)[:100])
+def complete_sku(value: str, arguments: dict[str, Any] | None = None) -> mcp_tools.Completions:
+    """SKUs starting with ``value`` (for completion/complete): the first 100, and whether there are
+    more (one row past them is fetched to know, instead of counting every match)."""
+    found = list(Product.objects.filter(sku__istartswith=value).order_by("sku").values_list("sku", flat=True)[:101])
+    return mcp_tools.Completions(found[:100], has_more=len(found) > 100)
 
 
 def _product_dict(product: Product) -> dict[str, Any]:

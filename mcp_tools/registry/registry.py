@@ -553,7 +553,8 @@ def resource(
     models, alone or in a non-empty list), or any other value as JSON text (pydantic
     models as their JSON; rows with a ``uri`` field, and ``[]``, too).
     Variables are ``{name}`` (one path segment) or ``{+name}`` (the rest); other
-    RFC 6570 operators raise ``ImproperlyConfigured``.
+    RFC 6570 operators raise ``ImproperlyConfigured``. ``completions`` maps a variable to its
+    completer, as for :func:`prompt`.
     """
 
     def decorate(func: F) -> F:
@@ -599,7 +600,8 @@ def prompt(
 ) -> Callable[[F], F]: ...
 def prompt(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Register a prompt. Parameters become string arguments (required unless defaulted);
-    ``completions`` maps an argument name to ``fn(value, arguments) -> list[str]``.
+    ``completions`` maps an argument name to ``fn(value, arguments)``, sync or async, returning
+    every match as a list of strings, or :class:`~mcp_tools.Completions` when it lists only some.
 
     The function returns a message or a list of messages: a string (a user
     message), a ``{"role": ..., "content": ...}`` dict or a ``(role, content)``

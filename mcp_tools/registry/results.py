@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -63,6 +64,37 @@ class Page(Generic[T]):
 
     items: T
     next_cursor: Any = None
+
+
+#: The most values one ``completion/complete`` answer carries (the spec's limit).
+MAX_COMPLETION_VALUES = 100
+
+
+@dataclass
+class Completions:
+    """What a completer returns when it does not list every match (a plain list of strings says
+    it does: its length is the answer's ``total``).
+
+    ``values``: the matches it found, best first (at most :data:`MAX_COMPLETION_VALUES` are sent);
+    ``total``: how many match in all, when known (None leaves ``total`` out of the answer);
+    ``has_more``: matches exist past ``values``. A completer that cuts its query can fetch one row
+    more than it sends and say ``has_more=len(found) > 100``, with no count.
+    """
+
+    values: Sequence[str]
+    total: int | None = None
+    has_more: bool = False
+
+    def to_wire(self) -> dict[str, Any]:
+        """The ``completion`` object of a ``CompleteResult``."""
+        values = [str(value) for value in self.values]
+        shown = values[:MAX_COMPLETION_VALUES]
+        has_more = self.has_more or len(values) > len(shown) or (self.total is not None and self.total > len(shown))
+        completion: dict[str, Any] = {"values": shown}
+        if self.total is not None:
+            completion["total"] = max(self.total, len(values))
+        completion["hasMore"] = has_more
+        return completion
 
 
 @dataclass

@@ -24,6 +24,7 @@ from ..protocol import versions
 from ..protocol.errors import McpError, ResourceNotFound, invalid_params, method_not_found
 from ..protocol.levels import LOG_LEVELS
 from ..registry import registry
+from ..registry.results import Completions
 from . import sessions, threads
 from .context import RequestContext
 from .core import permitted
@@ -297,14 +298,16 @@ async def complete(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]
         completer = template.completions.get(argument["name"])
     else:
         raise invalid_params('"ref.type" must be "ref/prompt" or "ref/resource"')
-    values: list[str] = []
+    found: Any = ()
     if completer is not None:
         if asyncio.iscoroutinefunction(completer):
             found = await completer(value, context_args)
         else:
             found = await sync_to_async(completer, thread_sensitive=True)(value, context_args)
-        values = [str(v) for v in found]
-    return {"completion": {"values": values[:100], "total": len(values), "hasMore": len(values) > 100}}
+    if not isinstance(found, Completions):  # a list of every match: its length is the total
+        values = list(found)
+        found = Completions(values, total=len(values))
+    return {"completion": found.to_wire()}
 
 
 async def set_log_level(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:

@@ -1,0 +1,57 @@
+"""``completion/complete`` answers ``total`` and ``hasMore`` truthfully, whether a completer lists every
+match (a list) or only some (``mcp_tools.Completions``), as the demo's SKU completer does.
+
+The demo cut its query at 100 SKUs and the answer's ``total`` was the length of what it returned: with
+150 matches a client was told ``total: 100, hasMore: false``, that the list was complete."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from mcp_tools import Completions, resource
+from mcp_tools.registry import registry
+from mcp_tools.transports.http import McpEndpoint
+from tests.asgi_client import call_modern
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def complete(uri: str, value: str) -> dict[str, Any]:
+    params = {"ref": {"type": "ref/resource", "uri": uri}, "argument": {"name": "sku", "value": value}}
+    body = (await call_modern(McpEndpoint(), "completion/complete", params)).json()
+    assert "error" not in body, body
+    completion: dict[str, Any] = body["result"]["completion"]
+    return completion
+
+
+async def test_the_demo_s_sku_completer_says_there_are_more_than_it_sends() -> None:
+    from demo_site.inventory.models import Product
+
+    await sync_to_async(Product.objects.bulk_create)(
+        [Product(sku=f"ZZ-{i:04d}", name=f"Product {i}", price=Decimal("1.00")) for i in range(150)])
+    many = await complete("inventory://products/{sku}", "ZZ-")
+    assert many["values"] == [f"ZZ-{i:04d}" for i in range(100)]
+    assert many["hasMore"] is True and "total" not in many, many  # not counted: unknown, not 100
+    few = await complete("inventory://products/{sku}", "ZZ-014")
+    assert few == {"values": [f"ZZ-{i:04d}" for i in range(140, 150)], "hasMore": False}, few
+
+
+@pytest.mark.parametrize(("found", "expected"), [
+    (["a", "b", "c"], {"values": ["a", "b", "c"], "total": 3, "hasMore": False}),
+    ([f"v{i}" for i in range(250)], {"values": [f"v{i}" for i in range(100)], "total": 250, "hasMore": True}),
+    (Completions(["a", "b"], total=40), {"values": ["a", "b"], "total": 40, "hasMore": True}),
+    (Completions(["a", "b"], has_more=True), {"values": ["a", "b"], "hasMore": True}),
+    (Completions(["a", "b"]), {"values": ["a", "b"], "hasMore": False}),
+    (Completions([f"v{i}" for i in range(120)]), {"values": [f"v{i}" for i in range(100)], "hasMore": True}),
+    (Completions(["a"], total=0), {"values": ["a"], "total": 1, "hasMore": False}),  # never fewer than it found
+], ids=["every-match", "every-match-past-100", "total-given", "more-without-count", "these-only", "cut-at-100", "total-too-small"])
+async def test_a_completer_says_what_it_knows(found: Any, expected: dict[str, Any]) -> None:
+    resource("test://completed/{sku}", completions={"sku": lambda value, arguments: found})(lambda sku: sku)
+    try:
+        assert await complete("test://completed/{sku}", "") == expected
+    finally:
+        registry.unregister_resource("test://completed/{sku}")
