@@ -435,6 +435,20 @@ def test_parse_body_reads_long_numbers_exactly(value: object) -> None:
     assert type(jsonrpc.parse_body(body).params["arguments"]["n"]) is type(value)
 
 
+def test_parse_body_refuses_the_shortest_body_nesting_one_level_too_deep() -> None:
+    """parse_body scans only a body longer than 2 × MAX_DEPTH for its depth: the shortest JSON that nests
+    MAX_DEPTH + 1 levels (that many "[" and as many "]") is just past it, and is refused; one level
+    less passes the depth check (and is refused as the batch it is)."""
+    depth = jsonrpc.MAX_DEPTH + 1
+    with pytest.raises(McpError, match="nests deeper than"):
+        jsonrpc.parse_body(b"[" * depth + b"]" * depth)
+    with pytest.raises(McpError, match="batch requests are not supported"):
+        jsonrpc.parse_body(b"[" * (depth - 1) + b"]" * (depth - 1))
+    inside = b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":%s}}' % (b"[" * (depth - 2) + b"]" * (depth - 2))
+    with pytest.raises(McpError, match="nests deeper than"):  # the message object and params: two levels more
+        jsonrpc.parse_body(inside)
+
+
 @pytest.mark.parametrize(
     "body",
     [b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":"1234567890123456789 \xc3\xa9"}}', b'\xef\xbb\xbf{"jsonrpc":"2.0","id":1,"method":"m"}',
