@@ -297,7 +297,9 @@ class RequestThread:
     _token: contextvars.Token[ThreadSensitiveContext] | None
     _executor: _RequestExecutor
 
-    def _enter(self) -> None:
+    def enter(self) -> None:
+        """Enter the request's context (what ``async with`` does first): for a caller that leaves
+        it itself with :meth:`leave`, without the two coroutines of ``async with``."""
         if _current_context.get(None) is not None:
             self._token = None
             return
@@ -308,7 +310,9 @@ class RequestThread:
         self._token = _current_context.set(context)
         _context_executors[context] = self._executor = _RequestExecutor()
 
-    def _exit(self) -> Future[None] | None:
+    def leave(self) -> Future[None] | None:
+        """Leave the context :meth:`enter` entered; returns the closing of the request's thread to
+        wait for (None when there is none), which ``async with`` awaits and ``with`` blocks on."""
         token = self._token
         if token is None:
             return None
@@ -316,17 +320,17 @@ class RequestThread:
         return self._executor.end()
 
     async def __aenter__(self) -> None:
-        self._enter()
+        self.enter()
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        closing = self._exit()
+        closing = self.leave()
         if closing is not None:
             await asyncio.wrap_future(closing)
 
     def __enter__(self) -> None:
-        self._enter()
+        self.enter()
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        closing = self._exit()
+        closing = self.leave()
         if closing is not None:
             closing.result()

@@ -744,7 +744,11 @@ class McpEndpoint:
             raise ValueError(f"McpEndpoint serves HTTP, not {scope['type']}")
         # Its thread-sensitive sync code (sync tools, DRF authentication, an OAuth verifier) runs
         # in a thread of its own, not one the whole process shares (server/threads.py).
-        async with RequestThread():
+        # Entered and left here, not with ``async with``: its two coroutines were a measurable
+        # part of a fast request.
+        thread = RequestThread()
+        thread.enter()
+        try:
             headers = _headers(scope)
             response = Response(send, None, event_ids=False)
             try:
@@ -792,6 +796,10 @@ class McpEndpoint:
                 logger.exception("Internal error serving %s %s", scope["method"], scope.get("path"))
                 if not response.closed and not response.streaming:
                     await response.json(500, jsonrpc.error_message(None, McpError(INTERNAL_ERROR, "Internal error")))
+        finally:
+            closing = thread.leave()
+            if closing is not None:
+                await asyncio.wrap_future(closing)
 
     # -- POST ---------------------------------------------------------------------------
     async def read_body(self, receive: Any, headers: dict[str, str]) -> bytes:
