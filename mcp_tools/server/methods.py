@@ -190,7 +190,9 @@ async def call_tool(params: dict[str, Any], rc: RequestContext) -> dict[str, Any
         return await resume.resume(params, rc, token, mrtr.input_required_of if rc.modern else None)
     if rc.modern:
         name = params.get("name")
-        await tasks.check_tool_call(registry.get_tool(name) if isinstance(name, str) else None, rc)
+        tool = registry.get_tool(name) if isinstance(name, str) else None
+        if tasks.needs_tasks(tool, rc):  # a coroutine only for a refusal
+            await tasks.refuse_tool_call(tool, rc)
         return await mrtr.call("tools/call", params, rc)
     if await tasks.check_legacy_tool_call(params, rc):
         return await tasks.create_legacy(params, rc)

@@ -589,7 +589,7 @@ async def check_tool_scopes(scope: dict[str, Any], headers: dict[str, str], meth
 class Response:
     """One HTTP response that starts as nothing and becomes JSON or an SSE stream."""
 
-    def __init__(self, send: Any, session_id: str | None, *, event_ids: bool) -> None:
+    def __init__(self, send: Any, session_id: str | None = None, *, event_ids: bool = False) -> None:
         self._send = send
         self.session_id = session_id
         self.event_ids = event_ids
@@ -750,7 +750,7 @@ class McpEndpoint:
         thread.enter()
         try:
             headers = _headers(scope)
-            response = Response(send, None, event_ids=False)
+            response = Response(send)  # no keyword argument: a call with none makes no dict for them
             try:
                 origin = check_origin(headers)
                 method = scope["method"]
@@ -896,7 +896,10 @@ class McpEndpoint:
         # who may not use the tool must not learn (nor one who has not said who they are).
         principal = bind_anonymous(ANONYMOUS if anonymous_at_once(headers) else await authenticate(scope, headers), headers, request_id)
         if method == "tools/call":
-            await check_param_headers(headers, params, principal, request_id)
+            # Mcp-Param-* headers that disagree with the arguments: a coroutine only for a refusal.
+            refusal = _param_header_refusal(headers, params)
+            if refusal is not None:
+                await refuse_param_headers(refusal, principal, request_id)
         if principal.scopes is not None:  # an OAuth token (what check_tool_scopes looks at)
             await check_tool_scopes(scope, headers, method, params, principal, request_id)
         if method == "subscriptions/listen":
@@ -1574,16 +1577,16 @@ def _kind_and_id(payload: str) -> tuple[str, Any]:
     return ("response" if "result" in message or "error" in message else ""), message.get("id")
 
 
-async def check_param_headers(headers: dict[str, str], params: dict[str, Any], principal: Principal, request_id: Any) -> None:
-    """``Mcp-Param-*`` headers must agree with the arguments they mirror (``x-mcp-header`` in the schema).
+async def refuse_param_headers(refusal: tuple[Tool, McpError], principal: Principal, request_id: Any) -> None:
+    """``Mcp-Param-*`` headers must agree with the arguments they mirror (``x-mcp-header`` in the schema):
+    ``refusal`` is :func:`_param_header_refusal`'s finding that they do not.
 
     A mismatch is refused (400, -32020) only for a caller who may use the tool; for one who may
     not, nothing here: the call answers "Unknown tool" as for a tool that does not exist (the
     refusal would name the hidden tool's headers). Only a call about to be refused pays for the
     permission check.
     """
-    refusal = _param_header_refusal(headers, params)
-    if refusal is not None and await permitted(principal, refusal[0].permissions):
+    if await permitted(principal, refusal[0].permissions):
         raise HttpError(400, refusal[1], request_id)
 
 

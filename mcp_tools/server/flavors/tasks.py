@@ -80,10 +80,15 @@ def require_negotiated(rc: RequestContext, method: str) -> None:
         raise missing_extension(f"{method} needs the {EXTENSION} extension, which the client did not declare")
 
 
-async def check_tool_call(tool: Any, rc: RequestContext) -> None:
-    """A tool that requires tasks cannot serve a client without the extension (before anything runs)."""
-    if tool is not None and tool.task_support == "required" and not negotiated(rc):
-        await _refuse_if_visible(tool, rc, missing_extension(f"Tool {tool.name!r} runs only as a task; declare the {EXTENSION} extension"))
+def needs_tasks(tool: Any, rc: RequestContext) -> bool:
+    """Whether ``tool`` requires tasks and the client did not negotiate the extension: then it
+    cannot serve the call (:func:`refuse_tool_call`, before anything runs)."""
+    return tool is not None and tool.task_support == "required" and not negotiated(rc)
+
+
+async def refuse_tool_call(tool: Any, rc: RequestContext) -> None:
+    """Refuse a call of a tool that runs only as a task (:func:`needs_tasks`)."""
+    await _refuse_if_visible(tool, rc, missing_extension(f"Tool {tool.name!r} runs only as a task; declare the {EXTENSION} extension"))
 
 
 async def _refuse_if_visible(tool: Any, rc: RequestContext, refusal: McpError) -> None:
