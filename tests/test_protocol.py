@@ -452,13 +452,25 @@ def test_parse_body_refuses_the_shortest_body_nesting_one_level_too_deep() -> No
 @pytest.mark.parametrize(
     "body",
     [b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":"1234567890123456789 \xc3\xa9"}}', b'\xef\xbb\xbf{"jsonrpc":"2.0","id":1,"method":"m"}',
-     '{"jsonrpc":"2.0","id":1,"method":"m"}'.encode("utf-16")],
-    ids=["digits-in-a-string", "bom", "utf-16"],
+     b' \n{"jsonrpc":"2.0","id":1,"method":"m"}'],
+    ids=["digits-in-a-string", "bom", "leading-whitespace"],
 )
 def test_parse_body_reads_what_the_standard_decoder_reads(body: bytes) -> None:
     """What the fast decoder refuses, the standard one decides: the same message as json.loads gives."""
     assert jsonrpc.parse_body(body).raw.keys() == json.loads(body).keys()
     assert repr(jsonrpc.parse_body(body).raw) == repr(json.loads(body))
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"])
+def test_a_body_that_is_not_utf_8_is_a_parse_error(encoding: str) -> None:
+    """MCP's messages are UTF-8. json.loads(bytes) reads UTF-16 and UTF-32 too, and a body the fast
+    decoder refused went to it: a UTF-16 line over stdio was answered, where docs/protocol.md says
+    -32700. With or without a byte order mark, it is a parse error now."""
+    body = '{"jsonrpc":"2.0","id":1,"method":"m"}'.encode(encoding)
+    assert json.loads(body) == {"jsonrpc": "2.0", "id": 1, "method": "m"}  # what json alone would have read
+    with pytest.raises(McpError) as caught:
+        jsonrpc.parse_body(body)
+    assert caught.value.code == PARSE_ERROR and caught.value.http_status == 400
 
 
 @pytest.mark.parametrize("number", [b"NaN", b"Infinity", b"-Infinity", b"1e400", b"-1e400"])

@@ -202,12 +202,14 @@ def _parse(body: bytes) -> tuple[Any, bool]:
         except orjson.JSONDecodeError:
             pass
     try:
-        if body[:1] == b"{" and body[1:2] != b"\x00":
-            # What json.loads(bytes) detects for such a body (UTF-8, surrogatepass), without
-            # the detection: the same text, decoder and errors.
+        if body[:1] == b"{":
+            # UTF-8 (surrogatepass, as json.loads(bytes) reads UTF-8), without the leading checks
+            # that such a text cannot need: the same text, decoder and errors.
             payload = _loads_object_text(body.decode("utf-8", "surrogatepass"))
         else:
-            payload = json.loads(body, parse_constant=_no_constant, parse_float=_finite_float)
+            # UTF-8 alone, a leading byte order mark ignored (RFC 8259 8.1 allows that much): MCP's
+            # messages are UTF-8, and json.loads(bytes) would also read UTF-16 and UTF-32 text.
+            payload = json.loads(body.decode("utf-8-sig", "surrogatepass"), parse_constant=_no_constant, parse_float=_finite_float)
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidMessage(f"Parse error: {exc}", code=PARSE_ERROR) from None
     except RecursionError:  # "[[[[..." deeper than the interpreter's stack: the decoder recurses per level
