@@ -213,3 +213,22 @@ async def test_mcp_stdio_called_from_a_thread_serves_without_signal_handlers(dja
                                    input=(json.dumps(PING) + "\n").encode(), capture_output=True)
     replies = [json.loads(line) for line in done.stdout.splitlines()]
     assert [reply.get("id") for reply in replies] == ["ping"], (replies, done.stderr.decode()[-2000:])
+
+
+# -- request ids ------------------------------------------------------------------------------------------
+
+async def test_an_id_cancelled_before_its_request_started_can_be_used_again() -> None:
+    """A request and its ``notifications/cancelled`` read in one turn of the read loop (one write of
+    the client's): the task was cancelled before ``run()`` started, whose end is what forgot the id,
+    so it stayed "in progress" for good: a later request with that id was refused (-32600 "A request
+    with this id is still in progress")."""
+    writer = io.BytesIO()
+    server = StdioServer(ANONYMOUS, io.BytesIO(), writer, grace=2)
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}
+    await server.receive(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "ping"}).encode())
+    await server.receive(json.dumps(cancel).encode())  # no await in between yields: run() has not started
+    await asyncio.sleep(0.1)
+    await server.receive(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "ping"}).encode())
+    await asyncio.wait(list(server.running.values()), timeout=5)
+    assert [json.loads(line) for line in writer.getvalue().splitlines()] == [{"jsonrpc": "2.0", "id": 7, "result": {}}]
+    assert server.running == {} and server.cancelled_by_client == set()

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -238,7 +239,19 @@ class StdioServer:
             await self.write(jsonrpc.error_message(message.id, McpError(
                 INVALID_REQUEST, "A request with this id is still in progress: ids must be unique")))
             return
-        self.running[message.id] = asyncio.ensure_future(self.run(message))
+        task = asyncio.ensure_future(self.run(message))
+        self.running[message.id] = task
+        # run() forgets the request when it ends, but a task cancelled before it started (its
+        # notifications/cancelled read in the same turn of the read loop) never runs run() at all:
+        # its id stayed "in progress" for the rest of the process, and a later request reusing it
+        # was refused. The task's end forgets it in every case.
+        task.add_done_callback(functools.partial(self._forget, message.id))
+
+    def _forget(self, request_id: Any, task: asyncio.Task[None]) -> None:
+        """``task`` (the request ``request_id``) ended: its id is free again, unless already taken by another."""
+        if self.running.get(request_id) is task:
+            del self.running[request_id]
+            self.cancelled_by_client.discard(request_id)
 
     async def accept_response(self, message: jsonrpc.Message) -> None:
         """A client's response (an answer to an input request), in the read loop: in a request thread
