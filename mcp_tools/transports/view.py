@@ -251,10 +251,30 @@ async def mcp_view(request: HttpRequest) -> HttpResponse | StreamingHttpResponse
     if django_thread is not None:
         django_thread.endpoint = task
     try:
-        return await _answer(task, outgoing, gone, django_thread.reading if django_thread is not None else None)
+        response = await _answer(task, outgoing, gone, django_thread.reading if django_thread is not None else None)
     finally:
         if django_thread is not None:
             django_thread.view_returned = True
+    if response.streaming:
+        _refuse_compression(request)
+    return response
+
+
+def _refuse_compression(request: HttpRequest) -> None:
+    """Keep the project's compression middleware off a streamed answer (SSE): the request says it
+    accepts no content coding.
+
+    Django's ``GZipMiddleware`` compresses each chunk of an async stream as a gzip member of its own,
+    and httpx (the official SDK's client) decodes the first member only: the client saw the first
+    event of the stream alone, and waited for the rest until it timed out. A compression middleware
+    decides in its ``process_response`` from the request's ``Accept-Encoding`` (Django's,
+    django-compression-middleware), and the response cannot say "not encoded" in a header it would
+    respect instead (``Content-Encoding: identity`` is not one to send). Whole (JSON) answers stay
+    compressible.
+    """
+    request.META.pop("HTTP_ACCEPT_ENCODING", None)
+    # request.headers is built from META once and kept: a middleware reading it must not see the old value.
+    request.__dict__.pop("headers", None)
 
 
 async def _answer(task: asyncio.Task[None], outgoing: asyncio.Queue[dict[str, Any]], gone: asyncio.Event,
