@@ -133,6 +133,28 @@ def test_a_field_no_form_field_expresses_is_refused_naming_it(model: type[BaseMo
         _flat_elicitation_schema(model)
 
 
+def test_a_step_the_previous_release_journaled_for_such_a_model_still_replays() -> None:
+    """A call in flight across the upgrade: the previous release sent ``Either`` with its field untyped,
+    and the client answered. Its next round replays that step (the TypeError is for a step not yet
+    sent): it failed there, and the answer the user gave was lost."""
+    from asgiref.sync import async_to_sync
+
+    from mcp_tools.engine import Completed, Invocation, run
+    from mcp_tools.engine.journal import Journal, Step, digest
+    from tests.test_engine_corners import StubRuntime
+
+    sent = {"type": "object", "properties": {"value": {"title": "Value"}}, "required": ["value"]}
+    request = {"method": "elicitation/create", "params": {"mode": "form", "message": "Which?", "requestedSchema": sent}}
+    journal = Journal([Step(seq=0, kind="elicit", key="either", digest=digest(["elicit", request]), request=request,
+                            status="done", response={"action": "accept", "content": {"value": 7}})])
+    inv = Invocation(fn=ask_either, is_async=True, kwargs={}, context_param="ctx", principal=None,
+                     protocol_version="2025-11-25", client_capabilities=FORM,
+                     runtime=StubRuntime(), journal=journal)  # type: ignore[arg-type]
+    outcome = async_to_sync(run)(inv)
+    assert isinstance(outcome, Completed), outcome
+    assert outcome.value == "Either(value=7)"
+
+
 async def test_a_tool_asking_a_form_no_client_can_render_fails_without_asking(caplog: Any) -> None:
     from demo_site.asgi import application
 

@@ -78,6 +78,7 @@ class StepRequest(typing.Generic[T]):
         journaled_only: str | None = None,
         earlier_params: Sequence[dict[str, Any]] = (),
         asked_params: dict[str, Any] | None = None,
+        unsendable: Exception | None = None,
     ) -> None:
         self.ctx = ctx
         self.kind = kind
@@ -104,6 +105,10 @@ class StepRequest(typing.Generic[T]):
         #: (sampling's tools the caller may not use): the step's digest is taken of it, so a replay
         #: is the same step whatever the caller's permissions are by then.
         self.asked_params = asked_params
+        #: Why this request can no longer be sent (an elicitation whose model no form field expresses):
+        #: raised where it would be sent, but a step an earlier release sent and journaled in one of
+        #: the ``earlier_params`` forms still replays (a call in flight across the upgrade).
+        self.unsendable = unsendable
 
     def is_earlier_form(self, step_digest: str) -> bool:
         """Whether ``step_digest`` is a digest an earlier release journaled for this request."""
@@ -203,7 +208,10 @@ def _earlier_model_elicitation_schemas(schema: type[BaseModel]) -> tuple[dict[st
     a list's items or in an ``Optional`` kept its ref into ``$defs``, which was not sent), and the
     first of them kept an optional field's ``"default": null`` too."""
     raw = schema.model_json_schema()
-    current = _model_elicitation_schema(schema)
+    try:
+        current: dict[str, Any] | None = _model_elicitation_schema(schema)
+    except TypeError:  # no form now: each form it was sent in before is an earlier one
+        current = None
     forms: list[dict[str, Any]] = []
     for keep_null_defaults in (False, True):
         form = _wire_schema(raw, keep_null_defaults=keep_null_defaults, nested_refs=False)
@@ -375,7 +383,16 @@ class ToolContext:
         # declared URL mode alone is never sent a form (servers MUST NOT send an undeclared mode).
         self._require({"elicitation": {"form": {}}}, isinstance(caps, dict) and ("form" in caps or "url" not in caps))
         asked = schema or {"type": "object", "properties": {}}
-        requested = _flat_elicitation_schema(asked)
+        earlier = _earlier_elicitation_schemas(asked)
+        unsendable: TypeError | None = None
+        try:
+            requested = _flat_elicitation_schema(asked)
+        except TypeError as exc:
+            # A model no form field expresses (int | str, a nested model), which earlier releases
+            # sent all the same: a step they journaled replays; a new one raises (StepRequest.unsendable).
+            if not earlier:
+                raise
+            requested, earlier, unsendable = earlier[0], earlier[1:], exc
         params: dict[str, Any] = {"mode": "form", "message": message, "requestedSchema": requested}
         if self._inv.protocol_version < "2025-11-25":
             params.pop("mode")
@@ -399,7 +416,7 @@ class ToolContext:
         # can still refuse it here.
         return StepRequest(self, "elicit", "elicitation/create", params, self._key("elicit", key), convert,
                            answer_schema=_model_answer_schema(model) if model is not None else None,
-                           earlier_params=[{**params, "requestedSchema": form} for form in _earlier_elicitation_schemas(asked)])
+                           earlier_params=[{**params, "requestedSchema": form} for form in earlier], unsendable=unsendable)
 
     def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None, key: str | None = None) -> StepRequest[None]:
         """Send the user to ``url`` (URL mode); returns when they accept."""
@@ -607,6 +624,8 @@ class ToolContext:
             wire = {"method": request.method, "params": params}
             step_digest = digest([request.kind, {"method": request.method, "params": asked}])
             if step is None:
+                if request.unsendable is not None:
+                    raise request.unsendable
                 if request.fresh_id is not None:
                     wire = {"method": request.method, "params": {**params, request.fresh_id: uuid.uuid4().hex}}
                 if request.answer_schema is not None:
