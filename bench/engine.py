@@ -147,7 +147,18 @@ _SQLITE_CONNECTIONS: list[Any] = []
 _SQLITE_COUNTING = [False]
 
 
+def _is_open(raw: Any) -> bool:
+    try:
+        raw.in_transaction
+    except Exception:  # sqlite3.ProgrammingError: closed
+        return False
+    return True
+
+
 def _trace_sqlite(raw: Any) -> None:
+    # Closed ones go (no weak references to sqlite3 connections): with CONN_MAX_AGE = 0 each round
+    # opens one, and thousands kept alive made the collector's full passes, and the rounds, dearer.
+    _SQLITE_CONNECTIONS[:] = [known for known in _SQLITE_CONNECTIONS if _is_open(known)]
     _SQLITE_CONNECTIONS.append(raw)
     raw.set_trace_callback(_count_sqlite_statement if _SQLITE_COUNTING[0] else None)
 
