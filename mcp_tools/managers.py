@@ -176,10 +176,16 @@ class ToolCallManager(PrimaryManager["ToolCall"]):
         CallStep = self._steps_model()
 
         # Only while the call lives: an answer that races a cancel does not go into the ended call's journal.
+        # The call's status is asked in a subquery of its own, not through ``call__status__in``: a filter
+        # across the relation makes Django's UPDATE ``WHERE id IN (SELECT ... JOIN ...)`` (on MySQL and
+        # MariaDB, a list of ids it selects first), so the step's ``status = 'pending'`` guard is no longer
+        # on the row being updated. PostgreSQL re-checks only that row's own conditions after waiting for a
+        # concurrent answer's lock, and both answers would "win", the second overwriting the first.
+        live_call = self.filter(id=call_id, status__in=LIVE_STATUSES)
         return bool(
-            CallStep.objects.filter(call_id=call_id, seq=seq, status=StepStatus.PENDING, call__status__in=LIVE_STATUSES).update(
-                status=status, response=response, error=error, answered_at=timezone.now()
-            )
+            CallStep.objects.filter(call_id=call_id, seq=seq, status=StepStatus.PENDING)
+            .filter(models.Exists(live_call))
+            .update(status=status, response=response, error=error, answered_at=timezone.now())
         )
 
     def claim_round(self, call_id: Any, expected_round: int) -> bool:
