@@ -21,7 +21,7 @@ from django.dispatch import receiver
 from .. import store
 from ..conf import RELOAD_ON, mcp_settings
 from ..protocol import versions
-from ..protocol.errors import McpError, ResourceNotFound, invalid_params, method_not_found
+from ..protocol.errors import INVALID_REQUEST, McpError, ResourceNotFound, invalid_params, method_not_found
 from ..protocol.levels import LOG_LEVELS
 from ..registry import registry
 from ..registry.results import Completions
@@ -238,6 +238,8 @@ async def subscribe_resource(params: dict[str, Any], rc: RequestContext) -> dict
         raise ResourceNotFound(uri)
     limit = int(mcp_settings.SESSION_MAX_SUBSCRIPTIONS)
     outcome = await store.subscribe(rc.session_id, uri, limit)
+    if outcome == "session_gone":  # ended by another process since this request found it
+        raise McpError(INVALID_REQUEST, "Session not found")
     if outcome == "uri_too_long":
         raise invalid_params("Resource URI too long to subscribe to")
     if outcome == "limit_reached":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import timedelta
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -92,12 +93,19 @@ async def get(session_id: str) -> SessionInfo | None:
         return None
     idle_limit = mcp_settings.SESSION_IDLE_SECONDS
     if idle_limit is not None:
-        idle = (timezone.now() - row.last_seen_at).total_seconds()
+        now_there = timezone.now()
+        idle = (now_there - row.last_seen_at).total_seconds()
         if idle > float(idle_limit):
             # Unused for longer than it may be: ended, as mcp_cleanup would end it (the client
-            # gets 404 and starts a new session, as the spec has it).
-            await end(session_id, "The session expired", expired=True)
-            return None
+            # gets 404 and starts a new session, as the spec has it), unless another process's
+            # request used it since the row was read.
+            if await end(session_id, "The session expired", expired=True,
+                         unused_since=now_there - timedelta(seconds=float(idle_limit))):
+                return None
+            row = await store.get_session(session_id)
+            if row is None:
+                _cache.pop(session_id, None)
+                return None
         if idle > float(idle_limit) / TOUCHES_PER_IDLE_LIMIT:
             # Read from the table (not this process's cache): written rarely, not once per request.
             await store.touch_session(session_id)
@@ -122,15 +130,19 @@ async def forget(session_id: str) -> None:
     await broadcast.publish(GROUP, {"type": "mcp.session.changed", "session_id": session_id})
 
 
-async def end(session_id: str, reason: str, *, expired: bool = False) -> None:
+async def end(session_id: str, reason: str, *, expired: bool = False, unused_since: Any = None) -> bool:
     """End a session: its row, its standalone stream (in whichever process holds it) and its
     calls. No request can reach those calls once the session is gone (every one gets 404), so
     one waiting for input would wait until ``CALL_TTL``; they end cancelled with ``reason``.
     Its tasks (background calls) go on. A session that ``expired`` (unused for
     ``SESSION_IDLE_SECONDS``) ends only its calls waiting for input: one still working may
-    have its client waiting on the POST's open stream for a result it will still get."""
-    await store.delete_session(session_id)
+    have its client waiting on the POST's open stream for a result it will still get.
+
+    With ``unused_since``, only a session last used before then ends; whether it ended."""
+    if not await store.delete_session(session_id, unused_since=unused_since) and unused_since is not None:
+        return False
     await _ended([session_id], reason, waiting_only=expired)
+    return True
 
 
 def purge_idle(idle_seconds: float, *, dry_run: bool = False) -> int:

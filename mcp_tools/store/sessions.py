@@ -46,30 +46,53 @@ def purge_idle_sessions(idle_seconds: float, *, dry_run: bool = False,
     """
     from datetime import timedelta
 
-    from django.db import transaction
     from django.utils import timezone
 
-    from ..models import McpSession, StreamEvent
+    from ..models import McpSession
 
-    idle = McpSession.objects.filter(last_seen_at__lt=timezone.now() - timedelta(seconds=idle_seconds))
+    cutoff = timezone.now() - timedelta(seconds=idle_seconds)
+    idle = McpSession.objects.filter(last_seen_at__lt=cutoff)
     if dry_run:
         return idle.count()
     purged = 0
     while ids := list(idle.order_by().values_list("id", flat=True)[:500]):
-        with transaction.atomic(using=McpSession.objects.db):  # the alias the tables are on (routers)
-            StreamEvent.objects.filter(session_id__in=ids).delete()
-            purged += McpSession.objects.filter(id__in=ids).delete()[1].get(McpSession._meta.label, 0)
-        if deleted is not None:
-            deleted(ids)
+        gone = _delete_sessions(ids, unused_since=cutoff)
+        purged += len(gone)
+        if deleted is not None and gone:
+            deleted(gone)
     return purged
 
 
-def delete_session(session_id: str) -> bool:
+def delete_session(session_id: str, *, unused_since: Any = None) -> bool:
+    """Delete a session with its subscriptions and replay events; False when it is gone already, or
+    (``unused_since``) it was used at or after that time."""
+    return bool(_delete_sessions([session_id], unused_since=unused_since))
+
+
+def _delete_sessions(ids: list[str], *, unused_since: Any) -> list[str]:
+    """Delete those of the sessions ``ids`` that exist (and, with ``unused_since``, were last used
+    before it), in one transaction; their ids.
+
+    The rows are locked and read again before anything goes: a request of another process that just
+    used the session (``touch_session``) or subscribes now (:func:`subscribe` locks the row too) has
+    either committed, and the session is kept (used) or its subscription goes with it, or it waits
+    and then finds the session gone. A ``DELETE ... WHERE id IN (ids read earlier)`` would delete a
+    session used meanwhile; and Django's delete of a row with cascades selects it first, so the
+    condition has to be checked under the lock, not in the delete.
+    """
+    from django.db import transaction
+
     from ..models import McpSession, StreamEvent
 
-    deleted, _ = McpSession.objects.filter(id=session_id).delete()
-    StreamEvent.objects.filter(session_id=session_id).delete()
-    return bool(deleted)
+    with transaction.atomic(using=McpSession.objects.db):  # the alias the tables are on (routers)
+        rows = McpSession.objects.select_for_update().filter(id__in=ids)
+        if unused_since is not None:
+            rows = rows.filter(last_seen_at__lt=unused_since)
+        locked = list(rows.order_by("id").values_list("id", flat=True))
+        if locked:
+            StreamEvent.objects.filter(session_id__in=locked).delete()
+            McpSession.objects.filter(id__in=locked).delete()
+    return locked
 
 
 def set_session_log_level(session_id: str, level: str) -> None:
@@ -79,7 +102,7 @@ def set_session_log_level(session_id: str, level: str) -> None:
 
 
 #: What :func:`subscribe` did: ``subscribed`` (also when the session was already), or why nothing was stored.
-SubscribeOutcome = Literal["subscribed", "uri_too_long", "limit_reached"]
+SubscribeOutcome = Literal["subscribed", "uri_too_long", "limit_reached", "session_gone"]
 
 
 def subscribe(session_id: str, uri: str, limit: int) -> SubscribeOutcome:
@@ -98,7 +121,8 @@ def subscribe(session_id: str, uri: str, limit: int) -> SubscribeOutcome:
     if len(uri) > SUBSCRIPTION_URI_MAX_LENGTH:
         return "uri_too_long"
     with transaction.atomic(using=ResourceSubscription.objects.db):
-        list(McpSession.objects.select_for_update().filter(id=session_id).values_list("id", flat=True))
+        if not list(McpSession.objects.select_for_update().filter(id=session_id).values_list("id", flat=True)):
+            return "session_gone"  # deleted meanwhile (by its client, mcp_cleanup, expiry in another process)
         mine = ResourceSubscription.objects.filter(session_id=session_id)
         if not mine.filter(uri=uri).exists():
             if mine.count() >= limit:
