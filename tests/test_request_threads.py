@@ -123,3 +123,24 @@ async def test_a_request_that_runs_no_sync_code_starts_no_thread(monkeypatch: py
     assert len(made) == 1  # one thread, reused by the later requests
     threads.close_idle_threads()
     assert not any(thread.name.startswith("mcp-tools-request") for thread in threading.enumerate())
+
+
+async def test_the_requests_executor_is_made_by_its_first_sync_call_and_serves_its_tasks() -> None:
+    """The request's context holds its executor, made by the first thread-sensitive call (none for a
+    request that runs no sync code, and no entry in asgiref's table for any): that call, a later one
+    and one from a task the request started all run in the request's one thread."""
+    from asgiref.sync import SyncToAsync, sync_to_async
+
+    entries = len(SyncToAsync.context_to_thread_executor)
+    async with threads.RequestThread():
+        context = SyncToAsync.thread_sensitive_context.get()
+        assert isinstance(context, threads._RequestContext) and context.running_executor() is None
+        first = await sync_to_async(threading.get_ident)()
+        executor = context.running_executor()
+        assert executor is not None
+        second = await sync_to_async(threading.get_ident)()
+        from_task = await asyncio.ensure_future(sync_to_async(threading.get_ident)())
+        assert context.running_executor() is executor
+        assert len(SyncToAsync.context_to_thread_executor) == entries
+    assert first == second == from_task != threading.get_ident()
+    assert threading.get_ident() != SyncToAsync.single_thread_executor.submit(threading.get_ident).result() != first

@@ -25,6 +25,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from types import TracebackType
@@ -39,10 +40,9 @@ logger = logging.getLogger("mcp_tools.server")
 P = ParamSpec("P")
 R = TypeVar("R")
 
-#: The context asgiref's thread-sensitive calls look up, and the executor each context's calls
-#: run in (asgiref makes a plain one when the context has none: :class:`RequestThread` sets its own).
+#: The context asgiref's thread-sensitive calls look up (the executor each context's calls run in:
+#: :class:`_ContextExecutors`).
 _current_context = SyncToAsync.thread_sensitive_context
-_context_executors = SyncToAsync.context_to_thread_executor
 
 
 #: Idle request threads kept for later requests: a request's sync code reuses one, and the
@@ -161,11 +161,12 @@ async def run_sync(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> 
 class _RequestExecutor(Executor):
     """The one thread of a request's thread-sensitive sync code, taken by its first job."""
 
-    def __init__(self) -> None:
+    def __init__(self, ended: bool) -> None:
         self._pool: ThreadPoolExecutor | None = None
         #: Every job submitted: one may still run after a later one was cancelled before it started.
         self._jobs: list[Future[Any]] = []
-        self._ended = False
+        #: True once the request is over (made ended: its first job came from a task that outlived it).
+        self._ended = ended
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         if self._ended:
@@ -209,6 +210,72 @@ class _RequestExecutor(Executor):
         return _hand_back(pool)
 
 
+class _RequestContext(ThreadSensitiveContext):
+    """The thread-sensitive context of one :class:`RequestThread`, which holds the executor its calls
+    run in. That executor is made by the request's first sync call (:meth:`executor`), not with the
+    request: most requests (an async tool, a fast path) run no sync code, and a ``WeakKeyDictionary``
+    entry in asgiref's table for each of them, with its removal when the context went, cost ~2.4% of
+    a plain echo request's instructions. asgiref finds the executor through :class:`_ContextExecutors`.
+
+    Used on one thread at a time (the event loop's), as :class:`_RequestExecutor` is.
+    """
+
+    #: Class defaults, so that a request that runs no sync code sets neither.
+    _request_executor: _RequestExecutor | None = None
+    _request_ended = False
+
+    def executor(self) -> _RequestExecutor:
+        """The executor of the request's sync code, made by the first call that needs it (one that
+        comes after the request's end, from a task that outlived it, makes it ended)."""
+        executor = self._request_executor
+        if executor is None:
+            executor = self._request_executor = _RequestExecutor(self._request_ended)
+        return executor
+
+    def running_executor(self) -> _RequestExecutor | None:
+        """The executor if a sync call made it, without making one."""
+        return self._request_executor
+
+    def end(self) -> Future[None] | None:
+        """The request is over: :meth:`_RequestExecutor.end` if it has an executor (a later call from a
+        task that outlived it runs after the request either way)."""
+        self._request_ended = True
+        executor = self._request_executor
+        return None if executor is None else executor.end()
+
+
+class _ContextExecutors(weakref.WeakKeyDictionary[ThreadSensitiveContext, Executor]):
+    """asgiref's table of each thread-sensitive context's executor (``SyncToAsync.context_to_thread_executor``,
+    replaced by one of these when this module is imported, with what it held), which answers for a
+    :class:`_RequestContext` with the executor the context holds, making it when asked, instead of
+    an entry of its own: ``SyncToAsync`` asks ``context in table`` and then ``table[context]``, and
+    would otherwise make a plain ``ThreadPoolExecutor`` for a context with no entry. Any other
+    context (Django's handler's, the URLconf mount's) has its entry here, as in asgiref's own.
+    """
+
+    def __contains__(self, key: object) -> bool:
+        return type(key) is _RequestContext or super().__contains__(key)
+
+    def __getitem__(self, key: ThreadSensitiveContext) -> Executor:
+        if type(key) is _RequestContext:
+            return key.executor()
+        return super().__getitem__(key)
+
+    def get(self, key: ThreadSensitiveContext, default: Any = None) -> Any:
+        if type(key) is _RequestContext:
+            return key.executor()
+        return super().get(key, default)
+
+    def __setitem__(self, key: ThreadSensitiveContext, value: Executor) -> None:
+        if type(key) is _RequestContext:
+            raise TypeError("a request's context holds its own executor")
+        super().__setitem__(key, value)
+
+
+if not isinstance(SyncToAsync.context_to_thread_executor, _ContextExecutors):  # once, however often imported
+    SyncToAsync.context_to_thread_executor = _ContextExecutors(SyncToAsync.context_to_thread_executor)
+
+
 def _hand_back(pool: ThreadPoolExecutor) -> Future[None]:
     """A request is done with ``pool``'s thread: the thread closes the connections Django closes at a
     request's end, then waits with the idle threads. Returns that close."""
@@ -231,10 +298,7 @@ def release_request_thread() -> None:
     Nothing outside a :class:`RequestThread` (under Django's handler, Django holds its request's thread).
     """
     context = _current_context.get(None)
-    if context is None:
-        return
-    executor = _context_executors.get(context)
-    if isinstance(executor, _RequestExecutor):
+    if type(context) is _RequestContext and (executor := context.running_executor()) is not None:
         executor.release()
 
 
@@ -242,8 +306,8 @@ def unfinished_jobs() -> list[Future[Any]]:
     """The sync jobs of the current :class:`RequestThread` that still run: a sync tool whose run was
     stopped (its ``time_limit``, a cancel) goes on in its thread, which Python cannot stop."""
     context = _current_context.get(None)
-    executor = _context_executors.get(context) if context is not None else None
-    if not isinstance(executor, _RequestExecutor):
+    executor = context.running_executor() if type(context) is _RequestContext else None
+    if executor is None:
         return []
     return [job for job in executor._jobs if not job.done()]
 
@@ -293,9 +357,9 @@ class RequestThread:
     waits for the thread to close its connections.
     """
 
-    __slots__ = ("_token", "_executor")
+    __slots__ = ("_token", "_context")
     _token: contextvars.Token[ThreadSensitiveContext] | None
-    _executor: _RequestExecutor
+    _context: _RequestContext
 
     def enter(self) -> None:
         """Enter the request's context (what ``async with`` does first): for a caller that leaves
@@ -303,12 +367,10 @@ class RequestThread:
         if _current_context.get(None) is not None:
             self._token = None
             return
-        context = ThreadSensitiveContext()
-        # What ThreadSensitiveContext.__aenter__ does for an outermost context, with the executor
-        # its calls run in set here: ours starts its thread with the first call. The entry goes
-        # when the context does (a weak key).
+        # What ThreadSensitiveContext.__aenter__ does for an outermost context; the executor its
+        # calls run in is the context's own, made with the first (_RequestContext).
+        context = self._context = _RequestContext()
         self._token = _current_context.set(context)
-        _context_executors[context] = self._executor = _RequestExecutor()
 
     def leave(self) -> Future[None] | None:
         """Leave the context :meth:`enter` entered; returns the closing of the request's thread to
@@ -317,7 +379,7 @@ class RequestThread:
         if token is None:
             return None
         _current_context.reset(token)
-        return self._executor.end()
+        return self._context.end()
 
     async def __aenter__(self) -> None:
         self.enter()
