@@ -908,16 +908,13 @@ class McpEndpoint:
         log_level = meta.get("io.modelcontextprotocol/logLevel")
         if log_level is not None and log_level not in LOG_LEVELS:
             raise HttpError(400, McpError(INVALID_PARAMS, f"Invalid _meta logLevel: must be one of {', '.join(LOG_LEVELS)}"), request_id)
-        rc = RequestContext(
-            principal=principal,
-            protocol_version=version,
-            modern=True,
-            client_capabilities=meta[versions.META_CLIENT_CAPABILITIES],
-            request_id=request_id,
-            log_level=log_level,
-            progress_token=jsonrpc.progress_token(meta),
-            emit=response.event,
-        )
+        # The fields without a default by position, the others set after: called with keywords,
+        # the class gets them as a dict, which its __init__ matches name by name (~1.5% of an echo).
+        rc = RequestContext(principal, version, True, meta[versions.META_CLIENT_CAPABILITIES])
+        rc.request_id = request_id
+        rc.log_level = log_level
+        rc.progress_token = jsonrpc.progress_token(meta)
+        rc.emit = response.event
         await self.run_request(receive, response, method, params, rc, None)
 
     async def post_handshake(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], message: jsonrpc.Message, response: Response) -> None:
@@ -939,21 +936,17 @@ class McpEndpoint:
         # call that asks for input in its first round can record it and be resumed with
         # Last-Event-ID; a call that never streams does not pay for it.
         meta = message.params.get("_meta")
-        rc = RequestContext(
-            principal=principal,
-            protocol_version=session.protocol_version,
-            modern=False,
-            client_capabilities=session.client_capabilities,
-            request_id=message.id,
-            session_id=session_id,
-            log_level=session.log_level,
-            current_log_level=functools.partial(sessions.log_level, session_id, session.log_level),
-            progress_token=jsonrpc.progress_token(meta),
-            emit=response.event,
-            stream_id=response.ensure_stream_id,
-            survives_server_stop=True,
-            stream_resumable=lambda: response.primed,
-        )
+        # Built as post_modern builds it (the fields without a default by position: no keyword dict).
+        rc = RequestContext(principal, session.protocol_version, False, session.client_capabilities)
+        rc.request_id = message.id
+        rc.session_id = session_id
+        rc.log_level = session.log_level
+        rc.current_log_level = functools.partial(sessions.log_level, session_id, session.log_level)
+        rc.progress_token = jsonrpc.progress_token(meta)
+        rc.emit = response.event
+        rc.stream_id = response.ensure_stream_id
+        rc.survives_server_stop = True
+        rc.stream_resumable = lambda: response.primed
         if message.kind == "notification":
             if message.method == "notifications/cancelled":
                 await session_flavor.cancel_request(session_id, message.params.get("requestId"))
