@@ -19,7 +19,6 @@ for the latency each setup gives.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import weakref
 from typing import Any, Protocol
@@ -68,8 +67,10 @@ def unregister(session_id: str, request_id: Any, running: Cancellable) -> None:
     entries = _running.get(key)
     if entries is None:
         return
-    with contextlib.suppress(ValueError):
+    try:  # not contextlib.suppress: three calls of its own, in every 2025-11-25 request
         entries.remove(running)
+    except ValueError:
+        pass
     if not entries:
         del _running[key]
 
