@@ -136,6 +136,26 @@ async def test_retry_on_exhausted_ends_failed_with_a_clear_error_and_once_ran_on
     assert EFFECTS == ["x"]
 
 
+async def _driver_down(ctx: ToolContext) -> str:
+    raise ConnectionError('connection to server at "10.0.0.5", port 5432 failed: password authentication failed for user "app"')
+
+
+async def test_retry_on_exhausted_tells_the_client_the_class_not_the_exceptions_text(caplog: Any) -> None:
+    """A retry_on exception is typically a driver's, whose text names hosts and users: the client read it
+    ("The call failed after 1 attempts: ConnectionError: connection to server at ..."), in the result and
+    the task's status message (read from the result). It gets the class and the log the text, as for any other failure."""
+    tool = make_tool(_driver_down, name="driver_down", background=True, retry_on=(ConnectionError,), max_retries=0)
+    with registry.registered_temporarily(tool), caplog.at_level("ERROR", logger="mcp_tools.background"):
+        call_id = await _new_call("driver_down")
+        assert await background.run_in_worker(call_id, "w") == "finished"
+        row = await sync_to_async(_row)(call_id)
+    assert row.status == "failed"
+    assert row.result == {"content": [{"type": "text", "text": "The call failed after 1 attempt (ConnectionError); "
+                                                                 "the server log has the details."}], "isError": True}
+    assert "10.0.0.5" not in f"{row.status_message} {row.error} {row.last_outcome}"
+    assert any("10.0.0.5" in (r.exc_text or "") for r in caplog.records), "the log keeps the exception"
+
+
 async def _not_retried(ctx: ToolContext) -> str:
     raise ValueError("bad")
 

@@ -340,7 +340,10 @@ async def run_in_worker(call_id: str, worker: str, task_id: str | None = None, r
                 # The retry runs failed effects again: that is what retry_on is for.
                 await store.db(store.sync_calls.drop_failed_once_steps)(call_id)
                 raise RetryCall(countdown, retry_task_id) from exc
-            outcome = core.error_result(f"The call failed after {attempt + 1} attempts: {type(exc).__name__}: {exc}")
+            # The exception's own text is the server's (a driver's or a client library's: hosts,
+            # users, DSNs), as core.internal_error_text says: the log has it, the client its class.
+            logger.error("Background call %s failed after %d attempts", call_id, attempt + 1, exc_info=exc)
+            outcome = core.error_result(retries_exhausted_text(attempt + 1, exc))
     finally:
         heartbeat.stop()
     if heartbeat.ttl_ran_out():
@@ -361,6 +364,13 @@ async def run_in_worker(call_id: str, worker: str, task_id: str | None = None, r
     except McpError:  # the row moved on meanwhile (ended, or taken over): it keeps what it says
         return "stopped"
     return "finished"
+
+
+def retries_exhausted_text(attempts: int, exc: BaseException) -> str:
+    """The tool error of a call whose ``retry_on`` exception outlasted its retries: how many attempts,
+    the exception's class, and never its text (a driver's message names hosts, users, DSNs)."""
+    tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+    return f"The call failed after {tries} ({type(exc).__name__}); the server log has the details."
 
 
 def _ttl_left(row: Any) -> float | None:
