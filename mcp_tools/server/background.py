@@ -39,7 +39,7 @@ from ..protocol import jsonrpc, versions
 from ..protocol.errors import McpError
 from ..registry import Tool, registry
 from ..states import WireFlavor
-from . import core
+from . import core, resumable
 from .threads import unfinished_jobs
 from .auth import Principal
 from .context import RequestContext
@@ -298,6 +298,7 @@ async def run_in_worker(call_id: str, worker: str, task_id: str | None = None, r
         step.persisted = True
     inv = core.new_invocation(target, rc, journal, call_id)
     inv.in_worker = True
+    inv.cursor = resumable.row_cursor(row.arguments)  # the page it runs (a resumed paginate=True tool)
     inv.state["worker"] = worker  # every write of this run is on condition that this worker still holds the call
     tool = target.tool
     if ran is not None:

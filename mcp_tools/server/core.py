@@ -48,7 +48,7 @@ from ..states import CallStatus
 from . import threads, tokens
 from .auth import Principal
 from .context import RequestContext, ends_when_stopped, kept_for_resume
-from .resumable import client_resumes, shape_value
+from .resumable import client_resumes, row_arguments, shape_value
 
 logger = logging.getLogger("mcp_tools.calls")  # the name operators configured; kept across the move
 
@@ -547,7 +547,7 @@ async def _create_row(inv: engine.Invocation, status: str) -> None:
         user = None if rc.principal.is_anonymous else rc.principal.user
         inv.call_id = await store.create_call(
             [s for s in inv.journal.steps if not s.persisted],
-            method=target.method, tool_name=target.name, arguments=target.bound_params, user=user,
+            method=target.method, tool_name=target.name, arguments=row_arguments(target, inv.cursor), user=user,
             principal=rc.principal.id, protocol_version=rc.protocol_version, flavor=rc.flavor,
             params_digest=target.params_digest, client_capabilities=rc.client_capabilities,
             session_id=rc.session_id or "", request_id=jsonrpc.id_text(rc.request_id), status=status,

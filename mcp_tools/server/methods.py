@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version as package_version
@@ -187,7 +188,9 @@ def _cacheable(result: dict[str, Any], rc: RequestContext, items: list[Any] | No
 async def call_tool(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     token = resume.token_of(params)
     if token is not None:
-        return await resume.resume(params, rc, token, mrtr.input_required_of if rc.modern else None)
+        if rc.modern:
+            return await resume.resume(params, rc, token, mrtr.input_required_of, mrtr.resumed_on_worker)
+        return await resume.resume(params, rc, token, to_worker=functools.partial(tasks.resumed_legacy, params))
     if rc.modern:
         name = params.get("name")
         tool = registry.get_tool(name) if isinstance(name, str) else None

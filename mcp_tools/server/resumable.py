@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 RESUME_PURPOSE = "resume"
 NEXT_RESUME_TOKEN = "nextResumeToken"
+#: The key, in the ``_meta`` of the params a call's row keeps, of the cursor of the page the call runs.
+CURSOR_META = "mcp-tools/cursor"
 
 
 def client_resumes(rc: RequestContext) -> bool:
@@ -37,6 +39,24 @@ def client_resumes(rc: RequestContext) -> bool:
 def seal_resume(rc: RequestContext, target: Target, **payload: Any) -> str:
     """A resume token for this caller, tool and arguments: ``c`` (a running call) or ``k`` (a cursor)."""
     return tokens.seal(RESUME_PURPOSE, {"p": tokens.principal_tag(rc.principal.id), "t": target.name, "d": target.params_digest, **payload})
+
+
+def row_arguments(target: Target, cursor: Any) -> dict[str, Any]:
+    """The params a call's row keeps: those it is bound to, and the cursor of the page it runs (``ctx.cursor``).
+
+    A run from the row (a worker's, for a page of a background tool) gets the cursor back from
+    there (:func:`row_cursor`): the request that sealed it in its token is gone by then. It goes
+    under ``_meta``, which binds nothing, so the row's arguments still digest as the call's.
+    """
+    if cursor is None:
+        return target.bound_params
+    return {**target.bound_params, "_meta": {CURSOR_META: cursor}}
+
+
+def row_cursor(arguments: Any) -> Any:
+    """The cursor :func:`row_arguments` kept in a row's params, or None."""
+    meta = arguments.get("_meta") if isinstance(arguments, dict) else None
+    return meta.get(CURSOR_META) if isinstance(meta, dict) else None
 
 
 def with_next_token(result: dict[str, Any], token: str) -> dict[str, Any]:

@@ -117,6 +117,14 @@ async def _defer(inv: engine.Invocation, round_number: int, rc: RequestContext, 
     return await _while_on_worker(call_id, rc, target)
 
 
+async def resumed_on_worker(inv: engine.Invocation, target: core.Target) -> dict[str, Any]:
+    """A call resumed with a token that runs on a worker (the next page or poll of a background tool):
+    answered as a first call on a worker is (:func:`_while_on_worker`)."""
+    rc: RequestContext = inv.state["rc"]
+    rc.flavor = "mrtr"
+    return await _defer(inv, 0, rc, target)
+
+
 async def _back_to_worker(call_id: str, rc: RequestContext, target: core.Target) -> dict[str, Any]:
     """A background call's answers are in: it goes back to a worker."""
     await background.requeue(call_id)

@@ -5,7 +5,9 @@ says how far it got and carries ``nextResumeToken`` (in ``_meta`` too). The
 client repeats the same call with ``resumeToken`` and gets the progress so far,
 or the final result with no token. The same tokens page through results (a
 tool returning :class:`~mcp_tools.Page`) and poll state that converges over
-time (a tool returning :class:`~mcp_tools.Pending`).
+time (a tool returning :class:`~mcp_tools.Pending`). For a background tool, the
+next page or poll is a call of its own on a worker, answered as the client's
+first call was (a running token, a task, or the request held until the result).
 
 A token is sealed and expires (``TOKEN_TTL``), and is bound to the caller, the
 tool and a digest of the original arguments: a changed argument, another user
@@ -24,6 +26,11 @@ from .. import core, resumable, tokens
 from ..context import RequestContext
 
 logger = logging.getLogger("mcp_tools.calls")
+
+
+#: How the caller's flavor answers for a resumed call that goes to a worker (the next page or poll of a
+#: background tool): ``(inv, target) -> answer``, as for a first call of the tool (see :func:`run_again`).
+ToWorker = Callable[[engine.Invocation, core.Target], Awaitable[dict[str, Any]]]
 
 
 def invalid() -> McpError:
@@ -52,11 +59,13 @@ def token_of(params: dict[str, Any]) -> Any:
 async def resume(
     params: dict[str, Any], rc: RequestContext, token: Any,
     ask_input: Callable[[Any, RequestContext, core.Target], Awaitable[dict[str, Any]]] | None = None,
+    to_worker: ToWorker | None = None,
 ) -> dict[str, Any]:
     """``tools/call`` with a ``resumeToken``: the state of the running call, or its result.
 
     ``ask_input`` builds the answer for a call that waits for the client's input
     (the 2026-07-28 ``InputRequiredResult``); without it such a call reads as running.
+    ``to_worker`` answers for a next page or poll that runs on a worker (:func:`run_again`).
     """
     target = await core.resolve_target("tools/call", params, rc.principal)
     try:
@@ -68,7 +77,7 @@ async def resume(
         raise invalid()
     if "c" not in payload:
         # A page (``k``: the cursor) or converging state: run the tool again.
-        return await run_again(target, rc, payload.get("k"))
+        return await run_again(target, rc, payload.get("k"), to_worker)
     loaded = await store.load_call(payload.get("c"))
     if loaded is None:
         raise invalid()
@@ -82,12 +91,18 @@ async def resume(
     return running_answer(str(row.id), rc, target, row)
 
 
+async def run_again(target: core.Target, rc: RequestContext, cursor: Any, to_worker: ToWorker | None = None) -> dict[str, Any]:
+    """The next page of a paginated tool (from ``cursor``), or a converging tool's state now.
 
-async def run_again(target: core.Target, rc: RequestContext, cursor: Any) -> dict[str, Any]:
-    """The next page of a paginated tool (from ``cursor``), or a converging tool's state now."""
+    A background tool runs on a worker (its handler defers at once): the page or poll is a new
+    call there, its row keeping the cursor, and ``to_worker`` answers for it as the flavor answers
+    a first call (a running token whose result carries the next ``nextResumeToken``).
+    """
     inv = core.new_invocation(target, rc)
     inv.cursor = cursor
     outcome = await core.execute(target, inv)
+    if isinstance(outcome, engine.Deferred) and to_worker is not None:
+        return await to_worker(inv, target)
     if isinstance(outcome, engine.NeedsInput | engine.Deferred):
         raise invalid_params("This call cannot be resumed with a token")
     return await core.finish(inv, target, outcome, rc, 0)

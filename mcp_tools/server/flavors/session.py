@@ -233,6 +233,14 @@ async def _wait(call_id: str, round_number: int) -> Journal:
             await wakeups.wait(event)
 
 
+async def resumed_on_worker(inv: engine.Invocation, target: core.Target) -> dict[str, Any]:
+    """A call resumed with a token that runs on a worker (the next page or poll of a background tool):
+    this stream is held as for a first call on a worker (:func:`_run_on_worker`)."""
+    rc: RequestContext = inv.state["rc"]
+    _record_served_as(rc)
+    return await _run_on_worker(inv, target, rc, 0)
+
+
 async def _run_on_worker(inv: engine.Invocation, target: core.Target, rc: RequestContext, round_number: int) -> dict[str, Any]:
     """Hand the call to a worker and hold this stream: progress, requests for input, then the result."""
     call_id = await background.defer(inv, target, rc, round_number)

@@ -42,7 +42,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from ... import store
+from ... import engine, store
 from ...conf import mcp_settings
 from ...interprocess import wakeups
 from ...protocol.answers import InvalidAnswer, checked_step_answer
@@ -337,10 +337,23 @@ async def create_legacy(params: dict[str, Any], rc: RequestContext) -> dict[str,
     """A task-augmented ``tools/call``: the call goes to a worker; the answer is its ``CreateTaskResult``."""
     ttl_ms = _requested_ttl_ms(params)
     target = await core.resolve_target("tools/call", params, rc.principal)
+    return await _start_legacy(core.new_invocation(target, rc), target, rc, ttl_ms)
+
+
+async def resumed_legacy(params: dict[str, Any], inv: engine.Invocation, target: core.Target) -> dict[str, Any]:
+    """A 2025-11-25 call resumed with a token that runs on a worker (the next page or poll of a background
+    tool): a task when the request asks for one, else held on its stream, as a first call of the tool is."""
+    rc: RequestContext = inv.state["rc"]
+    if await check_legacy_tool_call(params, rc):
+        return await _start_legacy(inv, target, rc, _requested_ttl_ms(params))
+    return await session.resumed_on_worker(inv, target)
+
+
+async def _start_legacy(inv: engine.Invocation, target: core.Target, rc: RequestContext, ttl_ms: int) -> dict[str, Any]:
+    """Hand ``inv`` to a worker as a 2025-11-25 task that lives ``ttl_ms``; its ``CreateTaskResult``."""
     rc.flavor = "task"
-    inv = core.new_invocation(target, rc)
     now = timezone.now()  # the row's creation time too: the task lives exactly the ttl it reports
-    inv.state["row_fields"] = {"created_at": now, "expires_at": now + timedelta(milliseconds=ttl_ms), "is_task": True}
+    inv.state["row_fields"] = {**inv.state.get("row_fields", {}), "created_at": now, "expires_at": now + timedelta(milliseconds=ttl_ms), "is_task": True}
     call_id = await background.defer(inv, target, rc, 0)
     loaded = await store.load_call(call_id)
     assert loaded is not None

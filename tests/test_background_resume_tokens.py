@@ -1,0 +1,169 @@
+"""Pages and converging state of a background tool, through resume tokens (seed 002).
+
+A ``background=True`` tool returning :class:`~mcp_tools.Page` or :class:`~mcp_tools.Pending` handed out a
+``nextResumeToken`` that was refused (-32602 "This call cannot be resumed with a token"): the resume ran
+the tool in the request, where a background tool defers at once. The next page (or the next poll) is
+a call on a worker now, served as the client's first call was: a running token, a task, or the request
+held until the worker's answer.
+
+The Celery worker is simulated in-process, as in tests/test_background_review.py: ``background.send``
+is recorded and the test runs ``background.run_in_worker`` itself.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+
+import mcp_tools
+from mcp_tools import ToolContext
+from mcp_tools.models import ToolCall
+from mcp_tools.registry import make_tool, registry
+from mcp_tools.server import background
+from tests.test_background_review import RESUMES, TASKS, legacy, modern, open_session, queued  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+RUNS: list[tuple[bool, Any]] = []
+
+
+async def _pages(ctx: ToolContext) -> mcp_tools.Page[list[int]]:
+    RUNS.append((ctx._inv.in_worker, ctx.cursor))
+    start = int(ctx.cursor or 0)
+    return mcp_tools.Page(list(range(start, start + 2)), next_cursor=start + 2 if start < 4 else None)
+
+
+async def _converging(ctx: ToolContext) -> str | mcp_tools.Pending:
+    RUNS.append((ctx._inv.in_worker, None))
+    if len(RUNS) < 3:
+        return mcp_tools.Pending("not yet", poll_seconds=0.01)
+    return "ready"
+
+
+@pytest.fixture
+def tools() -> Any:
+    RUNS.clear()
+    with registry.registered_temporarily(make_tool(_pages, name="bg_pages", background=True, paginate=True)), \
+            registry.registered_temporarily(make_tool(_converging, name="bg_converging", background=True)):
+        yield
+
+
+async def run_worker(queued: list[str]) -> str:
+    """Run the one call queued since the last run, as the worker's task does."""
+    call_id = queued.pop()
+    assert not queued
+    assert await background.run_in_worker(call_id, "w-test") == "finished"
+    return call_id
+
+
+async def held(request: Any, queued: list[str]) -> dict[str, Any]:
+    """Send ``request``, which is held while its call runs on a worker; run the worker; the answer."""
+    answer = asyncio.ensure_future(request)
+    for _ in range(200):
+        if queued or answer.done():
+            break
+        await asyncio.sleep(0.02)
+    assert queued, answer.result() if answer.done() else "nothing queued"
+    await run_worker(queued)
+    result: dict[str, Any] = await asyncio.wait_for(answer, 10)
+    return result
+
+
+def items(answer: dict[str, Any]) -> Any:
+    assert "error" not in answer, answer
+    return answer["result"]["structuredContent"]["result"]
+
+
+async def resume_to_the_end(call: dict[str, Any], queued: list[str]) -> list[dict[str, Any]]:
+    """Call, then resume with each token, as a client with resume tokens does; each result with a page or a state.
+
+    Every page or poll is a call on a worker: its first answer says "working" and carries a token,
+    which (once the worker ran) answers the page or state, with the next token but for the last."""
+    answers = []
+    token = None
+    for _ in range(5):
+        running = await modern("tools/call", {**call, **({"resumeToken": token} if token else {})}, RESUMES)
+        assert running["result"]["_meta"]["io.modelcontextprotocol/status"]["status"] == "working", running
+        await run_worker(queued)
+        answer = await modern("tools/call", {**call, "resumeToken": running["result"]["nextResumeToken"]}, RESUMES)
+        assert "error" not in answer, answer
+        answers.append(answer["result"])
+        token = answer["result"].get("nextResumeToken")
+        if token is None:
+            return answers
+    raise AssertionError(f"no last answer after {answers}")
+
+
+async def test_a_client_that_resumes_pages_through_a_background_tool(queued: list[str], tools: Any) -> None:
+    pages = await resume_to_the_end({"name": "bg_pages", "arguments": {}}, queued)
+    assert [page["structuredContent"]["result"] for page in pages] == [[0, 1], [2, 3], [4, 5]]
+    assert RUNS == [(True, None), (True, 2), (True, 4)]  # each page ran once, on the worker
+
+
+async def test_a_client_that_resumes_polls_a_background_tool_until_it_converges(queued: list[str], tools: Any) -> None:
+    states = await resume_to_the_end({"name": "bg_converging", "arguments": {}}, queued)
+    assert [state["content"][0]["text"] for state in states] == ["not yet", "not yet", "ready"]
+    assert RUNS == [(True, None)] * 3
+
+
+async def test_a_held_2026_client_gets_the_next_page_from_a_worker(queued: list[str], tools: Any) -> None:
+    """A 2026-07-28 client without resume tokens or tasks gets page tokens too (pages carry one for every
+    client); its resumed request is held while the worker runs the next page, as its first was."""
+    call = {"name": "bg_pages", "arguments": {}}
+    first = await held(modern("tools/call", call, {}), queued)
+    second = await held(modern("tools/call", {**call, "resumeToken": first["result"]["nextResumeToken"]}, {}), queued)
+    assert (items(first), items(second)) == ([0, 1], [2, 3])
+    assert "nextResumeToken" in second["result"]
+
+
+async def test_a_2026_task_client_gets_a_task_for_the_next_page(queued: list[str], tools: Any) -> None:
+    call = {"name": "bg_pages", "arguments": {}}
+    created = await modern("tools/call", call, TASKS)
+    await run_worker(queued)
+    first = await modern("tasks/get", {"taskId": created["result"]["taskId"]}, TASKS)
+    assert first["result"]["status"] == "completed", first
+    token = first["result"]["result"]["nextResumeToken"]
+    again = await modern("tools/call", {**call, "resumeToken": token}, TASKS)
+    assert again["result"]["resultType"] == "task", again
+    second_id = await run_worker(queued)
+    second = await modern("tasks/get", {"taskId": second_id}, TASKS)
+    assert second["result"]["result"]["structuredContent"]["result"] == [2, 3], second
+
+
+async def test_a_2025_session_gets_the_next_page_on_its_held_stream(queued: list[str], tools: Any) -> None:
+    session = await open_session()
+    call = {"name": "bg_pages", "arguments": {}}
+    first = await held(legacy(session, "tools/call", call), queued)
+    second = await held(legacy(session, "tools/call", {**call, "resumeToken": first["result"]["nextResumeToken"]}), queued)
+    assert (items(first), items(second)) == ([0, 1], [2, 3])
+
+
+async def test_a_2025_task_client_gets_a_task_for_the_next_page(queued: list[str], tools: Any) -> None:
+    session = await open_session()
+    call = {"name": "bg_pages", "arguments": {}}
+    created = await legacy(session, "tools/call", {**call, "task": {}})
+    first_id = await run_worker(queued)
+    assert first_id == created["result"]["task"]["taskId"]
+    first = await legacy(session, "tasks/result", {"taskId": first_id})
+    again = await legacy(session, "tools/call", {**call, "task": {}, "resumeToken": first["result"]["nextResumeToken"]})
+    second_id = again["result"]["task"]["taskId"]
+    await run_worker(queued)
+    second = await legacy(session, "tasks/result", {"taskId": second_id})
+    assert (items(first), items(second)) == ([0, 1], [2, 3])
+
+
+async def test_the_page_s_cursor_is_on_its_row(queued: list[str], tools: Any) -> None:
+    """The worker reads the cursor from the call's row (the request that queued it is gone by then),
+    and the row stays bound to the call's arguments: its digest is the first call's."""
+    call = {"name": "bg_pages", "arguments": {}}
+    running = await modern("tools/call", call, RESUMES)
+    first_id = await run_worker(queued)
+    first = await modern("tools/call", {**call, "resumeToken": running["result"]["nextResumeToken"]}, RESUMES)
+    await modern("tools/call", {**call, "resumeToken": first["result"]["nextResumeToken"]}, RESUMES)
+    [second_id] = queued
+    first_row, second_row = await sync_to_async(lambda: [ToolCall.objects.get(id=i) for i in (first_id, second_id)])()
+    assert second_row.params_digest == first_row.params_digest and first_row.arguments == call
+    assert second_row.arguments == {**call, "_meta": {"mcp-tools/cursor": 2}}
+
