@@ -178,24 +178,31 @@ def in_memory_layer(settings: Any) -> None:
     settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 
-@pytest.mark.parametrize("name", ["Zo\ud83d", "a\x00b"], ids=["cut-emoji", "nul"])
-async def test_a_session_answer_holding_one_fails_its_step_and_the_call_ends(app: Any, in_memory_layer: None, name: str) -> None:
-    """Refused (400, -32602) as any answer that does not fit, and its step fails with that: the
-    client is told on the call's stream, instead of the call waiting for an answer no client sends."""
+async def session_call_answered(app: Any, tool: str, name: str) -> tuple[Any, dict[str, Any]]:
+    """A 2025-11-25 session's call of ``tool``, whose elicitation is answered with ``name``:
+    (the answer's POST response, the message that answers the call on its stream)."""
     from tests.test_http_spec_edges import Stream, open_session
 
     session = await open_session({"elicitation": {}})
     headers = post_headers(version="2025-11-25", session=session)
-    call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "ask_name", "arguments": {}}}
+    call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": tool, "arguments": {}}}
     stream = Stream("POST", headers, json.dumps(call).encode())
     try:
         _, ask = await stream.wait_for(lambda m: m.get("method") == "elicitation/create")
         answer = {"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"name": name}}}
-        refused = await post_json(app, answer, headers)
-        assert refused.status == 400 and refused.json()["error"]["code"] == -32602
+        posted = await post_json(app, answer, headers)
         _, outcome = await stream.wait_for(lambda m: m.get("id") == 5)
     finally:
         stream.gone.set()
+    return posted, outcome
+
+
+@pytest.mark.parametrize("name", ["Zo\ud83d", "a\x00b"], ids=["cut-emoji", "nul"])
+async def test_a_session_answer_holding_one_fails_its_step_and_the_call_ends(app: Any, in_memory_layer: None, name: str) -> None:
+    """Refused (400, -32602) as any answer that does not fit, and its step fails with that: the
+    client is told on the call's stream, instead of the call waiting for an answer no client sends."""
+    refused, outcome = await session_call_answered(app, "ask_name", name)
+    assert refused.status == 400 and refused.json()["error"]["code"] == -32602
     assert outcome["result"]["isError"] is True, outcome
     [row] = await sync_to_async(call_rows)()
     assert row["status"] == "failed"
@@ -221,3 +228,122 @@ async def test_a_cancel_is_not_lost_for_its_reason_text(app: Any, in_memory_laye
     finally:
         stream.gone.set()
     assert row["status"] == "cancelled"
+
+
+# -- values of the tool's own that the call's row cannot hold: its result, its questions ------------
+#
+# A result (or ToolError text) holding one was refused by the store as the row closed, and nothing
+# handled it: a worker's call stayed working until its lease ran out, the sweep ran it again (its
+# effects outside ctx.once twice), and it ended "the worker running it was lost 2 times"; an inline
+# round answered -32603 and left its row input_required. An elicitation asking with one failed
+# the same way when its step was journaled. Each now ends the call at once, failed, once.
+
+RUNS: list[str] = []
+
+
+async def returns_nul(ctx: ToolContext) -> str:
+    RUNS.append("nul")  # an effect outside ctx.once: it must not run twice
+    return "x\x00y"
+
+
+async def returns_surrogate(ctx: ToolContext) -> dict[str, str]:
+    RUNS.append("surrogate")
+    return {"a": "\ud800"}
+
+
+async def raises_nul(ctx: ToolContext) -> str:
+    from mcp_tools import ToolError
+
+    RUNS.append("tool-error")
+    raise ToolError("bad \x00 thing")
+
+
+async def asks_with_nul(ctx: ToolContext) -> str:
+    RUNS.append("elicit")
+    await ctx.elicit("name\x00?", {"type": "object", "properties": {"name": {"type": "string"}}}, key="name")
+    return "unreached"
+
+
+async def asks_then_returns_nul(ctx: ToolContext) -> str:
+    answer = await ctx.elicit("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}}, key="name")
+    return f"x\x00{answer['name']}"
+
+
+CANNOT_BE_STORED = "returned a result that cannot be stored: a string holds U+0000 or a lone surrogate"
+
+
+@pytest.mark.parametrize("handler, says", [
+    (returns_nul, CANNOT_BE_STORED),
+    (returns_surrogate, CANNOT_BE_STORED),
+    (raises_nul, CANNOT_BE_STORED),
+    (asks_with_nul, "Internal error"),
+], ids=["nul-result", "surrogate-result", "tool-error", "elicitation-message"])
+async def test_a_background_task_whose_value_cannot_be_stored_fails_at_once_and_runs_once(
+    app: Any, in_memory_layer: None, monkeypatch: pytest.MonkeyPatch, handler: Any, says: str,
+) -> None:
+    from mcp_tools.server import background
+    from tests.test_http_spec_edges import open_session
+
+    monkeypatch.setattr(background, "send", lambda call_id, tool, task_id: None)
+    RUNS.clear()
+    with registry.registered_temporarily(make_tool(handler, name="unstorable_bg", background=True)):
+        session = await open_session({"elicitation": {}})
+        headers = post_headers(version="2025-11-25", session=session)
+        created = await post_json(app, handshake_message("tools/call", {"name": "unstorable_bg", "arguments": {}, "task": {}}), headers)
+        task_id = created.json()["result"]["task"]["taskId"]
+        # Before the fix: UnstorableValue out of the run, the row still working (a lost worker, for the sweep).
+        assert await background.run_in_worker(task_id, "w") == "finished"
+        assert await background.run_in_worker(task_id, "w2") == "claimed-elsewhere", "ended: nothing runs it again"
+        answer = await post_json(app, handshake_message("tasks/result", {"taskId": task_id}), headers)
+    assert len(RUNS) == 1, RUNS
+    [row] = await sync_to_async(call_rows)()
+    assert row["status"] == "failed" and row["worker"] == "" and row["lease_expires_at"] is None
+    result = answer.json()["result"]
+    assert result["isError"] is True and says in result["content"][0]["text"], result
+    assert row["result"]["content"] == result["content"]
+
+
+async def test_an_inline_round_whose_result_cannot_be_stored_is_a_tool_error_and_ends_its_row(app: Any) -> None:
+    """After an MRTR round: -32603 and a row left input_required before the fix."""
+    with registry.registered_temporarily(make_tool(asks_then_returns_nul)):
+        first = (await call_modern(app, "tools/call", {"name": "asks_then_returns_nul", "arguments": {}})).json()["result"]
+        params = {"name": "asks_then_returns_nul", "arguments": {}, "requestState": first["requestState"],
+                  "inputResponses": {"name": {"action": "accept", "content": {"name": "Ada"}}}}
+        body = (await call_modern(app, "tools/call", params)).json()
+        again = (await call_modern(app, "tools/call", params)).json()
+    assert body["result"]["isError"] is True and CANNOT_BE_STORED in body["result"]["content"][0]["text"], body
+    assert again["result"] == body["result"], "an identical retry of the round gets the same answer"
+    [row] = await sync_to_async(call_rows)()
+    assert row["status"] == "failed" and row["round"] == 1, (row["status"], row["round"])
+    steps = await sync_to_async(lambda: list(ToolCall.objects.get(pk=row["id"]).steps.values_list("status", flat=True)))()
+    assert steps == ["done"], "the round's answer was committed with the failure"
+
+
+async def test_a_prompt_round_whose_value_cannot_be_stored_is_an_internal_error_and_ends_its_row(app: Any) -> None:
+    from mcp_tools import prompt
+
+    async def nul_prompt(ctx: ToolContext) -> str:
+        answer = await ctx.elicit("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}}, key="name")
+        return f"Greet \x00{answer['name']}"
+
+    prompt(name="nul_prompt")(nul_prompt)
+    try:
+        first = (await call_modern(app, "prompts/get", {"name": "nul_prompt"})).json()["result"]
+        params = {"name": "nul_prompt", "requestState": first["requestState"],
+                  "inputResponses": {"name": {"action": "accept", "content": {"name": "Ada"}}}}
+        body = (await call_modern(app, "prompts/get", params)).json()
+    finally:
+        registry.unregister_prompt("nul_prompt")
+    assert body["error"]["code"] == -32603 and "cannot be its result" in body["error"]["message"], body
+    [row] = await sync_to_async(call_rows)()
+    assert row["status"] == "failed" and row["error"] == body["error"]
+
+
+async def test_a_session_call_whose_result_cannot_be_stored_is_a_tool_error_on_its_stream(app: Any, in_memory_layer: None) -> None:
+    """2025-11-25, the call's row written by its elicitation: the stream got -32603 before the fix."""
+    with registry.registered_temporarily(make_tool(asks_then_returns_nul)):
+        posted, outcome = await session_call_answered(app, "asks_then_returns_nul", "Ada")
+    assert posted.status == 202
+    assert outcome["result"]["isError"] is True and CANNOT_BE_STORED in outcome["result"]["content"][0]["text"], outcome
+    [row] = await sync_to_async(call_rows)()
+    assert row["status"] == "failed"

@@ -626,6 +626,14 @@ class ToolContext:
             if step is None:
                 if request.unsendable is not None:
                     raise request.unsendable
+                problem = unstorable_part(params, "params")
+                if problem is not None:
+                    # The step is journaled (and its round's answer stored) before it is sent: the store
+                    # would refuse it there, in whichever process wrote the round, and the call would
+                    # fail without saying why (a worker's call stayed live and ran again). The handler's
+                    # own failure instead, raised where it asks, as a ctx.once value's is.
+                    raise ValueError(f"The {request.method} request of step {request.key or f'step-{seq}'!r} cannot be "
+                                     f"journaled: {problem}; ask without it")
                 if request.fresh_id is not None:
                     wire = {"method": request.method, "params": {**params, request.fresh_id: uuid.uuid4().hex}}
                 if request.answer_schema is not None:

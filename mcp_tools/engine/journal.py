@@ -89,18 +89,18 @@ def derived_step_key(*parts: object) -> str:
     return key[:STEP_KEY_MAX_LENGTH - len(tag)] + tag
 
 
-def unstorable_part(value: Any) -> str | None:
-    """Where and why a journal entry cannot hold ``value`` (a ``ctx.once`` result), else None.
+def unstorable_part(value: Any, root: str = "value") -> str | None:
+    """Where and why a journal entry cannot hold ``value`` (a ``ctx.once`` result, a step's request), else None.
 
     The store writes a value as ``json.dumps(value, default=str)`` would: a float NaN or infinity has
     no JSON number (SQLite's ``JSON_VALID`` check and PostgreSQL's ``json`` refuse the ``NaN`` it
     writes), and no column here holds a string with U+0000 or a lone surrogate
     (:class:`~mcp_tools.store.sql.UnstorableValue`), nor a value made of one by ``str()``. Said
-    as ``value['a'][0] is a float NaN``, for the tool author to find it.
+    as ``value['a'][0] is a float NaN`` (``root`` names the value), for the tool author to find it.
     """
     if type(value) in (str, int, bool) or value is None:  # most results: no walk
-        return _unstorable_leaf(value, "value")
-    pending: list[tuple[Any, str]] = [(value, "value")]
+        return _unstorable_leaf(value, root)
+    pending: list[tuple[Any, str]] = [(value, root)]
     seen: set[int] = set()  # a cycle stops here (the store's json.dumps says what it is)
     while pending:
         item, where = pending.pop()

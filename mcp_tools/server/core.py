@@ -45,6 +45,7 @@ from ..protocol.schemas import InvalidSchema
 from ..registry import Prompt, Resource, Tool, registry
 from ..registry.results import Pending, ToolError, content_to_wire, json_text
 from ..states import CallStatus
+from ..store.sql import UnstorableValue
 from . import threads, tokens
 from .auth import Principal
 from .context import RequestContext, ends_when_stopped, kept_for_resume
@@ -521,7 +522,15 @@ async def save_outcome(inv: engine.Invocation, round_number: int, **fields: Any)
     pending: PendingRound | None = inv.state.pop("pending_round", None)
     if pending is not None and not pending.claimed:
         pending.claimed = True
-        if not await store.commit_round(inv.call_id, pending.round, pending.answers, pending.digest, new_steps, **fields):
+        try:
+            committed = await store.commit_round(inv.call_id, pending.round, pending.answers, pending.digest, new_steps, **fields)
+        except UnstorableValue:
+            # Refused before anything was written: the round is still this run's to claim, with the
+            # outcome that replaces this one (close_row).
+            pending.claimed = False
+            inv.state["pending_round"] = pending
+            raise
+        if not committed:
             raise RoundTaken()
         return True
     # A worker's run writes only while it holds the call (another worker may have taken it over).
@@ -1124,9 +1133,12 @@ async def finish(inv: engine.Invocation | None, target: Target, outcome: Any, rc
         if inv is None:
             inv = new_invocation(target, rc)
         await ensure_row(inv, status="working")
-    if inv is not None and inv.call_id is not None and not await close_row(inv, round_number, result, **fields):
-        # Another run's outcome, a cancel or an expiry committed first: the row keeps it, and the client is told so.
-        return await answer_of_ended(target.method, inv.call_id)
+    if inv is not None and inv.call_id is not None:
+        closed = await close_row(inv, round_number, result, **fields)
+        if closed is None:
+            # Another run's outcome, a cancel or an expiry committed first: the row keeps it, and the client is told so.
+            return await answer_of_ended(target.method, inv.call_id)
+        return closed
     return result
 
 
@@ -1143,18 +1155,43 @@ def shape_result(target: Target, value: Any, rc: RequestContext) -> dict[str, An
                             "the server log has the details.")
 
 
-async def close_row(inv: engine.Invocation, round_number: int, result: dict[str, Any], **fields: Any) -> bool:
-    """Finish the call's row with its wire result (compare-and-set); False if a cancel or expiry won."""
+async def close_row(inv: engine.Invocation, round_number: int, result: dict[str, Any], **fields: Any) -> dict[str, Any] | None:
+    """Finish the call's row with its wire result (compare-and-set): the result it holds now, None if
+    a cancel or expiry won.
+
+    A result the store refuses (a string holding U+0000 or a lone surrogate, which no column here
+    keeps: a tool's return value, its ``ToolError`` text) is logged and replaced by a tool error, so
+    that the call ends ``failed`` at once; a prompt's or resource's ends with -32603. Left to fail,
+    a worker's call stayed live until its lease ran out and ran again (its effects twice).
+    """
     assert inv.call_id is not None
+    try:
+        won = await _save_result(inv, round_number, result, **fields)
+    except UnstorableValue as exc:
+        target: Target = inv.state["target"]
+        logger.error("%s %r (call %s) returned a result that cannot be stored: %s", target.method, target.name, inv.call_id, exc)
+        if target.method != "tools/call":
+            error = McpError(INTERNAL_ERROR, f"{target.name!r} returned a value that cannot be its result")
+            # Every run of the round returns it again: the round's answers and the failure commit together.
+            await _end_failed(inv, error, answered=True)
+            raise error from None
+        result = error_result(f"The tool {target.name!r} returned a result that cannot be stored: {jsonrpc.UNSTORABLE_TEXT}.")
+        won = await _save_result(inv, round_number, result, **fields)
+    if not won:
+        return None
     failed = bool(result.get("isError"))
-    won = await save_outcome(
+    await wakeups.notify(inv.call_id)
+    await announce(inv, events.tool_call_failed if failed else events.tool_call_finished, "failed" if failed else "completed")
+    return result
+
+
+async def _save_result(inv: engine.Invocation, round_number: int, result: dict[str, Any], **fields: Any) -> bool:
+    """Write the row's end with ``result`` (:func:`save_outcome`); whether this run won."""
+    failed = bool(result.get("isError"))
+    return await save_outcome(
         inv, round_number, status="failed" if failed else "completed", result=result,
         finished_at=timezone.now(), last_outcome={"round": round_number, "answer": result}, **fields,
     )
-    if won:
-        await wakeups.notify(inv.call_id)
-        await announce(inv, events.tool_call_failed if failed else events.tool_call_finished, "failed" if failed else "completed")
-    return won
 
 
 async def _converge(inv: engine.Invocation | None, target: Target, rc: RequestContext,
