@@ -347,3 +347,52 @@ async def test_a_session_call_whose_result_cannot_be_stored_is_a_tool_error_on_i
     assert outcome["result"]["isError"] is True and CANNOT_BE_STORED in outcome["result"]["content"][0]["text"], outcome
     [row] = await sync_to_async(call_rows)()
     assert row["status"] == "failed"
+
+
+# -- a progress message holding one: dropped, and the call goes on ------------------------------------
+#
+# record_progress took the store's refusal for "the call has ended" and the runtime stopped the
+# handler as a server cancel: a task read cancelled ("The call was cancelled before it finished.").
+# The message is dropped instead (no row could keep it), on the wire as in the row.
+
+
+async def reports_an_unstorable_message(ctx: ToolContext) -> str:
+    await ctx.report_progress(1, 10, "a\x00b\ud800")
+    return "ok"
+
+
+async def reports_one_then_asks(ctx: ToolContext) -> str:
+    await ctx.report_progress(1, 10, "a\x00b")
+    answer = await ctx.elicit("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}}, key="name")
+    return f"hello {answer['name']}"
+
+
+async def test_a_background_task_whose_progress_message_cannot_be_stored_goes_on(
+    app: Any, in_memory_layer: None, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcp_tools.server import background
+    from tests.test_http_spec_edges import open_session
+
+    monkeypatch.setattr(background, "send", lambda call_id, tool, task_id: None)
+    with registry.registered_temporarily(make_tool(reports_an_unstorable_message, name="progress_bg", background=True)):
+        headers = post_headers(version="2025-11-25", session=await open_session())
+        created = await post_json(app, handshake_message("tools/call", {"name": "progress_bg", "arguments": {}, "task": {}}), headers)
+        task_id = created.json()["result"]["task"]["taskId"]
+        assert await background.run_in_worker(task_id, "w") == "finished"
+        answer = await post_json(app, handshake_message("tasks/result", {"taskId": task_id}), headers)
+    assert answer.json()["result"]["content"] == [{"type": "text", "text": "ok"}], answer.json()
+    [row] = await sync_to_async(call_rows)()
+    assert (row["status"], row["progress"], row["progress_total"], row["status_message"]) == ("completed", 1, 10, "")
+
+
+async def test_an_inline_call_drops_such_a_message_from_its_notification_and_its_row(app: Any) -> None:
+    """Reported before the call had a row, then kept for the row its question wrote: -32603 before the fix."""
+    with registry.registered_temporarily(make_tool(reports_one_then_asks)):
+        response = await call_modern(app, "tools/call", {"name": "reports_one_then_asks", "arguments": {}, "_meta": {"progressToken": "p"}})
+    assert response.status == 200, response.body
+    messages = [json.loads(line[5:]) for line in response.body.decode().splitlines() if line.startswith("data:")] or [response.json()]
+    progress = [m["params"] for m in messages if m.get("method") == "notifications/progress"]
+    assert progress == [{"progressToken": "p", "progress": 1, "total": 10}], messages
+    assert messages[-1]["result"]["resultType"] == "input_required"
+    [row] = await sync_to_async(call_rows)()
+    assert (row["status"], row["progress"], row["status_message"]) == ("input_required", 1, "")

@@ -389,6 +389,14 @@ class Runtime:
         rc: RequestContext = inv.state["rc"]
         if inv.call_id is not None:
             await claim(inv)  # a run that does not own its round tells the client nothing
+        if message is not None and jsonrpc.unstorable_string(message) is not None:
+            # No row can keep it (sql.UnstorableValue): dropped, here and on the wire alike, so the
+            # client reads the same progress whether it gets it from this run or relayed from the row.
+            # Failing the call for a status line would be out of proportion; rewritten, it would be
+            # text the tool never wrote.
+            logger.warning("%s %r: a progress message holding U+0000 or a lone surrogate was dropped",
+                           inv.state["target"].method, inv.state["target"].name)
+            message = None
         if inv.progress_token is not None:
             params: dict[str, Any] = {"progressToken": inv.progress_token, "progress": progress}
             if total is not None:

@@ -360,6 +360,8 @@ def record_progress(call_id: Any, progress: float, total: float | None, message:
             return True
         status = sql.call_status(call_id, _db())
         return status is not None and status[0] in LIVE_STATUSES
+    except sql.UnstorableValue:
+        raise  # a value of the handler's, not a call that ended (the runtime drops such a message)
     except ValueError:
         return False
 
