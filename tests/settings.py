@@ -23,6 +23,9 @@ TEST_DB_NAME = os.environ.get("MCP_TOOLS_TEST_DB") or (
     str(TESTS_DIR / f".test-db-{_RUN}.sqlite3") if DATABASES["default"]["ENGINE"].endswith("sqlite3") else f"test_mcp_tools_{_RUN}"
 )
 DATABASES["default"]["TEST"] = {"NAME": TEST_DB_NAME}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's, with a cheaper flush after each transactional test (tests/postgresql/base.py).
+    DATABASES["default"]["ENGINE"] = "tests.postgresql"
 
 if "demo_site.conformance" not in INSTALLED_APPS:
     INSTALLED_APPS.append("demo_site.conformance")
