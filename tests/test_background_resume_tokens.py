@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 
 import mcp_tools
 from mcp_tools import ToolContext
@@ -167,3 +168,76 @@ async def test_the_page_s_cursor_is_on_its_row(queued: list[str], tools: Any) ->
     assert second_row.params_digest == first_row.params_digest and first_row.arguments == call
     assert second_row.arguments == {**call, "_meta": {"mcp-tools/cursor": 2}}
 
+
+
+# -- a converging background tool, for a client without resume tokens ---------------------------------
+# The worker's finish re-ran the tool off the worker, where a background handler defers at once: the
+# call ended failed with "A converging tool may not ask for input." The polls run on the worker now,
+# while it holds the call (its lease renewed), and the client gets the converged state, once.
+
+
+async def test_a_held_2026_client_gets_the_converged_state_of_a_background_tool(queued: list[str], tools: Any) -> None:
+    answer = await held(modern("tools/call", {"name": "bg_converging", "arguments": {}}, {}), queued)
+    assert answer["result"]["content"][0]["text"] == "ready", answer
+    assert "isError" not in answer["result"] and "nextResumeToken" not in answer["result"]
+    assert RUNS == [(True, None)] * 3  # every run on the worker
+    assert not queued  # one call, run by one worker
+
+
+async def test_a_2025_session_gets_the_converged_state_of_a_background_tool(queued: list[str], tools: Any) -> None:
+    session = await open_session()
+    answer = await held(legacy(session, "tools/call", {"name": "bg_converging", "arguments": {}}), queued)
+    assert answer["result"]["content"][0]["text"] == "ready", answer
+    assert RUNS == [(True, None)] * 3
+
+
+async def test_a_task_gets_the_converged_state_of_a_background_tool(queued: list[str], tools: Any) -> None:
+    created = await modern("tools/call", {"name": "bg_converging", "arguments": {}}, TASKS)
+    call_id = await run_worker(queued)
+    task = await modern("tasks/get", {"taskId": created["result"]["taskId"]}, TASKS)
+    assert call_id == created["result"]["taskId"]
+    assert task["result"]["status"] == "completed", task
+    assert task["result"]["result"]["content"][0]["text"] == "ready"
+    assert RUNS == [(True, None)] * 3
+
+
+LEASES: list[tuple[str, bool]] = []
+
+
+async def _slow_to_converge(ctx: ToolContext) -> str | mcp_tools.Pending:
+    """Converges on its third run, the polls between its runs outlasting a lease (WORKER_LEASE_SECONDS)."""
+    row = await sync_to_async(ToolCall.objects.get)(id=LEASES[0][0]) if LEASES else None
+    if row is not None:
+        LEASES.append((row.worker, row.lease_expires_at > timezone.now()))
+    else:
+        LEASES.append((ctx.call_id or "", True))
+    if len(LEASES) < 3:
+        return mcp_tools.Pending("not yet", poll_seconds=0.8)
+    return "ready"
+
+
+async def test_the_worker_holds_the_call_while_it_polls(queued: list[str], settings: Any) -> None:
+    """The polls outlast a lease: the worker renews it meanwhile, so no sweep hands the call to another
+    worker (which would run it, and answer the client, again). Each run finds the call this worker's."""
+    LEASES.clear()
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "WORKER_LEASE_SECONDS": 1.5}
+    with registry.registered_temporarily(make_tool(_slow_to_converge, name="bg_slow_converging", background=True)):
+        answer = await held(modern("tools/call", {"name": "bg_slow_converging", "arguments": {}}, {}), queued)
+    assert answer["result"]["content"][0]["text"] == "ready", answer
+    assert LEASES[1:] == [("w-test", True), ("w-test", True)]
+
+
+async def _never_converges(ctx: ToolContext) -> str | mcp_tools.Pending:
+    RUNS.append((ctx._inv.in_worker, None))
+    return mcp_tools.Pending("still converging", poll_seconds=0.05)
+
+
+async def test_a_background_tool_that_does_not_converge_within_its_time_limit_answers_its_state(
+        queued: list[str], settings: Any) -> None:
+    """Celery's hard limit is the tool's time_limit plus a lease: the polls stop at the time limit (before
+    CONVERGE_WAIT_SECONDS), and the client gets the state then, as when that wait runs out."""
+    RUNS.clear()
+    with registry.registered_temporarily(make_tool(_never_converges, name="bg_never", background=True, time_limit=0.3)):
+        answer = await held(modern("tools/call", {"name": "bg_never", "arguments": {}}, {}), queued)
+    assert answer["result"]["content"][0]["text"] == "still converging", answer
+    assert 1 < len(RUNS) and all(in_worker for in_worker, _ in RUNS)

@@ -306,9 +306,12 @@ async def run_in_worker(call_id: str, worker: str, task_id: str | None = None, r
         ran.sync_tool = not inv.is_async and inv.thread_sensitive
     attempt = row.retries
     heartbeat = _LeaseKeeper(inv, call_id, worker, lease, asyncio.current_task(), _ttl_left(row)).start()
+    started = time.monotonic()
     try:
         try:
             outcome = await core.execute(target, inv)  # the tool's time_limit applies in there
+            # A converging tool's polls for a client without resume tokens run here, under the lease.
+            outcome = await core.converge_on_worker(inv, target, rc, outcome, started)
         except McpError as exc:
             # A protocol error: the call failed (a task reports it as "failed" with this error).
             error = {"code": exc.code, "message": exc.message, **({"data": exc.data} if exc.data is not None else {})}

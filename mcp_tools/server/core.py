@@ -1203,20 +1203,25 @@ async def _save_result(inv: engine.Invocation, round_number: int, result: dict[s
 
 
 async def _converge(inv: engine.Invocation | None, target: Target, rc: RequestContext,
-                    outcome: engine.Completed) -> tuple[engine.Invocation | None, Any]:
+                    outcome: engine.Completed, deadline: float | None = None) -> tuple[engine.Invocation | None, Any]:
     """Run a converging tool again until it stops answering :class:`Pending` (for clients without
     resume tokens); ``(invocation whose row is the call's, outcome)``.
 
     The re-runs are the same call. While the call has no row, a re-run that outlasts
     ``SLOW_CALL_SECONDS`` records one as any call does, and that row becomes the call's
     (:func:`finish` closes it with the final result); once the call has a row, re-runs record
-    none of their own.
+    none of their own. No re-run starts past ``deadline`` (``time.monotonic()``; by default
+    ``CONVERGE_WAIT_SECONDS`` from now). A worker's run is re-run on the worker (:func:`converge_on_worker`).
     """
-    deadline = time.monotonic() + float(mcp_settings.CONVERGE_WAIT_SECONDS)
+    if deadline is None:
+        deadline = time.monotonic() + float(mcp_settings.CONVERGE_WAIT_SECONDS)
     while isinstance(outcome.value, Pending) and time.monotonic() + outcome.value.poll_seconds < deadline:
         await asyncio.sleep(outcome.value.poll_seconds)
         has_row = inv is not None and inv.call_id is not None
-        rerun, again = await run_fresh(target, rc, record_slow=not has_row)
+        if inv is not None and inv.in_worker:
+            rerun, again = await _rerun_on_worker(inv, target, rc)
+        else:
+            rerun, again = await run_fresh(target, rc, record_slow=not has_row)
         ended = None if isinstance(again, engine.Completed) else (
             again if isinstance(again, dict) else error_result("A converging tool may not ask for input."))
         if rerun is not None and rerun.call_id is not None:
@@ -1231,6 +1236,60 @@ async def _converge(inv: engine.Invocation | None, target: Target, rc: RequestCo
         assert isinstance(again, engine.Completed)
         outcome = again
     return inv, outcome
+
+
+async def _rerun_on_worker(inv: engine.Invocation, target: Target,
+                          rc: RequestContext) -> tuple[engine.Invocation | None, engine.Outcome | dict[str, Any]]:
+    """A converging re-run of the call the worker's run ``inv`` runs: on this worker too (a background
+    tool's handler defers at once anywhere else), for the same page (``inv.cursor``). The call has its
+    row (the worker's): the re-run records none of its own past ``SLOW_CALL_SECONDS``."""
+    rerun = new_invocation(target, rc)
+    rerun.in_worker = True
+    rerun.cursor = inv.cursor
+    return rerun, await execute(target, rerun, record_slow=False)
+
+
+async def converge_on_worker(inv: engine.Invocation, target: Target, rc: RequestContext, outcome: Any,
+                             started: float) -> Any:
+    """The outcome of a worker's run (``inv``, begun at ``started``, ``time.monotonic()``), converged
+    for a client without resume tokens: run again on this worker every ``poll_seconds`` while it
+    answers :class:`Pending` (:func:`_converge`), for up to ``CONVERGE_WAIT_SECONDS``, as a request
+    would hold its client. Other outcomes, and any for a client that resumes, are returned as they are.
+
+    The worker calls this while it still renews its lease: the polls outlast a lease
+    (``WORKER_LEASE_SECONDS``), and a lapsed one would let the sweep hand the call to another worker,
+    which would run it (and answer the client) a second time. A tool's ``time_limit`` bounds the whole
+    run, polls included (Celery's hard limit is that plus a lease): the state then is the result, as
+    when ``CONVERGE_WAIT_SECONDS`` runs out, shaped here so that :func:`finish` takes it as it is and
+    does not converge again off the worker. A lease lost meanwhile stops the polls: the caller finds
+    ``inv.state["lease_lost"]`` and writes nothing.
+    """
+    if not (isinstance(outcome, engine.Completed) and isinstance(outcome.value, Pending)) or client_resumes(rc):
+        return outcome
+    deadline = time.monotonic() + float(mcp_settings.CONVERGE_WAIT_SECONDS)
+    time_limit = target.tool.time_limit if target.tool is not None else None
+    stop_at = None  # when the time limit runs out, on the loop's clock
+    if time_limit is not None:
+        deadline = min(deadline, started + time_limit)
+        stop_at = asyncio.get_running_loop().time() + (started + time_limit - time.monotonic())
+    first = outcome
+    try:
+        # A re-run stops at the time limit too: one begun before it may take as long again.
+        async with asyncio.timeout_at(stop_at):
+            _, outcome = await _converge(inv, target, rc, outcome, deadline)
+    except TimeoutError:
+        outcome = first
+    except asyncio.CancelledError:
+        if not inv.state.get("lease_lost"):
+            raise
+        task = asyncio.current_task()  # stopped by the lease keeper: the run ends quietly, writing nothing
+        if task is not None:
+            task.uncancel()
+            cancellation.forget(task)
+        return first
+    if isinstance(outcome, engine.Completed) and isinstance(outcome.value, Pending):
+        return shape_result(target, outcome.value, rc)
+    return outcome
 
 
 async def status_of(call_id: str) -> str:
