@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from mcp_tools import ToolContext
+from mcp_tools import Page, ToolContext
 from mcp_tools.models import ToolCall
 from mcp_tools.registry import make_tool, registry
 from tests.asgi_client import post_headers, post_json, request
@@ -37,6 +37,8 @@ class Gate:
         self.stopped = 0
         self.waiting = asyncio.Event()
         self.release = asyncio.Event()
+        #: The cursors of the pages whose runs finished counting.
+        self.cursors: list[int] = []
 
 
 @pytest.fixture
@@ -102,8 +104,17 @@ def gate(settings: Any) -> Any:
         held.effects += 1
         return "done"
 
+    async def drop_pages(ctx: ToolContext) -> Page[list[int]]:
+        """Pages of two numbers from the cursor, after a ctx.once (a row from the start); the first
+        run of a page after the first stops at progress 2 until released."""
+        await ctx.once("start", lambda: "started")
+        start = int(ctx.cursor or 0)
+        if start and await count(ctx, 4) and start not in held.cursors:
+            held.cursors.append(start)
+        return Page([start, start + 1], next_cursor=start + 2)
+
     with registry.registered_temporarily(make_tool(drop_count), make_tool(drop_count_rowed), make_tool(drop_quiet),
-                                         make_tool(drop_then_ask), make_tool(drop_sync)):
+                                         make_tool(drop_then_ask), make_tool(drop_sync), make_tool(drop_pages, paginate=True)):
         yield held
 
 
@@ -225,6 +236,33 @@ async def test_a_call_whose_runner_was_killed_after_the_drop_is_run_again_and_a_
     assert final["id"] == 9 and final["result"]["content"] == [{"type": "text", "text": "counted to 4"}], final
     assert (gate.runs, gate.effects) == (3, 1)
     assert progress_values(third) == [3, 4]
+
+
+async def test_a_page_whose_runner_was_killed_after_the_drop_is_run_again_for_the_same_page(gate: Gate) -> None:
+    """The run a resumed stream makes from the call's row (its runner gone) had ``ctx.cursor`` None, and
+    answered the first page for the second: the cursor is in the row (``_meta``, ``mcp-tools/cursor``)."""
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    gate.release.set()
+    page_one = await post_json(APP, json.loads(call_message(1, "drop_pages", {})), headers)
+    token = page_one.json()["result"]["nextResumeToken"]
+    gate.release.clear()
+    message = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "drop_pages", "arguments": {}, "resumeToken": token, "_meta": {"progressToken": "tok"}}}
+    first = Stream("POST", headers, json.dumps(message).encode())
+    event_id, _ = await first.wait_for(lambda m: m.get("method") == "notifications/progress" and m["params"]["progress"] == 2)
+    await asyncio.wait_for(gate.waiting.wait(), 10)
+    first.gone.set()  # the network drops the POST's stream...
+    await asyncio.sleep(0.05)
+    first.task.cancel()  # ...and the ASGI server stops the application that outlived its client
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(first.task, 10)
+    assert gate.stopped == 1
+
+    gate.release.set()
+    final = await answer_of(resumed(headers, event_id))
+    assert final["id"] == 2 and final["result"]["structuredContent"]["result"] == [2, 3], final
+    assert gate.cursors == [2]
 
 
 async def test_a_call_that_asks_after_its_stream_dropped_is_taken_over_by_the_journal(gate: Gate) -> None:

@@ -49,7 +49,7 @@ from ..store.sql import UnstorableValue
 from . import threads, tokens
 from .auth import Principal
 from .context import RequestContext, ends_when_stopped, kept_for_resume
-from .resumable import client_resumes, row_arguments, shape_value
+from .resumable import client_resumes, row_arguments, row_cursor, shape_value
 
 logger = logging.getLogger("mcp_tools.calls")  # the name operators configured; kept across the move
 
@@ -1503,6 +1503,9 @@ async def run_next_round(
         return await running(str(call.id))
     next_round = round_number + 1
     inv = new_invocation(target, rc, journal, str(call.id))
+    # The page the call runs (a paginate=True tool's), which its row keeps; a token's carried call
+    # has none: only a first page (no cursor) can suspend in the request (resume.run_again).
+    inv.cursor = row_cursor(getattr(call, "arguments", None))
     for step in journal.steps:
         step.persisted = True
     inv.state["pending_round"] = PendingRound(round_number, answers, answers_digest)
@@ -1550,8 +1553,9 @@ async def rerun_round(
     loaded = await store.load_call(call_id)
     if loaded is None:
         return ended_answer(target.method, "cancelled")
-    _, journal = loaded
+    row, journal = loaded
     inv = new_invocation(target, rc, journal, str(call_id))
+    inv.cursor = row_cursor(row.arguments)  # the page the call runs (a paginate=True tool's)
     outcome = await execute(target, inv)
     if isinstance(outcome, engine.NeedsInput):
         answer = ask(str(call_id), round_number, outcome.pending, carriable(inv.journal))

@@ -31,6 +31,7 @@ from ...protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, 
 from .. import background, core
 from ..threads import release_request_thread
 from ..context import RequestContext, ends_when_stopped
+from ..resumable import row_cursor
 
 logger = logging.getLogger("mcp_tools.calls")
 
@@ -156,7 +157,9 @@ async def _rounds(target: core.Target, inv: engine.Invocation, rc: RequestContex
             await withdraw_requests(call_id, ended.pending, ended.status, rc, already_sent)
             return core.ended_answer(target.method, ended.status)
         round_number += 1
+        cursor = inv.cursor  # the page this call runs (a paginate=True tool's), in every round
         inv = core.new_invocation(target, rc, journal, call_id)
+        inv.cursor = cursor
         outcome = None
 
 
@@ -367,7 +370,9 @@ async def _run_rounds(row: Any, journal: Journal, rc: RequestContext, already_se
     """Run a call from its journal on this stream, at round ``claimed_at`` (this stream claimed it)."""
     call_id = str(row.id)
     target = await core.resolve_target(row.method, row.arguments, rc.principal)
-    return await _rounds(target, core.new_invocation(target, rc, journal, call_id), rc, claimed_at, already_sent)
+    inv = core.new_invocation(target, rc, journal, call_id)
+    inv.cursor = row_cursor(row.arguments)  # the page the call runs (a paginate=True tool's), kept in its row
+    return await _rounds(target, inv, rc, claimed_at, already_sent)
 
 
 async def _owner_gone(call_id: str, row: Any) -> bool:
