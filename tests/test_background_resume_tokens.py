@@ -212,7 +212,7 @@ async def _slow_to_converge(ctx: ToolContext) -> str | mcp_tools.Pending:
     else:
         LEASES.append((ctx.call_id or "", True))
     if len(LEASES) < 3:
-        return mcp_tools.Pending("not yet", poll_seconds=0.8)
+        return mcp_tools.Pending("not yet", poll_seconds=2.0)
     return "ready"
 
 
@@ -220,7 +220,8 @@ async def test_the_worker_holds_the_call_while_it_polls(queued: list[str], setti
     """The polls outlast a lease: the worker renews it meanwhile, so no sweep hands the call to another
     worker (which would run it, and answer the client, again). Each run finds the call this worker's."""
     LEASES.clear()
-    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "WORKER_LEASE_SECONDS": 1.5}
+    # Two 2 s polls outlast a 3 s lease, renewed every second: a second of slack for a loaded machine.
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "WORKER_LEASE_SECONDS": 3.0}
     with registry.registered_temporarily(make_tool(_slow_to_converge, name="bg_slow_converging", background=True)):
         answer = await held(modern("tools/call", {"name": "bg_slow_converging", "arguments": {}}, {}), queued)
     assert answer["result"]["content"][0]["text"] == "ready", answer
