@@ -63,6 +63,35 @@ async def test_test_client_sends_extra_headers_on_every_request() -> None:
 
 
 
+@pytest.fixture
+def short_sqlite_lock_wait() -> Any:
+    """The endpoint's SQLite connections wait 1 s, not the demo's 20 s, for the test transaction's lock
+    (what the tests below provoke on purpose): their own connections are closed so the next ones open with it."""
+    from asgiref.sync import async_to_sync
+    from django.db import connections
+
+    from mcp_tools import store
+    from mcp_tools.server import threads
+
+    def reconnect() -> None:
+        threads.close_idle_threads()
+        async_to_sync(store.close_connections)()
+
+    if connections["default"].vendor != "sqlite":  # nothing waits on a lock there
+        yield
+        return
+    options = connections.settings["default"].setdefault("OPTIONS", {})  # shared by every thread's connection
+    kept = options.get("timeout")
+    options["timeout"] = 1
+    reconnect()
+    yield
+    if kept is None:
+        options.pop("timeout", None)
+    else:
+        options["timeout"] = kept
+    reconnect()
+
+
 SETUP_ERROR = (
     "mcp_tools.testing.McpTestSetupError: McpTestClient cannot run inside a TestCase's transaction: the MCP endpoint "
     "reaches the database from its own thread and connection, which do not see the rows the test wrote (on SQLite it "
@@ -71,7 +100,7 @@ SETUP_ERROR = (
 )
 
 
-def test_test_client_in_a_django_testcase_names_the_fix() -> None:
+def test_test_client_in_a_django_testcase_names_the_fix(short_sqlite_lock_wait: None) -> None:
     """Inside a ``TestCase`` (``manage.py test``) a call that writes fails, on SQLite, with an error that
     names the fix; it failed with "-32603: Internal error" and "database table is locked" in the log.
     Requests that need no table work in a ``TestCase``, as they did before the check. (On PostgreSQL the
@@ -95,7 +124,7 @@ def test_test_client_in_a_django_testcase_names_the_fix() -> None:
 
 
 @pytest.mark.django_db(transaction=False)
-async def test_test_client_in_a_non_transactional_django_db_test_names_the_fix() -> None:
+async def test_test_client_in_a_non_transactional_django_db_test_names_the_fix(short_sqlite_lock_wait: None) -> None:
     from django.db import connection
 
     if connection.vendor != "sqlite":
