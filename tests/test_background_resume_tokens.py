@@ -23,7 +23,8 @@ from mcp_tools import ToolContext
 from mcp_tools.models import ToolCall
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.server import background
-from tests.test_background_review import RESUMES, TASKS, legacy, modern, open_session, queued  # noqa: F401
+from tests.asgi_client import call_modern
+from tests.test_background_review import APP, RESUMES, TASKS, legacy, modern, open_session, queued  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -166,7 +167,7 @@ async def test_the_page_s_cursor_is_on_its_row(queued: list[str], tools: Any) ->
     [second_id] = queued
     first_row, second_row = await sync_to_async(lambda: [ToolCall.objects.get(id=i) for i in (first_id, second_id)])()
     assert second_row.params_digest == first_row.params_digest and first_row.arguments == call
-    assert second_row.arguments == {**call, "_meta": {"mcp-tools/cursor": 2}}
+    assert second_row.arguments == {**call, "_meta": {"mcp-tools/cursor": "2"}}  # the cursor's JSON text
 
 
 
@@ -242,3 +243,36 @@ async def test_a_background_tool_that_does_not_converge_within_its_time_limit_an
         answer = await held(modern("tools/call", {"name": "bg_never", "arguments": {}}, {}), queued)
     assert answer["result"]["content"][0]["text"] == "still converging", answer
     assert 1 < len(RUNS) and all(in_worker for in_worker, _ in RUNS)
+
+
+async def _odd_cursors(ctx: ToolContext) -> mcp_tools.Page[list[int]]:
+    RUNS.append((ctx._inv.in_worker, ctx.cursor))
+    return mcp_tools.Page([len(RUNS)], next_cursor={"after": "a\x00b\ud800é"} if ctx.cursor is None else None)
+
+
+async def test_a_cursor_holding_characters_no_row_stores_reaches_the_worker_as_it_was(queued: list[str]) -> None:
+    """The page's row keeps its cursor for the worker: a U+0000 or a lone surrogate in the tool's cursor
+    (which the token carries as it is) made that row unstorable, and page 2 was a -32603."""
+    RUNS.clear()
+    with registry.registered_temporarily(make_tool(_odd_cursors, name="bg_odd_cursors", background=True, paginate=True)):
+        pages = await resume_to_the_end({"name": "bg_odd_cursors", "arguments": {}}, queued)
+    assert [page["structuredContent"]["result"] for page in pages] == [[1], [2]]
+    assert RUNS == [(True, None), (True, {"after": "a\x00b\ud800é"})]
+
+
+async def test_the_next_page_of_a_tool_that_needs_tasks_is_refused_to_a_client_without_them(queued: list[str]) -> None:
+    """A taskSupport "required" tool's first call without the tasks extension is refused (-32021); its
+    page token, taken from a task, was run on a worker for a client without them and the request held."""
+    RUNS.clear()
+    with registry.registered_temporarily(
+            make_tool(_pages, name="bg_task_pages", background=True, paginate=True, task_support="required")):
+        created = await modern("tools/call", {"name": "bg_task_pages", "arguments": {}}, TASKS)
+        await run_worker(queued)
+        done = await modern("tasks/get", {"taskId": created["result"]["taskId"]}, TASKS)
+        token = done["result"]["result"]["nextResumeToken"]
+        first = await call_modern(APP, "tools/call", {"name": "bg_task_pages", "arguments": {}}, capabilities={})
+        resumed = await call_modern(
+            APP, "tools/call", {"name": "bg_task_pages", "arguments": {}, "resumeToken": token}, capabilities={})
+    assert (first.status, first.json()["error"]["code"]) == (400, -32021), first.body
+    assert (resumed.status, resumed.json()["error"]) == (400, first.json()["error"]), resumed.body
+    assert not queued and RUNS == [(True, None)]

@@ -187,16 +187,17 @@ def _cacheable(result: dict[str, Any], rc: RequestContext, items: list[Any] | No
 
 async def call_tool(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     token = resume.token_of(params)
-    if token is not None:
-        if rc.modern:
-            return await resume.resume(params, rc, token, mrtr.input_required_of, mrtr.resumed_on_worker)
-        return await resume.resume(params, rc, token, to_worker=functools.partial(tasks.resumed_legacy, params))
     if rc.modern:
         name = params.get("name")
         tool = registry.get_tool(name) if isinstance(name, str) else None
+        # Also with a resumeToken: a background tool's next page or poll is a new call on a worker.
         if tasks.needs_tasks(tool, rc):  # a coroutine only for a refusal
             await tasks.refuse_tool_call(tool, rc)
+        if token is not None:
+            return await resume.resume(params, rc, token, mrtr.input_required_of, mrtr.resumed_on_worker)
         return await mrtr.call("tools/call", params, rc)
+    if token is not None:
+        return await resume.resume(params, rc, token, to_worker=functools.partial(tasks.resumed_legacy, params))
     if await tasks.check_legacy_tool_call(params, rc):
         return await tasks.create_legacy(params, rc)
     return await session.call("tools/call", params, rc)

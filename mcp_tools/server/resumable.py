@@ -7,6 +7,7 @@ A token is sealed and bound to the caller, the tool and a digest of the argument
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from ..registry.results import Page, Pending
@@ -46,17 +47,20 @@ def row_arguments(target: Target, cursor: Any) -> dict[str, Any]:
 
     A run from the row (a worker's, for a page of a background tool) gets the cursor back from
     there (:func:`row_cursor`): the request that sealed it in its token is gone by then. It goes
-    under ``_meta``, which binds nothing, so the row's arguments still digest as the call's.
+    under ``_meta``, which binds nothing, so the row's arguments still digest as the call's. It is kept
+    as its JSON text with every non-ASCII character escaped: a cursor is the tool's own value, which the
+    token carries whatever it holds, and a U+0000 or a lone surrogate in it would make the row unstorable.
     """
     if cursor is None:
         return target.bound_params
-    return {**target.bound_params, "_meta": {CURSOR_META: cursor}}
+    return {**target.bound_params, "_meta": {CURSOR_META: json.dumps(cursor)}}
 
 
 def row_cursor(arguments: Any) -> Any:
     """The cursor :func:`row_arguments` kept in a row's params, or None."""
     meta = arguments.get("_meta") if isinstance(arguments, dict) else None
-    return meta.get(CURSOR_META) if isinstance(meta, dict) else None
+    kept = meta.get(CURSOR_META) if isinstance(meta, dict) else None
+    return json.loads(kept) if isinstance(kept, str) else None
 
 
 def with_next_token(result: dict[str, Any], token: str) -> dict[str, Any]:
