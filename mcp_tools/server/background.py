@@ -168,10 +168,28 @@ def worker_loop() -> asyncio.AbstractEventLoop:
     """
     global _loop
     with _loop_lock:
-        if _loop is None or _loop.is_closed():
+        if _loop is None or _loop.is_closed():  # closed: its thread ended (_run_loop)
             _loop = asyncio.new_event_loop()
-            threading.Thread(target=_loop.run_forever, name="mcp-tools-worker-loop", daemon=True).start()
+            threading.Thread(target=_run_loop, args=(_loop,), name="mcp-tools-worker-loop", daemon=True).start()
         return _loop
+
+
+def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """The worker loop's thread: run ``loop`` until it stops, then close it.
+
+    asyncio lets a ``SystemExit`` or ``KeyboardInterrupt`` raised in a task or a callback out of
+    ``run_forever`` (a handler's own is a tool error, ``core.execute``; not one of code around it),
+    and ``loop.stop()`` ends it too. The thread ends then, and the loop with it: closed, it is seen
+    to be gone by :func:`worker_loop`, which starts another, and by the task bodies waiting on its
+    calls (:func:`run_call_sync`). Left open, it was handed out again, and every call sent to it, and
+    every task body waiting on one, waited forever.
+    """
+    try:
+        loop.run_forever()
+    except BaseException:
+        logger.critical("The worker's event loop stopped on an exception; the calls it ran are left to the sweep", exc_info=True)
+    finally:
+        loop.close()
 
 
 def _forget_loop_after_fork() -> None:
@@ -184,6 +202,10 @@ def _forget_loop_after_fork() -> None:
 
 if hasattr(os, "register_at_fork"):  # POSIX only (no fork on Windows)
     os.register_at_fork(after_in_child=_forget_loop_after_fork)
+
+
+#: How often a task body waiting for its call's run checks that the worker loop still runs (:func:`run_call_sync`).
+LOOP_CHECK_SECONDS = 1.0
 
 
 class _Round:
@@ -205,8 +227,16 @@ def run_call_sync(call_id: str, worker: str, task_id: str | None = None) -> str:
     """
     started = time.monotonic()
     ran = _Round()
-    future = asyncio.run_coroutine_threadsafe(run_in_worker(call_id, worker, task_id, ran), worker_loop())
+    loop = worker_loop()
+    future = asyncio.run_coroutine_threadsafe(run_in_worker(call_id, worker, task_id, ran), loop)
     try:
+        # Not future.result() alone: a loop that stopped under the call never completes it.
+        while not future.done():
+            if loop.is_closed() and not future.done():
+                # Its lease keeper stops with the loop: the lease runs out, and the sweep hands the call
+                # to a worker again (a lost worker, counted). This task fails, logged.
+                raise RuntimeError(f"The worker's event loop stopped while it ran background call {call_id}")
+            concurrent.futures.wait((future,), timeout=LOOP_CHECK_SECONDS)
         return future.result()
     except (asyncio.CancelledError, concurrent.futures.CancelledError):
         # The call ended (cancelled, expired, taken over) while this worker ran it; the row says so.
@@ -460,7 +490,7 @@ class _LeaseKeeper:
         self.stopped.set()
 
     def _renew(self) -> None:
-        while not self.stopped.wait(self._next_wait()):
+        while not self.stopped.wait(self._next_wait()) and not self.loop.is_closed():  # closed: the run is gone with it
             try:
                 renewed = store.renew_lease_blocking(self.call_id, self.worker, self.lease, ends_with_ttl=self.ttl_at is not None)
             except Exception:

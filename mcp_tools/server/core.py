@@ -22,6 +22,8 @@ import functools
 import inspect
 import json
 import logging
+import signal
+import threading
 import time
 import types
 from collections.abc import Awaitable, Callable, Sequence
@@ -952,6 +954,18 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
             raise
         logger.exception("%s %r failed after %.3fs", target.method, target.name, time.monotonic() - started)
         message = internal_error_text(target.name)
+    except (SystemExit, KeyboardInterrupt) as exc:
+        # The handler's own sys.exit() (argparse, click, a wrapped library) or ``raise KeyboardInterrupt``:
+        # a failure like any other. Let out, it ended the server process (inline: asyncio lets these two
+        # out of the event loop) or the worker's event loop (the call stayed working, taken over and run
+        # again). A real Ctrl-C still stops the process: see may_be_ctrl_c. GeneratorExit is not caught:
+        # it is how Python closes this coroutine (nothing may be awaited under it), and a handler's own
+        # is not told apart from that.
+        if may_be_ctrl_c(exc):
+            raise
+        logger.error("%s %r raised %s after %.3fs", target.method, target.name, type(exc).__name__,
+                     time.monotonic() - started, exc_info=True)
+        message = internal_error_text(target.name)
     finally:
         running_here.handler_here = False
         if waiter is not None and waiter.also is first_wait:
@@ -976,6 +990,28 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
     error = McpError(INTERNAL_ERROR, message)
     await _end_failed(inv, error)
     raise error
+
+
+def may_be_ctrl_c(exc: BaseException) -> bool:
+    """Whether ``exc`` out of a handler may be the user's Ctrl-C, which must stop the process, rather
+    than the handler's own ``raise KeyboardInterrupt``.
+
+    Python turns SIGINT into a ``KeyboardInterrupt`` only in the main thread, under a SIGINT handler
+    that raises it (its default one; ``asyncio.run``'s, from the second Ctrl-C on: the first cancels),
+    wherever that thread is, a handler's code included: there the two cannot be told apart, and it
+    stops the process as it always did. The servers that run tools install a SIGINT handler of their
+    own (daphne's Twisted, uvicorn, ``mcp_stdio``) or run them off the main thread (a Celery worker's
+    event loop): there a ``KeyboardInterrupt`` out of a handler can only be its own.
+    """
+    if not isinstance(exc, KeyboardInterrupt) or threading.current_thread() is not threading.main_thread():
+        return False
+    handler = signal.getsignal(signal.SIGINT)
+    handler = getattr(getattr(handler, "func", None), "__func__", handler)  # asyncio.run's: a partial of a bound method
+    return handler is signal.default_int_handler or (_ASYNCIO_RUN_SIGINT is not None and handler is _ASYNCIO_RUN_SIGINT)
+
+
+#: The SIGINT handler ``asyncio.run`` installs (``asyncio.Runner._on_sigint``), if this Python's has that name.
+_ASYNCIO_RUN_SIGINT = getattr(asyncio.Runner, "_on_sigint", None)
 
 
 #: The rows being written for calls the server's stop left to their clients' resume (:func:`_keep_for_resume`).
