@@ -149,6 +149,18 @@ def is_server_cancel(exc: BaseException, task: asyncio.Task[Any] | None) -> bool
     return isinstance(exc, asyncio.CancelledError) and SERVER_CANCEL in exc.args
 
 
+def stop_requested(exc: BaseException, task: asyncio.Task[Any] | None) -> bool:
+    """Whether a ``CancelledError`` out of a handler running in ``task`` is a stop someone asked for.
+
+    Every stop (the client's ``notifications/cancelled`` or closed stream, ``tasks/cancel``, an
+    operator, a lost lease, the server's shutdown) cancels the task, which ``Task.cancelling()``
+    counts until the cancel is taken back; the server's own stop at the handler's next step, once its
+    call ended, raises ``CancelledError(SERVER_CANCEL)`` (:func:`is_server_cancel`). Any other is the
+    handler's own (a library's timeout or cancel scope leaking out): nobody asked for it.
+    """
+    return (task is not None and task.cancelling() > 0) or is_server_cancel(exc, task)
+
+
 def forget(task: asyncio.Task[Any]) -> None:
     """The handler ``task`` ran is done with its stop: a later run in the same task may be stopped anew.
 

@@ -69,8 +69,8 @@ def ends_when_stopped(rc: RequestContext, exc: BaseException, task: asyncio.Task
     that a resume can go on with (:attr:`RequestContext.survives_server_stop`): "disconnection SHOULD
     NOT be interpreted as the client cancelling its request", nor is the server's own shutdown.
     ``exc``: the ``CancelledError``; the server's own on purpose (an operator, a deadline, the row
-    ended: :func:`~mcp_tools.interprocess.cancellation.is_server_cancel`) ends the call. ``task``: the handler's; a ``CancelledError`` while nothing cancels it (``cancelling()`` 0) is
-    the handler's own (a library's inner future cancelled), which ends the call as it always did."""
+    ended: :func:`~mcp_tools.interprocess.cancellation.is_server_cancel`) ends the call. ``task``: the handler's; a ``CancelledError`` while nothing cancels it (``cancelling()`` 0)
+    ends the call (``core.execute`` answers a handler's own as a failure before it asks)."""
     if rc.stream_closed:
         return False
     if rc.cancel_requested or not rc.survives_server_stop or task is None or not task.cancelling():

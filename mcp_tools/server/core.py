@@ -911,6 +911,17 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
         # operator or by the deadline. The row says so at once, whoever stopped it.
         if task is None:  # raised by the handler itself before it ever waited
             task = running_task(inv)
+        if not cancellation.stop_requested(exc, task):
+            # Nobody stopped it: the handler raised CancelledError itself (a library's own timeout or
+            # cancel scope leaking out). A failure like any other, not a cancel: taken for one, its
+            # request got no answer at all (HTTP 202) and its task ended cancelled.
+            logger.error("%s %r raised CancelledError, though nothing cancelled it, after %.3fs",
+                         target.method, target.name, time.monotonic() - started, exc_info=True)
+            if is_tool:
+                return error_result(internal_error_text(target.name))
+            error = McpError(INTERNAL_ERROR, internal_error_text(target.name))
+            await _end_failed(inv, error)
+            raise error from None
         # Stopped once is enough: no watch may stop this run again while it writes its answer.
         _unwatch(inv)
         if recorder is not None and not recorder.done():

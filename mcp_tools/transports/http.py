@@ -1028,9 +1028,18 @@ class McpEndpoint:
                     handler.running = False
                     handler.stop_watcher()
             except asyncio.CancelledError:
+                requested = handler.requested
                 if not handler.handler_cancelled():
                     raise  # this request's task itself is being cancelled (the server shuts down)
                 if handler.disconnected:
+                    return
+                if not requested:
+                    # Nobody cancelled anything: code the request ran raised CancelledError itself (a
+                    # completer's library timing out; a tool's own is a tool error, core.execute). A
+                    # failure, answered as one: taken for notifications/cancelled, it got a 202 with
+                    # no body, which a client reads as no answer ever coming.
+                    logger.error("Unhandled CancelledError in %s, though nothing cancelled it", method, exc_info=True)
+                    await response.finish(jsonrpc.error_message(rc.request_id, McpError(INTERNAL_ERROR, "Internal error")))
                     return
                 # notifications/cancelled: the client expects no response for the request.
                 if response.streaming:
