@@ -12,6 +12,7 @@ client that lost its stream picks the call up with ``Last-Event-ID``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -212,8 +213,15 @@ async def _wait_for_answers(call_id: str, round_number: int, rc: RequestContext)
         # The client cancelled while the call waited for its answers (a closed stream is
         # not a cancellation, nor the server's shutdown: the call stays resumable).
         reason = core.CLIENT_CANCELLED if rc.cancel_requested else ""
-        if ends_when_stopped(rc, exc, asyncio.current_task()) and await store.end_call(call_id, "cancelled", reason):
-            await wakeups.notify(call_id)
+        if ends_when_stopped(rc, exc, asyncio.current_task()):
+            # Written to its end, whatever cancels this task again meanwhile: stdio's shutdown cancels
+            # a request every 0.1 s until it ends, then exits. Cut off, the row stayed input_required.
+            ending = asyncio.ensure_future(store.end_call(call_id, "cancelled", reason))
+            while not ending.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(ending)
+            if ending.result():
+                await wakeups.notify(call_id)
         raise
     finally:
         rc.awaiting_input = False
