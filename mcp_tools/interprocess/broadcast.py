@@ -90,6 +90,10 @@ def listen(group: str, handler: Callable[[dict[str, Any]], None]) -> None:
     One listener per group and process (:func:`follow`); one that belongs to another
     event loop (a loop that ended: tests, ``async_to_sync``) is started again on the running one.
     """
+    # The cheapest test first: every 2025-11-25 request comes here (cancellation.register), and with
+    # no shared layer (known once asked) there is nobody to hear, whatever was started before.
+    if _shared and _shared[0] is None:
+        return
     running = _listeners.get(group)
     if running is not None and not running.done() and running.get_loop() is asyncio.get_running_loop():
         return

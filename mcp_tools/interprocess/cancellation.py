@@ -41,10 +41,13 @@ class Cancellable(Protocol):
     def cancel(self, msg: Any = None) -> Any: ...
 
 
-#: What runs each 2025-11-25 request in this process, by (session, request id): more than one at a
+#: A 2025-11-25 request of this process: its session and its id, a JSON string or integer as it
+#: came (``jsonrpc.classify`` lets no other id through), so ``1`` and ``"1"`` are two requests.
+Key = tuple[str, str | int]
+#: What runs each 2025-11-25 request in this process, by its :data:`Key`: more than one at a
 #: time when a resumed stream follows a handler that its closed stream left running (or two
 #: resumes overlap). A cancel stops them all; each one leaves with its own entry.
-_running: dict[tuple[str, str], list[Cancellable]] = {}
+_running: dict[Key, list[Cancellable]] = {}
 #: The handler tasks watching each call's row (more than one when a retry overlaps the run
 #: it retries: none may displace another, or the other's row would stop looking alive).
 _calls: dict[str, set[asyncio.Task[Any]]] = {}
@@ -53,17 +56,21 @@ _calls: dict[str, set[asyncio.Task[Any]]] = {}
 _stopped_by_server: weakref.WeakSet[asyncio.Task[Any]] = weakref.WeakSet()
 
 
-def _key(session_id: str, request_id: Any) -> tuple[str, str]:
-    return session_id, repr(request_id)
-
-
-def register(session_id: str, request_id: Any, running: Cancellable) -> None:
-    _running.setdefault(_key(session_id, request_id), []).append(running)
+def register(session_id: str, request_id: str | int, running: Cancellable) -> Key:
+    """Let a cancel of request ``request_id`` of session ``session_id`` stop ``running``; returns
+    the key that :func:`unregister` takes (made once per request: this runs in every 2025-11-25 one)."""
+    key = (session_id, request_id)
+    entries = _running.get(key)
+    if entries is None:
+        _running[key] = [running]
+    else:
+        entries.append(running)
     broadcast.listen(GROUP, _on_cancel)
+    return key
 
 
-def unregister(session_id: str, request_id: Any, running: Cancellable) -> None:
-    key = _key(session_id, request_id)
+def unregister(key: Key, running: Cancellable) -> None:
+    """Undo :func:`register` (``key`` is what it returned)."""
     entries = _running.get(key)
     if entries is None:
         return
@@ -76,7 +83,11 @@ def unregister(session_id: str, request_id: Any, running: Cancellable) -> None:
 
 
 def _cancel_local(session_id: str, request_id: Any) -> bool:
-    entries = _running.get(_key(session_id, request_id))
+    # A cancel names any JSON value: only a string or an integer can be a request's id here (and
+    # True or 1.0, equal to 1 with its hash, must not stop request 1; a list has no hash).
+    if type(request_id) is not str and type(request_id) is not int:
+        return False
+    entries = _running.get((session_id, request_id))
     if not entries:
         return False
     for running in list(entries):

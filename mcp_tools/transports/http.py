@@ -1016,9 +1016,8 @@ class McpEndpoint:
         task only while the handler runs and remembers that it did.
         """
         handler = _Handler(receive, rc, response)
-        if session_id:
-            # Only .cancel() is called on what is registered (interprocess.cancellation).
-            cancellation.register(session_id, rc.request_id, handler)
+        # Only .cancel() is called on what is registered (interprocess.cancellation).
+        registered = cancellation.register(session_id, rc.request_id, handler) if session_id else None
         try:
             try:
                 handler.running = True
@@ -1072,8 +1071,8 @@ class McpEndpoint:
             # the client to resume with Last-Event-ID. The send itself goes nowhere.)
             await response.finish(jsonrpc.result_message(rc.request_id, result))
         finally:
-            if session_id:
-                cancellation.unregister(session_id, rc.request_id, handler)
+            if registered is not None:
+                cancellation.unregister(registered, handler)
 
     # -- subscriptions/listen (2026-07-28) ----------------------------------------------
     async def listen(self, scope: dict[str, Any], headers: dict[str, str], receive: Any, response: Response, request_id: Any,
@@ -1217,9 +1216,8 @@ class McpEndpoint:
                             progress_token=progress_token, progress_sent=progress_sent, survives_server_stop=True)
         task = asyncio.ensure_future(session_flavor.continue_call(call_id, rc, already_sent))
         stopper = _RequestedStop(task, rc)
-        if request_id is not None:
-            # The request goes on on this stream: the client's notifications/cancelled stops it here.
-            cancellation.register(session.id, request_id, stopper)
+        # The request goes on on this stream: the client's notifications/cancelled stops it here.
+        registered = cancellation.register(session.id, request_id, stopper) if request_id is not None else None
         watcher = asyncio.ensure_future(receive())
         response.last_sent = time.monotonic()
         keeper = asyncio.ensure_future(keep_alive(response, watcher.done))  # as a POST's stream that waits
@@ -1260,8 +1258,8 @@ class McpEndpoint:
                 await response._send({"type": "http.response.body", "body": b""})
         finally:
             watcher.cancel()
-            if request_id is not None:
-                cancellation.unregister(session.id, request_id, stopper)
+            if registered is not None:
+                cancellation.unregister(registered, stopper)
 
     async def standalone(self, receive: Any, response: Response, caller: StreamCaller) -> None:
         """The session's standalone stream: list changes, resource updates, keep-alives.
