@@ -32,20 +32,19 @@ Kind = Literal["request", "notification", "response"]
 class Message:
     """One incoming JSON-RPC message, classified.
 
-    ``id``, ``method`` and ``params`` are read out of ``raw`` once: the transport asks
-    for them several times per request.
+    ``id``, ``method`` and ``params`` are read out of ``raw`` once, by :func:`classify` (which
+    reads them to check them): the transport asks for them several times per request.
     """
 
     __slots__ = ("kind", "raw", "id", "method", "params")
 
-    def __init__(self, kind: Kind, raw: dict[str, Any]) -> None:
+    def __init__(self, kind: Kind, raw: dict[str, Any], request_id: RequestId | None, method: str, params: dict[str, Any]) -> None:
         self.kind: Kind = kind
         self.raw = raw
-        self.id: RequestId | None = raw.get("id")
-        self.method: str = raw.get("method", "")
-        params = raw.get("params")
+        self.id: RequestId | None = request_id
+        self.method: str = method
         #: The params object ({} when absent).
-        self.params: dict[str, Any] = params if isinstance(params, dict) else {}
+        self.params: dict[str, Any] = params
 
     def __repr__(self) -> str:
         return f"Message(kind={self.kind!r}, raw={self.raw!r})"
@@ -125,7 +124,17 @@ def parse_body(body: bytes) -> Message:
     is a known deviation, docs/protocol.md), and -32602 for a request with a
     string no database here can store (:data:`UNSTORABLE_MESSAGE`).
     """
-    payload, checked = _parse(body)
+    # orjson reads RFC 8259 UTF-8 only (no NaN, no lone surrogates, at most 1024 levels): whatever it
+    # refuses is decided by json (_json_value), with json's errors; so are long numbers, which it
+    # would read as rounded floats. What orjson read holds no lone surrogate ("checked").
+    checked = not may_hold_long_number(body)
+    if checked:
+        try:
+            payload = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            checked = False
+    if not checked:
+        payload = _json_value(body)
     # Only a body with more than MAX_DEPTH "{" / "[" can nest that deep, and, being JSON, it closes
     # each: a shorter one is not scanned. Then a C scan, and the walk only past it.
     if len(body) > 2 * MAX_DEPTH and body.count(b"{") + body.count(b"[") > MAX_DEPTH:
@@ -190,17 +199,9 @@ def _within_depth(payload: Any) -> Any:
     return payload
 
 
-def _parse(body: bytes) -> tuple[Any, bool]:
-    """The JSON value of a body (:class:`InvalidMessage` -32700 if it is not JSON), and whether
-    orjson read it: then it holds no lone surrogate, which orjson refuses."""
-    if not may_hold_long_number(body):
-        # orjson reads RFC 8259 UTF-8 only (no NaN, no lone surrogates, at most 1024 levels):
-        # whatever it refuses is decided by json below, with json's errors. The check above
-        # keeps long numbers from it: it reads an integer past 64 bits as a rounded float.
-        try:
-            return orjson.loads(body), True
-        except orjson.JSONDecodeError:
-            pass
+def _json_value(body: bytes) -> Any:
+    """The JSON value of a body as json reads it (:class:`InvalidMessage` -32700 if it is not JSON):
+    for what orjson refuses or would read otherwise (:func:`parse_body`)."""
     try:
         if body[:1] == b"{":
             # UTF-8 (surrogatepass, as json.loads(bytes) reads UTF-8), without the leading checks
@@ -214,7 +215,11 @@ def _parse(body: bytes) -> tuple[Any, bool]:
         raise InvalidMessage(f"Parse error: {exc}", code=PARSE_ERROR) from None
     except RecursionError:  # "[[[[..." deeper than the interpreter's stack: the decoder recurses per level
         raise InvalidMessage("Parse error: the JSON nests too deeply", code=PARSE_ERROR) from None
-    return payload, False
+    return payload
+
+
+#: A member that is not there (``dict.get``'s default where ``None`` is a value: ``"id": null``).
+_ABSENT: Any = object()
 
 
 def classify(payload: Any) -> Message:
@@ -223,27 +228,33 @@ def classify(payload: Any) -> Message:
     Raises :class:`InvalidMessage`, which carries the request's id when that could be read
     (:func:`_readable_id`): the error answer repeats it.
     """
-    if isinstance(payload, list):
-        raise InvalidMessage("Invalid request: batch requests are not supported")
     if not isinstance(payload, dict):
+        if isinstance(payload, list):
+            raise InvalidMessage("Invalid request: batch requests are not supported")
         raise InvalidMessage("Invalid request: a JSON-RPC message must be an object")
     if payload.get("jsonrpc") != "2.0":
         raise InvalidMessage('Invalid request: "jsonrpc" must be "2.0"', _readable_id(payload))
-    has_id = "id" in payload
-    if has_id:
-        request_id = payload["id"]
-        if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
-            raise InvalidMessage('Invalid request: "id" must be a string or an integer')
-    if "method" in payload:
-        if not isinstance(payload["method"], str) or not payload["method"]:
+    # Each member read once (_ABSENT: not there), and handed to the Message.
+    request_id = payload.get("id", _ABSENT)
+    if request_id is not _ABSENT and (isinstance(request_id, bool) or not isinstance(request_id, (str, int))):
+        raise InvalidMessage('Invalid request: "id" must be a string or an integer')
+    method = payload.get("method", _ABSENT)
+    if method is not _ABSENT:
+        if not isinstance(method, str) or not method:
             raise InvalidMessage('Invalid request: "method" must be a non-empty string', _readable_id(payload))
-        if "params" in payload and not isinstance(payload["params"], dict):
+        params = payload.get("params", _ABSENT)
+        if params is _ABSENT:
+            params = {}
+        elif not isinstance(params, dict):
             raise InvalidMessage('Invalid request: "params" must be an object', _readable_id(payload))
-        return Message("request" if has_id else "notification", payload)
-    if has_id and (("result" in payload) != ("error" in payload)):
+        if request_id is _ABSENT:
+            return Message("notification", payload, None, method, params)
+        return Message("request", payload, request_id, method, params)
+    if request_id is not _ABSENT and (("result" in payload) != ("error" in payload)):
         if "error" in payload and not _is_error_object(payload["error"]):
             raise InvalidMessage('Invalid response: "error" must be an object with an integer "code" and a string "message"')
-        return Message("response", payload)
+        params = payload.get("params")  # (a response has none: read as for any message)
+        return Message("response", payload, request_id, "", params if isinstance(params, dict) else {})
     raise InvalidMessage("Invalid request: not a JSON-RPC request, notification or response")
 
 
