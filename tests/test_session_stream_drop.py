@@ -531,8 +531,9 @@ async def test_a_cancel_for_a_call_this_process_does_not_run_ends_its_row(status
 
 async def test_a_handler_that_raises_cancelled_error_itself_still_ends_its_call(settings: Any) -> None:
     """A CancelledError the handler raises while nothing cancels its task (a library's inner future
-    cancelled) is no server shutdown: its call ends cancelled, as it always did. A diff review of the
-    shutdown change found such a row left working for CALL_TTL."""
+    cancelled) is no server shutdown: its call ends (a diff review of the shutdown change found such a
+    row left working for CALL_TTL), failed like any other error of the tool's own, as nobody cancelled
+    it (tests/test_handler_cancelled_error.py)."""
     async def self_cancel(ctx: ToolContext) -> str:
         await ctx.once("start", lambda: "started")
         inner = asyncio.get_running_loop().create_future()
@@ -544,4 +545,4 @@ async def test_a_handler_that_raises_cancelled_error_itself_still_ends_its_call(
         session = await open_session()
         stream = Stream("POST", post_headers(version=HANDSHAKE, session=session), call_message(41, "self_cancel", {}))
         await asyncio.wait_for(stream.task, 10)
-    assert (await sync_to_async(ToolCall.objects.get)()).status == "cancelled"
+    assert (await sync_to_async(ToolCall.objects.get)()).status == "failed"
