@@ -6,32 +6,14 @@ for the first's row lock and must then find the step answered."""
 from __future__ import annotations
 
 import threading
-import time
-from typing import Any
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, connections, transaction  # noqa: F401 (connection: the skipif conditions)
 
 from mcp_tools.models import CallStep, ToolCall
+from tests.row_locks import wait_until_another_connection_waits
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _someone_waits_for_a_row_lock() -> bool:
-    """Whether another connection of this database waits for a row lock (PostgreSQL) or runs a statement
-    on the journal (MariaDB) now."""
-    with connections["default"].cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
-            )
-        else:
-            # (MariaDB's innodb_trx did not list the waiting UPDATE as LOCK WAIT here; its process list does.)
-            cursor.execute(
-                "SELECT count(*) FROM information_schema.processlist"
-                " WHERE command = 'Query' AND id <> CONNECTION_ID() AND info LIKE '%%mcp_tools_callstep%%'"
-            )
-        return bool(cursor.fetchone()[0])
 
 
 @pytest.mark.skipif("connection.vendor == 'sqlite'", reason="SQLite serialises writers: no two answers can race")
@@ -61,11 +43,10 @@ def test_two_different_answers_racing_for_one_step_record_exactly_one() -> None:
     assert first_wrote.wait(20)
     second = threading.Thread(target=deliver, args=("second", None))
     second.start()
-    deadline = time.monotonic() + 20
-    while not _someone_waits_for_a_row_lock():  # the second UPDATE is queued behind the first's lock
-        assert time.monotonic() < deadline, ("the second answer never reached the step's row", accepted, errors)
-        time.sleep(0.01)
-    second_blocked.set()
+    try:
+        wait_until_another_connection_waits("mcp_tools_callstep")  # the second UPDATE is queued behind the first's lock
+    finally:
+        second_blocked.set()
     first.join(30)
     second.join(30)
     assert not errors, errors

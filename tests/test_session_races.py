@@ -6,46 +6,23 @@ The two-connection tests need a database that locks rows (SQLite serialises writ
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, connections, transaction  # noqa: F401 (connection: the skipif conditions)
 from django.utils import timezone
 
 from mcp_tools import resource
 from mcp_tools.models import McpSession, ResourceSubscription
 from mcp_tools.registry import registry
 from mcp_tools.store import sessions as session_store
+from tests.row_locks import wait_until_another_connection_waits
 from tests.test_resources_review import _in_memory_layer, legacy, open_session  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 locks_rows = pytest.mark.skipif("connection.vendor == 'sqlite'", reason="SQLite serialises writers: nothing can race")
-
-
-def _another_connection_waits() -> bool:
-    """Whether another connection of this database waits for a lock (PostgreSQL) or runs a statement on
-    the session tables (MariaDB, whose innodb_trx does not show these waits) now."""
-    with connections["default"].cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
-            )
-        else:
-            cursor.execute(
-                "SELECT count(*) FROM information_schema.processlist"
-                " WHERE command = 'Query' AND id <> CONNECTION_ID() AND info LIKE '%%mcp_tools_%%'"
-            )
-        return bool(cursor.fetchone()[0])
-
-
-def _wait_until_another_connection_waits() -> None:
-    deadline = time.monotonic() + 20
-    while not _another_connection_waits():
-        assert time.monotonic() < deadline, "the other connection never reached the row"
-        time.sleep(0.01)
 
 
 def _idle_session(session_id: str) -> None:
@@ -87,7 +64,7 @@ def _while_another_request_holds_the_row(first: Callable[[], Any], second: Calla
     waiter = Thread(second)
     waiter.start()
     try:
-        _wait_until_another_connection_waits()
+        wait_until_another_connection_waits("mcp_tools_")
     finally:
         release.set()
         holder.join(30)
@@ -151,7 +128,7 @@ def test_the_idle_purge_waits_for_a_subscribe_of_the_session_and_deletes_both(mo
     purge = Thread(lambda: session_store.purge_idle_sessions(3600))
     purge.start()
     try:
-        _wait_until_another_connection_waits()
+        wait_until_another_connection_waits("mcp_tools_")
     finally:
         release.set()
         subscribe.join(30)
