@@ -402,6 +402,11 @@ class Statements:
         self.call_placeholders = self._placeholders(call, call.attnames)
         #: SQLite's INSERTs by shape: ``(head, parameters, positions of the NULLs)`` (:meth:`_insert`).
         self._inserts: dict[tuple[str, int, tuple[int, ...]], str] = {}
+        #: A call row's UPDATEs (and PostgreSQL's round statements) by shape (:meth:`_statement`).
+        self._updates: dict[tuple[Any, ...], str] = {}
+        c = step.column
+        self.answer_sql = (f"UPDATE {step.table} SET {c['status']} = %s, {c['response']} = %s, {c['error']} = %s, "
+                           f"{c['answered_at']} = %s WHERE {c['call']} = %s AND {c['seq']} = %s AND {c['status']} = %s")
 
     def _placeholders(self, columns: _Columns, names: Sequence[str]) -> str:
         if not self.postgres:
@@ -576,42 +581,72 @@ class Statements:
                 cursor.execute(*self._insert(self.step_insert_sql, rows, step_params, len(STEP_INSERT_FIELDS)))
         return str(values["id"])
 
-    def _set(self, values: dict[str, Any]) -> tuple[str, list[Any]]:
-        sets, params = [], []
+    def _set(self, values: dict[str, Any], params: list[Any]) -> tuple[str, ...]:
+        """Append the prepared ``values`` to ``params``; the shape of their ``SET`` (:meth:`_set_sql`)."""
+        prep = self.call.prep
         for name, value in values.items():
-            sets.append(f"{self.call.column[name]} = %s")
-            params.append(self.call.prep[name](value))
-        return ", ".join(sets), params
+            params.append(prep[name](value))
+        return tuple(values)
 
-    def _where(self, call_id: Any, where: dict[str, Any]) -> tuple[str, list[Any]]:
-        conditions, params = [f"{self.call.column['id']} = %s"], [self.pk(call_id)]
+    def _set_sql(self, names: tuple[str, ...]) -> str:
+        return ", ".join(f"{self.call.column[name]} = %s" for name in names)
+
+    def _where(self, call_id: Any, where: dict[str, Any], params: list[Any]) -> tuple[Any, ...]:
+        """Append the values of ``where`` (on the call ``call_id``) to ``params``; the shape of its
+        conditions (:meth:`_where_sql`): each lookup, with how many values it lists for ``__in``."""
+        prep = self.call.prep
+        params.append(self.pk(call_id))
+        shape: list[Any] = []
         for lookup, value in where.items():
-            if lookup == "unexpired_at":  # not past its expiry at ``value`` (a row without one never expires)
-                expires = self.call.column["expires_at"]
-                conditions.append(f"({expires} IS NULL OR {expires} > %s)")
-                params.append(self.call.prep["expires_at"](value))
-                continue
-            if lookup == "progress_below":  # no progress yet, or less than ``value``
-                progress = self.call.column["progress"]
-                conditions.append(f"({progress} IS NULL OR {progress} < %s)")
+            if lookup == "unexpired_at":
+                params.append(prep["expires_at"](value))
+            elif lookup == "progress_below":
                 params.append(value)
-                continue
-            name, _, op = lookup.partition("__")
-            column = self.call.column[name]
-            if op == "in":
-                conditions.append(f"{column} IN ({', '.join(['%s'] * len(value))})")
+            elif lookup.partition("__")[2] == "in":
                 params.extend(_plain(v) for v in value)
+                shape.append((lookup, len(value)))
+                continue
             else:
-                conditions.append(f"{column} = %s")
                 params.append(_plain(value))
-        return " AND ".join(conditions), params
+            shape.append(lookup)
+        return tuple(shape)
+
+    def _where_sql(self, shape: tuple[Any, ...]) -> str:
+        column = self.call.column
+        conditions = [f"{column['id']} = %s"]
+        for lookup in shape:
+            if lookup == "unexpired_at":  # not past its expiry at the value (a row without one never expires)
+                expires = column["expires_at"]
+                conditions.append(f"({expires} IS NULL OR {expires} > %s)")
+            elif lookup == "progress_below":  # no progress yet, or less than the value
+                progress = column["progress"]
+                conditions.append(f"({progress} IS NULL OR {progress} < %s)")
+            elif type(lookup) is tuple:  # (name__in, how many values)
+                lookup, count = lookup
+                conditions.append(f"{column[lookup.partition('__')[0]]} IN ({', '.join(['%s'] * count)})")
+            else:
+                conditions.append(f"{column[lookup.partition('__')[0]]} = %s")
+        return " AND ".join(conditions)
+
+    def _statement(self, shape: tuple[Any, ...], build: Callable[[], str]) -> str:
+        """The statement of ``shape``, built once: a round's text was rebuilt from its pieces every
+        round, and a new string object is hashed again by :func:`_qmark`'s cache (and psycopg's)."""
+        statement = self._updates.get(shape)
+        if statement is None:
+            if len(self._updates) >= 256:  # shapes are few (the store's own writes): bounded all the same
+                self._updates.clear()
+            statement = self._updates[shape] = build()
+        return statement
 
     def update_call(self, call_id: Any, where: dict[str, Any], values: dict[str, Any], cursor: Any = None) -> bool:
         """``UPDATE`` one call row if it matches ``where`` (``name`` = value, ``name__in`` = values, or
         ``unexpired_at`` = a time the row must not have expired by)."""
-        sets, set_params = self._set(values)
-        conditions, where_params = self._where(call_id, where)
-        return self._execute(cursor, f"UPDATE {self.call.table} SET {sets} WHERE {conditions}", set_params + where_params) == 1
+        params: list[Any] = []
+        names = self._set(values, params)
+        conditions = self._where(call_id, where, params)
+        sql = self._statement(("update", names, conditions),
+                              lambda: f"UPDATE {self.call.table} SET {self._set_sql(names)} WHERE {self._where_sql(conditions)}")
+        return self._execute(cursor, sql, params) == 1
 
     def write_round(
         self, call_id: Any, where: dict[str, Any], values: dict[str, Any],
@@ -640,9 +675,7 @@ class Statements:
         """Answer pending steps; how many were pending."""
         if not answers:
             return 0
-        c, prep = self.step.column, self.step.prep
-        sql = (f"UPDATE {self.step.table} SET {c['status']} = %s, {c['response']} = %s, {c['error']} = %s, "
-               f"{c['answered_at']} = %s WHERE {c['call']} = %s AND {c['seq']} = %s AND {c['status']} = %s")
+        prep, sql = self.step.prep, self.answer_sql
         key, answered = self.pk(call_id), prep["answered_at"](now)
         answered_now = 0
         for seq, (status, response, error) in answers.items():
@@ -653,35 +686,46 @@ class Statements:
         self, call_id: Any, where: dict[str, Any], values: dict[str, Any],
         answers: dict[int, tuple[str, Any, Any]], new_steps: Sequence[Step], now: datetime,
     ) -> bool:
-        sets, params = self._set(values)
-        conditions, where_params = self._where(call_id, where)
-        c, prep, cast = self.step.column, self.step.prep, self.step.cast
+        prep = self.step.prep
+        params: list[Any] = []
+        names = self._set(values, params)
+        conditions = self._where(call_id, where, params)
+        if answers:
+            params += [self.pk(call_id), *answers]
+            params.append(prep["answered_at"](now))
+            for seq, (status, response, error) in answers.items():
+                params += [seq, _plain(status), prep["response"](response), prep["error"](error)]
+        rows = ""
+        if new_steps:
+            rows, step_params = self._step_rows(self.pk(call_id), new_steps, prep["created_at"](now))
+            params += step_params
+        sql = self._statement(("round", names, conditions, len(answers), len(new_steps)),
+                              lambda: self._round_sql_postgres(names, conditions, len(answers), rows))
+        with self.cursor() as cursor:
+            cursor.execute(sql, params)
+            return bool(cursor.fetchone()[0])
+
+    def _round_sql_postgres(self, names: tuple[str, ...], conditions: tuple[Any, ...], answers: int, step_rows: str) -> str:
+        """:meth:`_write_round_postgres`'s statement: ``answers`` steps answered, and the new steps' ``step_rows``."""
+        c, cast = self.step.column, self.step.cast
+        where = self._where_sql(conditions)
         if answers:
             # Every step to answer must still be pending: else the row moves not at all.
-            conditions += (f" AND NOT EXISTS (SELECT 1 FROM {self.step.table} WHERE {c['call']} = %s AND {c['seq']} IN "
-                           f"({', '.join(['%s'] * len(answers))}) AND {c['status']} <> 'pending')")
-            where_params += [self.pk(call_id), *answers]
-        parts = [f"moved AS (UPDATE {self.call.table} SET {sets} WHERE {conditions} RETURNING {self.call.column['id']} AS id)"]
-        params += where_params
+            where += (f" AND NOT EXISTS (SELECT 1 FROM {self.step.table} WHERE {c['call']} = %s AND {c['seq']} IN "
+                      f"({', '.join(['%s'] * answers)}) AND {c['status']} <> 'pending')")
+        parts = [f"moved AS (UPDATE {self.call.table} SET {self._set_sql(names)} WHERE {where} RETURNING {self.call.column['id']} AS id)"]
         if answers:
-            rows = ", ".join([f"(%s, %s, CAST(%s AS {cast['response']}), CAST(%s AS {cast['error']}))"] * len(answers))
+            rows = ", ".join([f"(%s, %s, CAST(%s AS {cast['response']}), CAST(%s AS {cast['error']}))"] * answers)
             parts.append(
                 f"answered AS (UPDATE {self.step.table} AS s SET {c['status']} = a.status, {c['response']} = a.response, "
                 f"{c['error']} = a.error, {c['answered_at']} = CAST(%s AS {cast['answered_at']}) "
                 f"FROM moved, (VALUES {rows}) AS a(seq, status, response, error) "
                 f"WHERE s.{c['call']} = moved.id AND s.{c['seq']} = a.seq AND s.{c['status']} = 'pending')"
             )
-            params.append(prep["answered_at"](now))
-            for seq, (status, response, error) in answers.items():
-                params += [seq, _plain(status), prep["response"](response), prep["error"](error)]
-        if new_steps:
-            rows, step_params = self._step_rows(self.pk(call_id), new_steps, prep["created_at"](now))
+        if step_rows:
             parts.append(f"inserted AS (INSERT INTO {self.step.table} ({self.step_insert_columns}) "
-                         f"SELECT * FROM (VALUES {rows}) AS v WHERE EXISTS (SELECT 1 FROM moved))")
-            params += step_params
-        with self.cursor() as cursor:
-            cursor.execute(f"WITH {', '.join(parts)} SELECT count(*) FROM moved", params)
-            return bool(cursor.fetchone()[0])
+                         f"SELECT * FROM (VALUES {step_rows}) AS v WHERE EXISTS (SELECT 1 FROM moved))")
+        return f"WITH {', '.join(parts)} SELECT count(*) FROM moved"
 
 
 class _StepsMoved(Exception):
