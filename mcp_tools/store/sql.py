@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import django
 import orjson
-from django.db import connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, router, transaction
 from django.db.backends.base.operations import BaseDatabaseOperations
 from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
 from django.db.backends.sqlite3.operations import DatabaseOperations as SQLiteOperations
@@ -82,9 +82,7 @@ def call_database() -> str:
     """The alias of the database the call tables are on: where the routers write ``ToolCall``
     (``ToolCall.objects.db``: reads too, :class:`~mcp_tools.managers.PrimaryManager`), without
     asking them each time when there are none."""
-    from django.db import DEFAULT_DB_ALIAS, router
-
-    if not router.routers:
+    if not router.routers:  # router is imported at the top: an import here ran the import machinery per call
         return DEFAULT_DB_ALIAS
     ToolCall, _ = _models()
     alias: str = ToolCall.objects.db
@@ -213,6 +211,18 @@ def _preparer(field: Any, connection: Any, memo: _Memo) -> Prep:
     return _plain
 
 
+#: In :attr:`_Columns.defaults`: a default prepared for each row.
+_PER_ROW: Any = object()
+
+
+def _prepared_once(prep: Prep, default: Any) -> Any:
+    """``prep(default)`` of a constant default of a plain type (its database value is the same for
+    every row); :data:`_PER_ROW` for any other (a datetime's depends on the connection's zone)."""
+    if default is None or isinstance(default, (str, int, float)):  # bool and the choices enums too
+        return prep(default)
+    return _PER_ROW
+
+
 class _Columns:
     """The concrete fields of a model as this connection reads and writes them."""
 
@@ -224,8 +234,11 @@ class _Columns:
         self.column = {name: q(f.column) for name, f in self.by_name.items()}
         self.prep = {name: _preparer(f, connection, memo) for name, f in self.by_name.items()}
         self.attnames = [f.attname for f in self.fields]
-        # What a row gets for a field it is not given: a constant, or a callable default called per row.
-        self.defaults = [(f.attname, f.default, None) if f.has_default() and callable(f.default) else (f.attname, None, f.get_default())
+        # What a row gets for a field it is not given: a constant, or a callable default called per row;
+        # ``(attname, preparer, callable default, constant, constant as prepared)``. A constant of a plain
+        # type is prepared here once (14 of a new call's 40 values), any other for each row.
+        self.defaults = [(f.attname, self.prep[f.attname], f.default, None, _PER_ROW) if f.has_default() and callable(f.default)
+                         else (f.attname, self.prep[f.attname], None, f.get_default(), _prepared_once(self.prep[f.attname], f.get_default()))
                          for f in self.fields]
         # A PostgreSQL literal in VALUES has no column to take its type from: cast it.
         # Not CAST(%s AS varchar(128)): that cuts a longer string to fit, silently, where the column
@@ -560,21 +573,24 @@ class Statements:
         params = []
         prep = self.call.prep
         stamp = prep["created_at"](now)  # created_at, updated_at and the steps' created_at: adapted once
-        for attname, make_default, default in self.call.defaults:
+        for attname, prepare, make_default, default, prepared in self.call.defaults:
             if attname in values:
-                params.append(prep[attname](values[attname]))
+                params.append(prepare(values[attname]))
             elif attname in ("created_at", "updated_at"):
                 params.append(stamp)
+            elif prepared is not _PER_ROW:
+                params.append(prepared)
             else:
                 value = values[attname] = make_default() if make_default is not None else default
-                params.append(prep[attname](value))
+                params.append(prepare(value))
         insert, params = self._insert(self.call_insert_head, self.call_placeholders, params, len(params))
         if not steps:
             self._execute(None, insert, params)
             return str(values["id"])
         rows, step_params = self._step_rows(self.pk(values["id"]), steps, stamp)
         if self.postgres:
-            self._execute(None, f"WITH c AS ({insert}) {self.step_insert_sql}{rows}", params + step_params)
+            sql = self._statement(("create", len(steps)), lambda: f"WITH c AS ({insert}) {self.step_insert_sql}{rows}")
+            self._execute(None, sql, params + step_params)
         else:
             with self.write_transaction() as cursor:
                 cursor.execute(insert, params)
