@@ -22,13 +22,13 @@ from django.dispatch import receiver
 from .. import store
 from ..conf import RELOAD_ON, mcp_settings
 from ..protocol import versions
-from ..protocol.errors import INVALID_REQUEST, McpError, ResourceNotFound, invalid_params, method_not_found
+from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError, ResourceNotFound, invalid_params, method_not_found
 from ..protocol.levels import LOG_LEVELS
 from ..registry import registry
 from ..registry.results import Completions
 from . import sessions, threads
 from .context import RequestContext
-from .core import permitted
+from .core import may_be_ctrl_c, permitted
 from .flavors import mrtr, resume, saga, session, tasks
 
 logger = logging.getLogger("mcp_tools.server")
@@ -308,10 +308,18 @@ async def complete(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]
         raise invalid_params('"ref.type" must be "ref/prompt" or "ref/resource"')
     found: Any = ()
     if completer is not None:
-        if asyncio.iscoroutinefunction(completer):
-            found = await completer(value, context_args)
-        else:
-            found = await sync_to_async(completer, thread_sensitive=True)(value, context_args)
+        try:
+            if asyncio.iscoroutinefunction(completer):
+                found = await completer(value, context_args)
+            else:
+                found = await sync_to_async(completer, thread_sensitive=True)(value, context_args)
+        except (SystemExit, KeyboardInterrupt) as exc:
+            # A completer's own sys.exit() is a failure like any other, as a tool's is (core.execute): let
+            # out, it would stop the server process. A real Ctrl-C still stops it.
+            if may_be_ctrl_c(exc):
+                raise
+            logger.error("A completer of %r raised %s", argument["name"], type(exc).__name__, exc_info=True)
+            raise McpError(INTERNAL_ERROR, "Internal error") from None
     if not isinstance(found, Completions):  # a list of every match: its length is the total
         values = list(found)
         found = Completions(values, total=len(values))

@@ -40,6 +40,7 @@ import threading
 from typing import Any, BinaryIO
 
 from ..conf import mcp_settings
+from ..interprocess import cancellation
 from ..protocol import jsonrpc, versions
 from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
 from ..server import RequestContext, dispatch, initialize_result
@@ -213,8 +214,9 @@ class StdioServer:
         if message.kind == "notification":
             if message.method == "notifications/cancelled":
                 request_id = message.params.get("requestId")
-                # Only a request id can name a running request (a list or an object would not even hash).
-                task = self.running.get(request_id) if isinstance(request_id, (str, int)) else None
+                # Only a request id can name a running request (a list or an object would not even hash;
+                # true and 1.0 hash as 1 and would name request 1: the type itself is checked).
+                task = self.running.get(request_id) if type(request_id) in (str, int) else None
                 if task is not None:
                     self.cancelled_by_client.add(request_id)
                     task.cancel()
@@ -314,13 +316,19 @@ class StdioServer:
                 await self.write(jsonrpc.result_message(message.id, result))
             except McpError as exc:
                 await self.write(jsonrpc.error_message(message.id, exc))
-            except asyncio.CancelledError:
+            except asyncio.CancelledError as exc:
                 # Cancelled by the client (notifications/cancelled): no reply, as the spec says, even
                 # if the input closed meanwhile. Cancelled at shutdown: the client is still reading
-                # stdout and waits for one.
-                if self.closing and message.id not in self.cancelled_by_client:
+                # stdout and waits for one. Nobody cancelled it (code outside a tool call, a completer
+                # say, raised a library's CancelledError): a failure, answered as any other.
+                if message.id in self.cancelled_by_client:
+                    pass
+                elif self.closing:
                     await self.write(jsonrpc.error_message(message.id, McpError(
                         INTERNAL_ERROR, f"Server shutting down: the request did not finish {self._deadline}")))
+                elif not cancellation.stop_requested(exc, asyncio.current_task()):
+                    logger.error("Unhandled CancelledError in %s", message.method, exc_info=True)
+                    await self.write(jsonrpc.error_message(message.id, McpError(INTERNAL_ERROR, "Internal error")))
             except Exception:
                 logger.exception("Unhandled error in %s", message.method)
                 await self.write(jsonrpc.error_message(message.id, McpError(INTERNAL_ERROR, "Internal error")))
