@@ -1101,6 +1101,7 @@ class McpEndpoint:
         registry.add_listener(on_change)
         notifications.listen_to_resources(uris, outbox)
         watcher = asyncio.ensure_future(receive())
+        getter: asyncio.Future[dict[str, Any]] | None = None
         try:
             await response.event(jsonrpc.notification_message("notifications/subscriptions/acknowledged", {"_meta": meta, "notifications": wanted}))
             while True:
@@ -1129,6 +1130,10 @@ class McpEndpoint:
                 # Tagged here, not when queued: the outbox knows a notification by its method and URI only.
                 await response.event(jsonrpc.notification_message(message["method"], {**message.get("params", {}), "_meta": meta}))
         finally:
+            # A request cancelled in asyncio.wait (a server stop, an ASGI server's disconnect) leaves
+            # the getter pending: cancelled here, not destroyed pending by the garbage collector.
+            if getter is not None:
+                getter.cancel()
             watcher.cancel()
             registry.remove_listener(on_change)
             notifications.stop_listening(uris, outbox)
@@ -1290,6 +1295,7 @@ class McpEndpoint:
                 outbox.end()
 
         watcher: asyncio.Future[Any] | None = None
+        getter: asyncio.Future[dict[str, Any]] | None = None
         registry.add_listener(on_registry_change)
         try:
             # In the session's group before the stream opens, so it misses nothing sent from then on,
@@ -1339,6 +1345,8 @@ class McpEndpoint:
                             return
                         await response._send({"type": "http.response.body", "body": KEEPALIVE_COMMENT, "more_body": True})
         finally:
+            if getter is not None:  # as in listen(): never left pending
+                getter.cancel()
             if watcher is not None:
                 watcher.cancel()
             registry.remove_listener(on_registry_change)
