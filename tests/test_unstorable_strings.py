@@ -396,3 +396,71 @@ async def test_an_inline_call_drops_such_a_message_from_its_notification_and_its
     assert messages[-1]["result"]["resultType"] == "input_required"
     [row] = await sync_to_async(call_rows)()
     assert (row["status"], row["progress"], row["status_message"]) == ("input_required", 1, "")
+
+
+# -- a protocol error of the tool's own that the row cannot hold ---------------------------------------
+#
+# An McpError whose message or data held one could not be written where it ends the call: a worker's
+# run raised UnstorableValue with the row still working under its lease (run again by the sweep); an
+# inline round that had claimed its row (a ctx.once after the answer) answered -32603 with a traceback
+# and left the row working, and an identical retry ran the handler again. Both failed before the fix.
+
+def harmless_effect() -> str:
+    return "ok"
+
+
+async def raises_unstorable_error(ctx: ToolContext) -> str:
+    from mcp_tools.protocol.errors import McpError
+
+    RUNS.append("mcp-error")
+    raise McpError(-32602, "bad \x00 name", {"given": "a\ud800b"})
+
+
+async def asks_then_raises_unstorable_error(ctx: ToolContext) -> str:
+    from mcp_tools.protocol.errors import McpError
+
+    await ctx.elicit("Your name?", {"type": "object", "properties": {"name": {"type": "string"}}}, key="name")
+    await ctx.once("effect", harmless_effect)  # the round claims its row
+    RUNS.append("after-answer")
+    raise McpError(-32602, "bad \x00 name", {"given": "a\x00b"})
+
+
+ERROR_CANNOT_BE_STORED = "raised an error that cannot be stored: a string holds U+0000 or a lone surrogate"
+
+
+async def test_a_background_task_raising_an_unstorable_protocol_error_fails_at_once_and_runs_once(
+    app: Any, in_memory_layer: None, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcp_tools.server import background
+    from tests.test_http_spec_edges import open_session
+
+    monkeypatch.setattr(background, "send", lambda call_id, tool, task_id: None)
+    RUNS.clear()
+    with registry.registered_temporarily(make_tool(raises_unstorable_error, name="unstorable_error_bg", background=True)):
+        session = await open_session()
+        headers = post_headers(version="2025-11-25", session=session)
+        created = await post_json(app, handshake_message("tools/call", {"name": "unstorable_error_bg", "arguments": {}, "task": {}}), headers)
+        task_id = created.json()["result"]["task"]["taskId"]
+        assert await background.run_in_worker(task_id, "w") == "failed"
+        assert await background.run_in_worker(task_id, "w2") == "claimed-elsewhere", "ended: nothing runs it again"
+        answer = await post_json(app, handshake_message("tasks/result", {"taskId": task_id}), headers)
+    assert RUNS == ["mcp-error"]
+    [row] = await sync_to_async(call_rows)()
+    assert row["status"] == "failed" and row["worker"] == "" and row["lease_expires_at"] is None
+    assert row["error"]["code"] == -32602 and ERROR_CANNOT_BE_STORED in row["error"]["message"], row["error"]
+    assert answer.json()["error"] == row["error"]
+
+
+async def test_an_inline_round_raising_an_unstorable_protocol_error_ends_its_row_once(app: Any) -> None:
+    RUNS.clear()
+    with registry.registered_temporarily(make_tool(asks_then_raises_unstorable_error, name="unstorable_error")):
+        first = (await call_modern(app, "tools/call", {"name": "unstorable_error", "arguments": {}})).json()["result"]
+        params = {"name": "unstorable_error", "arguments": {}, "requestState": first["requestState"],
+                  "inputResponses": {"name": {"action": "accept", "content": {"name": "Ada"}}}}
+        body = (await call_modern(app, "tools/call", params)).json()
+        again = (await call_modern(app, "tools/call", params)).json()
+    assert body["error"]["code"] == -32602 and ERROR_CANNOT_BE_STORED in body["error"]["message"], body
+    assert again["error"] == body["error"], "an identical retry of the round gets the same answer"
+    assert RUNS == ["after-answer"], "the retry read the stored error: the handler ran once"
+    [row] = await sync_to_async(call_rows)()
+    assert row["status"] == "failed" and row["error"] == body["error"]

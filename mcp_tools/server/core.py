@@ -131,6 +131,18 @@ def internal_error_text(name: str) -> str:
     return f"Internal error while running {name!r}; the server log has the details."
 
 
+def storable_error(exc: McpError, target: Target) -> McpError:
+    """``exc``, or, if its message or data holds a string no row can keep (U+0000, a lone surrogate:
+    ``sql.UnstorableValue``), an error of the same code saying so. Raised as it was, it could not be
+    written where it ends the call: the row stayed ``working`` (a worker's until its lease ran out,
+    then run again), the client got -32603 and an identical retry ran the handler again. Replaced,
+    the call ends failed once, and each retry reads the same error back."""
+    if jsonrpc.unstorable_string(exc.message) is None and (exc.data is None or jsonrpc.unstorable_string(exc.data) is None):
+        return exc
+    logger.error("%s %r raised an error that cannot be stored: %r", target.method, target.name, exc)
+    return McpError(exc.code, f"{target.name!r} raised an error that cannot be stored: {jsonrpc.UNSTORABLE_TEXT}.")
+
+
 def tool_function(tool: Tool) -> Callable[..., Any]:
     """What runs ``tool``: its function, between Django's connection rules of a request's start and
     end when it is sync and ``thread_sensitive=False``. asgiref runs such a tool in the loop's
@@ -889,8 +901,11 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
         logger.info("%s %r ran out of time (%g s)", target.method, target.name, time_limit)
         message = f"The call ran out of time ({time_limit:g} s)."
     except McpError as exc:
-        await _end_failed(inv, exc)
-        raise
+        error = storable_error(exc, target)
+        await _end_failed(inv, error)
+        if error is exc:
+            raise
+        raise error from None
     except ToolError as exc:
         if is_tool:
             return error_result(str(exc))
