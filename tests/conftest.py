@@ -295,10 +295,15 @@ def _stop_the_worker_loop() -> Iterator[None]:
         return
 
     async def cancel_everything() -> None:
-        others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
-        for task in others:
-            task.cancel()
-        await asyncio.gather(*others, return_exceptions=True)
+        # A few passes: what is cancelled may start tasks of its own (a listener's leave), which,
+        # left pending on the loop closed next, the collector would destroy in a later test.
+        for _ in range(3):
+            others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+            if not others:
+                return
+            for task in others:
+                task.cancel()
+            await asyncio.wait(others, timeout=5)
 
     asyncio.run_coroutine_threadsafe(cancel_everything(), loop).result(30)
     loop.call_soon_threadsafe(loop.stop)

@@ -118,9 +118,12 @@ async def follow(group: str, handler: Callable[[dict[str, Any]], None]) -> None:
     try:
         await _receive(layer, channel, group, handler)
     finally:
-        membership.cancel()
-        with contextlib.suppress(Exception):
-            await layer.group_discard(group, channel)
+        # Not on a closed loop: the garbage collector ends a listener its loop left pending (nothing
+        # can run there), and a cancel or an await raised out of it ("Event loop is closed").
+        if not membership.get_loop().is_closed():
+            membership.cancel()
+            with contextlib.suppress(Exception):
+                await layer.group_discard(group, channel)
 
 
 async def _receive(layer: Any, channel: str, what: str, handler: Callable[[dict[str, Any]], None]) -> None:
