@@ -153,12 +153,29 @@ def checkpoints_of(lane: Any) -> list[str]:
     return ran
 
 
+def log_frames(lane: Any) -> int:
+    """The frames of the WAL's current log: from the file's start, those whose header repeats the
+    two salts of the file's header (a checkpoint restarts the log in place; the file keeps its size)."""
+    with open(lane.wal_path, "rb") as wal:
+        data = wal.read()
+    if len(data) < lane_module.WAL_HEADER:
+        return 0
+    frame = lane_module.FRAME_HEADER + int.from_bytes(data[8:12], "big")
+    count = 0
+    while lane_module.WAL_HEADER + (count + 1) * frame <= len(data):
+        at = lane_module.WAL_HEADER + count * frame
+        if data[at + 8:at + 16] != data[16:24]:
+            break
+        count += 1
+    return count
+
+
 async def settle_checkpoint() -> None:
     """Let an asked-for checkpoint run to its end: the checkpoint thread runs its jobs in order."""
     await asyncio.wrap_future(lane_module._checkpoint_thread().submit(lambda: None))
 
 
-async def test_past_the_databases_checkpoint_size_the_checkpoint_thread_checkpoints_and_truncates_the_log(
+async def test_past_the_databases_checkpoint_size_the_checkpoint_thread_checkpoints_and_restarts_the_log(
     store_thread_jobs: list[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(lane_module, "CHECKPOINT_EVERY", 2)
@@ -166,11 +183,15 @@ async def test_past_the_databases_checkpoint_size_the_checkpoint_thread_checkpoi
     (lane,) = [found for found in lane_module._lanes.values() if found is not None]
     checkpoints = checkpoints_of(lane)
     lane.checkpoint_bytes = 1  # any WAL is past it
-    assert await store.record_progress(call_id, 1, 4, "")  # the second commit: the WAL's size is looked at
+    assert await store.record_progress(call_id, 1, 4, "")  # the second commit: the log's length is looked at
     await settle_checkpoint()
     assert [name.partition("_")[0] for name in checkpoints] == ["mcp-tools-checkpoint"]
-    assert os.stat(lane.wal_path).st_size == 0  # truncated: its size counts the log from here on
+    logged, size = log_frames(lane), os.stat(lane.wal_path).st_size
     assert await store.record_progress(call_id, 2, 4, "")
+    # Restarted: the next commit wrote the log from the file's start again, over the old frames,
+    # and the file kept its size (growing it anew costs every frame more than writing over it).
+    assert 0 < log_frames(lane) < logged
+    assert os.stat(lane.wal_path).st_size == size
     assert "record_progress" not in store_thread_jobs  # in the lane before and after
 
 
@@ -207,9 +228,11 @@ async def test_rounds_go_on_in_the_lane_while_a_checkpoint_runs(
     finally:
         go_on.set()
     await settle_checkpoint()
-    assert os.stat(lane.wal_path).st_size == 0  # the log was copied back and truncated
+    logged = log_frames(lane)
+    assert await store.record_progress(call_id, 6, None, "")
+    assert log_frames(lane) < logged  # the log was copied back: the next commit restarted it
     row = await sync_to_async(ToolCall.objects.get)(id=call_id)
-    assert row.progress == 5
+    assert row.progress == 6
 
 
 async def test_a_checkpointed_log_is_not_checkpointed_again_until_it_has_grown_past_the_size(
@@ -234,6 +257,10 @@ async def test_a_checkpointed_log_is_not_checkpointed_again_until_it_has_grown_p
         await store.record_progress(call_id, n, None, "")
         await settle_checkpoint()
     assert len(checkpoints) == 1
+    for n in range(200):  # the restarted log grows past the size again (more than once), over the old frames
+        await store.record_progress(call_id, 1000 + n, None, big + str(n))
+    await settle_checkpoint()
+    assert len(checkpoints) >= 2
 
 
 async def test_an_awaited_lane_call_lets_other_tasks_run_and_a_cancel_reach_its_caller() -> None:
@@ -472,7 +499,9 @@ async def test_a_checkpoint_asked_for_by_a_loop_that_closes_still_runs_and_leave
     await asyncio.to_thread(in_a_loop_that_closes)
     await settle_checkpoint()
     assert lane.checkpointing is False
-    assert os.stat(lane.wal_path).st_size == 0
+    logged = log_frames(lane)
+    await store.record_progress(call_id, 2, None, "")
+    assert log_frames(lane) < logged  # the log was copied back: the next commit restarted it
 
 
 async def test_a_checkpoint_that_readers_keep_from_finishing_is_not_asked_for_again_at_once(
@@ -489,13 +518,18 @@ async def test_a_checkpoint_that_readers_keep_from_finishing_is_not_asked_for_ag
         reader.execute("SELECT count(*) FROM mcp_tools_toolcall").fetchone()  # a read snapshot held open
         await store.record_progress(call_id, 1, None, "")
         await settle_checkpoint()
-        assert len(checkpoints) == 1 and os.stat(lane.wal_path).st_size > 0  # could not truncate
+        logged = log_frames(lane)
+        assert len(checkpoints) == 1 and logged > 0
         for n in range(lane_module.CHECKPOINT_BACKOFF - 1):
             await store.record_progress(call_id, n, None, "")
             await settle_checkpoint()
         assert len(checkpoints) == 1  # backed off
+        assert log_frames(lane) > logged  # could not restart the log: it went on growing
     finally:
         reader.close()
     await store.record_progress(call_id, 9, None, "")  # the backoff is over: looked at again
     await settle_checkpoint()
-    assert len(checkpoints) == 2 and os.stat(lane.wal_path).st_size == 0
+    assert len(checkpoints) == 2
+    logged = log_frames(lane)
+    await store.record_progress(call_id, 10, None, "")
+    assert log_frames(lane) < logged  # copied back this time: the next commit restarted the log

@@ -28,12 +28,17 @@ as before. **The lane never waits on the loop**:
   it runs again from the start in the store's thread, where it waits its turn;
 * its connection never checkpoints on the loop (``wal_autocheckpoint = 0``): a checkpoint
   copies the WAL back into the database file and syncs it, up to tens of milliseconds.
-  Every :data:`CHECKPOINT_EVERY` commits the lane looks at the WAL's size and, past the
-  database's own ``wal_autocheckpoint``, a thread of its own (not the store's, not the
+  Every :data:`CHECKPOINT_EVERY` commits the lane looks at the length of the log and, past
+  the database's own ``wal_autocheckpoint``, a thread of its own (not the store's, not the
   loop) checkpoints on a connection of its own: first ``PASSIVE``, which copies the log
-  while writers go on (the lane keeps committing on the loop meanwhile), then
-  ``TRUNCATE`` for the few frames written in between, which holds the write lock only
-  that long, and leaves the file empty so its size keeps measuring the log.
+  while writers go on (the lane keeps committing on the loop meanwhile), then ``RESTART``
+  for the few frames written in between, which holds the write lock only that long, and
+  makes the next commit write the log from the start of the file again. The file keeps its
+  size (``journal_size_limit`` bounds it): writing over its blocks costs the kernel less
+  than growing it anew, which ``TRUNCATE`` made every frame of every round do (a round
+  pair ~7% more CPU, ``docs/performance-durable.md``, session 34). So the file's size no
+  longer measures the log: :meth:`Lane.log_reaches` reads the frame header where the log
+  would end (the WAL file format, https://www.sqlite.org/fileformat2.html#walformat).
 
 An awaited lane function still suspends its caller once, as the hop did: other tasks run
 and a cancel reaches the caller before the function starts.
@@ -76,6 +81,10 @@ CHECKPOINT_EVERY = 64
 #: After a checkpoint that could not finish (readers elsewhere), looks skipped before the next.
 CHECKPOINT_BACKOFF = 8
 
+#: The WAL file's header and each frame's header, in bytes (SQLite's WAL file format).
+WAL_HEADER = 32
+FRAME_HEADER = 24
+
 #: SQLite's primary result codes for "another connection holds the lock".
 _WAIT_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
@@ -106,6 +115,9 @@ class Lane:
         self.checkpointing = False
         #: No look at the WAL's size before this many commits (after a checkpoint that could not finish).
         self.next_look = 0
+        #: The salts of the log the last finished checkpoint copied back, and its frames: until a commit
+        #: restarts the log (and writes new salts), the file still holds those frames, checkpointed.
+        self.checkpointed: tuple[bytes, int] | None = None
         self.statements: LaneStatements | None = None  # made on first use
         #: No new function starts on a closed lane; its connection closes as soon as none runs.
         self.closed = False
@@ -127,50 +139,88 @@ class Lane:
                     or _model_signals_heard())
 
     def committed(self) -> None:
-        """Count a commit; past the database's checkpoint size, ask the checkpoint thread for a checkpoint.
-
-        The WAL file's size measures the log since the last checkpoint because the
-        checkpoint truncates the file (``TRUNCATE``): SQLite's own, which restarts the log
-        in place, leaves the file as large as it was.
-        """
+        """Count a commit; past the database's checkpoint size, ask the checkpoint thread for a checkpoint."""
         self.commits += 1
         if self.commits % CHECKPOINT_EVERY or not self.checkpoint_bytes or self.checkpointing or self.commits < self.next_look:
             return
-        try:
-            size = os.stat(self.wal_path).st_size
-        except OSError:
-            return
-        if size >= self.checkpoint_bytes:
+        if self.log_reaches(self.checkpoint_bytes):
             self.checkpointing = True
             try:
                 _checkpoint_thread().submit(self.checkpoint)  # whatever becomes of this loop, it runs and clears the flag
             except RuntimeError:  # the interpreter is shutting down: no new threads
                 self.checkpointing = False
 
+    def log_reaches(self, size: int) -> bool:
+        """Whether the log written since the last checkpoint spans at least ``size`` bytes of the WAL file.
+
+        A checkpoint that restarts the log leaves the file as large as it was, and the next
+        commit writes its frames from the start over the old ones: the file's size says
+        nothing of the log. A frame belongs to the current log when its header repeats the
+        two salts of the file's header, which a restart changes (SQLite's own test of a
+        frame). So this reads the header of the frame where a log of ``size`` bytes would
+        end. Reading the file is safe for SQLite: its locks are on the database and ``-shm``
+        files, none on the WAL, so opening and closing it here releases nothing of theirs.
+        A frame caught half written reads as not there yet: the next look sees it. Between a
+        checkpoint and the commit that restarts the log, the file's header keeps the old salts:
+        only frames past the checkpointed ones count then (:attr:`checkpointed`).
+        """
+        try:
+            with open(self.wal_path, "rb", buffering=0) as wal:
+                header = wal.read(WAL_HEADER)
+                if len(header) < WAL_HEADER:
+                    return False
+                frame_bytes = FRAME_HEADER + int.from_bytes(header[8:12], "big")  # the page size
+                frames = max(1, -(-(size - WAL_HEADER) // frame_bytes))  # the frames a log of that size holds
+                checkpointed = self.checkpointed
+                if checkpointed is not None and checkpointed[0] == header[16:24]:
+                    frames += checkpointed[1]  # not restarted yet: the log starts after the copied-back frames
+                wal.seek(WAL_HEADER + (frames - 1) * frame_bytes)
+                frame = wal.read(FRAME_HEADER)
+        except OSError:
+            return False
+        return len(frame) == FRAME_HEADER and frame[8:16] == header[16:24]
+
     def checkpoint(self) -> None:
-        """Copy the log back into the database file and truncate it, in the checkpoint thread, on
+        """Copy the log back into the database file and restart it, in the checkpoint thread, on
         a connection of its own (never the lane's, so the loop's functions go on meanwhile).
 
         ``PASSIVE`` does the long part (the copy and the file's sync) without taking any lock a
-        writer needs; ``TRUNCATE`` then copies what was committed meanwhile and empties the
-        file, holding the write lock that long (a lane function meeting it goes to the store's
-        thread and waits its turn there). Its busy timeout is 0: readers or a writer elsewhere
-        make it stop where it is, and it is tried again after :data:`CHECKPOINT_BACKOFF` ×
-        :data:`CHECKPOINT_EVERY` commits.
+        writer needs; ``RESTART`` then copies what was committed meanwhile and waits for no
+        reader to use the log, so that the next commit writes it from the start of the file,
+        holding the write lock that long (a lane function meeting it goes to the store's
+        thread and waits its turn there). Not ``TRUNCATE``: a file emptied has every frame of
+        the next ~10,000 pages grow it anew, which costs more than writing over its blocks.
+        Its busy timeout is 0: readers or a writer elsewhere make it stop where it is, and it
+        is tried again after :data:`CHECKPOINT_BACKOFF` × :data:`CHECKPOINT_EVERY` commits.
         """
         try:
+            # The salts before the checkpoint: of the log it copies back, or of an older one if a
+            # commit restarts the log meanwhile (then the file's header differs from them: never a
+            # live log taken for a checkpointed one).
+            salts = self._salts()
             checkpointer = sqlite3.connect(self.database_path, timeout=0, isolation_level=None, check_same_thread=False)
             try:
                 checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                busy, _, _ = checkpointer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                busy, logged, _ = checkpointer.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
                 if busy:  # readers (or a writer) elsewhere: the log stays as large for now
                     self.next_look = self.commits + CHECKPOINT_BACKOFF * CHECKPOINT_EVERY
+                elif salts is not None:
+                    self.checkpointed = (salts, max(int(logged), 0))
             finally:
                 checkpointer.close()
         except sqlite3.Error as exc:
             logger.warning("WAL checkpoint of database %r failed: %s", self.alias, exc)
         finally:
             self.checkpointing = False
+
+    def _salts(self) -> bytes | None:
+        """The two salts of the WAL file's header (None: no header yet)."""
+        try:
+            with open(self.wal_path, "rb", buffering=0) as wal:
+                header = wal.read(WAL_HEADER)
+        except OSError:
+            return None
+        return header[16:24] if len(header) == WAL_HEADER else None
 
     def release(self) -> None:
         """Release :attr:`in_use`, closing the connection first if the lane was closed meanwhile."""
