@@ -217,7 +217,8 @@ async def subscribed(group: str, handler: Callable[[dict[str, Any]], None]) -> A
         yield
     finally:
         membership.handlers.discard(handler)
-        if not membership.handlers and process.groups.get(group) is membership:
+        # (Not on a closed loop, where nothing can run: see follow.)
+        if not membership.handlers and process.groups.get(group) is membership and not process.task.get_loop().is_closed():
             del process.groups[group]
             await asyncio.wait({process.leave(group, membership)})
 
@@ -251,11 +252,12 @@ class _ProcessChannel:
             self.channel.set_result(await self.layer.new_channel())
             await _receive(self.layer, self.channel.result(), "the process's channel", self._dispatch)
         finally:
-            if not self.channel.done():
-                self.channel.cancel()
-            for membership in self.groups.values():
-                if membership.task is not None:
-                    membership.task.cancel()
+            if not self.task.get_loop().is_closed():  # (closed: nothing can run there; see follow)
+                if not self.channel.done():
+                    self.channel.cancel()
+                for membership in self.groups.values():
+                    if membership.task is not None:
+                        membership.task.cancel()
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         membership = self.groups.get(message.get("group", ""))

@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from .. import engine, store
 from ..conf import mcp_settings
-from ..engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, once_exception
+from ..engine.errors import Defer, ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, Suspend, once_exception
 from ..engine.journal import Journal, Step, digest
 from ..interprocess import cancellation, events, wakeups
 from ..protocol import jsonrpc, versions
@@ -849,6 +849,7 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
         nonlocal recorder
         inv.state["recording"] = True  # from here on, let the insert finish rather than cancel it
         recorder = asyncio.ensure_future(ensure_row(inv, status="working"))
+        recorder.add_done_callback(functools.partial(_log_failed_write, "Could not record the slow call of %s", target.name))
 
     if target.tool is not None and target.tool.background and not inv.in_worker:
         return engine.Deferred()  # a background tool runs on a worker from its first line
@@ -980,14 +981,14 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
             raise
         logger.exception("%s %r failed after %.3fs", target.method, target.name, time.monotonic() - started)
         message = internal_error_text(target.name)
-    except (SystemExit, KeyboardInterrupt) as exc:
-        # The handler's own sys.exit() (argparse, click, a wrapped library) or ``raise KeyboardInterrupt``:
-        # a failure like any other. Let out, it ended the server process (inline: asyncio lets these two
-        # out of the event loop) or the worker's event loop (the call stayed working, taken over and run
-        # again). A real Ctrl-C still stops the process: see may_be_ctrl_c. GeneratorExit is not caught:
-        # it is how Python closes this coroutine (nothing may be awaited under it), and a handler's own
-        # is not told apart from that.
-        if may_be_ctrl_c(exc):
+    except BaseException as exc:
+        # The handler's own sys.exit() (argparse, click, a wrapped library), ``raise KeyboardInterrupt``
+        # or another BaseException of a library's (pytest's outcomes, gevent's GreenletExit): a failure
+        # like any other. Let out, it ended the server process (inline: asyncio lets SystemExit and
+        # KeyboardInterrupt out of the event loop) or the worker's event loop (the call stayed working,
+        # taken over and run again); any other came out of the ASGI app (a 500) or left a stdio request
+        # unanswered. See handler_failure for what is let out all the same.
+        if not handler_failure(exc):
             raise
         logger.error("%s %r raised %s after %.3fs", target.method, target.name, type(exc).__name__,
                      time.monotonic() - started, exc_info=True)
@@ -1018,6 +1019,16 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
     raise error
 
 
+def handler_failure(exc: BaseException) -> bool:
+    """Whether ``exc``, a ``BaseException`` out of a handler or a completer that is no ``Exception``,
+    is its failure (answered as any other) rather than something to let out: a real Ctrl-C
+    (:func:`may_be_ctrl_c`), a cancel (``core.execute`` tells a handler's own from a stop before
+    this), ``GeneratorExit`` (how Python closes the coroutine: nothing may be awaited under it, and
+    a handler's own is not told apart from that), and the server's own control flow
+    (:class:`RoundTaken`, the engine's suspend and defer)."""
+    return not isinstance(exc, _NOT_A_FAILURE) and not may_be_ctrl_c(exc)
+
+
 def may_be_ctrl_c(exc: BaseException) -> bool:
     """Whether ``exc`` out of a handler may be the user's Ctrl-C, which must stop the process, rather
     than the handler's own ``raise KeyboardInterrupt``.
@@ -1035,6 +1046,9 @@ def may_be_ctrl_c(exc: BaseException) -> bool:
     handler = getattr(getattr(handler, "func", None), "__func__", handler)  # asyncio.run's: a partial of a bound method
     return handler is signal.default_int_handler or (_ASYNCIO_RUN_SIGINT is not None and handler is _ASYNCIO_RUN_SIGINT)
 
+
+#: BaseExceptions out of a handler that are never its failure (:func:`handler_failure`).
+_NOT_A_FAILURE = (asyncio.CancelledError, GeneratorExit, RoundTaken, Suspend, Defer)
 
 #: The SIGINT handler ``asyncio.run`` installs (``asyncio.Runner._on_sigint``), if this Python's has that name.
 _ASYNCIO_RUN_SIGINT = getattr(asyncio.Runner, "_on_sigint", None)
@@ -1061,12 +1075,19 @@ async def _keep_for_resume(inv: engine.Invocation) -> None:
     write = asyncio.ensure_future(ensure_row(inv, status="working"))
     _keeping.add(write)
     write.add_done_callback(_keeping.discard)
-    try:
+    # Logged by the write itself: after a second cancel nobody awaits it.
+    write.add_done_callback(functools.partial(_log_failed_write, "Could not keep a stopped call of %s for its client's resume",
+                                              inv.state["target"].name))
+    with contextlib.suppress(asyncio.CancelledError, Exception):  # cancelled again: the write goes on, shielded
         await asyncio.shield(write)
-    except asyncio.CancelledError:
-        pass  # cancelled again: the write goes on, shielded, as far as the loop lets it
-    except Exception:
-        logger.warning("Could not keep a stopped call of %s for its client's resume", inv.state["target"].name, exc_info=True)
+
+
+def _log_failed_write(what: str, name: str, write: asyncio.Future[Any]) -> None:
+    """A row write of a task nobody may await (a slow call's recorder, a call kept for its resume):
+    its failure logged as ``what`` (``%s``: the target's name), not left for the collector to report
+    as a task exception never retrieved."""
+    if not write.cancelled() and (exc := write.exception()) is not None:
+        logger.warning(what, name, exc_info=exc)
 
 
 async def kept_calls_written() -> None:

@@ -28,7 +28,7 @@ from ..registry import registry
 from ..registry.results import Completions
 from . import sessions, threads
 from .context import RequestContext
-from .core import may_be_ctrl_c, permitted
+from .core import handler_failure, permitted
 from .flavors import mrtr, resume, saga, session, tasks
 
 logger = logging.getLogger("mcp_tools.server")
@@ -313,10 +313,13 @@ async def complete(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]
                 found = await completer(value, context_args)
             else:
                 found = await sync_to_async(completer, thread_sensitive=True)(value, context_args)
-        except (SystemExit, KeyboardInterrupt) as exc:
-            # A completer's own sys.exit() is a failure like any other, as a tool's is (core.execute): let
-            # out, it would stop the server process. A real Ctrl-C still stops it.
-            if may_be_ctrl_c(exc):
+        except Exception:
+            raise  # answered by the transport as any method's error
+        except BaseException as exc:
+            # A completer's own sys.exit() (or another library's BaseException) is a failure like any
+            # other, as a tool's is (core.execute): let out, it would stop the server process. A real
+            # Ctrl-C still stops it.
+            if not handler_failure(exc):
                 raise
             logger.error("A completer of %r raised %s", argument["name"], type(exc).__name__, exc_info=True)
             raise McpError(INTERNAL_ERROR, "Internal error") from None

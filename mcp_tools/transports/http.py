@@ -1262,6 +1262,12 @@ class McpEndpoint:
             else:
                 await response._send({"type": "http.response.body", "body": b""})
         finally:
+            if not task.done():
+                # This request was cancelled from outside (the server stopping, the ASGI server's
+                # disconnect) while it waited: as a closed stream, the call stays as it is for the
+                # next resume; the run this request started ends with it, not unheard.
+                rc.stream_closed = True
+                task.cancel()
             watcher.cancel()
             if registered is not None:
                 cancellation.unregister(registered, stopper)

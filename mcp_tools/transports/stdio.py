@@ -254,6 +254,10 @@ class StdioServer:
         if self.running.get(request_id) is task:
             del self.running[request_id]
             self.cancelled_by_client.discard(request_id)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            # What run() lets out (a real Ctrl-C, the server's own control flow): logged here, not
+            # left for the collector to report as a task exception never retrieved.
+            logger.error("Request %r ended on %s", request_id, type(exc).__name__, exc_info=exc)
 
     async def accept_response(self, message: jsonrpc.Message) -> None:
         """A client's response (an answer to an input request), in the read loop: in a request thread

@@ -320,7 +320,44 @@ async def _answer(task: asyncio.Task[None], outgoing: asyncio.Queue[dict[str, An
             # The client went away (Django stops iterating) or the stream ended.
             await stop_endpoint()
 
-    streaming = StreamingHttpResponse(stream(), status=start["status"])
+    loop = asyncio.get_running_loop()
+
+    def stop_unread_endpoint() -> None:
+        gone.set()
+        if not task.done():
+            task.cancel()
+            task.add_done_callback(_read_outcome)
+
+    def closed() -> None:
+        # Django closes the response at the request's end (in a thread). When the client left while
+        # the response's start went out, Django never iterated the stream, whose finally never ran:
+        # the endpoint (a standalone GET stream: its session's stream, keep-alives queued for
+        # nobody) ran on. Stopped here, on its loop; after a stream that ended, there is nothing to stop.
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(stop_unread_endpoint)
+
+    streaming = _EndpointStream(stream(), status=start["status"], on_close=closed)
     for name, value in headers:
         streaming[name] = value
     return streaming
+
+
+def _read_outcome(task: asyncio.Task[None]) -> None:
+    """Take the outcome of an endpoint stopped where nobody awaits it (an error is the endpoint's
+    own, which it logged), so the collector does not report a task exception never retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
+class _EndpointStream(StreamingHttpResponse):
+    """A streamed answer that stops its endpoint when Django closes it (:func:`_answer`)."""
+
+    def __init__(self, *args: Any, on_close: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._on_close = on_close
+
+    def close(self) -> None:
+        try:
+            self._on_close()
+        finally:
+            super().close()
