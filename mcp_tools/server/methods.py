@@ -185,19 +185,42 @@ def _cacheable(result: dict[str, Any], rc: RequestContext, items: list[Any] | No
     return result
 
 
-async def call_tool(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+def call_tool(params: dict[str, Any], rc: RequestContext) -> Awaitable[dict[str, Any]]:
+    """``tools/call``: a plain function that hands back the coroutine of the flavor that serves the
+    call, for :func:`dispatch` to await, not a coroutine that awaits it: a plain call makes one
+    coroutine less (two for a 2025-11-25 call, whose task check is a coroutine only for a refusal);
+    ~0.4% / ~0.8% of an echo's instructions. What it checks first raises where a coroutine of it
+    raised when awaited: inside :func:`dispatch`'s ``await handler(...)``."""
     token = resume.token_of(params)
     if rc.modern:
         name = params.get("name")
         tool = registry.get_tool(name) if isinstance(name, str) else None
         # Also with a resumeToken: a background tool's next page or poll is a new call on a worker.
         if tasks.needs_tasks(tool, rc):  # a coroutine only for a refusal
-            await tasks.refuse_tool_call(tool, rc)
+            return _call_task_only_tool(params, rc, tool, token)
         if token is not None:
-            return await resume.resume(params, rc, token, mrtr.input_required_of, mrtr.resumed_on_worker)
-        return await mrtr.call("tools/call", params, rc)
+            return resume.resume(params, rc, token, mrtr.input_required_of, mrtr.resumed_on_worker)
+        return mrtr.call("tools/call", params, rc)
     if token is not None:
-        return await resume.resume(params, rc, token, to_worker=functools.partial(tasks.resumed_legacy, params))
+        return resume.resume(params, rc, token, to_worker=functools.partial(tasks.resumed_legacy, params))
+    augmented, _, refusal = tasks.legacy_tool_call(params)
+    if refusal is None and not augmented:
+        return session.call("tools/call", params, rc)
+    return _call_tool_legacy(params, rc)
+
+
+async def _call_task_only_tool(params: dict[str, Any], rc: RequestContext, tool: Any, token: Any) -> dict[str, Any]:
+    """A 2026-07-28 call of a tool that runs only as a task, from a client without the extension:
+    refused unless the caller may not use the tool (then it goes on, to "Unknown tool")."""
+    await tasks.refuse_tool_call(tool, rc)
+    if token is not None:
+        return await resume.resume(params, rc, token, mrtr.input_required_of, mrtr.resumed_on_worker)
+    return await mrtr.call("tools/call", params, rc)
+
+
+async def _call_tool_legacy(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
+    """A 2025-11-25 call that is task-augmented or that its tool's ``taskSupport`` refuses
+    (:func:`tasks.legacy_tool_call`)."""
     if await tasks.check_legacy_tool_call(params, rc):
         return await tasks.create_legacy(params, rc)
     return await session.call("tools/call", params, rc)

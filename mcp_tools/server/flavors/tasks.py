@@ -319,17 +319,27 @@ def _requested_ttl_ms(params: dict[str, Any]) -> int:
     return max(MIN_TASK_TTL_MS, round(ttl))
 
 
-async def check_legacy_tool_call(params: dict[str, Any], rc: RequestContext) -> bool:
-    """Whether a 2025-11-25 ``tools/call`` is task-augmented; -32601 where the tool's taskSupport forbids the choice."""
+def legacy_tool_call(params: dict[str, Any]) -> tuple[bool, Any, McpError | None]:
+    """Whether a 2025-11-25 ``tools/call`` is task-augmented, and, where the tool's taskSupport forbids
+    that choice, the tool and the -32601 that refuses it (:func:`_refuse_if_visible`), else None for both.
+    Synchronous: a call with nothing to refuse needs no coroutine (``methods.call_tool``)."""
     name = params.get("name")
     tool = registry.get_tool(name) if isinstance(name, str) else None
     augmented = "task" in params and params["task"] is not None
     if tool is None:
-        return augmented  # resolve_target answers "Unknown tool"
+        return augmented, None, None  # resolve_target answers "Unknown tool"
     if augmented and tool.task_support == "forbidden":
-        await _refuse_if_visible(tool, rc, McpError(METHOD_NOT_FOUND, f"Tool {name!r} cannot run as a task"))
+        return augmented, tool, McpError(METHOD_NOT_FOUND, f"Tool {name!r} cannot run as a task")
     if not augmented and tool.task_support == "required":
-        await _refuse_if_visible(tool, rc, McpError(METHOD_NOT_FOUND, f"Tool {name!r} runs only as a task: add \"task\" to the request"))
+        return augmented, tool, McpError(METHOD_NOT_FOUND, f"Tool {name!r} runs only as a task: add \"task\" to the request")
+    return augmented, None, None
+
+
+async def check_legacy_tool_call(params: dict[str, Any], rc: RequestContext) -> bool:
+    """Whether a 2025-11-25 ``tools/call`` is task-augmented; -32601 where the tool's taskSupport forbids the choice."""
+    augmented, tool, refusal = legacy_tool_call(params)
+    if refusal is not None:
+        await _refuse_if_visible(tool, rc, refusal)
     return augmented
 
 
