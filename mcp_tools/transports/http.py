@@ -131,14 +131,33 @@ def _headers(scope: dict[str, Any]) -> dict[str, str]:
     ``Mcp-Name`` lines differ must not pass the check that the body's name matches, while an
     intermediary routes on the first.
     """
+    raw = scope.get("headers", ())
+    if not isinstance(raw, (list, tuple)):
+        raw = list(raw)  # an iterable (ASGI allows one): read once
     headers: dict[str, str] = {}
     names = _header_names
-    for raw_name, value in scope.get("headers", ()):
-        name = names.get(raw_name)
-        if name is None:
-            name = raw_name.decode("latin-1").lower()
-            if len(names) < MAX_HEADER_NAMES:
-                names[raw_name] = name
+    # Each line stored as it comes, without asking whether its name came before (most requests
+    # repeat none): fewer names than lines tells that one did, and the lines are read again, joined.
+    for raw_name, value in raw:
+        headers[names.get(raw_name) or _header_name(raw_name)] = value.decode("latin-1")
+    if len(headers) != len(raw):
+        return _joined_headers(raw)
+    return headers
+
+
+def _header_name(raw_name: bytes) -> str:
+    """A header name as received, as its lower-cased text (remembered, up to :data:`MAX_HEADER_NAMES`)."""
+    name = raw_name.decode("latin-1").lower()
+    if len(_header_names) < MAX_HEADER_NAMES:
+        _header_names[raw_name] = name
+    return name
+
+
+def _joined_headers(raw: list[Any] | tuple[Any, ...]) -> dict[str, str]:
+    """:func:`_headers` of a request that repeats a header name: its lines joined in one value."""
+    headers: dict[str, str] = {}
+    for raw_name, value in raw:
+        name = _header_names.get(raw_name) or _header_name(raw_name)
         text = value.decode("latin-1")
         if name in headers:
             text = headers[name] + ("; " if name == "cookie" else ", ") + text
