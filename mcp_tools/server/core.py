@@ -168,12 +168,7 @@ async def resolve_target(method: str, params: dict[str, Any], principal: Princip
         if tool is None or (tool.permissions and not await permitted(principal, tool.permissions)):
             # A tool the caller may not use is indistinguishable from one that does not exist.
             raise invalid_params(f"Unknown tool: {name}")
-        try:
-            kwargs = tool.validate_arguments(params.get("arguments"))
-        except InvalidArguments as exc:
-            return refused_target(name, params, exc)
-        return Target("tools/call", name, tool_function(tool), tool.is_async, tool.context_param, kwargs, tool.shape_result,
-                      params, tool.thread_sensitive, tool)
+        return _tool_target(name, params, tool)
     if method == "prompts/get":
         name = params.get("name")
         if not isinstance(name, str):
@@ -204,6 +199,33 @@ async def resolve_target(method: str, params: dict[str, Any], principal: Princip
         return Target("resources/read", uri, resource.fn, resource.is_async, None, template_params,
                       lambda value: shape_resource(resource, uri, value), params)
     raise McpError(INVALID_PARAMS, f"{method} cannot be called")
+
+
+def target_now(method: str, params: dict[str, Any]) -> Target | None:
+    """What :func:`resolve_target` resolves, when that needs nothing awaited: a ``tools/call`` of a
+    registered tool that asks for no permission (most do). None for anything else, which
+    :func:`resolve_target` resolves or refuses. A plain call where the flavors start a call: the
+    coroutine of :func:`resolve_target` was ~0.4% of an echo's instructions."""
+    if method != "tools/call":
+        return None
+    name = params.get("name")
+    if not isinstance(name, str):
+        return None
+    tool = registry.get_tool(name)
+    if tool is None or tool.permissions:
+        return None
+    return _tool_target(name, params, tool)
+
+
+def _tool_target(name: str, params: dict[str, Any], tool: Tool) -> Target:
+    """The target of a ``tools/call`` of ``tool``, which the caller may use: its arguments validated
+    (a :func:`refused_target` if they fail)."""
+    try:
+        kwargs = tool.validate_arguments(params.get("arguments"))
+    except InvalidArguments as exc:
+        return refused_target(name, params, exc)
+    return Target("tools/call", name, tool_function(tool), tool.is_async, tool.context_param, kwargs, tool.shape_result,
+                  params, tool.thread_sensitive, tool)
 
 
 def refused_target(name: str, params: dict[str, Any], refusal: InvalidArguments) -> Target:

@@ -47,7 +47,8 @@ async def call(method: str, params: dict[str, Any], rc: RequestContext) -> dict[
     rc.flavor = "mrtr"
     if "requestState" in params and params["requestState"] is not None:
         return await _resume(method, params, responses or {}, rc)
-    target = await core.resolve_target(method, params, rc.principal)
+    # Without a coroutine where nothing needs one (core.target_now).
+    target = core.target_now(method, params) or await core.resolve_target(method, params, rc.principal)
     inv, outcome = await core.run_fresh(target, rc)
     if inv is None:  # completed in its first step, with nothing made for it
         return await core.finish(None, target, outcome, rc, 0)

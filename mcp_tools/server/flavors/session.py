@@ -126,7 +126,8 @@ def _record_served_as(rc: RequestContext) -> None:
 
 async def call(method: str, params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     """``tools/call``, ``prompts/get`` or ``resources/read`` in a 2025-11-25 session (or stdio)."""
-    target = await core.resolve_target(method, params, rc.principal)
+    # Without a coroutine where nothing needs one (core.target_now).
+    target = core.target_now(method, params) or await core.resolve_target(method, params, rc.principal)
     _record_served_as(rc)
     inv, outcome = await core.run_fresh(target, rc)
     if inv is None:  # completed in its first step, with nothing made for it
