@@ -96,6 +96,24 @@ async def test_the_lanes_connection_waits_for_nothing_and_never_checkpoints() ->
     assert lane.checkpoint_bytes > 0  # the database's own checkpoint size, which the lane keeps for it
 
 
+@pytest.mark.parametrize("limit", ["the project's", "none"])
+async def test_the_lanes_restarted_log_is_trimmed_to_a_bound(limit: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lane's checkpoints restart the log in place, which never shrinks the file: without a
+    ``journal_size_limit`` (SQLite's default, -1) the WAL kept the largest size it ever reached.
+    The lane's connection, which makes most commits (and so most restarts), bounds it then."""
+    options = dict(connection.settings_dict.get("OPTIONS", {}))
+    if limit == "none":
+        options["init_command"] = options["init_command"].replace("PRAGMA journal_size_limit=67108864;", "")
+        monkeypatch.setitem(connections.settings[connection.alias], "OPTIONS", options)
+    try:
+        await store.create_call([], **new_call_fields())
+        (lane,) = [found for found in lane_module._lanes.values() if found is not None]
+        bound = lane.raw.execute("PRAGMA journal_size_limit").fetchone()[0]
+    finally:
+        await store.close_connections()  # the store thread's connection had the changed settings
+    assert bound == (67108864 if limit != "none" else 2 * lane.checkpoint_bytes) and lane.checkpoint_bytes > 0
+
+
 async def test_a_locked_database_sends_the_write_to_the_store_thread_without_blocking_the_loop(
     store_thread_jobs: list[str],
 ) -> None:

@@ -34,7 +34,8 @@ as before. **The lane never waits on the loop**:
   while writers go on (the lane keeps committing on the loop meanwhile), then ``RESTART``
   for the few frames written in between, which holds the write lock only that long, and
   makes the next commit write the log from the start of the file again. The file keeps its
-  size (``journal_size_limit`` bounds it): writing over its blocks costs the kernel less
+  size (``journal_size_limit`` bounds it; where the project sets none, the lane's connection
+  sets twice the checkpoint size): writing over its blocks costs the kernel less
   than growing it anew, which ``TRUNCATE`` made every frame of every round do (a round
   pair ~7% more CPU, ``docs/performance-durable.md``, session 34). So the file's size no
   longer measures the log: :meth:`Lane.log_reaches` reads the frame header where the log
@@ -381,6 +382,11 @@ def _open(alias: str) -> Lane | None:
         pages = int(raw.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
         page_size = int(raw.execute("PRAGMA page_size").fetchone()[0])
         raw.execute("PRAGMA wal_autocheckpoint = 0")
+        if pages > 0 and int(raw.execute("PRAGMA journal_size_limit").fetchone()[0]) < 0:
+            # No limit (SQLite's default): a log this lane restarts would keep the largest size the
+            # file ever reached (a long reader elsewhere holding off checkpoints, a bulk write). The
+            # commit that restarts the log trims the file to this bound: twice the checkpoint size.
+            raw.execute(f"PRAGMA journal_size_limit = {2 * pages * page_size:d}")
     except BaseException:
         raw.close()
         raise
