@@ -101,3 +101,47 @@ async def test_an_unchanged_row_is_changed_as_confirmed(monkeypatch: pytest.Monk
     cancelled = await confirmed("shop.orders.cancel", pk, token)
     assert cancelled.get("isError") is not True, cancelled
     assert await sync_to_async(row)(pk) == [("N-1002", "cancelled")]
+
+
+# -- an update acts on the row as it is when it writes -------------------------------------------------
+#
+# A toolset's update read the row, then validated and saved it in a transaction of its own: DRF saves
+# every field of its instance, so a change another request committed in between (an order shipped) was
+# written back over, and a row deleted in between was inserted again (Django's save() of a row that
+# updated nothing), its cascaded refunds gone, so the order could be refunded twice. Found by a review
+# with two real requests on PostgreSQL; both tests failed before the fix.
+
+def edit_after_the_read(monkeypatch: pytest.MonkeyPatch, edit: Callable[[int], Any]) -> None:
+    """Once the update has read its row, another request edits it (commits)."""
+    from demo_site.shop.mcp_tools import OrderTools
+
+    get_object = OrderTools.get_object
+
+    def get_object_then_edit(self: Any, lookup: Any) -> Any:
+        found = get_object(self, lookup)
+        if self.action == "update":
+            edit(found.pk)
+        return found
+
+    monkeypatch.setattr(OrderTools, "get_object", get_object_then_edit)
+
+
+@pytest.mark.parametrize("fields", [{"note": "gift wrap"}, {"total": "130.00"}], ids=["note", "total"])
+async def test_an_update_does_not_write_back_over_a_change_made_since_it_read_the_row(
+    monkeypatch: pytest.MonkeyPatch, fields: dict[str, str],
+) -> None:
+    token, pk = await sync_to_async(seed)()
+    edit_after_the_read(monkeypatch, lambda pk: Order.objects.filter(pk=pk).update(status="shipped"))
+    result = await call("shop.orders.update", {"id": pk, **fields}, token)
+    row = await sync_to_async(lambda: Order.objects.values("status", "note", "total").get(pk=pk))()
+    assert row["status"] == "shipped", row
+    assert not result.get("isError"), result
+    assert result["structuredContent"]["status"] == "shipped"  # what it answers is the row it wrote
+
+
+async def test_an_update_of_a_row_deleted_since_it_read_it_does_not_insert_it_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    token, pk = await sync_to_async(seed)()
+    edit_after_the_read(monkeypatch, lambda pk: Order.objects.filter(pk=pk).delete())
+    result = await call("shop.orders.update", {"id": pk, "note": "gift wrap"}, token)
+    assert result["isError"] is True and result["content"][0]["text"] == f"No order with id {pk}.", result
+    assert not await sync_to_async(Order.objects.filter(pk=pk).exists)()

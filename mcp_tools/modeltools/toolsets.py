@@ -260,9 +260,18 @@ class ModelToolset:
         return self._save(serializer, self.perform_create)
 
     def update(self, arguments: dict[str, Any]) -> ToolResult:
-        obj = self.get_object(arguments.pop(self.get_lookup_arg()))
-        serializer = self.get_serializer(obj, data=arguments, partial=True)
-        return self._save(serializer, self.perform_update)
+        lookup = arguments.pop(self.get_lookup_arg())
+        obj = self.get_object(lookup)
+        with transaction.atomic(using=write_alias(type(obj), obj)):
+            # The row as it is now, locked until the write commits, is what the serializer validates
+            # and saves: DRF saves every field of its instance, so one read before this transaction
+            # wrote back over a change another request committed meanwhile (a status it set), and
+            # inserted again a row deleted meanwhile (Django's save() of a row that updates nothing).
+            current = current_row(self.get_queryset(), obj)
+            if current is None:
+                raise base.not_found(type(obj), self.lookup_field, lookup)
+            serializer = self.get_serializer(current, data=arguments, partial=True)
+            return self._save(serializer, self.perform_update)
 
     def delete(self, arguments: dict[str, Any]) -> ToolResult:
         obj = self.get_object(arguments[self.get_lookup_arg()])
