@@ -272,3 +272,69 @@ async def test_a_year_python_has_no_date_for_is_an_argument_error(rows: tuple[li
                                                                   arguments: dict[str, Any]) -> None:
     """It was an internal error (a ValueError: Django compares a year as the dates it begins and ends)."""
     assert [error["field"] for error in argument_errors({"result": await listed(arguments)})] == list(arguments)
+
+
+@pytest.mark.parametrize("arguments", [
+    {"span__gte": "P9999999999D"},  # past timedelta's range: parse_duration raised OverflowError (-32603)
+    {"span__gte": "1000000000 00:00:00"},  # the same in Django's own format
+    {"span__gte": "P999999999D"},  # a timedelta, past what SQLite's column holds (an internal error there)
+    {"span": 86399999999999.0},
+    {"span__gte": "-P999999999D"},
+], ids=["iso-past-timedelta", "django-past-timedelta", "iso-past-sqlite", "seconds-past-sqlite", "negative"])
+async def test_a_duration_past_what_a_column_holds_is_an_invalid_argument(
+    rows: tuple[list[int], dict[str, int]], arguments: dict[str, Any],
+) -> None:
+    """Found by a review: each was an internal error with a traceback (on SQLite; the first two everywhere)."""
+    result = await listed(arguments)
+    assert result.get("isError") is True, result
+    text = result["content"][0]["text"]
+    assert "106,751,991 days" in text and "Internal error" not in text, text
+
+
+async def test_the_widest_duration_every_column_holds_is_a_filter(rows: tuple[list[int], dict[str, int]]) -> None:
+    pks, _ = rows
+    assert await found({"span__gte": "-P106751991D"}, pks) == [0, 1]  # the two rows that have a span
+    assert await found({"span__gte": "P106751991D"}, pks) == []
+
+
+async def test_a_filter_through_a_relation_to_many_rows_lists_each_row_once() -> None:
+    """Found by a review: a customer with two matching orders was listed twice on one page, once when
+    paged one row at a time (the same list, two answers), and a page's limit counted the copies."""
+    import mcp_tools
+    from demo_site.shop.models import Order
+
+    class CustomersByOrder(mcp_tools.ModelToolset):
+        queryset = Customer.objects.all()
+        basename = "filterpaths.customers"
+        actions = ["list"]
+        permissions = {"list": []}
+        filterset_fields = {"orders__total": ["gte"]}
+        ordering_fields = ["name"]
+
+    def seed() -> None:
+        ada = Customer.objects.create(name="Ada", email="ada@example.com")
+        bob = Customer.objects.create(name="Bob", email="bob@example.com")
+        for number, customer, total in (("N-1", ada, "60.00"), ("N-2", ada, "70.00"), ("N-3", bob, "80.00")):
+            Order.objects.create(number=number, customer=customer, store="north", total=total)
+
+    async def names(arguments: dict[str, Any]) -> tuple[list[str], str | None]:
+        from demo_site.asgi import application
+
+        body = (await call_modern(application, "tools/call", {"name": "filterpaths.customers.list", "arguments": arguments})).json()
+        assert "result" in body, body
+        return [row["name"] for row in body["result"]["structuredContent"]["results"]], body["result"]["structuredContent"].get("nextCursor")
+
+    await sync_to_async(seed)()
+    await sync_to_async(mcp_tools.register_toolset)(CustomersByOrder)
+    try:
+        page, _ = await names({"orders__total__gte": "50", "ordering": "name"})
+        paged: list[str] = []
+        cursor = None
+        while True:
+            found, cursor = await names({"orders__total__gte": "50", "ordering": "name", "limit": 1, **({"cursor": cursor} if cursor else {})})
+            paged += found
+            if not cursor:
+                break
+    finally:
+        await sync_to_async(mcp_tools.unregister_toolset)(CustomersByOrder)
+    assert page == paged == ["Ada", "Bob"]

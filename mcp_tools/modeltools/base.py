@@ -165,7 +165,25 @@ DbInt = Annotated[int, Field(strict=True, ge=-(2**63), le=2**63 - 1)]
 def _django_duration(value: Any) -> Any:
     """A duration as Django writes it (``"1 00:00:00"``, how a row's duration is listed) or ISO 8601;
     anything else is left to pydantic (seconds, or its refusal)."""
-    return (parse_duration(value) or value) if isinstance(value, str) else value
+    if not isinstance(value, str):
+        return value
+    try:
+        return parse_duration(value) or value
+    except OverflowError:  # past timedelta's range ("P9999999999D"): a refusal, not an internal error
+        raise ValueError(_DURATION_RANGE) from None
+
+
+#: The widest duration every database's column holds: SQLite keeps one as a 64-bit count of microseconds.
+_DURATION_MICROSECONDS = 2**63 - 1
+_DURATION_RANGE = f"a duration of at most {_DURATION_MICROSECONDS // 86_400_000_000:,} days either way"
+
+
+def _db_duration(value: datetime.timedelta) -> datetime.timedelta:
+    """``value`` if every database can compare a column with it (SQLite: a 64-bit count of microseconds;
+    past it the driver raised OverflowError, an internal error); else a refusal."""
+    if abs((value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds) > _DURATION_MICROSECONDS:
+        raise ValueError(_DURATION_RANGE)
+    return value
 
 
 def _no_offset(value: datetime.time) -> datetime.time:
@@ -181,7 +199,7 @@ _LOOKUP_TYPES: dict[str, Any] = {
     "DateTimeField": datetime.datetime, "DecimalField": decimal.Decimal, "FloatField": float, "BooleanField": bool,
     # Not text: QuerySet.filter takes no text for a duration, and text that is no time is a
     # ValidationError at the query (an internal error); so is an aware time on most databases.
-    "DurationField": Annotated[datetime.timedelta, BeforeValidator(_django_duration)],
+    "DurationField": Annotated[datetime.timedelta, BeforeValidator(_django_duration), AfterValidator(_db_duration)],
     "TimeField": Annotated[datetime.time, AfterValidator(_no_offset)],
 }
 

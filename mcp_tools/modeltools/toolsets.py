@@ -393,6 +393,10 @@ class ModelToolset:
                 queryset = queryset.filter(term_q)
             if any("__" in field for field in self.search_fields):
                 queryset = queryset.distinct()
+        if any(self.crosses_to_many(offered[name][0]) for name in given if arguments[name] is not None):
+            # A filter through a relation to many rows joins them: a row matched by two of its
+            # related rows came twice (and a page's limit counted it twice).
+            queryset = queryset.distinct()
         return queryset
 
     def _list_tool(self) -> str:
@@ -439,6 +443,19 @@ class ModelToolset:
             field = model._meta.pk if part == "pk" else model._meta.get_field(part)
             model = field.related_model if field.is_relation else None
         return field
+
+    @classmethod
+    def crosses_to_many(cls, path: str) -> bool:
+        """Whether a ``filterset_fields`` entry goes through a relation to many rows (``orders__total``)."""
+        model: Any = cls.get_model()
+        for part in path.split("__")[:-1]:
+            if model is None or part == "pk":
+                return False
+            field = model._meta.get_field(part)
+            if field.one_to_many or field.many_to_many:
+                return True
+            model = field.related_model if field.is_relation else None
+        return False
 
     @classmethod
     def filter_type(cls, field: Any, lookup: str) -> Any:
