@@ -338,3 +338,25 @@ async def test_a_filter_through_a_relation_to_many_rows_lists_each_row_once() ->
     finally:
         await sync_to_async(mcp_tools.unregister_toolset)(CustomersByOrder)
     assert page == paged == ["Ada", "Bob"]
+
+
+@pytest.mark.parametrize("arguments", [
+    {"flag": 1}, {"flag": "yes"}, {"maybe": 0},  # a boolean is true or false
+    {"level": True},  # a choice of 1 and 2: Python's True == 1 took it for 1
+    {"ratio": True}, {"ratio": "nan"}, {"ratio": "0.1"},  # a number is a JSON number, and finite
+    {"at__gte": 0}, {"at__gte": 1.5}, {"day": 0},  # a date is text: 0 was the Unix epoch
+], ids=repr)
+async def test_filter_values_are_strictly_of_their_type(rows: tuple[list[int], dict[str, int]], arguments: dict[str, Any]) -> None:
+    """Found by a review: each was accepted and filtered rows (lax pydantic), though the docs say
+    arguments are typed strictly, as integers already were."""
+    assert [error["field"] for error in argument_errors({"result": await listed(arguments)})] == list(arguments)
+
+
+@pytest.mark.parametrize(("arguments", "expected"), [
+    ({"flag": True}, [0]), ({"maybe": False}, [1]), ({"level": 2}, [1]), ({"ratio__lt": 1}, [0, 1]),
+    ({"day": "2024-02-29"}, [0]),
+], ids=repr)
+async def test_values_of_the_type_still_filter(rows: tuple[list[int], dict[str, int]], arguments: dict[str, Any],
+                                               expected: list[int]) -> None:
+    pks, _ = rows
+    assert await found(arguments, pks) == expected

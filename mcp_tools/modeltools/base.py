@@ -192,11 +192,23 @@ def _no_offset(value: datetime.time) -> datetime.time:
     return value
 
 
+def _iso_text(value: Any) -> Any:
+    """A date or datetime argument as text (ISO 8601), not a number: pydantic would read ``0`` as
+    the Unix epoch, which no client sending a date means."""
+    if isinstance(value, (int, float)):
+        raise ValueError("a date or date and time as ISO 8601 text, not a number")
+    return value
+
+
 _LOOKUP_TYPES: dict[str, Any] = {
     "AutoField": DbInt, "BigAutoField": DbInt, "SmallAutoField": DbInt, "IntegerField": DbInt, "BigIntegerField": DbInt,
     "SmallIntegerField": DbInt, "PositiveIntegerField": DbInt, "PositiveBigIntegerField": DbInt,
-    "PositiveSmallIntegerField": DbInt, "UUIDField": uuid.UUID, "DateField": datetime.date,
-    "DateTimeField": datetime.datetime, "DecimalField": decimal.Decimal, "FloatField": float, "BooleanField": bool,
+    "PositiveSmallIntegerField": DbInt, "UUIDField": uuid.UUID,
+    # Strictly what the column holds, as integers are: no 1 or "yes" for true, no true or "nan" for a
+    # number, no number for a date (pydantic's lax mode takes each).
+    "DateField": Annotated[datetime.date, BeforeValidator(_iso_text)],
+    "DateTimeField": Annotated[datetime.datetime, BeforeValidator(_iso_text)], "DecimalField": decimal.Decimal,
+    "FloatField": Annotated[float, Field(strict=True, allow_inf_nan=False)], "BooleanField": Annotated[bool, Field(strict=True)],
     # Not text: QuerySet.filter takes no text for a duration, and text that is no time is a
     # ValidationError at the query (an internal error); so is an aware time on most databases.
     "DurationField": Annotated[datetime.timedelta, BeforeValidator(_django_duration), AfterValidator(_db_duration)],

@@ -39,7 +39,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError, IntegrityError, OperationalError, connections, models, router, transaction
 from django.db.models import Q
 from django.utils import timezone
-from pydantic import AfterValidator, Field, JsonValue, WithJsonSchema
+from pydantic import AfterValidator, BeforeValidator, Field, JsonValue, WithJsonSchema
 from rest_framework.exceptions import ValidationError as DRFValidationError
 
 from ..conf import mcp_settings
@@ -118,6 +118,13 @@ def aware(value: Any) -> Any:
         return [aware(item) for item in value]
     if isinstance(value, datetime.datetime) and settings.USE_TZ and timezone.is_naive(value):
         return timezone.make_aware(value)
+    return value
+
+
+def _not_a_bool(value: Any) -> Any:
+    """A choice argument that is no boolean (``true`` is not the choice ``1``)."""
+    if isinstance(value, bool):
+        raise ValueError("one of the choices, not a boolean")
     return value
 
 
@@ -490,6 +497,9 @@ class ModelToolset:
             value_type = ANY_JSON
         elif choices and lookup in ("exact", "in"):
             value_type = Literal[tuple(choices)]  # enforced, not only advertised: a value no row can have is -32602
+            if not any(isinstance(choice, bool) for choice in choices):
+                # Python has True == 1: a Literal of 1 and 2 took true for 1.
+                value_type = Annotated[value_type, BeforeValidator(_not_a_bool)]
         if lookup == "isnull":
             return Annotated[bool, Field(strict=True)]
         if lookup in REGEX_LOOKUPS:
