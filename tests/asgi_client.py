@@ -128,6 +128,27 @@ async def request(
     )
 
 
+def receive_then_disconnect(body: bytes, gone: asyncio.Event) -> Any:
+    """An ASGI ``receive``: the whole body, then ``http.disconnect`` once ``gone`` is set (the client leaves)."""
+    pending = [body]
+
+    async def receive() -> dict[str, Any]:
+        if pending:
+            return {"type": "http.request", "body": pending.pop(), "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
+def http_scope(method: str, path: str, headers: Mapping[str, str]) -> dict[str, Any]:
+    """The ASGI scope of a request a test drives with its own ``receive`` and ``send``."""
+    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
+            "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
+            "headers": [(k.encode(), v.encode("latin-1")) for k, v in headers.items()],
+            "client": ("127.0.0.1", 1), "server": ("testserver", 80)}
+
+
 # -- MCP conveniences ------------------------------------------------------------------------
 
 

@@ -10,7 +10,7 @@ A review of every task the package starts (after CI failed on a task the collect
 - a slow call's row write that failed, and a call kept for its resume whose write failed after a second
   cancel, were "Task exception was never retrieved" instead of a warning of ours;
 - ``broadcast.subscribed`` and the process channel raised "Event loop is closed" out of the collector
-  when their loop had closed under them;
+  when their loop had closed under them (tests/test_loop_wind_down.py);
 - a tool raising a ``BaseException`` of a library's own was a 500 over HTTP and no reply over stdio.
 """
 from __future__ import annotations
@@ -20,22 +20,20 @@ import gc
 import io
 import json
 import logging
-import sys
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import AnonymousUser
 
 from mcp_tools import ToolContext, store
-from mcp_tools.interprocess import broadcast, notifications
+from mcp_tools.interprocess import notifications
 from mcp_tools.protocol import jsonrpc
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.server import core
 from mcp_tools.server.auth import Principal
 from mcp_tools.transports.stdio import StdioServer
-from tests.asgi_client import call_modern, post_headers
+from tests.asgi_client import call_modern, http_scope, post_headers, receive_then_disconnect
 from tests.test_http_spec_edges import APP, open_session
-from tests.test_loop_wind_down import _Layer
 from tests.test_session_stream_drop import Gate, dropped_at_two, gate, resumed  # noqa: F401  (gate: a fixture)
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -80,13 +78,7 @@ async def test_a_view_stream_django_never_iterated_stops_its_endpoint(settings: 
     session = await open_session()
     headers = {**post_headers(version="2025-11-25", session=session), "accept": "text/event-stream"}
     gone, starting = asyncio.Event(), asyncio.Event()
-    body = [b""]
-
-    async def receive() -> dict[str, Any]:
-        if body:
-            return {"type": "http.request", "body": body.pop(), "more_body": False}
-        await gone.wait()
-        return {"type": "http.disconnect"}
+    receive = receive_then_disconnect(b"", gone)
 
     async def send(event: dict[str, Any]) -> None:
         if event["type"] == "http.response.start":
@@ -94,10 +86,7 @@ async def test_a_view_stream_django_never_iterated_stops_its_endpoint(settings: 
             await asyncio.Event().wait()  # a slow socket: the start is still going out when the client leaves
 
     path = "/mcp-via-django"
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
-             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
-             "headers": [(k.encode(), v.encode("latin-1")) for k, v in headers.items()],
-             "client": ("127.0.0.1", 1), "server": ("testserver", 80)}
+    scope = http_scope("GET", path, headers)
     served = asyncio.ensure_future(app(scope, receive, send))
     await asyncio.wait_for(starting.wait(), 10)
     gone.set()  # the client leaves
@@ -163,31 +152,6 @@ async def test_a_kept_calls_write_that_fails_after_a_second_cancel_is_logged(
     await asyncio.sleep(0)
     assert _never_retrieved(caplog) == []
     assert any("Could not keep a stopped call of some_tool" in r.getMessage() for r in caplog.records)
-
-
-async def _subscriber() -> None:
-    async with broadcast.subscribed("mcp_tools.test-hygiene", lambda message: None):
-        await asyncio.Event().wait()
-
-
-def test_a_subscription_left_on_a_closed_loop_is_collected_without_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    layer = _Layer()
-    monkeypatch.setattr(broadcast, "shared_layer", lambda: layer)
-    raised: list[str] = []
-    monkeypatch.setattr(sys, "unraisablehook", lambda u: raised.append(f"{u.exc_type.__name__}: {u.exc_value}"))
-    loop = asyncio.new_event_loop()
-    task = loop.create_task(_subscriber())
-    loop.run_until_complete(asyncio.sleep(0.05))  # in the group, in the block
-    assert not task.done()
-    process = broadcast._process_channels[loop]
-    loop.close()  # as a loop that stopped without cancelling its tasks
-    try:
-        process.task.get_coro().close()  # the process channel's, as the collector may close it first
-        del task, process
-        gc.collect()
-    finally:
-        broadcast._process_channels.pop(loop, None)
-    assert raised == []
 
 
 class _LibraryAbort(BaseException):

@@ -12,7 +12,7 @@ import pytest
 
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.transports.http import McpEndpoint
-from tests.asgi_client import modern_message, post_headers
+from tests.asgi_client import http_scope, modern_message, post_headers, receive_then_disconnect
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -50,21 +50,12 @@ async def test_a_client_gone_before_the_first_byte_cancels_the_call(settings: An
     message = modern_message("tools/call", {"name": "url_include_wait", "arguments": {}})
     headers = post_headers(extra={"mcp-method": "tools/call", "mcp-name": "url_include_wait"})
     gone = asyncio.Event()
-    body = [json.dumps(message).encode()]
-
-    async def receive() -> dict[str, Any]:
-        if body:
-            return {"type": "http.request", "body": body.pop(), "more_body": False}
-        await gone.wait()
-        return {"type": "http.disconnect"}
+    receive = receive_then_disconnect(json.dumps(message).encode(), gone)
 
     async def send(event: dict[str, Any]) -> None:
         pass
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-             "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"",
-             "headers": [(k.encode(), v.encode("latin-1")) for k, v in headers.items()],
-             "client": ("127.0.0.1", 1), "server": ("testserver", 80)}
+    scope = http_scope("POST", path, headers)
     loop = asyncio.get_running_loop()
     with registry.registered_temporarily(make_tool(url_include_wait)):
         served = asyncio.ensure_future(app(scope, receive, send))
