@@ -76,6 +76,16 @@ class PrincipalFilterChangeList(ChangeList):
     it was made as well as its stored, fitted form, as the search does (:func:`principal_forms`).
     Django's changelist matches any of a parameter's values, so the fitted one is added to them."""
 
+    def get_results(self, request: HttpRequest) -> None:
+        try:
+            super().get_results(request)
+        except (ValueError, OverflowError) as exc:
+            # A value Django checks only as it compiles the query, which runs here, past the
+            # changelist's own check: ``?created_at__year=10000`` ("year 10000 is out of range"), a
+            # date past the calendar once in UTC (``?created_at__gte=0001-01-01`` in Asia/Tokyo).
+            # Refused as any crafted filter is (the list again, "?e=1"), not a 500.
+            raise IncorrectLookupParameters(str(exc)) from exc
+
     def get_filters_params(self, params: Any = None) -> Any:
         lookup_params = super().get_filters_params(params)
         for key in ("principal", "principal__exact"):
@@ -572,7 +582,7 @@ class McpSessionAdmin(RefusesUnstorableSelections):
         calls_admin = self.admin_site._registry.get(ToolCall)
         calls = queries.session_calls(session.id) if calls_admin is not None and calls_admin.has_view_permission(request) else None
         if calls is not None:
-            decorate(calls)
+            decorate(calls, self.admin_site.name)
         return TemplateResponse(request, "admin/mcp_tools/mcpsession/detail.html", {
             **self.admin_site.each_context(request),
             "opts": self.opts,

@@ -49,12 +49,13 @@ def progress_bar(progress: float | None, total: float | None) -> str:
     )
 
 
-def decorate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Add ``badge``, ``bar`` and ``url`` to rows of :func:`mcp_tools.console.queries` (for dashboard_rows.html)."""
+def decorate(rows: list[dict[str, Any]], current_app: str | None = None) -> list[dict[str, Any]]:
+    """Add ``badge``, ``bar`` and ``url`` to rows of :func:`mcp_tools.console.queries` (for dashboard_rows.html);
+    ``current_app``: the admin site the page is of (its links stay on it), else the default one."""
     for row in rows:
         row["badge"] = status_badge(row["status"])
         row["bar"] = progress_bar(row["progress"], row["progress_total"])
-        row["url"] = reverse("admin:mcp_tools_toolcall_change", args=[row["id"]])
+        row["url"] = reverse("admin:mcp_tools_toolcall_change", args=[row["id"]], current_app=current_app)
     return rows
 
 
@@ -114,8 +115,9 @@ def recovery_facts(call: ToolCall, max_retries: int | None) -> list[tuple[str, s
     return facts
 
 
-def render_panel(data: Dashboard) -> str:
-    """The part of the dashboard that updates (server-rendered; the WebSocket and the poll send it as is)."""
+def render_panel(data: Dashboard, current_app: str | None = None) -> str:
+    """The part of the dashboard that updates (server-rendered; the WebSocket and the poll send it as is),
+    its links to the admin site ``current_app`` (the default one for the WebSocket, which knows no site)."""
     return render_to_string(PANEL_TEMPLATE, {
         "data": data,
         "windows": [
@@ -123,9 +125,9 @@ def render_panel(data: Dashboard) -> str:
             for window in data.windows
         ],
         "in_flight": [(CallStatus(s).label, n, badge_class(s)) for s, n in data.in_flight.items()],
-        "oldest": decorate(data.oldest),
-        "quietest": decorate(data.quietest),
-        "slowest": decorate(data.slowest),
+        "oldest": decorate(data.oldest, current_app),
+        "quietest": decorate(data.quietest, current_app),
+        "slowest": decorate(data.slowest, current_app),
         "chart": chart_svg(data.buckets),
     })
 

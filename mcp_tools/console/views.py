@@ -48,12 +48,12 @@ def dashboard(model_admin: ToolCallAdmin, request: HttpRequest) -> HttpResponse:
     data = queries.dashboard()
     return TemplateResponse(request, "admin/mcp_tools/toolcall/dashboard.html", _context(
         model_admin, request, "Tool calls: dashboard",
-        panel=render_panel(data),
+        panel=render_panel(data, model_admin.admin_site.name),
         fingerprint=data.fingerprint,
         # The page's own prefix (FORCE_SCRIPT_NAME, SCRIPT_NAME or an ASGI root_path), as reverse() adds
         # to the poll's URL: the browser must open the socket inside the site, where the proxy routes it.
         websocket_path=get_script_prefix() + websocket_path(),
-        data_url=reverse("admin:mcp_tools_toolcall_dashboard_data"),
+        data_url=reverse("admin:mcp_tools_toolcall_dashboard_data", current_app=model_admin.admin_site.name),
         poll_ms=POLL_MS,
     ))
 
@@ -66,14 +66,14 @@ def dashboard_data(model_admin: ToolCallAdmin, request: HttpRequest) -> JsonResp
     if since is not None and since == queries.fingerprint():
         return JsonResponse({"fingerprint": since, "unchanged": True})
     data = queries.dashboard()
-    return JsonResponse({"fingerprint": data.fingerprint, "html": render_panel(data)})
+    return JsonResponse({"fingerprint": data.fingerprint, "html": render_panel(data, model_admin.admin_site.name)})
 
 
 def detail(model_admin: ToolCallAdmin, request: HttpRequest, call: ToolCall) -> HttpResponse:
     """The report of one call, laid out for reading."""
     linked = queries.linked_calls(call)
     for rows in (linked.followed_by, linked.came_from, linked.same_session):
-        decorate(rows)
+        decorate(rows, model_admin.admin_site.name)
     can_act = model_admin.has_change_permission(request, call)
     live = call.status not in TERMINAL_STATUSES
     return TemplateResponse(request, "admin/mcp_tools/toolcall/detail.html", _context(
@@ -126,6 +126,10 @@ def act(model_admin: ToolCallAdmin, request: HttpRequest, object_id: str, action
     call = model_admin.get_object(request, unquote(object_id))
     if call is None:  # purged by retention, or a forged id: say so, as Django's own pages do
         return model_admin._get_obj_does_not_exist_redirect(request, model_admin.opts, object_id)  # type: ignore[attr-defined]
+    if not model_admin.has_change_permission(request, call):
+        # The object's own permission, as the report page asks it before it shows the button
+        # (get_actions asked the model's only): a site with per-object permissions refuses here too.
+        raise PermissionDenied
     func = action_entry[0]
     func(model_admin, request, ToolCall.objects.filter(pk=call.pk))
-    return redirect(reverse("admin:mcp_tools_toolcall_change", args=[call.pk]))
+    return redirect(reverse("admin:mcp_tools_toolcall_change", args=[call.pk], current_app=model_admin.admin_site.name))
