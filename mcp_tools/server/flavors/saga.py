@@ -18,6 +18,7 @@ from ...registry import registry
 from .. import core, tokens
 from ..auth import Principal
 from ..context import RequestContext
+from . import resume as resume_tokens
 
 
 def suspended(call_id: str, round_number: int, pending: list[Step], rc: RequestContext, target: core.Target) -> dict[str, Any]:
@@ -42,8 +43,16 @@ def only_as_task(name: str) -> McpError:
     return invalid_params(f"Tool {name!r} runs only as a task, which a saga cannot be; call it with tools/call", {"name": name})
 
 
+#: What ``tools/callSaga`` with a ``resumeToken`` answers (-32602): a saga starts a call; what goes on
+#: with a token (a ``paginate=True`` tool's next page, the next poll) is a ``tools/call`` with it.
+RESUME_WITH_TOOLS_CALL = "resumeToken goes with tools/call: send the token there for the next page or poll"
+
+
 async def call(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     """``tools/callSaga``: run the tool until it completes or needs its first steps."""
+    if resume_tokens.token_of(params) is not None:
+        # Ignored, it answered page 1 again with a new token, for ever (and took a forged one).
+        raise invalid_params(RESUME_WITH_TOOLS_CALL)
     target = await core.resolve_target("tools/callSaga", params, rc.principal)
     tool = registry.get_tool(target.name)  # target.tool is None for arguments that failed validation
     if tool is not None and tool.task_support == "required":
