@@ -164,6 +164,8 @@ def check_answer(method: str, params: dict[str, Any], answer: Any) -> None:
             _check_block(block)  # type: ignore[arg-type]  # each a dict with a "type" (checked above)
         if "model" in answer and not isinstance(answer["model"], str):
             raise InvalidAnswer('"model" must be a string')
+        if answer.get("stopReason") is not None and not isinstance(answer["stopReason"], str):
+            raise InvalidAnswer('"stopReason" must be a string')  # (null: a writer's way of leaving it out)
         return
     if method == "roots/list":
         roots = answer.get("roots")
