@@ -58,7 +58,9 @@ async def emit(signal: Signal, call_id: Any, **info: Any) -> None:
     in the next batch (:func:`call_changed`), without a task per signal.
     """
     call_changed(call_id, info.get("status", ""))
-    if not signal.has_listeners():
+    # ``receivers`` empty (no project receiver, the usual case): nothing to send, told without
+    # has_listeners()'s filtering of the receivers.
+    if not signal.receivers or not signal.has_listeners():
         return
     for receiver, response in await signal.asend_robust(sender=_sender(), call_id=str(call_id), **info):
         if isinstance(response, Exception):

@@ -342,7 +342,13 @@ def _row_signals() -> tuple[Any, tuple[Any, ...]]:
 def _model_signals_heard() -> bool:
     """Whether user code would run inside a lane function: the model signals a row's save or load sends."""
     model, signals = _row_signals()
-    return any(signal.has_listeners(model) for signal in signals)
+    # A signal with no receiver at all (``receivers`` is the list connect() appends to and disconnect()
+    # deletes from) has none for the model either: that answer without has_listeners(), which filters
+    # its receivers for the sender (a weak-key cache lookup, two lists) per signal per lane function.
+    for signal in signals:
+        if signal.receivers and signal.has_listeners(model):
+            return True
+    return False
 
 
 _alias = sql.call_database
