@@ -106,9 +106,17 @@ def _signer(purpose: str) -> _Signer:
 
 
 _tag_keys: dict[str, Any] = {}
+#: Tags made, by (key, principal id): a tag is a pure function of both, and every round of a call
+#: needs its caller's (sealing the token, then opening it), an HMAC copied, fed and finished each time.
+#: Bounded: emptied when full (it only saves work; nothing depends on what it holds).
+_tags: dict[tuple[str, str], str] = {}
+TAGS_KEPT = 1024
 
 
 def _tag(principal_id: str, key: str) -> str:
+    tag = _tags.get((key, principal_id))
+    if tag is not None:
+        return tag
     keyed = _tag_keys.get(key)
     if keyed is None:
         if len(_tag_keys) > 64:  # keys rotated many times in one process (tests): start again
@@ -116,7 +124,11 @@ def _tag(principal_id: str, key: str) -> str:
         keyed = _tag_keys[key] = salted_hmac("mcp_tools.principal", b"", key)
     mac = keyed.copy()
     mac.update(principal_id.encode("utf-8", "surrogatepass"))
-    return mac.hexdigest()[:32]
+    tag = mac.hexdigest()[:32]
+    if len(_tags) >= TAGS_KEPT:
+        _tags.clear()
+    _tags[(key, principal_id)] = tag
+    return tag
 
 
 def principal_tag(principal_id: str) -> str:
