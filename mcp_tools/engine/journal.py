@@ -100,7 +100,10 @@ def unstorable_part(value: Any, root: str = "value") -> str | None:
     """
     if type(value) in (str, int, bool) or value is None:  # most results: no walk
         return _unstorable_leaf(value, root)
-    pending: list[tuple[Any, str]] = [(value, root)]
+    # Each item's place is kept as a link to its container's ((container's place, key, is an index)),
+    # written out as text only for the item found unstorable: most values have none, and writing
+    # every place (a repr and an f-string per item) cost more than the walk itself.
+    pending: list[tuple[Any, _Place]] = [(value, root)]
     seen: set[int] = set()  # a cycle stops here (the store's json.dumps says what it is)
     while pending:
         item, where = pending.pop()
@@ -110,13 +113,13 @@ def unstorable_part(value: Any, root: str = "value") -> str | None:
             seen.add(id(item))
             for name, child in item.items():
                 if isinstance(name, str) and unstorable_string(name) is not None:
-                    return f"a key of {where}, {name!r}, holds {_bad_characters(name)}, which no database column here keeps"
-                pending.append((child, f"{where}[{name!r}]"))
+                    return f"a key of {_place_text(where)}, {name!r}, holds {_bad_characters(name)}, which no database column here keeps"
+                pending.append((child, (where, name, False)))
         elif isinstance(item, (list, tuple)):
             if id(item) in seen:
                 continue
             seen.add(id(item))
-            pending.extend((child, f"{where}[{index}]") for index, child in enumerate(item))
+            pending.extend((child, (where, index, True)) for index, child in enumerate(item))
         else:
             problem = _unstorable_leaf(item, where)
             if problem is not None:
@@ -124,17 +127,32 @@ def unstorable_part(value: Any, root: str = "value") -> str | None:
     return None
 
 
-def _unstorable_leaf(item: Any, where: str) -> str | None:
+#: Where an item is in the value :func:`unstorable_part` walks: the root's name, or its container's
+#: place with the item's key (a ``repr`` in brackets) or index (in brackets).
+_Place = str | tuple[Any, Any, bool]
+
+
+def _place_text(where: _Place) -> str:
+    """A place as ``root['a'][0]``."""
+    parts: list[str] = []
+    while type(where) is tuple:
+        where, key, is_index = where
+        parts.append(f"[{key}]" if is_index else f"[{key!r}]")
+    assert isinstance(where, str)
+    return where + "".join(reversed(parts))
+
+
+def _unstorable_leaf(item: Any, where: _Place) -> str | None:
     if isinstance(item, float):
         if math.isfinite(item):
             return None
-        return f"{where} is the float {'NaN' if math.isnan(item) else 'infinity' if item > 0 else '-infinity'}, which JSON has no number for"
+        return f"{_place_text(where)} is the float {'NaN' if math.isnan(item) else 'infinity' if item > 0 else '-infinity'}, which JSON has no number for"
     if item is None or isinstance(item, (int, bool)):
         return None
     text = item if isinstance(item, str) else str(item)  # what default=str stores for other objects
     if unstorable_string(text) is None:
         return None
-    return f"{where} holds {_bad_characters(text)}, which no database column here keeps"
+    return f"{_place_text(where)} holds {_bad_characters(text)}, which no database column here keeps"
 
 
 def _bad_characters(text: str) -> str:
