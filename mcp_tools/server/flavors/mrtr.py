@@ -87,7 +87,8 @@ async def _first_round(inv: engine.Invocation, target: core.Target, rc: RequestC
 
 
 async def _resume(method: str, params: dict[str, Any], responses: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
-    target = await core.resolve_target(method, params, rc.principal)
+    # Without a coroutine where nothing needs one, as a first round resolves it (core.target_now).
+    target = core.target_now(method, params) or await core.resolve_target(method, params, rc.principal)
     payload = core.open_token("request", params["requestState"], rc, target.params_digest, target.method)
 
     async def advance(row: Any, journal: Journal) -> dict[str, Any]:
