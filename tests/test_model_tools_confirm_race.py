@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from rest_framework import serializers
 
-from demo_site.shop.models import Order
+import mcp_tools
+from demo_site.shop.models import Customer, Order
 from mcp_tools.modeltools import base
 from tests.asgi_client import call_modern
 
@@ -145,3 +147,52 @@ async def test_an_update_of_a_row_deleted_since_it_read_it_does_not_insert_it_ag
     result = await call("shop.orders.update", {"id": pk, "note": "gift wrap"}, token)
     assert result["isError"] is True and result["content"][0]["text"] == f"No order with id {pk}.", result
     assert not await sync_to_async(Order.objects.filter(pk=pk).exists)()
+
+
+class _AuditedCustomer(serializers.ModelSerializer):  # type: ignore[type-arg]
+    audited_by = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Customer
+        fields = ["id", "name", "audited_by"]
+
+    def get_audited_by(self, obj: Any) -> Any:
+        return getattr(obj, "audited_by", "missing")
+
+
+class _ReachableCustomers(mcp_tools.ModelToolset):
+    """Lists customers named A...; its get_object (a DRF hook) reaches any, and marks what it gave."""
+
+    queryset = Customer.objects.filter(name__startswith="A")
+    basename = "race.customers"
+    serializer_class = _AuditedCustomer
+    actions = ["update"]
+    permissions = {"update": []}
+
+    def get_object(self, lookup: Any) -> Any:
+        found = base.get_object(Customer.objects.all(), "pk", lookup)
+        found.audited_by = "get_object"
+        return found
+
+
+async def test_an_update_saves_the_instance_get_object_gave() -> None:
+    """The diff review of the fix above: it saved another read of the queryset, so an overridden
+    get_object's instance (and what it set on it) was dropped, and a row only it reaches was "No
+    customer". Now that instance is refreshed in place, locked. Failed before the follow-up."""
+    def seed_customers() -> dict[str, int]:
+        return {name: Customer.objects.create(name=name, email=f"{name[0]}@example.com").pk for name in ("Ada", "Grace")}
+
+    pks = await sync_to_async(seed_customers)()
+    await sync_to_async(mcp_tools.register_toolset)(_ReachableCustomers)
+    try:
+        from demo_site.asgi import application
+
+        answers = {name: (await call_modern(application, "tools/call", {"name": "race.customers.update",
+                                                                         "arguments": {"id": pk, "name": name + "!"}})).json()["result"]
+                   for name, pk in pks.items()}
+    finally:
+        await sync_to_async(mcp_tools.unregister_toolset)(_ReachableCustomers)
+    assert {name: answer.get("structuredContent") for name, answer in answers.items()} == {
+        "Ada": {"id": pks["Ada"], "name": "Ada!", "audited_by": "get_object"},
+        "Grace": {"id": pks["Grace"], "name": "Grace!", "audited_by": "get_object"},
+    }

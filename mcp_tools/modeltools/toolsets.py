@@ -269,15 +269,18 @@ class ModelToolset:
     def update(self, arguments: dict[str, Any]) -> ToolResult:
         lookup = arguments.pop(self.get_lookup_arg())
         obj = self.get_object(lookup)
-        with transaction.atomic(using=write_alias(type(obj), obj)):
+        model, alias = type(obj), write_alias(type(obj), obj)
+        with transaction.atomic(using=alias):
             # The row as it is now, locked until the write commits, is what the serializer validates
             # and saves: DRF saves every field of its instance, so one read before this transaction
             # wrote back over a change another request committed meanwhile (a status it set), and
             # inserted again a row deleted meanwhile (Django's save() of a row that updates nothing).
-            current = current_row(self.get_queryset(), obj)
-            if current is None:
-                raise base.not_found(type(obj), self.lookup_field, lookup)
-            serializer = self.get_serializer(current, data=arguments, partial=True)
+            # The instance get_object gave (an override's, with what it set on it) is refreshed in
+            # place, not replaced by another read of the queryset.
+            if not model._base_manager.db_manager(alias).select_for_update().filter(pk=obj.pk).exists():
+                raise base.not_found(model, self.lookup_field, lookup)
+            obj.refresh_from_db(using=alias)
+            serializer = self.get_serializer(obj, data=arguments, partial=True)
             return self._save(serializer, self.perform_update)
 
     def delete(self, arguments: dict[str, Any]) -> ToolResult:
@@ -455,7 +458,7 @@ class ModelToolset:
     def crosses_to_many(cls, path: str) -> bool:
         """Whether a ``filterset_fields`` entry goes through a relation to many rows (``orders__total``)."""
         model: Any = cls.get_model()
-        for part in path.split("__")[:-1]:
+        for part in path.split("__"):  # the last part too: ``orders`` itself (``orders__in``, ``tags__isnull``)
             if model is None or part == "pk":
                 return False
             field = model._meta.get_field(part)
