@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import override_settings
 from django.urls import reverse
 
@@ -82,6 +83,11 @@ def test_the_console_of_a_second_admin_site_links_to_that_site() -> None:
 
 @override_settings(TIME_ZONE="Asia/Tokyo")
 def test_a_date_past_the_calendar_once_in_utc_is_refused_not_a_500() -> None:
+    """SQLite's backend turns the date into UTC itself (an OverflowError: refused as a crafted filter);
+    PostgreSQL's driver sends it with its offset, and the database takes it (an empty list)."""
     operator = client_for(make_user("op", perms=OPERATOR))
     response = operator.get(reverse("admin:mcp_tools_toolcall_changelist") + "?state=all&created_at__gte=0001-01-01T00:00:00%2B09:00")
-    assert response.status_code == 302 and response["Location"].endswith("?e=1"), response.status_code
+    if connection.vendor == "sqlite":
+        assert response.status_code == 302 and response["Location"].endswith("?e=1"), response.status_code
+    else:
+        assert response.status_code == 200
