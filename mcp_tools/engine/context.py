@@ -30,7 +30,10 @@ from .errors import (
     UnstorableOnceValue,
     once_exception,
 )
-from .journal import Journal, Step, check_step_key, derived_step_key, digest, failed_once_key, unstorable_part
+from .journal import (
+    Journal, Step, canonical_json, check_step_key, derived_step_key, digest, digest_of_text, failed_once_key, plainly_storable,
+    unstorable_part,
+)
 
 if TYPE_CHECKING:
     from ..server.auth import Principal
@@ -622,11 +625,13 @@ class ToolContext:
                 params = {name: value for name, value in params.items() if name != request.journaled_only}
                 asked = {name: value for name, value in asked.items() if name != request.journaled_only}
             wire = {"method": request.method, "params": params}
-            step_digest = digest([request.kind, {"method": request.method, "params": asked}])
+            canonical = canonical_json([request.kind, {"method": request.method, "params": asked}])
+            step_digest = digest_of_text(canonical)
             if step is None:
                 if request.unsendable is not None:
                     raise request.unsendable
-                problem = unstorable_part(params, "params")
+                # The digest's text shows most requests storable at once; only one it cannot clear is walked.
+                problem = None if asked is params and plainly_storable(canonical) else unstorable_part(params, "params")
                 if problem is not None:
                     # The step is journaled (and its round's answer stored) before it is sent: the store
                     # would refuse it there, in whichever process wrote the round, and the call would

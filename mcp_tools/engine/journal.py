@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol.answers import ANSWER_SCHEMA
-from ..protocol.jsonrpc import compact_json, unstorable_string
+from ..protocol.jsonrpc import UNSTORABLE_CHARACTER, compact_json, unstorable_string
 
 _canonical_json = compact_json(sort_keys=True)
+_compact_json = compact_json()
 
 #: The longest step key the journal holds (``CallStep.key`` is a ``varchar(128)``): a longer key given
 #: by a handler is refused where it is given (:func:`check_step_key`), and one the engine builds is
@@ -26,8 +27,36 @@ def digest(value: Any) -> str:
     The same bytes as ``json.dumps(value, sort_keys=True, separators=(",", ":"),
     ensure_ascii=False, default=str)``.
     """
-    canonical = _canonical_json(value)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return digest_of_text(_canonical_json(value))
+
+
+def canonical_json(value: Any) -> str:
+    """The canonical JSON rendering :func:`digest` hashes."""
+    return _canonical_json(value)
+
+
+def digest_of_text(canonical: str) -> str:
+    """:func:`digest` of the value whose :func:`canonical_json` is ``canonical``.
+
+    A lone surrogate is hashed as its UTF-8-like bytes (``surrogatepass``) instead of failing the
+    handler with a ``UnicodeEncodeError`` that names neither the step nor the value: the step that
+    holds one is then refused with its place (:func:`unstorable_part`). Every other text hashes as
+    it always did (no stored digest can hold one: hashing it raised)."""
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def plainly_storable(canonical: str) -> bool:
+    """True when ``canonical`` (a value's :func:`canonical_json`) shows the value holds nothing
+    :func:`unstorable_part` would find; False when it may, and only the walk can say.
+
+    The encoder writes U+0000 as the escape ``\\u0000``, a lone surrogate as itself, a float NaN or
+    infinity as ``NaN`` / ``Infinity``, and what it cannot write as ``str()`` of it (which the
+    walk checks the same way). Text that only looks like one (a string ``"NaN"``) costs the walk.
+    One C-level scan instead of a Python walk of every item: a step's request is rendered for
+    its digest anyway.
+    """
+    return ("\\u0000" not in canonical and "NaN" not in canonical and "Infinity" not in canonical
+            and (canonical.isascii() or UNSTORABLE_CHARACTER.search(canonical) is None))
 
 
 @dataclass
@@ -100,6 +129,16 @@ def unstorable_part(value: Any, root: str = "value") -> str | None:
     """
     if type(value) in (str, int, bool) or value is None:  # most results: no walk
         return _unstorable_leaf(value, root)
+    try:
+        if plainly_storable(_compact_json(value)):  # most containers: one C-level rendering and scan
+            return None
+    except (TypeError, ValueError, RecursionError):
+        pass  # keys json cannot write, a cycle, nesting too deep: the walk says what it finds
+    return _walk_unstorable(value, root)
+
+
+def _walk_unstorable(value: Any, root: str) -> str | None:
+    """:func:`unstorable_part` item by item: the first unstorable item found, and its place."""
     # Each item's place is kept as a link to its container's ((container's place, key, is an index)),
     # written out as text only for the item found unstorable: most values have none, and writing
     # every place (a repr and an f-string per item) cost more than the walk itself.

@@ -158,7 +158,7 @@ def parse_body(body: bytes) -> Message:
 #: back). Arguments, answers and client details are stored with a call or a session: refused as
 #: they arrive, on every database alike, they change nothing (accepted, a call could fail on one
 #: database and not the other, and only once it first wrote its row).
-_UNSTORABLE_CHARACTER = re.compile("[\x00\ud800-\udfff]")
+UNSTORABLE_CHARACTER = re.compile("[\x00\ud800-\udfff]")
 UNSTORABLE_TEXT = "a string holds U+0000 or a lone surrogate, which this server does not accept"
 UNSTORABLE_MESSAGE = f"Invalid params: {UNSTORABLE_TEXT}"
 
@@ -170,7 +170,7 @@ def unstorable_string(value: Any) -> str | None:
     while pending:
         item = pending.pop()
         if isinstance(item, str):
-            if _UNSTORABLE_CHARACTER.search(item) is not None:
+            if UNSTORABLE_CHARACTER.search(item) is not None:
                 return item
         elif isinstance(item, dict):
             pending.extend(item)
