@@ -1208,6 +1208,10 @@ class McpEndpoint:
                 kind, message_id = _kind_and_id(payload)
                 if kind == "response" and message_id in answered:
                     continue  # one response per request: a second one kept (a detached handler's and a resumed stream's) is not sent
+                if kind == "request" and str(message_id) in already_sent:
+                    # One request once: two connections to the stream (a resume while the client's
+                    # earlier one still looked open) each sent it, and each kept it in the log.
+                    continue
                 await response._send({"type": "http.response.body", "body": f"id: {event_id}\nevent: message\ndata: {payload}\n\n".encode(), "more_body": True})
                 if kind == "request":
                     already_sent.add(str(message_id))

@@ -31,7 +31,7 @@ from ...protocol.answers import InvalidAnswer, checked_step_answer
 from ...protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
 from .. import background, core
 from ..threads import release_request_thread
-from ..context import RequestContext, ends_when_stopped
+from ..context import RequestContext, StreamPaused, ends_when_stopped
 from ..resumable import row_cursor
 
 logger = logging.getLogger("mcp_tools.calls")
@@ -228,6 +228,10 @@ async def _wait_for_answers(call_id: str, round_number: int, rc: RequestContext)
         rc.awaiting_input = False
 
 
+#: The SSE ``retry`` of a connection whose call another connection to its stream carries on.
+CONTINUED_ELSEWHERE_RETRY_MS = 1000
+
+
 async def _wait(call_id: str, round_number: int) -> Journal:
     async with wakeups.listening(call_id) as event:
         while True:
@@ -240,7 +244,11 @@ async def _wait(call_id: str, round_number: int) -> Journal:
             if not journal.pending and row.round == round_number:
                 if await store.claim_round(call_id, round_number):
                     return journal
-                raise McpError(INTERNAL_ERROR, "Another stream continued this call")
+                # A resume of this stream (Last-Event-ID, while this connection still looked open)
+                # carries the call on and answers it: this connection ends without a response. An
+                # error here was the request's one response in the stream's log, replayed to every
+                # later resume in place of the result (a client told to retry ran the tool again).
+                raise StreamPaused("Another connection to this stream continued the call", CONTINUED_ELSEWHERE_RETRY_MS)
             release_request_thread()  # a human may take hours: no thread, no connection meanwhile
             await wakeups.wait(event)
 
