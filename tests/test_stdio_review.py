@@ -141,3 +141,17 @@ async def test_a_second_request_with_the_id_of_one_in_flight_is_refused_and_the_
     assert replies[1]["result"]["content"] == [{"type": "text", "text": "done"}]
     assert started == [1]
     assert answered(written, 3)["result"] == {}
+
+
+async def test_a_line_past_the_body_limit_is_refused_and_the_next_one_served() -> None:
+    """As HTTP answers 413 past ``MAX_BODY_BYTES``: before, stdio read a line of any length whole and parsed it."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    huge = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x" * 5000}}})
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "MAX_BODY_BYTES": 1000}):
+        written = await serve_lines([json.dumps(INIT), huge, PING_3, "x" * 3000])  # the last one: cut off by the input's end
+    refusals = [m for m in written if m.get("id") is None]
+    assert [m["error"] for m in refusals] == [{"code": -32600, "message": "Message larger than 1000 bytes"}] * 2, written
+    assert answered(written, 3) == {"jsonrpc": "2.0", "id": 3, "result": {}}
+    assert not [m for m in written if m.get("id") == 2], "the long request was not served"

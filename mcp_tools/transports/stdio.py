@@ -50,6 +50,9 @@ from ..server.threads import RequestThread, run_sync
 
 logger = logging.getLogger("mcp_tools.stdio")
 
+#: How much of a line past ``MAX_BODY_BYTES`` is read at a time while it is skipped.
+_SKIP_CHUNK_BYTES = 64 * 1024
+
 
 def current_user(user: Any) -> Any | None:
     """Sync: ``user`` as the database has it now (one query), or None when it was deleted or made
@@ -107,7 +110,8 @@ class StdioServer:
         self._stopped = False
         #: What the requests cancelled at shutdown did not finish within (said in their error replies).
         self._deadline = "within the grace period after stdin closed"
-        self._lines: asyncio.Queue[bytes] = asyncio.Queue()
+        #: Lines of input as read; None for one past ``MAX_BODY_BYTES`` (read to its end, not kept).
+        self._lines: asyncio.Queue[bytes | None] = asyncio.Queue()
         self.version = versions.LATEST_HANDSHAKE
         self.capabilities: dict[str, Any] = {}
         self.log_level = "info"
@@ -136,6 +140,10 @@ class StdioServer:
         threading.Thread(target=self._read_lines, args=(loop,), name="mcp-tools-stdio-reader", daemon=True).start()
         while True:
             line = await self._lines.get()
+            if line is None:  # as HTTP answers a body past the limit (413), with no id: none was read
+                limit = int(mcp_settings.MAX_BODY_BYTES)
+                await self.write(jsonrpc.error_message(None, McpError(INVALID_REQUEST, f"Message larger than {limit} bytes")))
+                continue
             if not line or self._stopped:
                 break
             try:
@@ -150,16 +158,27 @@ class StdioServer:
         Not the loop's default executor: sync tools with ``thread_sensitive=False`` share it,
         and with all of its threads busy no line (a ping, ``notifications/cancelled``) was read.
         """
+        limit = int(mcp_settings.MAX_BODY_BYTES)
         while True:
+            line: bytes | None
             try:
-                line = self.reader.readline()
+                line = self.reader.readline(limit + 1)
+                if len(line) > limit and not line.endswith(b"\n"):
+                    # A line past MAX_BODY_BYTES, as HTTP refuses a body: read to its end in bounded
+                    # pieces and dropped (unbounded, a 20 MB line was held whole, then parsed).
+                    while line and not line.endswith(b"\n"):
+                        line = self.reader.readline(_SKIP_CHUNK_BYTES)
+                    line = None
             except (OSError, ValueError):  # the input broke, or was closed
+                line = b""
+            except Exception:  # never a reader thread that dies and leaves the server waiting for ever
+                logger.exception("Reading the input failed; serving ends as at its end")
                 line = b""
             try:
                 loop.call_soon_threadsafe(self._lines.put_nowait, line)
             except RuntimeError:  # the loop is closed: nobody reads any more
                 return
-            if not line:
+            if line == b"":
                 return
 
     def stop(self, signal_name: str = "SIGTERM") -> None:
