@@ -276,3 +276,65 @@ async def test_the_next_page_of_a_tool_that_needs_tasks_is_refused_to_a_client_w
     assert (first.status, first.json()["error"]["code"]) == (400, -32021), first.body
     assert (resumed.status, resumed.json()["error"]) == (400, first.json()["error"]), resumed.body
     assert not queued and RUNS == [(True, None)]
+
+
+RESUME_TOKEN_CLIENT = {"experimental": {"resumeTokens": {}}, "elicitation": {"form": {}}}
+
+
+async def test_a_resumed_call_that_asks_takes_the_answers_sent_with_its_token(queued: list[str]) -> None:
+    """MRTR: the client "retries the original request including the additional requested information", its
+    ``resumeToken`` among it. Before, that request was read as a status check: the same question, with the
+    same ``requestState``, for ever, the answers ignored and the call waiting until its ttl."""
+    arguments = {"name": "confirm_delete", "arguments": {"filename": "f.txt"}}
+    token = (await modern("tools/call", arguments, RESUME_TOKEN_CLIENT))["result"]["nextResumeToken"]
+    [call_id] = queued
+    assert await background.run_in_worker(call_id, "w1") == "input-required"
+    asked = (await modern("tools/call", {**arguments, "resumeToken": token}, RESUME_TOKEN_CLIENT))["result"]
+    assert asked["resultType"] == "input_required" and list(asked["inputRequests"]) == ["confirm"], asked
+
+    answered = {**arguments, "resumeToken": token, "requestState": asked["requestState"],
+                "inputResponses": {"confirm": {"action": "accept", "content": {"confirm": True}}}}
+    running = (await modern("tools/call", answered, RESUME_TOKEN_CLIENT))["result"]
+    assert running.get("resultType") != "input_required", running
+    assert queued == [call_id, call_id], "back to a worker with its answer"
+    assert await background.run_in_worker(call_id, "w2") == "finished"
+    done = (await modern("tools/call", {**arguments, "resumeToken": running["nextResumeToken"]}, RESUME_TOKEN_CLIENT))["result"]
+    assert done["content"][0]["text"] == "deleted f.txt", done
+    row = await ToolCall.objects.aget(id=call_id)
+    assert row.status == "completed" and row.round == 1
+
+    # The same answers again (a retry): the round is taken, nothing runs twice, the call's answer stands.
+    again = await call_modern(APP, "tools/call", answered, capabilities=RESUME_TOKEN_CLIENT)
+    assert queued == [call_id, call_id]
+    assert (await ToolCall.objects.aget(id=call_id)).round == 1
+    assert again.status == 200 and again.json()["result"]["content"] == done["content"], again.body
+
+
+async def test_answers_with_a_token_of_another_call_s_arguments_are_refused(queued: list[str]) -> None:
+    arguments = {"name": "confirm_delete", "arguments": {"filename": "f.txt"}}
+    token = (await modern("tools/call", arguments, RESUME_TOKEN_CLIENT))["result"]["nextResumeToken"]
+    [call_id] = queued
+    assert await background.run_in_worker(call_id, "w1") == "input-required"
+    asked = (await modern("tools/call", {**arguments, "resumeToken": token}, RESUME_TOKEN_CLIENT))["result"]
+    other = {"name": "confirm_delete", "arguments": {"filename": "g.txt"}, "resumeToken": token, "requestState": asked["requestState"],
+             "inputResponses": {"confirm": {"action": "accept", "content": {"confirm": True}}}}
+    refused = (await call_modern(APP, "tools/call", other, capabilities=RESUME_TOKEN_CLIENT)).json()
+    assert refused["error"]["code"] == -32602, refused
+    row = await ToolCall.objects.aget(id=call_id)
+    assert row.status == "input_required" and row.round == 0 and queued == [call_id]
+
+
+@pytest.mark.parametrize("state", ["input_required", "working"])
+async def test_a_call_past_its_expiry_reads_expired_to_its_token_before_the_sweep(queued: list[str], state: str) -> None:
+    """``CALL_TTL``: an expired call's tokens are refused (docs/settings.md). Before the sweep ran, a token
+    read such a call as live: its question asked again (whose answer was then refused), or "running"."""
+    arguments = {"name": "confirm_delete", "arguments": {"filename": "f.txt"}}
+    token = (await modern("tools/call", arguments, RESUME_TOKEN_CLIENT))["result"]["nextResumeToken"]
+    [call_id] = queued
+    if state == "input_required":
+        assert await background.run_in_worker(call_id, "w1") == "input-required"
+    past = timezone.now() - timezone.timedelta(seconds=1)
+    assert await ToolCall.objects.filter(id=call_id, status=state).aupdate(expires_at=past) == 1
+    answer = (await modern("tools/call", {**arguments, "resumeToken": token}, RESUME_TOKEN_CLIENT))["result"]
+    assert answer.get("isError") is True and "expired" in answer["content"][0]["text"], answer
+    assert (await ToolCall.objects.aget(id=call_id)).status == "expired"

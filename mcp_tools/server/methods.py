@@ -199,7 +199,8 @@ def call_tool(params: dict[str, Any], rc: RequestContext) -> Awaitable[dict[str,
         if tasks.needs_tasks(tool, rc):  # a coroutine only for a refusal
             return _call_task_only_tool(params, rc, tool, token)
         if token is not None:
-            return resume.resume(params, rc, token, mrtr.input_required_of, mrtr.resumed_on_worker)
+            return resume.resume(params, rc, token, mrtr.input_required_of, mrtr.resumed_on_worker,
+                                 functools.partial(mrtr.call, "tools/call", params, rc))
         return mrtr.call("tools/call", params, rc)
     if token is not None:
         return resume.resume(params, rc, token, to_worker=functools.partial(tasks.resumed_legacy, params))

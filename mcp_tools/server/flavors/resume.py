@@ -24,6 +24,7 @@ from ... import engine, store
 from ...protocol.errors import McpError, invalid_params
 from .. import core, resumable, tokens
 from ..context import RequestContext
+from . import session as session_flavor
 
 logger = logging.getLogger("mcp_tools.calls")
 
@@ -60,12 +61,17 @@ async def resume(
     params: dict[str, Any], rc: RequestContext, token: Any,
     ask_input: Callable[[Any, RequestContext, core.Target], Awaitable[dict[str, Any]]] | None = None,
     to_worker: ToWorker | None = None,
+    answer_round: Callable[[], Awaitable[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """``tools/call`` with a ``resumeToken``: the state of the running call, or its result.
 
     ``ask_input`` builds the answer for a call that waits for the client's input
     (the 2026-07-28 ``InputRequiredResult``); without it such a call reads as running.
     ``to_worker`` answers for a next page or poll that runs on a worker (:func:`run_again`).
+    ``answer_round`` serves a request that also carries a ``requestState`` (the client's
+    answers to that ``InputRequiredResult``, sent as MRTR says: "retries the original request
+    including the additional requested information", its resumeToken among it), once the
+    token is found the caller's, for this tool and these arguments.
     """
     target = await core.resolve_target("tools/call", params, rc.principal)
     try:
@@ -75,6 +81,10 @@ async def resume(
     if not tokens.names_principal(payload.get("p"), rc.principal.id) or payload.get("t") != target.name or payload.get("d") != target.params_digest:
         logger.info("Refused resume token: bound to another principal, tool or arguments")
         raise invalid()
+    if answer_round is not None and params.get("requestState") is not None:
+        # The round the requestState names (bound itself to the call, the caller and the arguments).
+        # Served as a status read instead, the answers were ignored: the same question for ever.
+        return await answer_round()
     if "c" not in payload:
         # A page (``k``: the cursor) or converging state: run the tool again.
         return await run_again(target, rc, payload.get("k"), to_worker)
@@ -82,6 +92,14 @@ async def resume(
     if loaded is None:
         raise invalid()
     row, _ = loaded
+    if await session_flavor.expire_if_overdue(row):
+        # Past its expiry, nothing holding that off (a worker's lease): it reads as it is now, expired,
+        # not as the sweep will leave it. Read as live, it asked its question again, whose answer the
+        # expired call then refused.
+        loaded = await store.load_call(str(row.id))
+        if loaded is None:
+            raise invalid()
+        row, _ = loaded
     if row.status in ("completed", "failed"):
         return core.stored_answer(row)
     if row.status in ("cancelled", "expired"):
