@@ -79,6 +79,11 @@ def gate(settings: Any) -> Any:
         await held.release.wait()
         return "done"
 
+    async def drop_quiet_rowed(ctx: ToolContext) -> str:
+        """The same, after a ctx.once (which gives the call its row)."""
+        await ctx.once("start", lambda: "started")
+        return await drop_quiet(ctx)
+
     async def drop_then_ask(ctx: ToolContext) -> str:
         """Report progress, wait until released, then ask the user."""
         held.runs += 1
@@ -113,7 +118,7 @@ def gate(settings: Any) -> Any:
             held.cursors.append(start)
         return Page([start, start + 1], next_cursor=start + 2)
 
-    with registry.registered_temporarily(make_tool(drop_count), make_tool(drop_count_rowed), make_tool(drop_quiet),
+    with registry.registered_temporarily(make_tool(drop_count), make_tool(drop_count_rowed), make_tool(drop_quiet), make_tool(drop_quiet_rowed),
                                          make_tool(drop_then_ask), make_tool(drop_sync), make_tool(drop_pages, paginate=True)):
         yield held
 
@@ -191,6 +196,21 @@ async def test_a_call_whose_stream_closed_before_it_streamed_is_stopped_and_leav
     await asyncio.wait_for(first.task, 10)
     assert first.events() == []
     assert await sync_to_async(ToolCall.objects.count)() == 0
+
+
+async def test_a_call_with_a_row_whose_stream_closed_before_it_streamed_ends_cancelled(gate: Gate) -> None:
+    """The same for a call that has its row (a ``ctx.once``, or past ``SLOW_CALL_SECONDS``): it ends
+    ``cancelled``. It stayed ``working`` until its ``CALL_TTL`` (a day), "in flight" in the console,
+    with nothing left to finish it and no client able to resume it."""
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    first = Stream("POST", headers, call_message(9, "drop_quiet_rowed", {}))
+    await asyncio.wait_for(gate.waiting.wait(), 10)
+    first.gone.set()
+    await asyncio.wait_for(first.task, 10)
+    assert first.events() == []
+    row = await sync_to_async(ToolCall.objects.get)()
+    assert row.status == "cancelled" and row.finished_at is not None, (row.status, row.status_message)
 
 
 @pytest.mark.parametrize("tool", ["drop_count", "drop_count_rowed"])

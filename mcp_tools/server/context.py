@@ -65,14 +65,17 @@ class RequestContext:
 
 def ends_when_stopped(rc: RequestContext, exc: BaseException, task: asyncio.Task[Any] | None) -> bool:
     """Whether a call whose handler was stopped (a ``CancelledError``) ends ``cancelled``: unless its
-    2025-11-25 stream closed (the client resumes it), and unless nobody asked for the stop of a call
+    2025-11-25 stream closed after giving the client an event id (the client resumes it), and unless nobody asked for the stop of a call
     that a resume can go on with (:attr:`RequestContext.survives_server_stop`): "disconnection SHOULD
     NOT be interpreted as the client cancelling its request", nor is the server's own shutdown.
     ``exc``: the ``CancelledError``; the server's own on purpose (an operator, a deadline, the row
     ended: :func:`~mcp_tools.interprocess.cancellation.is_server_cancel`) ends the call. ``task``: the handler's; a ``CancelledError`` while nothing cancels it (``cancelling()`` 0)
     ends the call (``core.execute`` answers a handler's own as a failure before it asks)."""
     if rc.stream_closed:
-        return False
+        # Resumable only if the client holds an event id of the stream: one that closed before it
+        # sent any (a plain JSON answer not yet started) leaves nothing to resume with, and its
+        # call, kept live, waited "working" in the console until its CALL_TTL.
+        return rc.stream_resumable is not None and not rc.stream_detached and not rc.stream_resumable()
     if rc.cancel_requested or not rc.survives_server_stop or task is None or not task.cancelling():
         return True
     return cancellation.is_server_cancel(exc, task)
