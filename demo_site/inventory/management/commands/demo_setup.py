@@ -116,6 +116,7 @@ class Command(BaseCommand):
             "                 in the calls console 'clerk' may cancel, expire and retry, 'viewer' only look)",
             "Connect a client:",
             "  Python:     .venv/bin/pip install -e '.[client]', then the README's \"Call it with a real client\"",
+            f"              (with {mcp_url} as its URL)",
             "  Inspector:  (needs Node 22.19 or later)",
             f"              npx @modelcontextprotocol/inspector@2.12.0 --cli {mcp_url} --transport http \\",
             f"                --header 'Authorization: Token {token.key}' --protocol-era modern --method tools/list",
