@@ -336,3 +336,42 @@ async def test_a_sync_handler_offers_its_model_the_tools_its_caller_may_use() ->
     holder = await sync_to_async(create_user_with_token)("sync-may-drop", ("auth.delete_user",))
     _, allowed = await first_sampling_request(sync_agent, holder, guarded, open_tool)
     assert [t["name"] for t in allowed["tools"]] == ["drop_table", "quick_lookup"], allowed
+
+
+# -- a registered tool given as its function is that tool ------------------------------------------
+
+async def function_agent(ctx: ToolContext) -> str:
+    return (await ctx.sample("tidy up", tools=[drop_table, quick_lookup])).text
+
+
+async def background_function_agent(ctx: ToolContext) -> str:
+    return (await ctx.sample("make a report", tools=[build_report])).text
+
+
+async def test_a_registered_tool_given_as_its_function_keeps_its_permissions_and_name() -> None:
+    """``@tool`` returns the function itself, so ``tools=[drop_table]`` is what an author writes. It was made a
+    tool anew: no permissions (offered to, and run for, a caller they refuse), its function's name instead of
+    the registered one, and ``background=True`` forgotten (run inline)."""
+    guarded = make_tool(drop_table, name="tables.drop", permissions=("auth.delete_user",))
+    open_tool = make_tool(quick_lookup)
+    _, anonymous = await first_sampling_request(function_agent, None, guarded, open_tool)
+    assert [t["name"] for t in anonymous["tools"]] == ["quick_lookup"], anonymous
+    RAN.clear()
+    results = await tool_results(function_agent, guarded, open_tool, answer=uses(
+        {"type": "tool_use", "id": "u1", "name": "drop_table", "input": {"table": "users"}},
+        {"type": "tool_use", "id": "u2", "name": "tables.drop", "input": {"table": "users"}},
+    ))
+    assert RAN == [], RAN
+    assert [r["content"][0]["text"] for r in results] == ["Unknown tool 'drop_table'", "Unknown tool 'tables.drop'"], results
+
+    results = await tool_results(background_function_agent, make_tool(build_report, background=True), answer=uses(
+        {"type": "tool_use", "id": "u1", "name": "build_report", "input": {"rows": 3}}))
+    assert RAN == [], RAN
+    assert "background worker" in results[0]["content"][0]["text"], results
+
+
+async def test_an_unregistered_function_is_still_a_tool_for_the_model() -> None:
+    RAN.clear()
+    results = await tool_results(function_agent, answer=uses(
+        {"type": "tool_use", "id": "u1", "name": "drop_table", "input": {"table": "t"}}))
+    assert RAN == ["drop:t"] and results[0]["content"][0]["text"] == "dropped", results

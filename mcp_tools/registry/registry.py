@@ -292,10 +292,17 @@ class Registry:
     def tools(self) -> list[Tool]:
         return list(self._tools.values())
 
+    def registered_for(self, fn: Callable[..., Any]) -> Tool | None:
+        """The registered tool whose function is ``fn`` (what ``@tool`` left in its module), if any."""
+        return next((tool for tool in self._tools.values() if tool.fn is fn), None)
+
     def resolve_tools(self, items: Sequence[Any]) -> list[Tool]:
         """Registered tool names, :class:`Tool` objects or plain functions, as :class:`Tool` objects.
 
-        What ``ctx.sample(tools=...)`` accepts; an unknown name is a programming error.
+        What ``ctx.sample(tools=...)`` accepts; an unknown name is a programming error. A function
+        registered as a tool (``@tool`` returns the function itself) is that tool, with its name,
+        permissions, scopes and options: made a tool of anew, it was offered to a caller its
+        permissions refuse, ran inline though ``background=True``, and went by its function's name.
         """
         resolved: list[Tool] = []
         for item in items:
@@ -307,7 +314,7 @@ class Registry:
                     raise ValueError(f"ctx.sample(tools=...) names unknown tool {item!r}")
                 resolved.append(found)
             elif callable(item):
-                resolved.append(make_tool(item))
+                resolved.append(self.registered_for(item) or make_tool(item))
             else:
                 raise TypeError(f"ctx.sample(tools=...) cannot use {item!r}")
         return resolved
