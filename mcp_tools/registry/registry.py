@@ -190,6 +190,8 @@ class Resource:
     annotations: dict[str, Any] | None = None
     #: ``ttlMs`` of its 2026-07-28 ``resources/read`` results: how long a client may reuse one.
     cache_ttl_ms: int = 0
+    #: The parameter annotated :class:`~mcp_tools.ToolContext`, if any (a resource that asks, as prompts may).
+    context_param: str | None = None
     _pattern: re.Pattern[str] | None = None
 
     def __post_init__(self) -> None:
@@ -548,7 +550,8 @@ def resource(
     cache_ttl_ms: int = 0,
 ) -> Callable[[F], F]:
     """Register a resource. A ``uri`` with ``{placeholders}`` registers a template;
-    the function then receives the placeholders as keyword arguments.
+    the function then receives the placeholders as keyword arguments. A parameter annotated
+    :class:`~mcp_tools.ToolContext` receives the read's context (to ask the user, as a tool does).
 
     ``cache_ttl_ms`` is the ``ttlMs`` of its 2026-07-28 ``resources/read`` results: how long
     a client may serve a read from its cache. ``0`` (the default) says a read is stale at
@@ -581,11 +584,25 @@ def resource(
                 completions=dict(completions or {}),
                 annotations=annotations,
                 cache_ttl_ms=_cache_ttl_ms(cache_ttl_ms),
+                context_param=_resource_context_param(func),
             )
         )
         return func
 
     return decorate
+
+
+def _resource_context_param(func: Callable[..., Any]) -> str | None:
+    """A resource function's context parameter. Its other hints serve nothing (no schema is built of
+    them), so hints that cannot be resolved (a return type local to a function) are no error, unless a
+    parameter may be the context: that one must resolve."""
+    try:
+        hints = _hints(func)
+    except TypeError:
+        if any("ToolContext" in str(param.annotation) for param in inspect.signature(func).parameters.values()):
+            raise
+        return None
+    return _context_param(func, hints)
 
 
 def _cache_ttl_ms(value: Any) -> int:

@@ -196,7 +196,7 @@ async def resolve_target(method: str, params: dict[str, Any], principal: Princip
         if found is None or not await permitted(principal, found[0].permissions):
             raise ResourceNotFound(uri)
         resource, template_params = found
-        return Target("resources/read", uri, resource.fn, resource.is_async, None, template_params,
+        return Target("resources/read", uri, resource.fn, resource.is_async, resource.context_param, template_params,
                       lambda value: shape_resource(resource, uri, value), params)
     raise McpError(INVALID_PARAMS, f"{method} cannot be called")
 

@@ -1,0 +1,70 @@
+"""A resource whose function takes a :class:`~mcp_tools.ToolContext`, as tools and prompts may.
+
+docs/protocol.md lists ``resources/read`` among the 2026-07-28 multi-round-trip requests, but a
+resource function never received a context: one declaring it registered without complaint, then
+every read was -32603 (``missing 1 required positional argument: 'ctx'``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import mcp_tools
+from mcp_tools import ToolContext
+from mcp_tools.registry import registry
+from tests.asgi_client import call_modern
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CAPS = {"elicitation": {"form": {}}}
+SECRET_URI = "notes://secret"
+
+
+@pytest.fixture(autouse=True)
+def secret_notes() -> Iterator[None]:
+    @mcp_tools.resource(SECRET_URI, mime_type="text/plain")
+    async def secret_note(ctx: ToolContext) -> str:
+        """A note the user must agree to share."""
+        answer = await ctx.elicit("Share the secret note?", {"type": "object", "properties": {"share": {"type": "boolean"}}}, key="share")
+        return "the note" if answer.get("share") else "withheld"
+
+    @mcp_tools.resource("notes://{topic}", mime_type="text/plain")
+    def topic_note(topic: str, ctx: ToolContext) -> str:
+        """A note on a topic, for the caller."""
+        return f"{topic} for {ctx.principal.id}"
+
+    try:
+        yield
+    finally:
+        registry.unregister_resource(SECRET_URI)
+        registry.unregister_resource("notes://{topic}")
+
+
+async def read(params: dict[str, Any]) -> dict[str, Any]:
+    body = (await call_modern(mcp_tools_app(), "resources/read", params, capabilities=CAPS)).json()
+    assert "result" in body, body
+    result: dict[str, Any] = body["result"]
+    return result
+
+
+def mcp_tools_app() -> Any:
+    from demo_site.asgi import application
+
+    return application
+
+
+async def test_a_resource_that_asks_is_read_over_two_rounds() -> None:
+    first = await read({"uri": SECRET_URI})
+    assert first["resultType"] == "input_required", first
+    assert first["inputRequests"]["share"]["params"]["message"] == "Share the secret note?"
+    done = await read({"uri": SECRET_URI, "requestState": first["requestState"],
+                       "inputResponses": {"share": {"action": "accept", "content": {"share": True}}}})
+    assert done["contents"] == [{"uri": SECRET_URI, "mimeType": "text/plain", "text": "the note"}], done
+
+
+async def test_a_template_resource_gets_its_variables_and_the_context() -> None:
+    done = await read({"uri": "notes://birds"})
+    assert done["contents"][0]["text"] == "birds for anonymous", done
