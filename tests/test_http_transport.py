@@ -122,6 +122,13 @@ BAD_REQUESTS: dict[str, Callable[[], dict[str, Any]]] = {
         400, -32602,
     ),
     "modern-header-mismatch": lambda: _case("POST", modern_headers(), dumps(modern_message("tools/list", version=HANDSHAKE, request_id=1)), 400, -32020),
+    # The reverse: a 2026-07-28 body under a handshake-era header, or none (was -32600 "Mcp-Session-Id required").
+    "modern-body-handshake-header": lambda: _case(
+        "POST", modern_headers(**{"mcp-protocol-version": HANDSHAKE}), dumps(modern_message("tools/list", request_id=1)), 400, -32020
+    ),
+    "modern-body-no-version-header": lambda: _case(
+        "POST", modern_headers(**{"mcp-protocol-version": None}), dumps(modern_message("tools/list", request_id=1)), 400, -32020
+    ),
     "modern-unsupported-version": lambda: _case(
         "POST", modern_headers(**{"mcp-protocol-version": "2099-01-01"}), dumps(modern_message("tools/list", version="2099-01-01", request_id=1)), 400, -32022
     ),

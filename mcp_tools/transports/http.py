@@ -860,9 +860,13 @@ class McpEndpoint:
             raise HttpError(400, exc, exc.request_id) from None
         version_header = headers.get("mcp-protocol-version")
         try:
+            # A request whose _meta names a 2026-07-28 version is one, whatever its header says: a
+            # handshake-era or missing header is then a mismatch (-32020), not "Mcp-Session-Id required".
             if version_header in versions.MODERN_VERSIONS or (
-                version_header is not None and version_header not in versions.HANDSHAKE_VERSIONS and message.kind == "request"
-                and isinstance(meta := message.params.get("_meta"), dict) and versions.META_PROTOCOL_VERSION in meta
+                message.kind == "request" and isinstance(meta := message.params.get("_meta"), dict)
+                and versions.META_PROTOCOL_VERSION in meta and (
+                    (version_header is not None and version_header not in versions.HANDSHAKE_VERSIONS)
+                    or meta[versions.META_PROTOCOL_VERSION] in versions.MODERN_VERSIONS)
             ):
                 await self.post_modern(scope, receive, headers, message, response)
             else:
