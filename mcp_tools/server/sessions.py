@@ -167,7 +167,9 @@ async def _ended(session_ids: list[str], reason: str, *, waiting_only: bool = Fa
         await forget(session_id)
         await notifications.end_streams(session_id)
         await cancellation.stop_detached(session_id)
-    for call_id in await store.session_calls(*session_ids, waiting_only=waiting_only):
+    # An anonymous session's tasks are its caller's, a caller bound to the session: nobody reaches them after.
+    orphaned = [anonymous_principal(f"session:{session_id}").id for session_id in session_ids]
+    for call_id in await store.session_calls(*session_ids, waiting_only=waiting_only, orphaned_principals=orphaned):
         await end_call(call_id, "cancelled", reason)
 
 

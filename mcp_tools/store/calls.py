@@ -6,7 +6,7 @@ import contextlib
 import inspect
 import json
 from datetime import timedelta
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.utils import timezone
@@ -394,13 +394,18 @@ def call_status(call_id: Any) -> tuple[str, int, Any, str] | None:
         return None
 
 
-def session_calls(*session_ids: str, waiting_only: bool = False) -> list[str]:
+def session_calls(*session_ids: str, waiting_only: bool = False, orphaned_principals: Sequence[str] = ()) -> list[str]:
     """The live calls 2025-11-25 sessions hold (``waiting_only``: those waiting for input): not their
-    background calls (their tasks), which belong to the caller and outlive the session."""
+    background calls (their tasks), which belong to the caller and outlive the session, unless their
+    caller is one of ``orphaned_principals`` (an anonymous caller bound to the session: nobody else
+    can reach its tasks)."""
+    from django.db.models import Q
+
     from ..models import ToolCall
 
     statuses = (CallStatus.INPUT_REQUIRED,) if waiting_only else LIVE_STATUSES
-    rows = ToolCall.objects.filter(session_id__in=session_ids, background=False, status__in=statuses)
+    reachable_by_none = Q(background=False) | Q(principal__in=list(orphaned_principals)) if orphaned_principals else Q(background=False)
+    rows = ToolCall.objects.filter(reachable_by_none, session_id__in=session_ids, status__in=statuses)
     return [str(call_id) for call_id in rows.values_list("id", flat=True)]
 
 
