@@ -46,7 +46,7 @@ from ..protocol.levels import at_least
 from ..protocol.schemas import InvalidSchema
 from ..registry import Prompt, Resource, Tool, registry
 from ..registry.results import Pending, ToolError, content_to_wire, json_text
-from ..states import CallStatus
+from ..states import TERMINAL_STATUSES, CallStatus
 from ..store.sql import UnstorableValue
 from . import threads, tokens
 from .auth import Principal
@@ -1403,12 +1403,21 @@ async def status_of(call_id: str) -> str:
     return row[0] if row else "cancelled"
 
 
-async def suspend(inv: engine.Invocation, rc: RequestContext, round_number: int, **fields: Any) -> str:
-    """Persist a call that waits for input (with ``fields`` of the call row); returns its id."""
+async def suspend(inv: engine.Invocation, rc: RequestContext, round_number: int, *, settle_taken: bool = False,
+                  **fields: Any) -> str:
+    """Persist a call that waits for input (with ``fields`` of the call row); returns its id.
+
+    ``settle_taken``: a run whose write lost to another run of the same round, the call still live
+    (one took the round over from the other, and both got this far), raises :class:`RoundTaken`,
+    for its request to answer with what the other run stored, as a stale retry's does.
+    """
     if inv.call_id is None:
         await ensure_row(inv, status="input_required")
     elif not await save_outcome(inv, round_number, status="input_required", **fields):
-        raise call_ended_error(await status_of(inv.call_id))
+        status = await status_of(inv.call_id)
+        if settle_taken and status not in TERMINAL_STATUSES:
+            raise RoundTaken()
+        raise call_ended_error(status)
     else:
         await wakeups.notify(inv.call_id)
     await announce(inv, events.tool_call_suspended, "input_required")
@@ -1619,7 +1628,7 @@ async def run_next_round(
         if isinstance(outcome, engine.NeedsInput):
             answer = ask(str(call.id), next_round, outcome.pending, carriable(inv.journal))
             # The answer is stored with the round, so an identical retry gets the very same one.
-            await suspend(inv, rc, next_round, last_outcome={"round": next_round, "answer": answer})
+            await suspend(inv, rc, next_round, settle_taken=True, last_outcome={"round": next_round, "answer": answer})
             return answer
         if isinstance(outcome, engine.Deferred):
             if on_defer is None:
@@ -1664,7 +1673,7 @@ async def rerun_round(
     outcome = await execute(target, inv)
     if isinstance(outcome, engine.NeedsInput):
         answer = ask(str(call_id), round_number, outcome.pending, carriable(inv.journal))
-        await suspend(inv, rc, round_number, last_outcome={"round": round_number, "answer": answer})
+        await suspend(inv, rc, round_number, settle_taken=True, last_outcome={"round": round_number, "answer": answer})
         return answer
     if isinstance(outcome, engine.Deferred):
         if on_defer is None:
@@ -1704,7 +1713,13 @@ async def repeat_outcome(
         if take_over is not None and poll > 0 and status == "working" and \
                 await store.take_over_round(call_id, round_number + 1, answers_digest, 3 * poll):
             logger.warning("Call %s: the process running round %s is gone; this request runs it again", call_id, round_number + 1)
-            return await take_over()
+            try:
+                return await take_over()
+            except RoundTaken:
+                # It was not gone, only stalled (a blocked event loop, a paused process), and wrote the
+                # round first: its stored outcome is the answer, read on the next pass.
+                take_over = None
+                continue
         if time.monotonic() > deadline:
             raise McpError(INTERNAL_ERROR, "The round is still being processed; retry later")
         await asyncio.sleep(0.02)

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import django
 import orjson
-from django.db import DEFAULT_DB_ALIAS, connections, router, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, router, transaction
 from django.db.backends.base.operations import BaseDatabaseOperations
 from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
 from django.db.backends.sqlite3.operations import DatabaseOperations as SQLiteOperations
@@ -674,9 +674,9 @@ class Statements:
         pending any more (answered by another writer), nothing is written. One
         statement on PostgreSQL; one transaction on SQLite.
         """
-        if self.postgres:
-            return self._write_round_postgres(call_id, where, values, answers, new_steps, now)
         try:
+            if self.postgres:
+                return self._write_round_postgres(call_id, where, values, answers, new_steps, now)
             with self.write_transaction() as cursor:
                 if not self.update_call(call_id, where, values, cursor):
                     return False
@@ -684,6 +684,15 @@ class Statements:
                     raise _StepsMoved()  # rolls the transaction back
                 self.insert_steps(call_id, new_steps, now, cursor)
         except _StepsMoved:
+            return False
+        except IntegrityError:
+            # A new step's place (call, seq) or key is taken: another run of this round wrote its
+            # steps first (a request that took the round over from this run, stalled past three
+            # CANCEL_POLL_SECONDS, or the run it took over from, alive after all). Nothing of this
+            # write stayed (one statement, or one transaction): lost, as a compare-and-set that did
+            # not match. Only a statement inside a caller's PostgreSQL transaction could not say so.
+            if not new_steps or (self.postgres and self.connection.in_atomic_block):
+                raise
             return False
         return True
 

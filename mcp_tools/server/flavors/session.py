@@ -150,7 +150,14 @@ async def _rounds(target: core.Target, inv: engine.Invocation, rc: RequestContex
             return await core.finish(inv, target, outcome, rc, round_number)
         if rc.emit is None:
             raise McpError(INVALID_PARAMS, "This call needs input from the client, which this transport cannot ask for")
-        call_id = await core.suspend(inv, rc, round_number)
+        try:
+            call_id = await core.suspend(inv, rc, round_number, settle_taken=True)
+        except core.RoundTaken:
+            # This stream took the round over from a holder that was alive after all (stalled) and
+            # asked first: the call goes on as that run left it, followed here.
+            assert inv.call_id is not None
+            followed = await follow(inv.call_id, rc, already_sent)
+            return followed if followed is not None else core.ended_answer(target.method, "cancelled")
         await _ask_on_stream(call_id, outcome.pending, rc)
         already_sent.update(step_request_id(call_id, s.seq) for s in outcome.pending)
         try:
