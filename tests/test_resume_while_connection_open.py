@@ -152,3 +152,22 @@ async def test_two_resumes_of_one_stream_leave_its_next_request_once_in_every_re
     assert requests_of(replay, "elicitation/create") == [asked["id"]]
     assert requests_of(replay, "sampling/createMessage") == [sampled["id"]], "the request replayed once"
     assert await sync_to_async(list)(EFFECTS) == ["ran"]
+
+
+async def test_a_resumed_stream_that_fails_after_it_started_is_ended_with_when_to_resume(
+    monkeypatch: pytest.MonkeyPatch, waiting: asyncio.Event,
+) -> None:
+    """A failure of the server's own after the SSE stream started (here, reading the call's progress token) was
+    logged, and the stream left open: under daphne the client waited without a byte until its read timeout."""
+    headers, post, event_id, asked = await start(52)
+    await closed(post)
+
+    async def broken(call_id: str) -> Any:
+        raise RuntimeError("the database refused a statement")
+
+    monkeypatch.setattr(store, "call_progress_token", broken)
+    again = resumed(headers, event_id)
+    await asyncio.wait_for(again.task, 10)
+    last = again.sent[-1]
+    assert last["type"] == "http.response.body" and not last.get("more_body"), again.sent
+    assert "retry: 1000" in again.text()

@@ -98,6 +98,10 @@ class HttpError(Exception):
         return jsonrpc.error_message(self.request_id, self.error)
 
 
+#: The SSE ``retry`` of a stream ended by a failure of the server's own (:meth:`McpEndpoint.__call__`).
+FAILED_STREAM_RETRY_MS = 1000
+
+
 class ClientGone(Exception):
     """The client closed its connection before its request's body arrived (``http.disconnect``
     while reading it): nobody is left to answer, and nothing went wrong on our side.
@@ -820,6 +824,10 @@ class McpEndpoint:
                 logger.exception("Internal error serving %s %s", scope["method"], scope.get("path"))
                 if not response.closed and not response.streaming:
                     await response.json(500, jsonrpc.error_message(None, McpError(INTERNAL_ERROR, "Internal error")))
+                elif not response.closed:
+                    # A stream under way: ended, with when to resume it (Last-Event-ID, where it has event
+                    # ids). Left open, daphne held the connection without a byte until the client gave up.
+                    await response.pause(FAILED_STREAM_RETRY_MS)
         finally:
             closing = thread.leave()
             if closing is not None:
