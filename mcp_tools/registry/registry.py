@@ -151,22 +151,28 @@ class Tool:
     def shape_result(self, value: Any) -> dict[str, Any]:
         """Turn a handler's return value into a ``CallToolResult`` dict."""
         if isinstance(value, results.ToolResult):
-            # Hand-built results (every model tool's) are checked as dumped ones are: structured
-            # content with NaN or infinity cannot conform to an advertised outputSchema.
+            # Hand-built results (every model tool's) carry no NaN or infinity, which no outputSchema's
+            # number admits. Not checked against the whole schema: a model tool's schema says what its
+            # fields declare (a max_length), which rows need not keep (SQLite stores longer text).
             if value.structured_content is not None and self.output.schema is not None:
                 self.output.check_finite(value.structured_content)
             return value.to_wire()
-        if isinstance(value, dict) and isinstance(value.get("content"), list) and self.output.mode == "text":
-            return value
-        if isinstance(value, BaseModel) and getattr(value, "type", None) in {"text", "image", "audio", "resource", "resource_link"}:
-            return {"content": [results.content_to_wire(value)]}
         if self.output.mode == "text" or self.output.adapter is None:
             if isinstance(value, str):
                 return {"content": [{"type": "text", "text": value}]}
             if value is None:
                 return {"content": []}
-            if results.is_content_list(value):
-                return {"content": [results.content_to_wire(item) for item in value]}
+            # Content the author built: a whole CallToolResult dict, blocks, or one block. Only what
+            # is one (a row with a "type" column, a dict with a "content" list, is a JSON value).
+            if isinstance(value, dict) and value.keys() <= results.CALL_TOOL_RESULT_KEYS and \
+                    results.content_blocks(value.get("content")) is not None:
+                return value
+            blocks = results.content_blocks(value)
+            if blocks is None and isinstance(value, BaseModel):
+                block = results.content_block(value)
+                blocks = None if block is None else [block]
+            if blocks is not None:
+                return {"content": blocks}
             return {"content": [{"type": "text", "text": results.json_text(value)}]}
         dumped = self.output.dump(value)
         structured = dumped if self.output.mode == "object" else {"result": dumped}

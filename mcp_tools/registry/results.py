@@ -149,16 +149,45 @@ def content_to_wire(item: Any) -> dict[str, Any]:
     raise TypeError(f"Not a content block: {item!r}")
 
 
+#: The keys each kind of content block of a ``CallToolResult`` must have (MCP's ``ContentBlock``).
+_BLOCK_KEYS: dict[str, tuple[str, ...]] = {
+    "text": ("text",), "image": ("data", "mimeType"), "audio": ("data", "mimeType"),
+    "resource_link": ("uri", "name"), "resource": ("resource",),
+}
+
+
+def content_block(item: Any) -> dict[str, Any] | None:
+    """``item`` as a content block if it is one (a dict or a pydantic model such as ``mcp_types.TextContent``
+    with a block's ``type`` and its required keys), else None.
+
+    A value that only looks like one is not: a row with a ``type`` column, a model whose ``type`` field
+    says "text" but has no ``text``. Taken for blocks, they were sent as invalid content (the official
+    client refused the result) instead of as the JSON value they are.
+    """
+    if isinstance(item, BaseModel):
+        item = item.model_dump(by_alias=True, exclude_none=True, mode="json")
+    if not isinstance(item, dict):
+        return None
+    required = _BLOCK_KEYS.get(item.get("type"))  # type: ignore[arg-type]
+    if required is None or not all(key in item for key in required):
+        return None
+    return item
+
+
+def content_blocks(value: Any) -> list[dict[str, Any]] | None:
+    """``value`` as a list of content blocks if it is a non-empty list of them (:func:`content_block`), else None."""
+    if not isinstance(value, list) or not value:
+        return None
+    blocks = [content_block(item) for item in value]
+    return None if None in blocks else blocks  # type: ignore[return-value]
+
+
+#: What a hand-built ``CallToolResult`` dict may hold besides its content (a tool without an output schema).
+CALL_TOOL_RESULT_KEYS = frozenset({"content", "structuredContent", "isError", "_meta"})
+
+
 def is_content_list(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and bool(value)
-        and all(
-            (isinstance(item, dict) and isinstance(item.get("type"), str))
-            or (isinstance(item, BaseModel) and hasattr(item, "type"))
-            for item in value
-        )
-    )
+    return content_blocks(value) is not None
 
 
 def json_text(value: Any) -> str:

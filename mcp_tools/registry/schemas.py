@@ -564,6 +564,7 @@ class OutputSpec:
     adapter: TypeAdapter[Any] | None
     #: Whether a value of ``schema`` may hold a float anywhere (worked out on the first dump).
     _may_hold_float: bool | None = dataclasses.field(default=None, init=False, repr=False)
+    _schema_validator: Any = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.schema is not None:
@@ -574,9 +575,25 @@ class OutputSpec:
         ``structuredContent`` must conform to (pydantic would only warn, and send it)."""
         assert self.adapter is not None
         dumped = self.adapter.dump_python(value, mode="json", by_alias=True, warnings="error")
-        self.adapter.validate_python(dumped)  # what the serializer lets through untyped (None for an int)
+        try:
+            self.adapter.validate_python(dumped)  # what the serializer lets through untyped (None for an int)
+        except ValidationError:
+            # The type's validation reads its serialized form differently from the advertised schema
+            # (a serialization alias, a computed field, an excluded one): a valid result was answered as
+            # an error. The advertised JSON Schema decides then (jsonschema: ~60 times pydantic's cost,
+            # so not for every result).
+            self.check_schema(dumped if self.mode == "object" else {"result": dumped})
         self.check_finite(dumped)
         return dumped
+
+    def check_schema(self, structured: Any) -> None:
+        """Raise ValueError unless ``structured`` (a ``structuredContent``) conforms to the advertised ``schema``."""
+        assert self.schema is not None
+        if self._schema_validator is None:
+            self._schema_validator = compile_schema(self.schema)
+        errors = schema_errors(self._schema_validator, structured)
+        if errors:
+            raise ValueError(f"the value does not match the output schema: {'; '.join(errors[:5])}")
 
     def check_finite(self, dumped: Any) -> None:
         """Raise ValueError where the JSON value ``dumped`` holds a float NaN or infinity.
@@ -683,13 +700,33 @@ def output_from_annotation(annotation: Any) -> OutputSpec:
     except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError):
         return OutputSpec("text", None, None)
     if _is_object_type(annotation) or (origin is None and schema.get("type") == "object" and annotation is not dict):
-        schema.pop("title", None)
-        return OutputSpec("object", schema, adapter)
+        root = _object_root(schema)
+        if root is not None:
+            return OutputSpec("object", root, adapter)
+        # A model whose JSON is no object (a RootModel of a list), or a recursive one whose schema was a
+        # reference: under "result" as other values. A 2025-11-25 outputSchema must be "type": "object"
+        # at its root, and the official client refused the whole tools/list over one that was not.
     defs = schema.pop("$defs", None)
     wrapped: dict[str, Any] = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
     if defs:
         wrapped["$defs"] = defs
     return OutputSpec("wrapped", wrapped, adapter)
+
+
+def _object_root(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """``schema`` with ``"type": "object"`` at its root, or None. pydantic writes a recursive model as a
+    reference to its own definition: that definition is inlined at the root (the references inside
+    still reach it under ``$defs``)."""
+    if schema.get("type") == "object":
+        schema.pop("title", None)
+        return schema
+    ref, defs = schema.get("$ref"), schema.get("$defs")
+    if set(schema) <= {"$ref", "$defs"} and isinstance(ref, str) and ref.startswith("#/$defs/") and isinstance(defs, dict):
+        target = defs.get(ref[len("#/$defs/"):])
+        if isinstance(target, dict) and target.get("type") == "object":
+            root = {key: value for key, value in target.items() if key != "title"}
+            return {**root, "$defs": defs}
+    return None
 
 
 def _camel(name: str) -> str:
