@@ -68,3 +68,13 @@ async def test_a_resource_that_asks_is_read_over_two_rounds() -> None:
 async def test_a_template_resource_gets_its_variables_and_the_context() -> None:
     done = await read({"uri": "notes://birds"})
     assert done["contents"][0]["text"] == "birds for anonymous", done
+
+
+def test_a_context_parameter_named_as_a_template_variable_is_refused() -> None:
+    """The context took the variable's place: ``notes://birds`` read with the context as its ``ctx``."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    with pytest.raises(ImproperlyConfigured, match="'ctx' is also a variable of the URI"):
+        @mcp_tools.resource("clash://{ctx}")
+        def clash(ctx: ToolContext) -> str:
+            return "never"

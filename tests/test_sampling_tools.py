@@ -375,3 +375,31 @@ async def test_an_unregistered_function_is_still_a_tool_for_the_model() -> None:
     results = await tool_results(function_agent, answer=uses(
         {"type": "tool_use", "id": "u1", "name": "drop_table", "input": {"table": "t"}}))
     assert RAN == ["drop:t"] and results[0]["content"][0]["text"] == "dropped", results
+
+
+class Shop:
+    def drop(self, table: str) -> str:
+        """Drops a table."""
+        RAN.append(f"shop-drop:{table}")
+        return "dropped"
+
+
+def test_a_registered_bound_method_or_wrapped_function_resolves_to_its_tool() -> None:
+    """Equality, not identity: each ``shop.drop`` is a new bound method; a decorator applied after ``@tool``
+    wraps the registered function. Made tools anew, both lost their permissions and name (as a function did)."""
+    import functools
+
+    shop = Shop()
+    guarded = make_tool(shop.drop, name="shop.drop", permissions=("auth.delete_user",))
+
+    @functools.wraps(drop_table)
+    def logged(*args: Any, **kwargs: Any) -> Any:
+        return drop_table(*args, **kwargs)
+
+    tables = make_tool(drop_table, name="tables.drop", permissions=("auth.delete_user",))
+    with registry.registered_temporarily(guarded, tables):
+        resolved = registry.resolve_tools([shop.drop, logged])
+        assert [(t.name, t.permissions) for t in resolved] == [("shop.drop", ("auth.delete_user",)), ("tables.drop", ("auth.delete_user",))]
+        with registry.registered_temporarily(make_tool(drop_table, name="tables.drop2")):
+            with pytest.raises(ValueError, match="registered as several tools"):
+                registry.resolve_tools([drop_table])

@@ -155,3 +155,25 @@ async def test_a_line_past_the_body_limit_is_refused_and_the_next_one_served() -
     assert [m["error"] for m in refusals] == [{"code": -32600, "message": "Message larger than 1000 bytes"}] * 2, written
     assert answered(written, 3) == {"jsonrpc": "2.0", "id": 3, "result": {}}
     assert not [m for m in written if m.get("id") == 2], "the long request was not served"
+
+
+def ping_line_of(size: int) -> str:
+    """A ping of exactly ``size`` bytes of JSON."""
+    base = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"_meta": {"pad": ""}}})
+    line = base.replace('"pad": ""', '"pad": "' + "x" * (size - len(base)) + '"')
+    assert len(line.encode()) == size
+    return line
+
+
+@pytest.mark.parametrize("line_end", ["\n", "\r\n"])
+async def test_a_message_of_exactly_the_body_limit_is_served_whatever_its_line_end(line_end: str) -> None:
+    """As an HTTP body of that length is. With CRLF, the limit's bytes and the CR filled the bounded read."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    writer = io.BytesIO()
+    raw = (json.dumps(INIT) + line_end + ping_line_of(1000) + line_end).encode()
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "MAX_BODY_BYTES": 1000}):
+        await StdioServer(ANONYMOUS, io.BytesIO(raw), writer, grace=2).serve()
+    written = [json.loads(line) for line in writer.getvalue().splitlines() if line.strip()]
+    assert answered(written, 3) == {"jsonrpc": "2.0", "id": 3, "result": {}}, written

@@ -301,8 +301,16 @@ class Registry:
         return list(self._tools.values())
 
     def registered_for(self, fn: Callable[..., Any]) -> Tool | None:
-        """The registered tool whose function is ``fn`` (what ``@tool`` left in its module), if any."""
-        return next((tool for tool in self._tools.values() if tool.fn is fn), None)
+        """The registered tool whose function is ``fn`` (what ``@tool`` left in its module), if any: equal
+        to it (a bound method is a new object at each access, equal to the one registered), or what
+        ``fn`` wraps (a decorator applied after ``@tool``). A function registered under several names
+        is ambiguous: ``ValueError``, name the tool instead."""
+        wrapped = getattr(fn, "__wrapped__", None)
+        found = [tool for tool in self._tools.values() if tool.fn == fn or (wrapped is not None and tool.fn == wrapped)]
+        if len(found) > 1:
+            raise ValueError(f"{getattr(fn, '__qualname__', fn)!r} is registered as several tools "
+                             f"({', '.join(sorted(tool.name for tool in found))}): name the one to offer")
+        return found[0] if found else None
 
     def resolve_tools(self, items: Sequence[Any]) -> list[Tool]:
         """Registered tool names, :class:`Tool` objects or plain functions, as :class:`Tool` objects.
@@ -590,7 +598,7 @@ def resource(
                 completions=dict(completions or {}),
                 annotations=annotations,
                 cache_ttl_ms=_cache_ttl_ms(cache_ttl_ms),
-                context_param=_resource_context_param(func),
+                context_param=_resource_context_param(func, uri),
             )
         )
         return func
@@ -598,17 +606,21 @@ def resource(
     return decorate
 
 
-def _resource_context_param(func: Callable[..., Any]) -> str | None:
+def _resource_context_param(func: Callable[..., Any], uri: str) -> str | None:
     """A resource function's context parameter. Its other hints serve nothing (no schema is built of
     them), so hints that cannot be resolved (a return type local to a function) are no error, unless a
-    parameter may be the context: that one must resolve."""
+    parameter may be the context: that one must resolve. One named as a variable of the URI template
+    is refused: the context would take the variable's place."""
     try:
         hints = _hints(func)
     except TypeError:
         if any("ToolContext" in str(param.annotation) for param in inspect.signature(func).parameters.values()):
             raise
         return None
-    return _context_param(func, hints)
+    name = _context_param(func, hints)
+    if name is not None and re.search(r"\{\+?" + re.escape(name) + r"\}", uri):
+        raise ImproperlyConfigured(f"Resource {uri!r}: its ToolContext parameter {name!r} is also a variable of the URI; rename one")
+    return name
 
 
 def _cache_ttl_ms(value: Any) -> int:

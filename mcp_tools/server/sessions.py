@@ -134,7 +134,8 @@ async def end(session_id: str, reason: str, *, expired: bool = False, unused_sin
     """End a session: its row, its standalone stream (in whichever process holds it) and its
     calls. No request can reach those calls once the session is gone (every one gets 404), so
     one waiting for input would wait until ``CALL_TTL``; they end cancelled with ``reason``.
-    Its tasks (background calls) go on. A session that ``expired`` (unused for
+    Its tasks (background calls) go on, but for an anonymous session's, whose caller is bound to the
+    session (nobody could reach them either). A session that ``expired`` (unused for
     ``SESSION_IDLE_SECONDS``) ends only its calls waiting for input: one still working may
     have its client waiting on the POST's open stream for a result it will still get.
 

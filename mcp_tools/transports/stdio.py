@@ -162,8 +162,9 @@ class StdioServer:
         while True:
             line: bytes | None
             try:
-                line = self.reader.readline(limit + 1)
-                if len(line) > limit and not line.endswith(b"\n"):
+                # The limit's bytes, and a line end (CRLF: two) past them.
+                line = self.reader.readline(limit + 2)
+                if len(line.rstrip(b"\r\n")) > limit:
                     # A line past MAX_BODY_BYTES, as HTTP refuses a body: read to its end in bounded
                     # pieces and dropped (unbounded, a 20 MB line was held whole, then parsed).
                     while line and not line.endswith(b"\n"):
