@@ -313,6 +313,31 @@ def test_serializer_input_validates_strictly_as_json() -> None:
     assert error.data["errors"] == [{"field": "quantity", "message": "Expected integer.", "type": "json_type"}]
 
 
+def test_serializer_input_is_strict_inside_lists_and_nested_serializers_too() -> None:
+    """A ``ListField(child=IntegerField())`` converted ``[1, "2"]`` to ``[1, 2]``, a nested serializer's field
+    ``"3"`` to 3: the advertised schema refuses both, and docs/protocol.md says "strictly" for serializers."""
+    from rest_framework import serializers
+
+    class Line(serializers.Serializer):
+        qty = serializers.IntegerField()
+
+    class Batch(serializers.Serializer):
+        ids = serializers.ListField(child=serializers.IntegerField())
+        line = Line(required=False)
+
+    def batch(**data: Any) -> str:
+        """Takes a batch."""
+        return "ok"
+
+    built = make_tool(batch, serializer=Batch)
+    assert built.validate_arguments({"ids": [1, 2], "line": {"qty": 3}}) == {"ids": [1, 2], "line": {"qty": 3}}
+    for arguments, message in (({"ids": [1, "2"]}, "Expected integer at ids[1]."),
+                               ({"ids": [1], "line": {"qty": "3"}}, "Expected integer at line.qty.")):
+        error = _validation_error(built, arguments)
+        assert [e["message"] for e in error.data["errors"]] == [message], error.data
+        assert built.input.schema_errors(arguments), "the advertised schema refuses it as well"
+
+
 def test_serializer_validation_errors_name_the_fields() -> None:
     error = _validation_error(make_tool(place_order, serializer=OrderSerializer), {"sku": "TOO-LONG-SKU", "quantity": 0})
     by_field = {entry["field"]: entry["message"] for entry in error.data["errors"]}

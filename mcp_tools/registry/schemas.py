@@ -479,13 +479,38 @@ def argument_type_errors(properties: dict[str, Any], arguments: dict[str, Any]) 
     """
     errors: dict[str, list[str]] = {}
     for name, value in arguments.items():
-        kinds = properties.get(name, {}).get("type")
-        if kinds is None:
-            continue
+        schema = properties.get(name)
+        found = _json_type_error(schema, value, "") if isinstance(schema, dict) else None
+        if found is not None:
+            kinds, where = found
+            errors[name] = [f"Expected {' or '.join(kinds)}{f' at {name}{where}' if where else ''}."]
+    return errors
+
+
+def _json_type_error(schema: dict[str, Any], value: Any, where: str) -> tuple[list[str], str] | None:
+    """The first place in ``value`` whose JSON type is not the one ``schema`` advertises there (its
+    ``type``, then an array's ``items`` and an object's ``properties``, as deep as they go): the types
+    expected and the place (``[1]``, ``.name``), or None. Nested values too: a ``ListField(child=
+    IntegerField())`` converted ``[1, "2"]`` to ``[1, 2]`` that the advertised schema refuses."""
+    kinds = schema.get("type")
+    if kinds is not None:
         kinds = [kinds] if isinstance(kinds, str) else list(kinds)
         if not any(_JSON_TYPE_CHECKS[kind](value) for kind in kinds if kind in _JSON_TYPE_CHECKS):
-            errors[name] = [f"Expected {' or '.join(kinds)}."]
-    return errors
+            return kinds, where
+    items = schema.get("items")
+    if isinstance(value, list) and isinstance(items, dict):
+        for index, item in enumerate(value):
+            found = _json_type_error(items, item, f"{where}[{index}]")
+            if found is not None:
+                return found
+    nested = schema.get("properties")
+    if isinstance(value, dict) and isinstance(nested, dict):
+        for key, item in value.items():
+            if isinstance(nested.get(key), dict):
+                found = _json_type_error(nested[key], item, f"{where}.{key}")
+                if found is not None:
+                    return found
+    return None
 
 
 
