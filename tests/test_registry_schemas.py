@@ -198,13 +198,14 @@ def test_parse_param_docs_numpy_style() -> None:
         ----------
         a : int
             The first number.
-        b : int
-            The second number.
+        b : int, optional
+            The second number,
+            if any.
         """
     )
     assert summary == "Add numbers."
-    assert params["a"].endswith("The first number.")
-    assert params["b"].endswith("The second number.")
+    # The type after the colon is not the description (it was: "int The first number.").
+    assert params == {"a": "The first number.", "b": "The second number, if any."}
 
 
 def test_parse_param_docs_without_docstring() -> None:

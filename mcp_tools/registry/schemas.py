@@ -48,6 +48,7 @@ def parse_param_docs(doc: str | None) -> tuple[str, dict[str, str]]:
     summary_lines: list[str] = []
     section: str | None = None
     current: str | None = None
+    numpy = False  # a section underlined with dashes: "name : type", its description on the lines below
     for line in lines:
         stripped = line.strip()
         header = stripped.rstrip(":").lower()
@@ -66,8 +67,12 @@ def parse_param_docs(doc: str | None) -> tuple[str, dict[str, str]]:
             continue
         if section == "params":
             if set(stripped) <= {"-"} and stripped:
+                numpy = True
                 continue
             entry = re.match(r"^(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", stripped)
+            if numpy and entry and not line.startswith((" ", "\t")):
+                current = entry.group(1)  # what follows the colon is the type, not the description
+                continue
             if entry and (line.startswith("    ") or line.startswith("\t") or not line.startswith(" ")):
                 current = entry.group(1)
                 if entry.group(2):
