@@ -565,3 +565,14 @@ async def test_sync_tool_with_orm_runs_through_the_endpoint() -> None:
     assert result["structuredContent"] == {"result": 3}
     assert result["content"] == [{"type": "text", "text": "3"}]
     assert not result.get("isError")
+
+
+@pytest.mark.parametrize("parameter", ["_private", "model_config"])
+def test_an_argument_pydantic_cannot_take_names_the_tool_that_has_it(parameter: str) -> None:
+    """pydantic's message named neither the tool nor its function, and the project did not start."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    namespace: dict[str, Any] = {}
+    exec(f"def odd({parameter}: int) -> str:\n    return ''", namespace)  # noqa: S102 (a fixed test source)
+    with pytest.raises(ImproperlyConfigured, match=r"Tool 'odd' \(builtins\.odd\)|Tool 'odd' \(.*odd\)"):
+        make_tool(namespace["odd"])

@@ -19,6 +19,7 @@ from typing import Any, overload
 from urllib.parse import unquote
 
 from django.core.exceptions import ImproperlyConfigured
+import pydantic
 from pydantic import BaseModel
 
 from ..engine.context import ToolContext
@@ -466,7 +467,14 @@ def make_tool(
         for p in inspect.signature(fn).parameters.values()
         if p.name != context_param and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     ]
-    input_spec = input_from_serializer(tool_name, serializer) if serializer is not None else input_from_signature(tool_name, parameters, hints, param_docs)
+    try:
+        input_spec = input_from_serializer(tool_name, serializer) if serializer is not None else input_from_signature(tool_name, parameters, hints, param_docs)
+    except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError, NameError, TypeError, ValueError) as exc:
+        # pydantic's own words name neither the tool nor its function (a parameter "_private" or
+        # "model_config" cannot be a model field): the project would not start, and not say where.
+        raise ImproperlyConfigured(
+            f"Tool {tool_name!r} ({getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}): its arguments "
+            f"cannot make an input schema: {exc}") from exc
     output_spec = output_from_annotation(_result_type(hints.get("return", inspect.Signature.empty)))
     if task_support is None:
         task_support = "optional" if background else "forbidden"
