@@ -485,3 +485,19 @@ def test_numbers_no_json_column_can_store_are_a_parse_error(number: bytes, long_
     assert caught.value.code == PARSE_ERROR and caught.value.http_status == 400
     fine = jsonrpc.parse_body(b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"x":-1.5e308%s}}' % filler)
     assert fine.params["x"] == -1.5e308
+
+
+def test_a_request_id_is_kept_as_json_dumps_wrote_it() -> None:
+    """``jsonrpc.id_text`` writes ids without ``json.dumps``'s per-call encoder: rows must keep the same text
+    (``"42"`` and ``42`` apart, a string id escaped to ASCII as before), for ids of every earlier row."""
+    import json
+    import random
+
+    from mcp_tools.protocol.jsonrpc import id_from_text, id_text
+
+    rng = random.Random(7)
+    ids: list[Any] = [0, 7, -3, 2**70, "", "42", "é\u2028\"\\\n\x00", "\ud800", "日本"]
+    ids += ["".join(chr(rng.randrange(0x3000)) for _ in range(rng.randrange(10))) for _ in range(2_000)]
+    for request_id in ids:
+        assert id_text(request_id) == json.dumps(request_id), request_id
+        assert id_from_text(id_text(request_id)) == request_id

@@ -111,3 +111,4 @@ async def test_text_that_only_looks_like_one_is_asked() -> None:
     result = body["result"]
     assert result["resultType"] == "input_required", body
     assert result["inputRequests"]["n"]["params"]["message"] == "NaN or \\u0000?"
+

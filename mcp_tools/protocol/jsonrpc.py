@@ -279,9 +279,20 @@ def _readable_id(payload: dict[str, Any]) -> RequestId | None:
     return None
 
 
+_ascii_json_string = json.encoder.encode_basestring_ascii
+
+
 def id_text(request_id: RequestId | None) -> str:
     """A request id as the call row keeps it: its JSON ("" for none), so ``"42"`` and ``42`` stay apart."""
-    return "" if request_id is None else json.dumps(request_id)
+    if request_id is None:
+        return ""
+    # json.dumps's text without its per-call encoder (~5 µs a round): an integer id as its digits,
+    # a string as json.dumps writes one (ASCII, escaped), so rows keep the same text as before.
+    if type(request_id) is int:
+        return str(request_id)
+    if type(request_id) is str:
+        return _ascii_json_string(request_id)
+    return json.dumps(request_id)
 
 
 def id_from_text(text: str | None) -> RequestId | None:
