@@ -496,7 +496,7 @@ def test_a_request_id_is_kept_as_json_dumps_wrote_it() -> None:
     from mcp_tools.protocol.jsonrpc import id_from_text, id_text
 
     rng = random.Random(7)
-    ids: list[Any] = [0, 7, -3, 2**70, "", "42", "é\u2028\"\\\n\x00", "\ud800", "日本"]
+    ids: list[object] = [0, 7, -3, 2**70, "", "42", "é\u2028\"\\\n\x00", "\ud800", "日本"]
     ids += ["".join(chr(rng.randrange(0x3000)) for _ in range(rng.randrange(10))) for _ in range(2_000)]
     for request_id in ids:
         assert id_text(request_id) == json.dumps(request_id), request_id
