@@ -79,22 +79,27 @@ def tool() -> Any:
         yield
 
 
-@pytest.fixture
-def post_claims_late(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The POST's connection claims the answered round after the resumed one (which then wins it): the
-    order a server that had not noticed the earlier connection gone gives half the time, made certain."""
-    claim = store.claim_round
+def _delayed_in_the_posts_wait(original: Any) -> Any:
+    """``original`` (a store function), 0.3 s late when the POST's handler calls it (``session_flavor._wait``)."""
 
-    async def claim_round(call_id: str, round_number: int) -> bool:
-        if any(frame.function == "_wait" for frame in inspect.stack(0)):  # session_flavor._wait: the POST's handler
+    async def delayed(*args: Any) -> Any:
+        if any(frame.function == "_wait" for frame in inspect.stack(0)):
             await asyncio.sleep(0.3)
-        return await claim(call_id, round_number)
+        return await original(*args)
 
-    monkeypatch.setattr(store, "claim_round", claim_round)
+    return delayed
+
+
+@pytest.fixture(params=["claim_round", "load_call"], ids=["post-claims-late", "post-looks-late"])
+def post_late(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The POST's connection claims the answered round after the resumed one (which then wins it), or looks
+    at the call only once the resumed one has carried it on: the orders a server that had not noticed the
+    earlier connection gone gives, made certain. (The second left the POST's connection waiting for ever.)"""
+    monkeypatch.setattr(store, request.param, _delayed_in_the_posts_wait(getattr(store, request.param)))
 
 
 async def test_a_resume_beside_the_open_post_gives_the_request_one_response_the_result(
-    waiting: asyncio.Event, post_claims_late: None,
+    waiting: asyncio.Event, post_late: None,
 ) -> None:
     headers, post, event_id, asked = await start(50)
     waiting.clear()

@@ -248,13 +248,16 @@ async def _wait(call_id: str, round_number: int) -> Journal:
             row, journal = loaded
             if row.status in ("cancelled", "expired"):
                 raise CallEnded(row.status, tuple(step.seq for step in journal.pending))
-            if not journal.pending and row.round == round_number:
+            # A resume of this stream (Last-Event-ID, while this connection still looked open) carries
+            # the call on and answers it: this connection ends without a response. An error here was
+            # the request's one response in the stream's log, replayed to every later resume in place
+            # of the result (a client told to retry ran the tool again); and one that found the round
+            # gone already waited for ever.
+            if row.round != round_number or row.status in ("completed", "failed"):
+                raise StreamPaused("Another connection to this stream continued the call", CONTINUED_ELSEWHERE_RETRY_MS)
+            if not journal.pending:
                 if await store.claim_round(call_id, round_number):
                     return journal
-                # A resume of this stream (Last-Event-ID, while this connection still looked open)
-                # carries the call on and answers it: this connection ends without a response. An
-                # error here was the request's one response in the stream's log, replayed to every
-                # later resume in place of the result (a client told to retry ran the tool again).
                 raise StreamPaused("Another connection to this stream continued the call", CONTINUED_ELSEWHERE_RETRY_MS)
             release_request_thread()  # a human may take hours: no thread, no connection meanwhile
             await wakeups.wait(event)
