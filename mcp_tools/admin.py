@@ -43,7 +43,7 @@ from .interprocess import events
 from .models import TERMINAL_STATUSES, CallStatus, McpSession, ToolCall
 from .registry import registry
 from .server.auth import PRINCIPAL_MAX_LENGTH, fit_principal_id
-from .states import LIVE_STATUSES, WireFlavor
+from .states import LIVE_STATUSES, OPERATOR_END_MESSAGES, WireFlavor
 
 
 def exact_id(search_term: str) -> uuid.UUID | None:
@@ -202,13 +202,6 @@ LIST_DEFERRED = ("arguments", "result", "error", "last_outcome", "client_capabil
 REFUSED_LOOKUPS = frozenset({"regex", "iregex"})
 #: Columns that may hold an anonymous caller's session id (its credential): matched whole only.
 SECRET_BEARING_FIELDS = frozenset({"principal", "session_id"})
-#: The ``status_message`` an operator's cancel or expire leaves on a call. The call's client reads
-#: it (a task's ``statusMessage``, a relayed progress message): it says that an operator ended the
-#: call, never who (a login may be an email address). Who did it is in the call's History (``LogEntry``).
-OPERATOR_END_MESSAGES: dict[str, str] = {
-    CallStatus.CANCELLED: "Cancelled by an operator.",
-    CallStatus.EXPIRED: "Expired by an operator.",
-}
 
 
 class ToolCallChangeList(PrincipalFilterChangeList):

@@ -22,6 +22,13 @@ class CallStatus(models.TextChoices):
 TERMINAL_STATUSES = frozenset({CallStatus.COMPLETED, CallStatus.FAILED, CallStatus.CANCELLED, CallStatus.EXPIRED})
 #: A call in one of these may still change; every status change moves only such a row.
 LIVE_STATUSES = (CallStatus.WORKING, CallStatus.INPUT_REQUIRED)
+#: The ``status_message`` an operator's cancel or expire (the staff console) leaves on a call. The call's
+#: client reads it (a task's ``statusMessage``, a relayed progress message): it says that an operator ended
+#: the call, never who (a login may be an email address). Who did it is in the call's History (``LogEntry``).
+OPERATOR_END_MESSAGES: dict[str, str] = {
+    CallStatus.CANCELLED: "Cancelled by an operator.",
+    CallStatus.EXPIRED: "Expired by an operator.",
+}
 
 
 class WireFlavor(models.TextChoices):

@@ -352,29 +352,34 @@ def test_cancel_from_the_detail_page_ends_the_call_and_is_logged(operator: Clien
     assert "cancelled" in entry.get_change_message()
 
 
-def _cancel_as(login: str, call: ToolCall) -> None:
+def _act_as(login: str, call: ToolCall, action: str) -> None:
     staff = client_for(make_user(login, perms=("view_toolcall", "change_toolcall")))
-    assert staff.post(act_url(call, "cancel")).status_code == 302
+    assert staff.post(act_url(call, action)).status_code == 302
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_the_client_of_a_call_an_operator_cancelled_is_not_told_who_did() -> None:
+@pytest.mark.parametrize("action, status, message", [
+    ("cancel", "cancelled", "Cancelled by an operator."),
+    ("expire", "failed", "Expired by an operator."),  # a task expired reads "failed" (2026-07-28)
+])
+async def test_the_client_of_a_call_an_operator_ended_is_told_so_but_not_who_did(action: str, status: str, message: str) -> None:
     """The row's status message reaches the call's client (a task's ``statusMessage``): it says an
-    operator ended the call, never the operator's login (an email address, with an email login)."""
+    operator ended the call, never the operator's login (an email address, with an email login). An
+    expired task said "The task expired before it finished." (a ttl's words) instead."""
     from demo_site.asgi import application
 
     call = await sync_to_async(make_call)(
         "slow_compute", "working", steps=0, flavor="task", background=True, is_task=True, method="tools/call",
         arguments={"name": "slow_compute", "arguments": {"seconds": 60}},
     )
-    await sync_to_async(_cancel_as)("alice.ops@corp.example", call)
+    await sync_to_async(_act_as)("alice.ops@corp.example", call, action)
     response = await call_modern(application, "tasks/get", {"taskId": str(call.pk)},
                                  capabilities={"extensions": {"io.modelcontextprotocol/tasks": {}}},
                                  headers={"mcp-name": str(call.pk)})
     body = response.body.decode()
     assert response.status == 200, body
     task = json.loads(body)["result"]
-    assert (task["status"], task["statusMessage"]) == ("cancelled", "Cancelled by an operator."), task
+    assert (task["status"], task["statusMessage"]) == (status, message), task
     assert "alice.ops" not in body, body
 
 
@@ -383,7 +388,7 @@ def test_operator_actions_leave_the_client_a_neutral_message_and_staff_the_name(
     """Every way an operator ends calls (the buttons, the changelist's actions) leaves the same neutral
     message; the call's page says who did it (from the History)."""
     by_button = make_call("deploy", "working")
-    _cancel_as("alice.ops@corp.example", by_button)
+    _act_as("alice.ops@corp.example", by_button, "cancel")
     expired_by_button = make_call("deploy", "working")
     operator.post(act_url(expired_by_button, "expire"))
     in_bulk = [make_call("deploy", "working") for _ in range(2)]

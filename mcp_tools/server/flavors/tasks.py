@@ -48,6 +48,7 @@ from ...interprocess import wakeups
 from ...protocol.answers import InvalidAnswer, checked_step_answer
 from ...protocol.errors import METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, McpError, invalid_params
 from ...registry import registry
+from ...states import OPERATOR_END_MESSAGES, CallStatus
 from ...protocol import jsonrpc
 from .. import background, core, tokens
 from . import session
@@ -150,7 +151,9 @@ def task_fields(row: Any) -> dict[str, Any]:
         "pollIntervalMs": int(row.poll_interval_ms or mcp_settings.TASK_POLL_INTERVAL_MS),
     }
     if row.status == "expired":
-        fields["statusMessage"] = EXPIRED_MESSAGE
+        # An operator's expire says so (docs/admin.md); a ttl's leaves the row's last progress message.
+        operator = OPERATOR_END_MESSAGES[CallStatus.EXPIRED]
+        fields["statusMessage"] = operator if row.status_message == operator else EXPIRED_MESSAGE
     elif fields["status"] == "failed":
         # Why it failed, not the last progress message the row holds (what it was doing then).
         fields["statusMessage"] = failure_message(row)
