@@ -380,6 +380,8 @@ async def test_the_client_of_a_call_an_operator_ended_is_told_so_but_not_who_did
     assert response.status == 200, body
     task = json.loads(body)["result"]
     assert (task["status"], task["statusMessage"]) == (status, message), task
+    if status == "failed":  # the same words in the task's error (they were the ttl's there too)
+        assert task["error"]["message"] == message, task
     assert "alice.ops" not in body, body
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+import mcp_types as mt
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, RootModel, computed_field
 
@@ -160,3 +161,51 @@ def test_a_tool_result_is_sent_as_built() -> None:
         return ToolResult(content=[text("x")], structured_content={"k": 1})
 
     assert make_tool(built).shape_result(built()) == {"content": [{"type": "text", "text": "x"}], "structuredContent": {"k": 1}}
+
+
+# -- what the diff review of the change above found ------------------------------------------------
+
+def failed_empty() -> Any:
+    return {"content": [], "isError": True}
+
+
+def model_blocks() -> Any:
+    import mcp_types as mt
+
+    return {"content": [mt.TextContent(type="text", text="hi")], "isError": False}
+
+
+def dumped_sdk_result() -> Any:
+    import mcp_types as mt
+
+    return mt.CallToolResult(content=[mt.TextContent(type="text", text="boom")], isError=True).model_dump(
+        by_alias=True, exclude_none=True, mode="json")  # carries "resultType"
+
+
+def sdk_result_model() -> Any:
+    import mcp_types as mt
+
+    return mt.CallToolResult(content=[mt.TextContent(type="text", text="boom")], isError=True)
+
+
+@pytest.mark.parametrize("fn, wire", [
+    (failed_empty, {"content": [], "isError": True}),
+    (model_blocks, {"content": [{"type": "text", "text": "hi"}], "isError": False}),
+    (dumped_sdk_result, {"content": [{"type": "text", "text": "boom"}], "isError": True}),
+    (sdk_result_model, {"content": [{"type": "text", "text": "boom"}], "isError": True}),
+], ids=["empty-content", "model-blocks", "dumped-mcp-types", "mcp-types-model"])
+def test_a_whole_call_tool_result_is_sent_as_one(fn: Any, wire: dict[str, Any]) -> None:
+    """An empty content list or a dumped ``mcp_types.CallToolResult`` (its ``resultType``) made the result JSON
+    text, losing ``isError``; blocks given as models went out as their ``repr``."""
+    assert make_tool(fn).shape_result(fn()) == wire
+
+
+def chart() -> mt.ImageContent:
+    return mt.ImageContent(type="image", data="iVBORw0KGgo=", mimeType="image/png")
+
+
+def test_a_tool_annotated_with_a_content_model_sends_that_content_and_no_schema() -> None:
+    """Such a tool became an "object" one: its image went out as JSON text, the model as its outputSchema."""
+    tool = make_tool(chart)
+    assert tool.output.schema is None
+    assert tool.shape_result(chart()) == {"content": [{"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}]}

@@ -576,3 +576,51 @@ def test_an_argument_pydantic_cannot_take_names_the_tool_that_has_it(parameter: 
     exec(f"def odd({parameter}: int) -> str:\n    return ''", namespace)  # noqa: S102 (a fixed test source)
     with pytest.raises(ImproperlyConfigured, match=r"Tool 'odd' \(builtins\.odd\)|Tool 'odd' \(.*odd\)"):
         make_tool(namespace["odd"])
+
+
+NUMPY_WITH_RETURNS = """Double a number.
+
+Parameters
+----------
+x : int
+    The number to double.
+scale : float, optional
+    A factor.
+
+Returns
+-------
+parts : list of str
+    The doubled number.
+
+Raises
+------
+ValueError
+    When x is negative.
+"""
+
+
+def test_numpy_sections_after_the_parameters_are_no_description_of_them() -> None:
+    """Their headers have no colon: "Returns ... Raises ..." was appended to the last parameter's description,
+    and a named return ("parts : list of str") read as a parameter."""
+    assert parse_param_docs(NUMPY_WITH_RETURNS) == ("Double a number.", {"x": "The number to double.", "scale": "A factor."})
+
+
+def test_a_list_of_an_allow_null_child_takes_and_advertises_nulls() -> None:
+    """DRF mapped the child without its allow_null: ``[1, null]``, which the field takes, was advertised as a list
+    of integers and refused by the strict check."""
+    from rest_framework import serializers
+
+    class Readings(serializers.Serializer):
+        values = serializers.ListField(child=serializers.IntegerField(allow_null=True))
+        labels = serializers.DictField(child=serializers.CharField(allow_null=True))
+
+    def readings(**data: Any) -> str:
+        """Stores readings (a gap is null)."""
+        return "ok"
+
+    built = make_tool(readings, serializer=Readings)
+    arguments = {"values": [1, None], "labels": {"a": None}}
+    assert built.validate_arguments(arguments) == arguments
+    assert built.input.schema_errors(arguments) == []
+    assert _validation_error(built, {"values": [1, "2"], "labels": {}}).data["errors"][0]["message"] == "Expected integer or null at values[1]."
+

@@ -165,9 +165,9 @@ class Tool:
                 return {"content": []}
             # Content the author built: a whole CallToolResult dict, blocks, or one block. Only what
             # is one (a row with a "type" column, a dict with a "content" list, is a JSON value).
-            if isinstance(value, dict) and value.keys() <= results.CALL_TOOL_RESULT_KEYS and \
-                    results.content_blocks(value.get("content")) is not None:
-                return value
+            whole = results.call_tool_result(value)
+            if whole is not None:
+                return whole
             blocks = results.content_blocks(value)
             if blocks is None and isinstance(value, BaseModel):
                 block = results.content_block(value)

@@ -182,8 +182,23 @@ def content_blocks(value: Any) -> list[dict[str, Any]] | None:
     return None if None in blocks else blocks  # type: ignore[return-value]
 
 
-#: What a hand-built ``CallToolResult`` dict may hold besides its content (a tool without an output schema).
-CALL_TOOL_RESULT_KEYS = frozenset({"content", "structuredContent", "isError", "_meta"})
+#: What a hand-built ``CallToolResult`` dict may hold besides its content (a tool without an output schema);
+#: ``resultType`` (2026-07-28, what a dumped ``mcp_types.CallToolResult`` holds) is the server's to write.
+CALL_TOOL_RESULT_KEYS = frozenset({"content", "structuredContent", "isError", "_meta", "resultType"})
+
+
+def call_tool_result(value: Any) -> dict[str, Any] | None:
+    """``value`` as a whole ``CallToolResult`` dict if it is one (an ``mcp_types.CallToolResult``, or a dict
+    of its keys only whose ``content`` is a list of content blocks, empty too), its blocks as wire dicts
+    and without ``resultType``; else None."""
+    if isinstance(value, BaseModel) and type(value).__name__ == "CallToolResult":
+        value = value.model_dump(by_alias=True, exclude_none=True, mode="json")
+    if not isinstance(value, dict) or not value.keys() <= CALL_TOOL_RESULT_KEYS or not isinstance(value.get("content"), list):
+        return None
+    blocks = content_blocks(value["content"]) if value["content"] else []
+    if blocks is None:
+        return None
+    return {key: item for key, item in value.items() if key != "resultType"} | {"content": blocks}
 
 
 def is_content_list(value: Any) -> bool:

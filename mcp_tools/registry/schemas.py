@@ -16,6 +16,7 @@ import json
 import math
 import re
 import sys
+import types
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable
@@ -30,6 +31,13 @@ from ..protocol.schemas import compile_schema, schema_errors
 from .param_headers import mirrored_schema
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+#: NumPy docstring sections after which no parameter is described (their headers have no colon).
+_NUMPY_OTHER_SECTIONS = frozenset({
+    "returns", "yields", "receives", "raises", "warns", "warnings", "see also", "notes", "references", "examples",
+    "attributes", "methods",
+})
 
 
 def parse_param_docs(doc: str | None) -> tuple[str, dict[str, str]]:
@@ -57,6 +65,9 @@ def parse_param_docs(doc: str | None) -> tuple[str, dict[str, str]]:
             current = None
             continue
         if header in {"returns", "return", "raises", "yields", "examples", "example", "notes", "note"} and stripped.endswith(":"):
+            section = "other"
+            continue
+        if numpy and stripped.lower() in _NUMPY_OTHER_SECTIONS:  # underlined, no colon: the parameters end here
             section = "other"
             continue
         if section is None:
@@ -532,6 +543,13 @@ def _mapper_class() -> type:
             if isinstance(field, serializers.JSONField):
                 return {}
             mapped: dict[str, Any] = super().map_field(field)
+            # DRF maps a list's or a dict's child without its allow_null: [1, null] taken by the field was
+            # advertised (and, checked strictly, refused) as a list of integers only.
+            child = getattr(field, "child", None)
+            if getattr(child, "allow_null", False):
+                for key in ("items", "additionalProperties"):
+                    if isinstance(mapped.get(key), dict):
+                        mapped[key] = {**mapped[key], "nullable": True}
             return mapped
 
     return FieldMapper
@@ -720,7 +738,7 @@ def output_from_annotation(annotation: Any) -> OutputSpec:
     try:
         from . import results
 
-        if inspect.isclass(annotation) and issubclass(annotation, results.ToolResult):
+        if inspect.isclass(annotation) and issubclass(annotation, results.ToolResult) or _is_content_type(annotation):
             return OutputSpec("text", None, None)
     except ImportError:  # pragma: no cover
         pass
@@ -741,6 +759,22 @@ def output_from_annotation(annotation: Any) -> OutputSpec:
     if defs:
         wrapped["$defs"] = defs
     return OutputSpec("wrapped", wrapped, adapter)
+
+
+def _is_content_type(annotation: Any) -> bool:
+    """Whether ``annotation`` is MCP content: an ``mcp_types`` content block or ``CallToolResult``, a union
+    or a list of them. Such a tool returns its content, not a value to describe by an ``outputSchema``
+    (with one, its image went out as JSON text)."""
+    import mcp_types
+
+    origin = typing.get_origin(annotation)
+    if origin is list:
+        return all(_is_content_type(arg) for arg in typing.get_args(annotation))
+    if origin in (typing.Union, types.UnionType):
+        return all(_is_content_type(arg) for arg in typing.get_args(annotation))
+    content = (mcp_types.TextContent, mcp_types.ImageContent, mcp_types.AudioContent, mcp_types.ResourceLink,
+               mcp_types.EmbeddedResource, mcp_types.CallToolResult)
+    return inspect.isclass(annotation) and issubclass(annotation, content)
 
 
 def _object_root(schema: dict[str, Any]) -> dict[str, Any] | None:

@@ -135,6 +135,13 @@ def task_status(row: Any) -> str:
     return str(row.status)
 
 
+def expired_message(row: Any) -> str:
+    """Why the expired task ``row`` ended: an operator's expire says so (docs/admin.md); a ttl's leaves
+    the row's last progress message, which is not the reason."""
+    operator = OPERATOR_END_MESSAGES[CallStatus.EXPIRED]
+    return operator if row.status_message == operator else EXPIRED_MESSAGE
+
+
 def task_fields(row: Any) -> dict[str, Any]:
     """The ``Task`` fields of a call row."""
     ttl_ms = None
@@ -151,9 +158,7 @@ def task_fields(row: Any) -> dict[str, Any]:
         "pollIntervalMs": int(row.poll_interval_ms or mcp_settings.TASK_POLL_INTERVAL_MS),
     }
     if row.status == "expired":
-        # An operator's expire says so (docs/admin.md); a ttl's leaves the row's last progress message.
-        operator = OPERATOR_END_MESSAGES[CallStatus.EXPIRED]
-        fields["statusMessage"] = operator if row.status_message == operator else EXPIRED_MESSAGE
+        fields["statusMessage"] = expired_message(row)
     elif fields["status"] == "failed":
         # Why it failed, not the last progress message the row holds (what it was doing then).
         fields["statusMessage"] = failure_message(row)
@@ -226,7 +231,7 @@ async def get(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
         result.pop("resultType", None)
         detailed["result"] = result
     elif status == "failed":
-        detailed["error"] = row.error or {"code": -32603, "message": EXPIRED_MESSAGE if row.status == "expired" else "The task failed"}
+        detailed["error"] = row.error or {"code": -32603, "message": expired_message(row) if row.status == "expired" else "The task failed"}
     elif status == "input_required":
         detailed["inputRequests"] = {step.key: step.wire_request for step in journal.pending}
     return detailed
