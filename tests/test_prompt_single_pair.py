@@ -27,3 +27,36 @@ async def test_a_prompt_returning_one_role_content_pair_is_one_message() -> None
     finally:
         registry.unregister_prompt("review_single_pair")
     assert body["result"]["messages"] == [{"role": "assistant", "content": {"type": "text", "text": "Hello."}}], body
+
+
+async def get_prompt(value: Any) -> dict[str, Any]:
+    """What ``prompts/get`` answers for a prompt returning ``value``."""
+    def review_value() -> Any:
+        return value
+
+    prompt(name="review_value")(review_value)
+    try:
+        body: dict[str, Any] = (await call_modern(APP, "prompts/get", {"name": "review_value"})).json()
+    finally:
+        registry.unregister_prompt("review_value")
+    return body
+
+
+@pytest.mark.parametrize("value", [
+    ("system", "You are a pirate"),  # was two user messages: "system" and the text
+    {"role": "user", "content": {"type": "text"}},  # no "text": the official client refused the result
+    {"role": "user", "content": {"type": "image", "data": "AA=="}},  # no mimeType
+    {"role": "user", "content": {"type": "resource_link", "uri": "x://y"}},  # no name
+    {"role": "user", "content": {"type": "video", "url": "x"}},  # no such block
+], ids=["system-pair", "text-without-text", "image-without-mime", "link-without-name", "unknown-type"])
+async def test_a_prompt_returning_no_valid_message_is_an_internal_error(value: Any) -> None:
+    """docs/protocol.md: a role other than user / assistant, or content that is no content block, is the
+    prompt's bug: -32603. They went out as sent, and the official client failed to read the result."""
+    body = await get_prompt(value)
+    assert body["error"]["code"] == -32603, body
+
+
+async def test_a_prompt_returning_whole_blocks_is_served() -> None:
+    blocks = [{"role": "user", "content": {"type": "image", "data": "AA==", "mimeType": "image/png"}},
+              {"role": "assistant", "content": {"type": "resource_link", "uri": "x://y", "name": "y"}}]
+    assert (await get_prompt(blocks))["result"]["messages"] == blocks

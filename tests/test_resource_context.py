@@ -78,3 +78,17 @@ def test_a_context_parameter_named_as_a_template_variable_is_refused() -> None:
         @mcp_tools.resource("clash://{ctx}")
         def clash(ctx: ToolContext) -> str:
             return "never"
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+async def test_binary_contents_of_any_buffer_type_are_a_blob(kind: Any) -> None:
+    """A BinaryField reads as a ``memoryview`` on PostgreSQL (``bytes`` on SQLite): it was sent as its repr."""
+    @mcp_tools.resource("bin://data", mime_type="application/octet-stream")
+    def data() -> Any:
+        return kind(b"\x00\x01\xff")
+
+    try:
+        done = await read({"uri": "bin://data"})
+    finally:
+        registry.unregister_resource("bin://data")
+    assert done["contents"] == [{"uri": "bin://data", "blob": "AAH/", "mimeType": "application/octet-stream"}], done

@@ -45,7 +45,7 @@ from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidArguments, 
 from ..protocol.levels import at_least
 from ..protocol.schemas import InvalidSchema
 from ..registry import Prompt, Resource, Tool, registry
-from ..registry.results import Pending, ToolError, content_to_wire, json_text
+from ..registry.results import Pending, ToolError, content_block, content_to_wire, json_text
 from ..states import TERMINAL_STATUSES, CallStatus
 from ..store.sql import UnstorableValue
 from . import threads, tokens
@@ -263,7 +263,9 @@ def shape_prompt(prompt: Prompt, value: Any) -> dict[str, Any]:
     dict; content is a string or a content block (a dict or an ``mcp_types`` model). Anything else,
     and a role other than "user" or "assistant", is a TypeError (the client gets -32603).
     """
-    single = isinstance(value, (str, dict)) or (isinstance(value, tuple) and len(value) == 2 and value[0] in PROMPT_ROLES)
+    # A 2-tuple is one (role, content) message, whatever its role (refused below unless user / assistant):
+    # read as a list, ("system", "...") became two user messages, the role word one of them.
+    single = isinstance(value, (str, dict)) or (isinstance(value, tuple) and len(value) == 2)
     items = [value] if single else list(value or [])
     messages: list[dict[str, Any]] = []
     role: Any
@@ -279,8 +281,8 @@ def shape_prompt(prompt: Prompt, value: Any) -> dict[str, Any]:
             raise TypeError(f"Prompt {prompt.name!r} returned an unsupported message: {item!r}")
         if role not in PROMPT_ROLES:
             raise TypeError(f"Prompt {prompt.name!r} returned a message with role {role!r}; use 'user' or 'assistant'")
-        block = content_to_wire(content)
-        if not isinstance(block.get("type"), str):
+        block = content_block(content_to_wire(content))  # a block of a known type with its keys (the client refused others)
+        if block is None:
             raise TypeError(f"Prompt {prompt.name!r} returned a message whose content is not a content block: {content!r}")
         messages.append({"role": role, "content": block})
     result: dict[str, Any] = {"messages": messages}
@@ -310,7 +312,7 @@ def shape_resource(resource: Resource, uri: str, value: Any) -> dict[str, Any]:
         value = [value]
     if isinstance(value, list) and value and all(_is_resource_contents(item) for item in value):
         return {"contents": [content_to_wire(item) for item in value]}
-    if isinstance(value, bytes):
+    if isinstance(value, (bytes, bytearray, memoryview)):  # a BinaryField reads as a memoryview on PostgreSQL
         content: dict[str, Any] = {"uri": uri, "blob": base64.b64encode(value).decode()}
     elif isinstance(value, str):
         content = {"uri": uri, "text": value}
