@@ -92,3 +92,31 @@ async def test_binary_contents_of_any_buffer_type_are_a_blob(kind: Any) -> None:
     finally:
         registry.unregister_resource("bin://data")
     assert done["contents"] == [{"uri": "bin://data", "blob": "AAH/", "mimeType": "application/octet-stream"}], done
+
+
+async def test_a_resource_or_tool_returning_a_queryset_is_served_its_rows() -> None:
+    """Shaped on the event loop, the QuerySet ran its query there: SynchronousOnlyOperation, -32603 for a
+    resource (a tool: "does not match its output schema"). docs/protocol.md: other values as JSON text."""
+    from asgiref.sync import sync_to_async
+    from django.contrib.auth.models import User
+
+    from mcp_tools.registry import make_tool
+
+    await sync_to_async(User.objects.create_user)("reader", password="x")
+
+    @mcp_tools.resource("users://names", mime_type="application/json")
+    def names() -> Any:
+        return User.objects.order_by("username").values("username")
+
+    def user_names() -> Any:
+        """The users' names."""
+        return User.objects.order_by("username").values_list("username", flat=True)
+
+    try:
+        with registry.registered_temporarily(make_tool(user_names)):
+            done = await read({"uri": "users://names"})
+            tool = (await call_modern(mcp_tools_app(), "tools/call", {"name": "user_names", "arguments": {}})).json()
+    finally:
+        registry.unregister_resource("users://names")
+    assert done["contents"][0]["text"] == '[{"username": "reader"}]', done
+    assert tool["result"]["content"] == [{"type": "text", "text": '["reader"]'}], tool

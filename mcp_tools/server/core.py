@@ -32,6 +32,7 @@ from typing import Any
 
 import mcp_types
 from asgiref.sync import async_to_sync, sync_to_async
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from .. import engine, store
@@ -1236,6 +1237,10 @@ async def finish(inv: engine.Invocation | None, target: Target, outcome: Any, rc
         if inv is not None and inv.call_id is not None:
             await claim(inv)  # run the tool again only for the run that owns the round
         inv, outcome = await _converge(inv, target, rc, outcome)
+    if isinstance(outcome, engine.Completed) and isinstance(outcome.value, QuerySet):
+        # Evaluated on the request's thread: shaped on the event loop, a returned QuerySet ran its query
+        # there, which Django refuses (SynchronousOnlyOperation: -32603 or a tool's "does not match").
+        outcome = engine.Completed(await threads.run_sync(list, outcome.value))
     try:
         result = outcome if isinstance(outcome, dict) else shape_result(target, outcome.value, rc)
     except McpError as exc:  # a prompt's or resource's value that cannot be its result
