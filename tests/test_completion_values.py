@@ -48,7 +48,13 @@ async def test_the_demo_s_sku_completer_says_there_are_more_than_it_sends() -> N
     (Completions(["a", "b"]), {"values": ["a", "b"], "hasMore": False}),
     (Completions([f"v{i}" for i in range(120)]), {"values": [f"v{i}" for i in range(100)], "hasMore": True}),
     (Completions(["a"], total=0), {"values": ["a"], "total": 1, "hasMore": False}),  # never fewer than it found
-], ids=["every-match", "every-match-past-100", "total-given", "more-without-count", "these-only", "cut-at-100", "total-too-small"])
+    # One string is one match, not its characters; None is none (it was "None").
+    ("abc", {"values": ["abc"], "total": 1, "hasMore": False}),
+    (None, {"values": [], "total": 0, "hasMore": False}),
+    (["a", None], {"values": ["a"], "total": 1, "hasMore": False}),
+    (Completions("abc"), {"values": ["abc"], "hasMore": False}),  # type: ignore[arg-type]
+], ids=["every-match", "every-match-past-100", "total-given", "more-without-count", "these-only", "cut-at-100", "total-too-small",
+        "one-string", "none", "none-among-them", "completions-of-one-string"])
 async def test_a_completer_says_what_it_knows(found: Any, expected: dict[str, Any]) -> None:
     resource("test://completed/{sku}", completions={"sku": lambda value, arguments: found})(lambda sku: sku)
     try:

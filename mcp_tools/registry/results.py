@@ -87,7 +87,8 @@ class Completions:
 
     def to_wire(self) -> dict[str, Any]:
         """The ``completion`` object of a ``CompleteResult``."""
-        values = [str(value) for value in self.values]
+        given = [self.values] if isinstance(self.values, str) else self.values  # one string: one match
+        values = [str(value) for value in given if value is not None]
         shown = values[:MAX_COMPLETION_VALUES]
         has_more = self.has_more or len(values) > len(shown) or (self.total is not None and self.total > len(shown))
         completion: dict[str, Any] = {"values": shown}

@@ -348,7 +348,8 @@ async def complete(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]
             logger.error("A completer of %r raised %s", argument["name"], type(exc).__name__, exc_info=True)
             raise McpError(INTERNAL_ERROR, "Internal error") from None
     if not isinstance(found, Completions):  # a list of every match: its length is the total
-        values = list(found)
+        # One string is one match (listed, it was its characters); None, none at all.
+        values = [found] if isinstance(found, str) else [] if found is None else [v for v in found if v is not None]
         found = Completions(values, total=len(values))
     return {"completion": found.to_wire()}
 
