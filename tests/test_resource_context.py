@@ -120,3 +120,13 @@ async def test_a_resource_or_tool_returning_a_queryset_is_served_its_rows() -> N
         registry.unregister_resource("users://names")
     assert done["contents"][0]["text"] == '[{"username": "reader"}]', done
     assert tool["result"]["content"] == [{"type": "text", "text": '["reader"]'}], tool
+
+
+def test_a_template_naming_a_variable_twice_is_refused_with_its_uri() -> None:
+    """It raised re's "redefinition of group name" at import, naming no resource."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    with pytest.raises(ImproperlyConfigured, match="'twice://{a}/{a}': the variable 'a' appears twice"):
+        @mcp_tools.resource("twice://{a}/{a}")
+        def twice(a: str) -> str:
+            return a

@@ -213,6 +213,8 @@ class Resource:
                         raise ImproperlyConfigured(
                             f"Resource template {self.uri_template!r}: {part} is not supported; use {{name}} or {{+name}} variables"
                         )
+                    if f"(?P<{var}>" in pattern:  # else re's "redefinition of group name", naming no resource
+                        raise ImproperlyConfigured(f"Resource template {self.uri_template!r}: the variable {var!r} appears twice")
                     # A URI has no spaces or control characters (RFC 3986): an expansion never gives one,
                     # so a variable does not match one; {name} also stops at "/", which it would encode.
                     pattern += f"(?P<{var}>{_VARIABLE if not part.startswith('{+') else _RESERVED_VARIABLE})"
