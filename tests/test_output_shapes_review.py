@@ -209,3 +209,23 @@ def test_a_tool_annotated_with_a_content_model_sends_that_content_and_no_schema(
     tool = make_tool(chart)
     assert tool.output.schema is None
     assert tool.shape_result(chart()) == {"content": [{"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}]}
+
+
+def maybe_chart() -> mt.ImageContent | None:
+    return chart()
+
+
+def chart_or_text() -> mt.ImageContent | str:
+    return chart()
+
+
+def charts() -> list[mt.ImageContent] | None:
+    return [chart()]
+
+
+@pytest.mark.parametrize("fn", [maybe_chart, chart_or_text, charts])
+def test_content_beside_none_or_text_is_sent_as_content(fn: Any) -> None:
+    """A union with None or str made a "wrapped" tool: its image sent as JSON text under ``result``."""
+    tool = make_tool(fn)
+    assert tool.output.schema is None
+    assert tool.shape_result(fn())["content"] == [{"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}]

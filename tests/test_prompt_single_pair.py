@@ -60,3 +60,21 @@ async def test_a_prompt_returning_whole_blocks_is_served() -> None:
     blocks = [{"role": "user", "content": {"type": "image", "data": "AA==", "mimeType": "image/png"}},
               {"role": "assistant", "content": {"type": "resource_link", "uri": "x://y", "name": "y"}}]
     assert (await get_prompt(blocks))["result"]["messages"] == blocks
+
+
+async def test_a_pair_of_messages_is_two_messages() -> None:
+    """Only a 2-tuple led by a role is one message (0ddd771 read every 2-tuple as one, and refused this)."""
+    body = await get_prompt((("user", "a"), ("assistant", "b")))
+    assert body["result"]["messages"] == [{"role": "user", "content": {"type": "text", "text": "a"}},
+                                          {"role": "assistant", "content": {"type": "text", "text": "b"}}], body
+
+
+@pytest.mark.parametrize("content", [
+    {"type": "text", "text": None},  # a NULL column
+    {"type": "image", "data": "AA==", "mimeType": None},
+    {"type": "resource", "resource": {"uri": "x://y"}},  # neither text nor blob
+], ids=["null-text", "null-mime", "resource-without-contents"])
+async def test_a_block_whose_values_are_not_a_blocks_is_refused(content: dict[str, Any]) -> None:
+    """The keys were there, their values not: the official client refused the result."""
+    body = await get_prompt({"role": "user", "content": content})
+    assert body["error"]["code"] == -32603, body

@@ -624,3 +624,19 @@ def test_a_list_of_an_allow_null_child_takes_and_advertises_nulls() -> None:
     assert built.input.schema_errors(arguments) == []
     assert _validation_error(built, {"values": [1, "2"], "labels": {}}).data["errors"][0]["message"] == "Expected integer or null at values[1]."
 
+
+
+def test_numpy_other_parameters_go_on_describing_parameters() -> None:
+    doc = """Search.
+
+    Parameters
+    ----------
+    query : str
+        What to find.
+
+    Other Parameters
+    ----------------
+    limit : int
+        How many.
+    """
+    assert parse_param_docs(doc) == ("Search.", {"query": "What to find.", "limit": "How many."})

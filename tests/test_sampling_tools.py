@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from mcp_tools import ToolContext
 from mcp_tools.registry import make_tool, registry
@@ -403,3 +404,24 @@ def test_a_registered_bound_method_or_wrapped_function_resolves_to_its_tool() ->
         with registry.registered_temporarily(make_tool(drop_table, name="tables.drop2")):
             with pytest.raises(ValueError, match="registered as several tools"):
                 registry.resolve_tools([drop_table])
+
+
+class Count(BaseModel):
+    n: int
+
+
+def unshapeable() -> Count:
+    """Returns a value its output schema refuses."""
+    return Count.model_construct(n=None)  # type: ignore[arg-type]
+
+
+async def unshapeable_agent(ctx: ToolContext) -> str:
+    return (await ctx.sample("count", tools=["unshapeable"])).text
+
+
+async def test_a_tool_whose_value_cannot_be_its_result_is_an_error_result_for_the_model() -> None:
+    """run_tool_use promises error results, never an exception that fails the whole call: shaping the value
+    (its outputSchema, rows read on the loop) raised out of it, and the calling tool failed."""
+    results = await tool_results(unshapeable_agent, make_tool(unshapeable), answer=uses(
+        {"type": "tool_use", "id": "u1", "name": "unshapeable", "input": {}}))
+    assert results[0]["isError"] is True, results

@@ -83,7 +83,10 @@ async def run_tool_use(ctx: ToolContext, tools: list[Tool], use: dict[str, Any])
         if isinstance(exc, TimeoutError) and deadline.expired():
             return _error_result(use_id, f"Tool {tool.name!r} ran out of time ({tool.time_limit:g} s)")
         return _error_result(use_id, ctx._inv.runtime.failure_text(tool, exc))
-    result = tool.shape_result(value)
+    try:
+        result = tool.shape_result(value)
+    except Exception as exc:  # a value that cannot be its result (its outputSchema, rows read on the loop)
+        return _error_result(use_id, ctx._inv.runtime.failure_text(tool, exc))
     block: dict[str, Any] = {"type": "tool_result", "toolUseId": use_id, "content": result.get("content", [])}
     if "structuredContent" in result:
         block["structuredContent"] = result["structuredContent"]

@@ -169,8 +169,16 @@ def content_block(item: Any) -> dict[str, Any] | None:
         item = item.model_dump(by_alias=True, exclude_none=True, mode="json")
     if not isinstance(item, dict):
         return None
-    required = _BLOCK_KEYS.get(item.get("type"))  # type: ignore[arg-type]
-    if required is None or not all(key in item for key in required):
+    kind = item.get("type")
+    required = _BLOCK_KEYS.get(kind)  # type: ignore[arg-type]
+    if required is None:
+        return None
+    if kind == "resource":  # an embedded resource: its uri, and its text or blob
+        resource = item.get("resource")
+        if not (isinstance(resource, dict) and isinstance(resource.get("uri"), str)
+                and (isinstance(resource.get("text"), str) or isinstance(resource.get("blob"), str))):
+            return None
+    elif not all(isinstance(item.get(key), str) for key in required):  # a NULL column's None is no text
         return None
     return item
 

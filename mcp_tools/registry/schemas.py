@@ -6,6 +6,7 @@ arguments (so the errors name the failing fields) and yields the schema.
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import datetime
 import decimal
@@ -33,7 +34,8 @@ from .param_headers import mirrored_schema
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
-#: NumPy docstring sections after which no parameter is described (their headers have no colon).
+#: NumPy docstring sections after which no parameter is described (their headers have no colon);
+#: "Other Parameters" goes on describing them.
 _NUMPY_OTHER_SECTIONS = frozenset({
     "returns", "yields", "receives", "raises", "warns", "warnings", "see also", "notes", "references", "examples",
     "attributes", "methods",
@@ -60,7 +62,8 @@ def parse_param_docs(doc: str | None) -> tuple[str, dict[str, str]]:
     for line in lines:
         stripped = line.strip()
         header = stripped.rstrip(":").lower()
-        if header in {"args", "arguments", "parameters", "params"} and (stripped.endswith(":") or header == "parameters"):
+        if header in {"args", "arguments", "parameters", "params", "other parameters"} and (
+                stripped.endswith(":") or header in ("parameters", "other parameters")):
             section = "params"
             current = None
             continue
@@ -768,10 +771,12 @@ def _is_content_type(annotation: Any) -> bool:
     import mcp_types
 
     origin = typing.get_origin(annotation)
-    if origin is list:
-        return all(_is_content_type(arg) for arg in typing.get_args(annotation))
+    if origin in (list, tuple, collections.abc.Sequence):
+        return all(_is_content_type(arg) for arg in typing.get_args(annotation) if arg is not Ellipsis)
     if origin in (typing.Union, types.UnionType):
-        return all(_is_content_type(arg) for arg in typing.get_args(annotation))
+        # None and str are shaped as text mode shapes them (no content, a text block): content beside them.
+        members = [arg for arg in typing.get_args(annotation) if arg not in (type(None), str)]
+        return bool(members) and all(_is_content_type(arg) for arg in members)
     content = (mcp_types.TextContent, mcp_types.ImageContent, mcp_types.AudioContent, mcp_types.ResourceLink,
                mcp_types.EmbeddedResource, mcp_types.CallToolResult)
     return inspect.isclass(annotation) and issubclass(annotation, content)

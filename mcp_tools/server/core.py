@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import inspect
 import json
@@ -33,6 +34,7 @@ from typing import Any
 import mcp_types
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db.models import QuerySet
+from django.db.models.query import RawQuerySet
 from django.utils import timezone
 
 from .. import engine, store
@@ -46,7 +48,7 @@ from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidArguments, 
 from ..protocol.levels import at_least
 from ..protocol.schemas import InvalidSchema
 from ..registry import Prompt, Resource, Tool, registry
-from ..registry.results import Pending, ToolError, content_block, content_to_wire, json_text
+from ..registry.results import Page, Pending, ToolError, content_block, content_to_wire, json_text
 from ..states import TERMINAL_STATUSES, CallStatus
 from ..store.sql import UnstorableValue
 from . import threads, tokens
@@ -142,6 +144,34 @@ def storable_error(exc: McpError, target: Target) -> McpError:
         return exc
     logger.error("%s %r raised an error that cannot be stored: %r", target.method, target.name, exc)
     return McpError(exc.code, f"{target.name!r} raised an error that cannot be stored: {jsonrpc.UNSTORABLE_TEXT}.")
+
+
+#: What a handler may return that runs a query when read: evaluated on a thread (:func:`evaluated_rows`).
+_LAZY_ROWS = (QuerySet, RawQuerySet)
+
+
+def holds_lazy_rows(value: Any) -> bool:
+    """Whether ``value`` is a ``QuerySet`` / ``RawQuerySet``, or a ``Page`` of one."""
+    return isinstance(value, _LAZY_ROWS) or (isinstance(value, Page) and isinstance(value.items, _LAZY_ROWS))
+
+
+async def _returning(value: Any) -> Any:
+    return value
+
+
+async def evaluated_rows(outcome: Any) -> Any:
+    """``outcome`` with a returned ``QuerySet`` / ``RawQuerySet`` (or a ``Page`` of one) listed on a thread,
+    as part of the handler's run: its failure is the handler's. Shaped on the event loop, it ran its
+    query there, which Django refuses (``SynchronousOnlyOperation``), and a ``RawQuerySet`` went out as
+    its repr (its SQL)."""
+    if not isinstance(outcome, engine.Completed):
+        return outcome
+    value = outcome.value
+    if isinstance(value, _LAZY_ROWS):
+        return engine.Completed(await threads.run_sync(list, value))
+    if isinstance(value, Page) and isinstance(value.items, _LAZY_ROWS):
+        return engine.Completed(dataclasses.replace(value, items=await threads.run_sync(list, value.items)))
+    return outcome
 
 
 def tool_function(tool: Tool) -> Callable[..., Any]:
@@ -264,9 +294,10 @@ def shape_prompt(prompt: Prompt, value: Any) -> dict[str, Any]:
     dict; content is a string or a content block (a dict or an ``mcp_types`` model). Anything else,
     and a role other than "user" or "assistant", is a TypeError (the client gets -32603).
     """
-    # A 2-tuple is one (role, content) message, whatever its role (refused below unless user / assistant):
-    # read as a list, ("system", "...") became two user messages, the role word one of them.
-    single = isinstance(value, (str, dict)) or (isinstance(value, tuple) and len(value) == 2)
+    # A 2-tuple led by a string is one (role, content) message, whatever its role (refused below unless
+    # user / assistant): read as a list, ("system", "...") became two user messages, the role word one of
+    # them. A 2-tuple of messages is two.
+    single = isinstance(value, (str, dict)) or (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str))
     items = [value] if single else list(value or [])
     messages: list[dict[str, Any]] = []
     role: Any
@@ -838,7 +869,9 @@ async def run_fresh(target: Target, rc: RequestContext, *,
             try:
                 waiting = coro.send(None)
             except StopIteration as stop:
-                return None, engine.Completed(stop.value)
+                if not holds_lazy_rows(stop.value):
+                    return None, engine.Completed(stop.value)
+                rest = _returning(stop.value)  # rows to read on a thread: under execute, as the handler's run
             except BaseException as exc:
                 rest = Started(coro, error=exc)
             else:
@@ -916,11 +949,12 @@ async def execute(target: Target, inv: engine.Invocation, started: float | None 
     running_here.handler_here = True  # what a stream that closes now may leave running (transports/http.py)
     try:
         if time_limit is None:
-            return await run
+            outcome = await run
+            return await evaluated_rows(outcome) if isinstance(outcome, engine.Completed) and holds_lazy_rows(outcome.value) else outcome
         deadline = asyncio.timeout(time_limit)
         try:
             async with deadline:
-                return await run
+                return await evaluated_rows(await run)
         except TimeoutError:
             if not deadline.expired():
                 raise  # the handler's own TimeoutError: a failure like any other
@@ -1237,10 +1271,6 @@ async def finish(inv: engine.Invocation | None, target: Target, outcome: Any, rc
         if inv is not None and inv.call_id is not None:
             await claim(inv)  # run the tool again only for the run that owns the round
         inv, outcome = await _converge(inv, target, rc, outcome)
-    if isinstance(outcome, engine.Completed) and isinstance(outcome.value, QuerySet):
-        # Evaluated on the request's thread: shaped on the event loop, a returned QuerySet ran its query
-        # there, which Django refuses (SynchronousOnlyOperation: -32603 or a tool's "does not match").
-        outcome = engine.Completed(await threads.run_sync(list, outcome.value))
     try:
         result = outcome if isinstance(outcome, dict) else shape_result(target, outcome.value, rc)
     except McpError as exc:  # a prompt's or resource's value that cannot be its result

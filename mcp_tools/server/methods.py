@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -28,7 +29,7 @@ from ..registry import registry
 from ..registry.results import Completions
 from . import sessions, threads
 from .context import RequestContext
-from .core import handler_failure, permitted
+from .core import handler_failure, holds_lazy_rows, permitted
 from .flavors import mrtr, resume, saga, session, tasks
 
 logger = logging.getLogger("mcp_tools.server")
@@ -337,6 +338,11 @@ async def complete(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]
                 found = await completer(value, context_args)
             else:
                 found = await sync_to_async(completer, thread_sensitive=True)(value, context_args)
+            # Rows (a values_list QuerySet, Completions of one) read on a thread, not on the loop here.
+            if holds_lazy_rows(found):
+                found = await threads.run_sync(list, found)
+            elif isinstance(found, Completions) and holds_lazy_rows(found.values):
+                found = dataclasses.replace(found, values=await threads.run_sync(list, found.values))
         except Exception:
             raise  # answered by the transport as any method's error
         except BaseException as exc:
