@@ -33,8 +33,6 @@ from typing import Any
 
 import mcp_types
 from asgiref.sync import async_to_sync, sync_to_async
-from django.db.models import QuerySet
-from django.db.models.query import RawQuerySet
 from django.utils import timezone
 
 from .. import engine, store
@@ -147,7 +145,7 @@ def storable_error(exc: McpError, target: Target) -> McpError:
 
 
 #: What a handler may return that runs a query when read: evaluated on a thread (:func:`evaluated_rows`).
-_LAZY_ROWS = (QuerySet, RawQuerySet)
+_LAZY_ROWS = store.LAZY_ROWS
 
 
 def holds_lazy_rows(value: Any) -> bool:
@@ -166,12 +164,17 @@ async def evaluated_rows(outcome: Any) -> Any:
     its repr (its SQL)."""
     if not isinstance(outcome, engine.Completed):
         return outcome
-    value = outcome.value
+    value: Any = outcome.value
     if isinstance(value, _LAZY_ROWS):
-        return engine.Completed(await threads.run_sync(list, value))
+        return engine.Completed(await threads.run_sync(_listed, value))
     if isinstance(value, Page) and isinstance(value.items, _LAZY_ROWS):
-        return engine.Completed(dataclasses.replace(value, items=await threads.run_sync(list, value.items)))
+        return engine.Completed(dataclasses.replace(value, items=await threads.run_sync(_listed, value.items)))
     return outcome
+
+
+def _listed(rows: Any) -> list[Any]:
+    """``rows`` read (a query run), on the thread it is called in."""
+    return list(rows)
 
 
 def tool_function(tool: Tool) -> Callable[..., Any]:

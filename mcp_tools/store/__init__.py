@@ -11,6 +11,8 @@ Django's connection rules kept (:mod:`.hop`), so coroutines write
 
 from __future__ import annotations
 
+from django.db.models.query import QuerySet, RawQuerySet
+
 from ..managers import CallNotLive
 from .calls import OnceFailedElsewhere
 from . import calls as sync_calls, sessions as sync_sessions
@@ -20,8 +22,12 @@ from .hop import (
 )
 from .lane import close_lanes, in_lane
 
+#: What a handler may return that reads rows when iterated: the ORM's lazy types, named here for the
+#: layers above, which touch no ORM (server.core reads them on a thread, as part of the handler's run).
+LAZY_ROWS: tuple[type, ...] = (QuerySet, RawQuerySet)
+
 __all__ = [
-    "CallNotLive", "DATABASE_UNAVAILABLE", "OnceFailedElsewhere", "advance", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "renew_lease_blocking", "answer_step", "append_event", "call_for_stream", "call_progress_token", "call_request_id", "call_tool_name", "last_progress_on_stream", "session_calls", "live_session_call", "call_status", "claim_round",
+    "LAZY_ROWS", "CallNotLive", "DATABASE_UNAVAILABLE", "OnceFailedElsewhere", "advance", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "renew_lease_blocking", "answer_step", "append_event", "call_for_stream", "call_progress_token", "call_request_id", "call_tool_name", "last_progress_on_stream", "session_calls", "live_session_call", "call_status", "claim_round",
     "close_connections", "close_old_thread_connections", "close_thread_connections", "create_call", "database_unreachable", "create_session", "db", "db_alive", "in_lane", "delete_session", "events_after", "payloads_through", "last_event_of_stream", "get_session", "load_call", "longest_conn_max_age", "touch_session",
     "record_once", "check_once", "record_failed_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
     "subscribers", "subscriptions", "unsubscribe_sessions", "active_users_of", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "expire_overdue", "record_progress", "record_progress_relayed", "set_stream",
