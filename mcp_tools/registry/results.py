@@ -210,9 +210,6 @@ def call_tool_result(value: Any) -> dict[str, Any] | None:
     return {key: item for key, item in value.items() if key != "resultType"} | {"content": blocks}
 
 
-def is_content_list(value: Any) -> bool:
-    return content_blocks(value) is not None
-
 
 def json_text(value: Any) -> str:
     """``value`` as JSON text: pydantic models (anywhere in it) as their JSON, anything else unknown as its ``str``."""
