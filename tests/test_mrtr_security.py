@@ -395,8 +395,10 @@ async def test_elicitation_answer_failing_the_requested_schema_is_refused(answer
 
 @pytest.mark.parametrize(
     "answer",
-    [{"role": "user", "content": {"type": "text", "text": "yes"}}, {"role": "assistant"}, {"role": "assistant", "content": {"text": "no type"}}],
-    ids=["user-role", "no-content", "block-without-type"],
+    [{"role": "user", "content": {"type": "text", "text": "yes"}}, {"role": "assistant"}, {"role": "assistant", "content": {"text": "no type"}},
+     {"role": "assistant", "content": {"type": "bogus"}, "model": "m"},
+     {"role": "assistant", "content": {"type": "image", "data": "!!not base64!!", "mimeType": "image/png"}, "model": "m"}],
+    ids=["user-role", "no-content", "block-without-type", "unknown-block-type", "image-not-base64"],
 )
 async def test_sampling_answer_failing_the_request_is_refused(answer: Any) -> None:
     _, state1, _ = await to_round_1()

@@ -19,7 +19,17 @@ TOOLS = [{"name": "lookup", "inputSchema": {"type": "object"}}]
 @pytest.mark.parametrize(("params", "answer"), [
     ({}, {"role": "assistant", "content": TEXT, "model": "m", "stopReason": 7}),
     ({}, {"role": "assistant", "content": TEXT, "model": "m", "stopReason": ["endTurn"]}),
-], ids=["stop-reason-int", "stop-reason-list"])
+    # Found by a review (hostile input): an unknown block type passed unchecked, and so did an image's
+    # data that is not base64; the handler got an empty text and ran its side effect on it.
+    ({}, {"role": "assistant", "content": {"type": "bogus"}, "model": "m"}),
+    ({}, {"role": "assistant", "content": [TEXT, {"type": "resource_link", "uri": "file:///x", "name": "x"}], "model": "m"}),
+    ({}, {"role": "assistant", "content": {"type": "image", "data": "!!not base64!!", "mimeType": "image/png"}, "model": "m"}),
+    ({}, {"role": "assistant", "content": {"type": "audio", "data": "QUI", "mimeType": "audio/wav"}, "model": "m"}),
+    ({}, {"role": "assistant", "content": {"type": "image", "data": "\u00e9", "mimeType": "image/png"}, "model": "m"}),
+    # Found by a review of the 2026 era: a tool's result is the user's turn, never the model's answer.
+    ({"tools": TOOLS}, {"role": "assistant", "content": [{"type": "tool_result", "toolUseId": "1", "content": []}], "model": "m"}),
+], ids=["stop-reason-int", "stop-reason-list", "unknown-block", "resource-link-block", "image-not-base64",
+        "audio-bad-padding", "image-non-ascii", "tool-result-from-the-model"])
 def test_refused(params: dict[str, Any], answer: dict[str, Any]) -> None:
     with pytest.raises(InvalidAnswer):
         check_answer("sampling/createMessage", params, answer)
@@ -30,6 +40,17 @@ def test_refused(params: dict[str, Any], answer: dict[str, Any]) -> None:
     ({}, {"role": "assistant", "content": TEXT}),
     ({}, {"role": "assistant", "content": TEXT, "model": "m", "stopReason": None}),
     ({"tools": TOOLS}, {"role": "assistant", "content": [TOOL_USE], "model": "m", "stopReason": "toolUse"}),
-], ids=["text", "text-without-model", "stop-reason-null", "tool-use-offered"])
+    ({}, {"role": "assistant", "content": {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}, "model": "m"}),
+    ({}, {"role": "assistant", "content": {"type": "audio", "data": "", "mimeType": "audio/wav"}, "model": "m"}),
+], ids=["text", "text-without-model", "stop-reason-null", "tool-use-offered", "image-base64", "audio-empty"])
 def test_accepted(params: dict[str, Any], answer: dict[str, Any]) -> None:
     check_answer("sampling/createMessage", params, answer)
+
+
+@pytest.mark.parametrize("roots", [[{"uri": "http://example.com"}], [{"uri": "file:///a"}, {"uri": "/home/x"}]],
+                         ids=["http", "bare-path"])
+def test_a_root_that_is_not_a_file_uri_is_refused(roots: list[dict[str, Any]]) -> None:
+    """Found by a review of the 2026 era: the spec says a root's uri MUST be a file:// URI."""
+    with pytest.raises(InvalidAnswer, match="file://"):
+        check_answer("roots/list", {}, {"roots": roots})
+    check_answer("roots/list", {}, {"roots": [{"uri": "file:///home/x", "name": "x"}]})

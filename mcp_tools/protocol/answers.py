@@ -6,6 +6,8 @@ before it reaches the journal, so a handler never replays garbage.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import logging
 from collections.abc import Callable
@@ -125,10 +127,27 @@ _BLOCK_FIELDS: dict[str, dict[str, type]] = {
 }
 
 
+#: Blocks whose ``data`` is base64 (the schema's ``format: byte``).
+_BINARY_BLOCKS = frozenset({"image", "audio"})
+
+
 def _check_block(block: dict[str, Any]) -> None:
-    for field, kind in _BLOCK_FIELDS.get(block["type"], {}).items():
-        if not isinstance(block.get(field), kind):
-            raise InvalidAnswer(f'a sampling "{block["type"]}" block needs "{field}" of type {kind.__name__}')
+    """One content block of a sampling answer: a type the schema names for a model's message
+    (``SamplingMessageContentBlock``, less ``tool_result``: results of tools are the user's turn, never
+    the model's) with its fields, and base64 for an image's or audio's ``data``."""
+    kind = block["type"]
+    fields = _BLOCK_FIELDS.get(kind)
+    if fields is None or kind == "tool_result":
+        expected = ", ".join(sorted(k for k in _BLOCK_FIELDS if k != "tool_result"))
+        raise InvalidAnswer(f'a sampling answer cannot hold a "{kind}" block (the model\'s blocks are: {expected})')
+    for field, field_type in fields.items():
+        if not isinstance(block.get(field), field_type):
+            raise InvalidAnswer(f'a sampling "{kind}" block needs "{field}" of type {field_type.__name__}')
+    if kind in _BINARY_BLOCKS:
+        try:
+            base64.b64decode(block["data"], validate=True)
+        except (binascii.Error, ValueError):  # ValueError: a non-ASCII str
+            raise InvalidAnswer(f'a sampling "{kind}" block\'s "data" must be base64') from None
 
 
 def check_answer(method: str, params: dict[str, Any], answer: Any) -> None:
@@ -171,6 +190,8 @@ def check_answer(method: str, params: dict[str, Any], answer: Any) -> None:
         roots = answer.get("roots")
         if not isinstance(roots, list) or not all(isinstance(r, dict) and isinstance(r.get("uri"), str) for r in roots):
             raise InvalidAnswer('a roots answer needs "roots": [{"uri": ...}]')
+        if not all(r["uri"].startswith("file://") for r in roots):  # the spec: "MUST be a file:// URI"
+            raise InvalidAnswer('each root\'s "uri" must be a file:// URI')
         return
     raise InvalidAnswer(f"no answer is expected for {method}")
 
