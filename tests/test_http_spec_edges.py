@@ -16,6 +16,7 @@ from asgiref.sync import sync_to_async
 from pydantic import Field
 
 from mcp_tools.models import ToolCall
+from mcp_tools.protocol.errors import HEADER_MISMATCH
 from mcp_tools.transports.http import McpEndpoint
 from tests.asgi_client import HANDSHAKE, call_modern, handshake_message, modern_message, post_headers, post_json, request
 
@@ -183,11 +184,14 @@ async def test_mcp_name_in_base64_sentinel_is_decoded_before_comparing() -> None
     assert body["result"]["contents"][0]["uri"] == uri
 
 
-async def test_control_plain_mcp_name_reads_the_same_uri() -> None:
-    """Control (passes): the same read with the URI sent raw (latin-1) in Mcp-Name works, so only the decoding is missing."""
+async def test_a_raw_non_ascii_mcp_name_is_refused() -> None:
+    """The same URI sent raw in Mcp-Name (the byte 0xE9, read as latin-1) is refused: "Servers MUST reject
+    requests with a recognized ... header that contains invalid characters" (Value Encoding: visible ASCII,
+    space and tab; the rest base64). Found by a review: it was read as latin-1 and matched, so what the
+    server compared depended on how each intermediary read the byte."""
     uri = "test://template/café/data"
-    r = await call_modern(APP, "resources/read", {"uri": uri})
-    assert r.status == 200 and r.json()["result"]["contents"][0]["uri"] == uri, r.body
+    r = await call_modern(APP, "resources/read", {"uri": uri})  # call_modern sends the name as latin-1 bytes
+    assert (r.status, r.json()["error"]["code"]) == (400, HEADER_MISMATCH), r.body
 
 
 async def test_mcp_param_header_not_expected_for_a_null_argument() -> None:

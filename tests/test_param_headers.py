@@ -260,3 +260,51 @@ def test_a_refused_tool_is_not_registered_by_the_decorator() -> None:
     with pytest.raises(ImproperlyConfigured):
         tool(name="zz_decorated_ratio")(ratio)
     assert registry.get_tool("zz_decorated_ratio") is None
+
+
+# -- what a header may carry, and a header for an argument the request does not set -------------------
+# Found by two reviews (2026-07-28 era, hostile input): a header sent for an absent argument was not
+# checked at all (a gateway routed on it while the tool ran on its default), a raw byte outside
+# visible ASCII was read as latin-1 and matched, and numbers were read by Python's int() ("4_2").
+
+
+def counted(count: Annotated[Optional[int], header("Count")] = None) -> str:  # noqa: UP045 - the spelling users write
+    return f"count={count}"
+
+
+@pytest.mark.parametrize("headers", [
+    {"mcp-param-zone": "eu-west"},
+    {"mcp-param-zone": "=?base64?!!!?="},
+], ids=["plain", "broken-encoding"])
+@pytest.mark.parametrize("arguments", [{}, {"zone": None}], ids=["absent", "null"])
+async def test_a_header_for_an_argument_the_request_does_not_set_is_refused(
+        arguments: dict[str, Any], headers: dict[str, str]) -> None:
+    with registry.registered_temporarily(make_tool(zoned)):
+        r = await call_modern(APP, "tools/call", {"name": "zoned", "arguments": arguments}, headers=headers)
+    assert (r.status, r.json()["error"]["code"]) == (400, HEADER_MISMATCH), r.body
+
+
+@pytest.mark.parametrize(("argument", "value", "status"), [
+    ("caf\u00e9", "caf\u00e9", 400),  # the raw byte 0xE9: not what a header carries as it is
+    ("caf\u00e9", "=?base64?Y2Fmw6k=?=", 200),  # "café" as the spec encodes it
+    ("a\x01b", "a\x01b", 400),
+], ids=["raw-latin-1-byte", "base64", "control-byte"])
+async def test_a_param_header_outside_visible_ascii_must_be_encoded(argument: str, value: str, status: int) -> None:
+    with registry.registered_temporarily(make_tool(zoned)):
+        r = await call_modern(APP, "tools/call", {"name": "zoned", "arguments": {"zone": argument}},
+                              headers={"mcp-param-zone": value})
+    assert r.status == status, r.body
+    if status == 400:
+        assert r.json()["error"]["code"] == HEADER_MISMATCH
+
+
+@pytest.mark.parametrize(("value", "status"), [
+    ("42", 200), ("42.0", 200), ("4.2e1", 200),  # the same number as JSON writes it (the spec: compare numerically)
+    ("4_2", 400), ("=?base64?IDQy?=", 400), ("=?base64?2aTZog==?=", 400), ("042", 400), ("+42", 400), ("0x2a", 400),
+], ids=["42", "42.0", "4.2e1", "underscore", "padded", "arabic-digits", "leading-zero", "plus", "hex"])
+async def test_a_number_header_is_read_as_json_writes_numbers(value: str, status: int) -> None:
+    with registry.registered_temporarily(make_tool(counted)):
+        r = await call_modern(APP, "tools/call", {"name": "counted", "arguments": {"count": 42}}, headers={"mcp-param-count": value})
+    assert r.status == status, (value, r.body)
+    if status == 200:
+        assert r.json()["result"]["content"] == [{"type": "text", "text": "count=42"}]

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -182,9 +183,16 @@ def ascii_number(value: str | None) -> int | None:
 BASE64_PREFIX, BASE64_SUFFIX = "=?base64?", "?="
 
 
+#: What a routing header may carry as it is (RFC 9110 field values: visible ASCII, space, tab); a value
+#: beyond it comes base64-encoded (2026-07-28 "Value Encoding"). Headers are read as latin-1, byte for byte.
+_HEADER_SAFE = re.compile(r"[\x20-\x7e\t]*")
+
+
 def header_text(value: str) -> str | None:
     """A routing header's value: stripped, and decoded when it is ``=?base64?…?=`` (2026-07-28's
-    encoding for values outside what a header can carry); None when that encoding is broken."""
+    encoding for values outside what a header can carry); None when that encoding is broken or
+    the value holds a byte a header may not carry (the spec: such a header MUST be rejected, and
+    two intermediaries may read the byte as two different characters)."""
     value = value.strip()
     if value.startswith(BASE64_PREFIX) and value.endswith(BASE64_SUFFIX) and len(value) >= len(BASE64_PREFIX) + len(BASE64_SUFFIX):
         import base64
@@ -193,7 +201,7 @@ def header_text(value: str) -> str | None:
             return base64.b64decode(value[len(BASE64_PREFIX):-len(BASE64_SUFFIX)], validate=True).decode()
         except (ValueError, UnicodeDecodeError):  # binascii.Error is a ValueError
             return None
-    return value
+    return value if _HEADER_SAFE.fullmatch(value) else None
 
 
 class _Hot:
@@ -926,7 +934,8 @@ class McpEndpoint:
         name_key = NAME_PARAM.get(method)
         if name_key is not None and name_key in params:
             header_name = headers.get("mcp-name")
-            if header_name is None or header_text(header_name) != params.get(name_key):
+            name_text = None if header_name is None else header_text(header_name)
+            if name_text is None or name_text != params.get(name_key):
                 raise HttpError(400, McpError(HEADER_MISMATCH, f"Mcp-Name header is missing or does not match params.{name_key}"), request_id)
         # Authentication first: the header check names the tool and its headers, which a caller
         # who may not use the tool must not learn (nor one who has not said who they are).
@@ -1664,9 +1673,13 @@ def _param_header_refusal(headers: dict[str, str], params: dict[str, Any]) -> tu
         expected: Any = arguments
         for key in path:  # a nested property's value (2026-07-28: the exact property path)
             expected = expected.get(key) if isinstance(expected, dict) else None
-        if expected is None:
-            continue  # absent or null: the client omits the header, and none is expected (2026-07-28)
         raw = headers.get(f"mcp-param-{header_name.lower()}")
+        if expected is None:
+            # Absent or null: the client omits the header, and none is expected (2026-07-28); one that
+            # is sent anyway names a value the body does not have (a gateway would route on it).
+            if raw is not None:
+                return tool, McpError(HEADER_MISMATCH, f"Mcp-Param-{header_name} header given for an argument the request does not set")
+            continue
         if raw is None:
             return tool, McpError(HEADER_MISMATCH, f"Missing Mcp-Param-{header_name} header")
         value = header_text(raw)
@@ -1677,12 +1690,19 @@ def _param_header_refusal(headers: dict[str, str], params: dict[str, Any]) -> tu
     return None
 
 
+#: A number as JSON writes it: what a header mirroring a number argument may say (Python's ``int()`` /
+#: ``float()`` also read ``4_2``, `` 42``, other scripts' digits, ``nan`` and ``inf``).
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
+
+
 def _header_matches(value: str, expected: Any) -> bool:
     """Whether an ``Mcp-Param-*`` value says ``expected``: booleans as ``true``/``false``, numbers
     compared as numbers (``42.0`` is ``42``, as the 2026-07-28 spec recommends), the rest as text."""
     if isinstance(expected, bool):
         return value == ("true" if expected else "false")
     if isinstance(expected, (int, float)):
+        if not _JSON_NUMBER.fullmatch(value):
+            return False
         for number in (int, float):  # int first: exact past 2**53
             try:
                 return number(value) == expected
