@@ -483,11 +483,36 @@ def serializer_input_errors(serializer: Any, data: dict[str, Any]) -> dict[str, 
     return argument_type_errors(field_schemas(serializer, data), data)
 
 
+def _output_may_be_null(serializer: Any, field: Any) -> bool:
+    """Whether a read-only field may write null though its schema says nothing of it: DRF writes null
+    for any attribute that is None (a property, a reverse one-to-one that does not exist) or for its
+    ``default=None``, whatever ``allow_null`` says; only a column of the serializer's model that is
+    not nullable, or a method field (its method's annotation says), never holds one."""
+    from rest_framework import serializers
+
+    if not field.read_only or getattr(field, "allow_null", False) or isinstance(field, serializers.SerializerMethodField):
+        return False
+    attrs = getattr(field, "source_attrs", None)
+    if not attrs:  # source="*": the object itself
+        return False
+    model = getattr(getattr(serializer, "Meta", None), "model", None)
+    if model is not None and len(attrs) == 1 and field.default is not None:
+        try:
+            column = model._meta.get_field(attrs[0])
+        except Exception:  # not a model field (a property, an annotation)
+            return True
+        return bool(getattr(column, "null", True)) or not getattr(column, "concrete", False)
+    return True
+
+
 def serializer_schema(serializer: Any, *, writable: bool, partial: bool = False) -> dict[str, Any]:
     """The JSON Schema of a serializer's input (``writable``) or output fields."""
     mapped = serializer_mapper().map_serializer(serializer)
     properties: dict[str, Any] = {}
+    fields = serializer.fields
     for name, prop in mapped.get("properties", {}).items():
+        if not writable and name in fields and _output_may_be_null(serializer, fields[name]):
+            prop = {**prop, "nullable": True}
         prop = openapi_to_json_schema(prop)
         if writable and prop.pop("readOnly", False):
             continue

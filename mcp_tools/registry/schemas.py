@@ -540,10 +540,19 @@ def _mapper_class() -> type:
 
     class FieldMapper(AutoSchema):
         """DRF's OpenAPI mapping, but a ``JSONField`` takes any JSON value (DRF says ``object``,
-        and the strict type check would then refuse the lists, strings and numbers it reads)."""
+        and the strict type check would then refuse the lists, strings and numbers it reads), and
+        the fields DRF cannot type are not called strings (DRF's fallback): a ``SerializerMethodField``
+        is its method's return annotation (any JSON value without one), a ``ReadOnlyField`` (a
+        model property) or a field class of the project's own is any JSON value. A client checks
+        ``structuredContent`` against the schema: ``{"type": "string"}`` for a method returning an
+        int made the official client refuse every result."""
 
         def map_field(self, field: Any) -> dict[str, Any]:
             if isinstance(field, serializers.JSONField):
+                return {}
+            if isinstance(field, serializers.SerializerMethodField):
+                return _method_field_schema(field)
+            if not _typed_by_drf(type(field)):
                 return {}
             mapped: dict[str, Any] = super().map_field(field)
             # DRF maps a list's or a dict's child without its allow_null: [1, null] taken by the field was
@@ -556,6 +565,36 @@ def _mapper_class() -> type:
             return mapped
 
     return FieldMapper
+
+
+def _typed_by_drf(field_class: type) -> bool:
+    """Whether DRF's mapping knows what ``field_class`` writes: a DRF field class past the bare
+    ``Field`` and ``ReadOnlyField`` (whose values are whatever the attribute holds), or one derived
+    from such a class (a project's ``CharField`` subclass is still a string)."""
+    from rest_framework import serializers
+
+    untyped = (serializers.Field, serializers.ReadOnlyField)
+    return any(klass.__module__.startswith("rest_framework.") and klass not in untyped
+               for klass in field_class.__mro__ if issubclass(klass, serializers.Field))
+
+
+def _method_field_schema(field: Any) -> dict[str, Any]:
+    """A ``SerializerMethodField``'s schema: its method's return annotation as pydantic describes it,
+    or any JSON value (no annotation, one that needs definitions, one pydantic cannot describe)."""
+    method = getattr(field.parent, field.method_name, None) if getattr(field, "method_name", None) else None
+    if method is None:
+        return {}
+    try:
+        annotation = typing.get_type_hints(method).get("return")
+        if annotation is None:
+            return {}
+        schema = TypeAdapter(annotation).json_schema(mode="serialization")
+    except Exception:  # an annotation that does not resolve or describe: say nothing rather than guess
+        return {}
+    if "$defs" in schema or "$ref" in json.dumps(schema):
+        return {}
+    schema.pop("title", None)
+    return dict(schema)
 
 
 def serializer_mapper() -> Any:
