@@ -61,3 +61,23 @@ async def test_a_completer_says_what_it_knows(found: Any, expected: dict[str, An
         assert await complete("test://completed/{sku}", "") == expected
     finally:
         registry.unregister_resource("test://completed/{sku}")
+
+
+@pytest.mark.parametrize("context", [0, "", [], False, -1, 1.5, {"arguments": 0}, {"arguments": []}, {"arguments": ""}],
+                         ids=["zero", "empty-string", "empty-list", "false", "minus-one", "float", "arguments-zero",
+                              "arguments-list", "arguments-empty-string"])
+async def test_a_context_that_is_not_an_object_is_refused(context: Any) -> None:
+    """Found by a review (hostile input): a falsy ``context`` (``0``, ``""``, ``[]``, ``false``) was taken
+    as no context while ``-1`` was refused; each is refused alike."""
+    params = {"ref": {"type": "ref/resource", "uri": "inventory://products/{sku}"}, "argument": {"name": "sku", "value": ""},
+              "context": context}
+    body = (await call_modern(McpEndpoint(), "completion/complete", params)).json()
+    assert body["error"]["code"] == -32602 and '"context" must be an object' in body["error"]["message"], body
+
+
+@pytest.mark.parametrize("context", [None, {}, {"arguments": None}, {"arguments": {}}], ids=["null", "empty", "arguments-null", "arguments-empty"])
+async def test_an_empty_or_null_context_is_no_context(context: Any) -> None:
+    params = {"ref": {"type": "ref/resource", "uri": "inventory://products/{sku}"}, "argument": {"name": "sku", "value": ""},
+              "context": context}
+    body = (await call_modern(McpEndpoint(), "completion/complete", params)).json()
+    assert "completion" in body["result"], body

@@ -312,9 +312,10 @@ async def complete(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]
     value = argument.get("value", "")
     if not isinstance(value, str):
         raise invalid_params('"argument.value" must be a string')
-    context = params.get("context") or {}
-    context_args = context.get("arguments") or {} if isinstance(context, dict) else None
-    if not isinstance(context_args, dict):
+    context = params.get("context")
+    context = {} if context is None else context  # null: as absent (what a writer of optional fields sends)
+    context_args = (context.get("arguments") if context.get("arguments") is not None else {}) if isinstance(context, dict) else None
+    if not isinstance(context_args, dict):  # 0, "", [] and false too: falsy is not an object
         raise invalid_params('"context" must be an object with an "arguments" object')
     completer = None
     if ref.get("type") == "ref/prompt":
