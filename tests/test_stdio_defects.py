@@ -198,6 +198,24 @@ async def test_initialize_without_a_protocol_version_is_invalid_params_as_over_h
     assert reply["id"] == "init" and reply["error"]["code"] == -32602
 
 
+async def test_a_second_initialize_is_refused_and_the_first_version_stays() -> None:
+    """Found by a review (hostile input): a second ``initialize`` on the same stdio connection was answered
+    as a fresh handshake (and changed the version under the requests in flight); the lifecycle has one,
+    first, and HTTP refuses one inside a session."""
+    def init(request_id: str, version: str) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": request_id, "method": "initialize",
+                "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+
+    lines = [init("first", "2025-06-18"), init("again", "2025-11-25")]
+    writer = io.BytesIO()
+    server = StdioServer(ANONYMOUS, io.BytesIO(b"".join(json.dumps(m).encode() + b"\n" for m in lines)), writer, grace=2)
+    await server.serve()
+    replies = {r["id"]: r for r in (json.loads(line) for line in writer.getvalue().splitlines())}
+    assert replies["first"]["result"]["protocolVersion"] == "2025-06-18", replies
+    assert replies["again"]["error"]["code"] == -32600, replies
+    assert server.version == "2025-06-18"
+
+
 async def test_mcp_stdio_called_from_a_thread_serves_without_signal_handlers(django_db_setup: None) -> None:
     """``call_command("mcp_stdio")`` from a thread other than the main one failed at start: asyncio
     installs signal handlers in the main thread only (RuntimeError). It serves, and stdin's end stops it."""

@@ -114,6 +114,9 @@ class StdioServer:
         self._lines: asyncio.Queue[bytes | None] = asyncio.Queue()
         self.version = versions.LATEST_HANDSHAKE
         self.capabilities: dict[str, Any] = {}
+        #: Whether an ``initialize`` was answered: the lifecycle has one, first (a second one would
+        #: change the version and capabilities under the requests in flight).
+        self.initialized = False
         self.log_level = "info"
         self.running: dict[Any, asyncio.Task[None]] = {}
         self._write_lock = asyncio.Lock()
@@ -242,6 +245,9 @@ class StdioServer:
                     task.cancel()
             return
         if message.method == "initialize":
+            if self.initialized:  # as HTTP refuses an initialize inside a session
+                await self.write(jsonrpc.error_message(message.id, McpError(INVALID_REQUEST, "The connection is already initialized")))
+                return
             requested = message.params.get("protocolVersion")
             if not isinstance(requested, str):  # as HTTP answers it
                 await self.write(jsonrpc.error_message(message.id, McpError(INVALID_PARAMS, 'initialize needs "protocolVersion"')))
@@ -253,6 +259,7 @@ class StdioServer:
                 return
             self.version = versions.negotiate_handshake(requested)
             self.capabilities = capabilities
+            self.initialized = True
             await self.write(jsonrpc.result_message(message.id, initialize_result(self.version, notifications=False)))
             return
         if message.id in self.running:
