@@ -97,6 +97,20 @@ async def test_a_2025_expired_task_reads_as_failed(queued: list[str]) -> None:
     assert set(statuses) <= VALID_TASK_STATUSES, statuses
 
 
+async def test_a_2025_task_past_its_ttl_is_listed_as_tasks_get_reads_it(queued: list[str]) -> None:
+    """Found by a review: before the sweep ran, tasks/list showed a task past its ttl as still working
+    while tasks/get said failed (the 2025-11-25 spec: what tasks/get returns, tasks/list lists)."""
+    session = await open_session()
+    created = await legacy(session, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 30}, "task": {"ttl": 1000}})
+    task_id = created["result"]["task"]["taskId"]
+    await sync_to_async(_expire_now)(task_id)  # its ttl ran out; no sweep has run
+    listed = {t["taskId"]: t for t in (await legacy(session, "tasks/list", {}))["result"]["tasks"]}
+    assert listed[task_id]["status"] == "failed", listed
+    assert listed[task_id]["statusMessage"] == "The task expired before it finished.", listed
+    got = await legacy(session, "tasks/get", {"taskId": task_id})
+    assert got["result"]["status"] == "failed", got
+
+
 async def test_a_2026_expired_task_reads_as_failed(queued: list[str]) -> None:
     created = await modern("tools/call", {"name": "slow_compute", "arguments": {"seconds": 30}}, TASKS)
     task_id = created["result"]["taskId"]

@@ -537,7 +537,19 @@ async def legacy_list(params: dict[str, Any], rc: RequestContext) -> dict[str, A
     # Each tool looked at once, however many of its tasks the page holds.
     callable_tools = {name for name in {row.tool_name for row in rows[:size]} if await core.may_use(rc.principal, "tools/call", name)}
     # The page's position is kept over every row, listed or not: hidden tasks neither repeat nor shift others.
-    result: dict[str, Any] = {"tasks": [legacy_task(row) for row in rows[:size] if row.tool_name in callable_tools]}
+    listed = []
+    for row in rows[:size]:
+        if row.tool_name not in callable_tools:
+            continue
+        if await session.expire_if_overdue(row):
+            # Its ttl ran out and nothing ended it yet: listed as tasks/get reads it now, failed (a
+            # review saw the list say input_required while tasks/get said failed, until the sweep).
+            reloaded = await store.load_call(str(row.id))
+            if reloaded is None:  # cleaned up in the meantime
+                continue
+            row = reloaded[0]
+        listed.append(legacy_task(row))
+    result: dict[str, Any] = {"tasks": listed}
     if len(rows) > size:
         # A keyset position (the last task's creation time, exactly, and id): tasks created or
         # removed between pages neither repeat nor hide one.
