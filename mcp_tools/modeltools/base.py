@@ -216,6 +216,20 @@ _LOOKUP_TYPES: dict[str, Any] = {
 }
 
 
+def compared_field(field: Any) -> Any:
+    """The field whose values a lookup on ``field`` compares: for a relation of any kind (a foreign
+    key, a one-to-one, a many-to-many, a reverse one) the key of the row it reaches, followed until it
+    is no relation (a multi-table child's key is a one-to-one to its parent's)."""
+    for _ in range(16):  # a chain of parent links is short; bounded all the same
+        if not field.is_relation:
+            return field
+        target = getattr(field, "target_field", None)
+        if target is None or target is field:
+            return field
+        field = target
+    return field
+
+
 def field_python_type(field: models.Field[Any, Any]) -> Any:
     """The Python type an argument that names this field's value validates as (``str`` by default).
 
@@ -224,7 +238,7 @@ def field_python_type(field: models.Field[Any, Any]) -> Any:
     range (``1e999999``, ``1e-999999``: "value overflows numeric format", an internal error), and
     a value the column cannot hold is equal to no row.
     """
-    target = getattr(field, "target_field", field) if field.is_relation and field.many_to_one else field
+    target = compared_field(field)
     kind = target.get_internal_type()
     max_digits, places = getattr(target, "max_digits", None), getattr(target, "decimal_places", None)
     if kind == "DecimalField" and max_digits is not None and places is not None:
