@@ -123,3 +123,23 @@ async def test_a_serializer_actions_arguments_of_the_advertised_types_run_it() -
     done = await call("shop.orders.add_note", {"id": orders["N-1001"], "count": 5, "flag": True}, tokens["clerk"])
     assert done["result"].get("isError") is not True, done
     assert (await Order.objects.aget(pk=orders["N-1001"])).note == "5 True"
+
+
+async def test_a_confirm_template_naming_an_optional_field_left_out_reads_it_as_empty() -> None:
+    """Found by a review: ``confirm=`` naming an optional ``serializer=`` field the caller left out was a
+    ``KeyError`` (an internal error); a method's own defaults were filled in, the serializer's were not."""
+    from demo_site.asgi import application
+
+    Order.add_note = add_note  # type: ignore[attr-defined]
+    action = mcp_tools.register_model_action(Order, "add_note", serializer=NoteSerializer, confirm="Note {count} ({flag}) on {obj}?")
+    try:
+        tokens, orders = await sync_to_async(seed)()
+        r = await call_modern(application, "tools/call", {"name": "shop.orders.add_note", "arguments": {"id": orders["N-1001"], "count": 5}},
+                              token=tokens["clerk"], capabilities={"elicitation": {"form": {}}})
+        result = r.json()["result"]
+        assert result["resultType"] == "input_required", result
+        [question] = result["inputRequests"].values()
+        assert question["params"]["message"] == "Note 5 () on N-1001?", question
+    finally:
+        unregister_model_action(action)
+        del Order.add_note  # type: ignore[attr-defined]

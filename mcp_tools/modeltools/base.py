@@ -394,9 +394,18 @@ def changed_since_asked(model: type[models.Model], field: str, value: Any) -> st
     return f"The {verbose(model)} {by_lookup(field, value)} changed since you were asked to confirm; nothing was done, call again."
 
 
+class _Blank(dict[str, Any]):
+    """A template's values where one not given reads as empty: an optional field of a ``serializer=``
+    the caller left out (a method's own defaults are filled in before)."""
+
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
 def confirm_message(template: bool | str, default: str, **values: Any) -> str:
     if isinstance(template, str):
-        return template.format(**values)
+        # format_map: a field the caller left out is empty (it was a KeyError, an internal error).
+        return template.format_map(_Blank(values))
     return default
 
 
