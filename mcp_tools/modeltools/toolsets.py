@@ -338,6 +338,12 @@ class ModelToolset:
             return base.validation_error_result(base.drf_errors(exc.detail))
         except IntegrityError as exc:  # a unique or reference rule only the database knew of
             return base.validation_error_result(base.database_refusal(exc, f"Saving the {base.verbose(self.get_model())}"))
+        except (DataError, OverflowError):
+            # A value the serializer took that its column cannot hold (a duration past SQLite's 64-bit
+            # microseconds is the driver's OverflowError, PostgreSQL's interval or numeric range a
+            # DataError): refused as the write it is, rolled back, not an internal error.
+            return base.validation_error_result({"non_field_errors": [
+                f"Saving the {base.verbose(self.get_model())} refused by the database: a value is outside what its column holds."]})
         return base.structured(data)
 
     # -- list helpers -----------------------------------------------------------------------
