@@ -92,6 +92,29 @@ async def test_completed_steps_that_contradict_themselves_are_refused(steps: lis
     assert await snapshot() == before
 
 
+@pytest.mark.parametrize("taken", [
+    {"stepId": "target", "result": PRODUCTION},
+    {"stepId": "target", "error": {"code": -1, "message": "the user closed the dialog"}},
+], ids=["another-answer", "an-error-for-an-answered-step"])
+async def test_a_history_that_contradicts_a_step_already_taken_is_refused(taken: dict[str, Any]) -> None:
+    """Found by a review of the 2026 era: a resume whose full history changed an answer an earlier round
+    took (``target`` answered staging, sent again as production) was taken silently, and the call went
+    on with staging while the client believed it had changed the answer."""
+    first = await rpc("tools/callSaga", {"name": "deploy", "arguments": {"service": "x"}})
+    second = await rpc("tools/resumeSaga", {"sagaToken": first["result"]["sagaToken"],
+                                            "completedSteps": [{"stepId": "target", "result": TARGET}]})
+    assert [s["stepId"] for s in second["result"]["steps"]] == ["verdict"], second
+    before = await snapshot()
+    verdict = {"stepId": "verdict", "result": {"role": "assistant", "content": {"type": "text", "text": "yes"}, "model": "m"}}
+    answer = await rpc("tools/resumeSaga", {"sagaToken": second["result"]["sagaToken"], "completedSteps": [taken, verdict]})
+    assert answer.get("error", {}).get("code") == -32602, answer
+    assert answer["error"]["data"] == {"stepIds": ["target"]}, answer
+    assert await snapshot() == before
+    same = await rpc("tools/resumeSaga", {"sagaToken": second["result"]["sagaToken"],
+                                          "completedSteps": [{"stepId": "target", "result": TARGET}, verdict]})
+    assert same["result"].get("isError") is not True and "state" not in same["result"], same  # the true history goes on
+
+
 async def test_identical_retry_with_a_failed_step_in_the_history_gets_the_identical_answer() -> None:
     with registry.registered_temporarily(make_tool(fallback)):
         first = (await rpc("tools/callSaga", {"name": "fallback", "arguments": {}}))["result"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from ... import engine, store
-from ...engine.journal import Journal, Step, digest
-from ...protocol.answers import step_type
+from ...engine.journal import Journal, Step, canonical_json, digest
+from ...protocol.answers import InvalidAnswer, checked_step_answer, step_type
 from ...protocol.errors import MAX_ARGUMENT_ERRORS, McpError, invalid_params
 from ...registry import registry
 from .. import core, tokens
@@ -85,6 +85,11 @@ async def resume(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
         if len(never_asked) > MAX_ARGUMENT_ERRORS:  # listed like argument errors: a body of unknown ids is not echoed whole
             data["omitted"] = len(never_asked) - MAX_ARGUMENT_ERRORS
         raise invalid_params("completedSteps has stepIds this saga never asked for", data)
+    # ... and a step taken in an earlier round must be sent as it was taken: a history that says
+    # otherwise is a client that believes it changed an answer the call already acted on.
+    contradicted = sorted(key for key in {*responses, *errors} if _contradicts(journal.by_key(key), responses, errors, key))
+    if contradicted:
+        raise invalid_params("completedSteps contradicts steps this saga already took", {"stepIds": contradicted[:MAX_ARGUMENT_ERRORS]})
     round_number = payload["r"]
 
     def ask(call_id: str, next_round: int, pending: list[Step], carry: Journal | None) -> dict[str, Any]:
@@ -116,6 +121,24 @@ async def tool_of_token(token: Any, principal: Principal) -> str | None:
     if not core.bound_to(payload, principal.id, "tools/call"):
         return None
     return await store.call_tool_name(payload.get("c"))
+
+
+def _contradicts(step: Step | None, responses: dict[str, Any], errors: dict[str, Any], key: str) -> bool:
+    """Whether ``completedSteps``' entry ``key`` disagrees with its step as an earlier round journaled
+    it: a result for a step that failed or an error for one that succeeded, or another result or error
+    (a result compared as it was journaled: checked, so ``5.0`` for an integer field is ``5``). A
+    pending step, or one that is no client request (a ``ctx.once``), has nothing to disagree with."""
+    if step is None or step.status == "pending" or not (step.request and "method" in step.request):
+        return False
+    if key in errors:
+        return step.status != "failed" or canonical_json(errors[key]) != canonical_json(step.error)
+    if step.status != "done":
+        return True
+    try:
+        sent = checked_step_answer(step.request, responses[key])
+    except InvalidAnswer:
+        return True
+    return canonical_json(sent) != canonical_json(step.response)
 
 
 def _completed_steps(completed: Any) -> tuple[dict[str, Any], dict[str, Any]]:
