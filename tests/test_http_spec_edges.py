@@ -145,6 +145,28 @@ async def test_last_event_id_with_a_non_ascii_digit_is_not_a_500() -> None:
     assert r.status == 400 and r.json()["error"]["message"] == "Invalid Last-Event-ID", (r.status, r.body)
 
 
+async def test_an_unknown_last_event_id_is_a_bad_request_and_the_session_lives_on() -> None:
+    """Found by a review of the 2025 era: an event id the server no longer has (trimmed by EVENT_RETENTION
+    or the cleanup) or another session's was answered 404, which the 2025-11-25 transport reserves for a
+    session that ended ("the client MUST start a new session"): a client threw a healthy session away."""
+    session = await open_session()
+    other = await open_session()
+    other_event = await sync_to_async(_an_event_of)(other)
+    for event_id in ("999999999", str(other_event)):
+        headers = {**post_headers(version=HANDSHAKE, session=session), "accept": "text/event-stream", "last-event-id": event_id}
+        r = await request(APP, "GET", headers=headers, timeout=5)
+        assert (r.status, r.json()["error"]["message"]) == (400, "Unknown Last-Event-ID"), (event_id, r.status, r.body)
+    ping = await post_json(APP, {"jsonrpc": "2.0", "id": 5, "method": "ping"}, post_headers(version=HANDSHAKE, session=session))
+    assert ping.status == 200 and ping.json()["result"] == {}, ping.body
+
+
+def _an_event_of(session: str) -> int:
+    """An event id of one of ``session``'s streams (a stream and an event made for the test)."""
+    from mcp_tools.models import StreamEvent
+
+    return int(StreamEvent.objects.create(session_id=session, stream_id="test-stream", payload="").pk)
+
+
 # -- 3. an unknown logLevel in _meta makes a good call fail ------------------------------------------
 
 

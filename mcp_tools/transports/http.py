@@ -1215,7 +1215,9 @@ class McpEndpoint:
     async def resume(self, receive: Any, response: Response, session: Any, caller: StreamCaller, last_event_id: int) -> None:
         found = await store.stream_of_event(last_event_id)
         if found is None or found[0] != session.id:
-            raise HttpError(404, McpError(INVALID_REQUEST, "Unknown Last-Event-ID"))
+            # 400, not 404: the session lives (the 2025-11-25 transport says 404 is a session that ended,
+            # and a client would start a new one); only this stream cannot be resumed (its events trimmed).
+            raise HttpError(400, McpError(INVALID_REQUEST, "Unknown Last-Event-ID"))
         stream_id = found[1]
         response.stream_id = stream_id
         response.streaming = True
