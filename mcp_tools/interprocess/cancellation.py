@@ -153,6 +153,19 @@ async def stop_call(call_id: str) -> None:
     await broadcast.publish(GROUP, {"type": "mcp.cancel", "call_id": call_id})
 
 
+async def cancel_as_client(call_id: str) -> bool:
+    """Stop the request of call ``call_id`` as its client's ``notifications/cancelled`` stops it (no
+    response), when that is how its row ended, received by another process (with no shared layer,
+    or while it is down, the row is how the cancel arrives); whether a request of this process was
+    stopped so. Any other end (an operator, a deadline) is the server's: the client is told."""
+    try:
+        request = await store.client_cancelled_request(call_id)
+    except Exception:
+        logger.warning("Could not read how call %s ended", call_id, exc_info=True)
+        return False
+    return request is not None and _cancel_local(*request)
+
+
 def is_server_cancel(exc: BaseException, task: asyncio.Task[Any] | None) -> bool:
     """Whether a ``CancelledError`` came from :func:`stop_call` or a row check (not the client)."""
     if task is not None and task in _stopped_by_server:
@@ -216,7 +229,8 @@ class CallWatch:
         if self.task.done() or self.task not in _calls.get(self.call_id, ()):
             return
         if not live:
-            _stop(self.task)
+            if not await cancel_as_client(self.call_id):
+                _stop(self.task)
         else:
             self._schedule()
 

@@ -485,7 +485,10 @@ class Runtime:
                 inv.state["progress"] = {"progress": progress, "progress_total": total, "status_message": message or ""}
             return
         if not await store.record_progress(inv.call_id, progress, total, message or ""):
-            # The row ended (cancelled by an operator, expired): stop at this await.
+            # The row ended (cancelled by an operator, expired): stop at this await; one the client
+            # cancelled through another process stops as its cancel does here (no response).
+            if await cancellation.cancel_as_client(inv.call_id):
+                await asyncio.sleep(0)  # where the cancel lands
             raise asyncio.CancelledError(cancellation.SERVER_CANCEL)
         if inv.in_worker:
             # The process holding the client's stream relays it from the row.
@@ -1767,9 +1770,9 @@ async def repeat_outcome(
     raise invalid_token(purpose)
 
 
-#: The status message of a call the client stopped (its ``notifications/cancelled``): the row's last
-#: progress message would stay as the reason otherwise (an operator's cancel and an expiry write theirs).
-CLIENT_CANCELLED = "The client cancelled the request"
+#: The status message of a call the client stopped (its ``notifications/cancelled``; the store's, which
+#: a process's row check reads to stop the request as the client's cancel, with no response).
+CLIENT_CANCELLED = store.CLIENT_CANCELLED
 
 
 async def end_call(call_id: str, status: str = "cancelled", message: str = "") -> bool:

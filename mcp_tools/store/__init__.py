@@ -27,7 +27,7 @@ from .lane import close_lanes, in_lane
 LAZY_ROWS: tuple[type, ...] = (QuerySet, RawQuerySet)
 
 __all__ = [
-    "LAZY_ROWS", "CallNotLive", "DATABASE_UNAVAILABLE", "OnceFailedElsewhere", "advance", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "renew_lease_blocking", "answer_step", "append_event", "call_for_stream", "call_progress_token", "call_request_id", "call_tool_name", "last_progress_on_stream", "session_calls", "live_session_call", "call_status", "claim_round",
+    "LAZY_ROWS", "CallNotLive", "DATABASE_UNAVAILABLE", "OnceFailedElsewhere", "advance", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "renew_lease_blocking", "answer_step", "append_event", "call_for_stream", "call_progress_token", "call_request_id", "client_cancelled_request", "CLIENT_CANCELLED", "call_tool_name", "last_progress_on_stream", "session_calls", "live_session_call", "call_status", "claim_round",
     "close_connections", "close_old_thread_connections", "close_thread_connections", "create_call", "database_unreachable", "create_session", "db", "db_alive", "in_lane", "delete_session", "events_after", "payloads_through", "last_event_of_stream", "get_session", "load_call", "longest_conn_max_age", "touch_session",
     "record_once", "check_once", "record_failed_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
     "subscribers", "subscriptions", "unsubscribe_sessions", "active_users_of", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "expire_overdue", "record_progress", "record_progress_relayed", "set_stream",
@@ -75,6 +75,8 @@ renew_lease = db_alive(sync_calls.renew_lease)
 renew_lease_blocking = alive_blocking(sync_calls.renew_lease)
 tasks_of = db(sync_calls.tasks_of)
 touch_live = db_alive(sync_calls.touch_live)
+client_cancelled_request = db_alive(sync_calls.client_cancelled_request)
+CLIENT_CANCELLED = sync_calls.CLIENT_CANCELLED
 take_over_round = db(sync_calls.take_over_round)
 expire_overdue = db(sync_calls.expire_overdue)
 

@@ -419,6 +419,25 @@ def live_session_call(session_id: str, request_id: str) -> tuple[str, int] | Non
     return (str(row[0]), row[1]) if row is not None else None
 
 
+#: The status message of a call the client stopped (its ``notifications/cancelled``): the row's last
+#: progress message would stay as the reason otherwise (an operator's cancel and an expiry write theirs).
+CLIENT_CANCELLED = "The client cancelled the request"
+
+
+def client_cancelled_request(call_id: Any) -> tuple[str, str | int] | None:
+    """``(session id, request id)`` of the 2025-11-25 request whose call its client cancelled
+    (``notifications/cancelled`` received by any process: the row ended ``cancelled`` with
+    :data:`CLIENT_CANCELLED`); None for any other end, or a call of no session."""
+    from ..models import ToolCall
+
+    row = (ToolCall.objects.filter(id=call_id, flavor=WireFlavor.SESSION, status=CallStatus.CANCELLED, status_message=CLIENT_CANCELLED)
+           .exclude(session_id="").values_list("session_id", "request_id").first())
+    if row is None or not row[1]:
+        return None
+    request_id = json.loads(row[1])
+    return (row[0], request_id) if type(request_id) in (str, int) else None
+
+
 def call_request_id(call_id: Any) -> str | None:
     from ..models import ToolCall
 
