@@ -51,3 +51,15 @@ async def test_the_demo_pages_through_its_events_with_resume_tokens() -> None:
         token = str(result["nextResumeToken"])
     assert len(seen) == EVENT_COUNT and seen == sorted(set(seen))
     assert pages == -(-EVENT_COUNT // 10), pages  # 10 a page, as asked
+
+
+async def test_since_at_the_edge_of_the_date_range_is_answered_not_an_internal_error() -> None:
+    """Found by a review (hostile input): a valid date-time that is before year 1 or after 9999 in UTC
+    passed the input schema, then failed converting to UTC (OverflowError): an internal error."""
+    from asgiref.sync import sync_to_async
+
+    await sync_to_async(call_command)("demo_setup", "--no-input", stdout=io.StringIO(), stderr=io.StringIO())
+    for since, some in (("0001-01-01T00:00:00+01:00", True), ("9999-12-31T23:59:59-14:00", False)):
+        body = (await call_modern(APP, "tools/call", {"name": "list_events", "arguments": {"since": since, "page_size": 5}})).json()
+        assert body["result"].get("isError") is not True, (since, body)
+        assert bool(body["result"]["structuredContent"]["result"]) is some, (since, body)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from typing import Annotated
 
 from asgiref.sync import sync_to_async
@@ -72,7 +73,14 @@ def _events_page(since: datetime | None, after_id: int, limit: int) -> list[Even
     rows = Event.objects.filter(id__gt=after_id).order_by("id")
     if since is not None:
         # A date-time sent without its UTC offset is naive: read it in the current time zone, as Django's forms do.
-        rows = rows.filter(created_at__gte=timezone.make_aware(since) if timezone.is_naive(since) else since)
+        aware = timezone.make_aware(since) if timezone.is_naive(since) else since
+        try:
+            rows = rows.filter(created_at__gte=aware.astimezone(dt_timezone.utc))
+        except OverflowError:
+            # Valid, but before year 1 or after 9999 in UTC (0001-01-01T00:00+01:00): every event
+            # is after the one, none after the other.
+            if aware.year > 1:
+                return []
     return [EventOut.model_validate(e, from_attributes=True) for e in rows[:limit]]
 
 
