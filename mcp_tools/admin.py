@@ -261,7 +261,7 @@ class RefusesUnstorableSelections(admin.ModelAdmin):
 
 @admin.register(ToolCall)
 class ToolCallAdmin(RefusesUnstorableSelections):
-    list_display = ("status_badge", "tool_name", "who", "served", "age", "last_activity", "progress_bar", "steps", "worker_state")
+    list_display = ("status_badge", "tool_name", "who", "served", "age", "last_activity", "progress_bar", "step_total", "worker_state")
     list_display_links = ("tool_name",)
     list_filter = (
         StatusFilter, ToolFilter, ServedAsFilter, "background", ("user", admin.RelatedOnlyFieldListFilter), "created_at",
@@ -349,8 +349,10 @@ class ToolCallAdmin(RefusesUnstorableSelections):
     def progress_bar(self, obj: ToolCall) -> str:
         return progress_bar(obj.progress, obj.progress_total)
 
+    # Not named "steps": Django's changelist orders a column named like a field or relation by that
+    # (ToolCall.steps, the reverse relation: each call listed once per step), never by ``ordering``.
     @admin.display(description=_("steps"), ordering="step_count")
-    def steps(self, obj: ToolCall) -> int:
+    def step_total(self, obj: ToolCall) -> int:
         return getattr(obj, "step_count", None) or 0
 
     @admin.display(description=_("worker"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 from html import unescape
 from datetime import timedelta
@@ -199,6 +200,22 @@ def test_sorting_by_age_and_last_activity(operator: Client) -> None:
     assert [c.pk for c in oldest_first] == [first.pk, second.pk]
     quietest_first = shown(operator.get(reverse(CHANGELIST), {"o": "6"}))
     assert [c.pk for c in quietest_first] == [second.pk, first.pk]
+
+
+@pytest.mark.django_db
+def test_sorting_by_steps_lists_each_call_once_by_its_count(operator: Client) -> None:
+    """Found by a review: the column was named like the reverse relation (``ToolCall.steps``), so Django
+    ordered by the relation, joining the steps: each call was listed once per step, not by its count."""
+    few = make_call("a", "working", steps=1)
+    many = make_call("b", "working", steps=4)
+    some = make_call("c", "working", steps=2)
+    # list_display: 1 status, 2 tool, 3 principal, 4 served, 5 age, 6 last activity, 7 progress, 8 steps.
+    html = operator.get(reverse(CHANGELIST)).content.decode()
+    assert re.search(r'column-step_total">\s*<div class="text"><a href="\?o=8[."]', html)  # the header's own sort link
+    ascending = shown(operator.get(reverse(CHANGELIST), {"o": "8"}))
+    assert [c.pk for c in ascending] == [few.pk, some.pk, many.pk]
+    descending = shown(operator.get(reverse(CHANGELIST), {"o": "-8"}))
+    assert [c.pk for c in descending] == [many.pk, some.pk, few.pk]
 
 
 def _count_queries(client: Client, url: str, params: dict[str, Any] | None = None) -> int:
