@@ -218,6 +218,21 @@ def test_sorting_by_steps_lists_each_call_once_by_its_count(operator: Client) ->
     assert [c.pk for c in descending] == [many.pk, some.pk, few.pk]
 
 
+@pytest.mark.django_db
+def test_a_long_journal_shows_its_first_and_last_steps_and_counts_the_rest(operator: Client) -> None:
+    """Found by a review: a call of 2,000 ``ctx.once`` steps made a 41 MB page (each block is capped,
+    the page was not). The page shows the first and last 50 steps and says how many it leaves out."""
+    long = make_call("deploy", "input_required", steps=130)
+    html = operator.get(detail_url(long)).content.decode()
+    shown_steps = [int(seq) for seq in re.findall(r"<strong>#(\d+) ", html)]
+    assert shown_steps == [*range(50), *range(80, 130)], shown_steps
+    assert "Steps (130)" in html and "30 more steps, not shown here." in html
+    short = make_call("deploy", "input_required", steps=100)
+    html = operator.get(detail_url(short)).content.decode()
+    assert [int(seq) for seq in re.findall(r"<strong>#(\d+) ", html)] == list(range(100))
+    assert "Steps (100)" in html and "not shown here" not in html
+
+
 def _count_queries(client: Client, url: str, params: dict[str, Any] | None = None) -> int:
     with CaptureQueriesContext(connection) as queries:
         response = client.get(url, params or {})

@@ -360,21 +360,47 @@ def call_arguments(call: ToolCall) -> Any:
     return params
 
 
-def timeline(call: ToolCall) -> list[dict[str, Any]]:
-    """The call's journal, in the order the handler asked, pretty-printed for reading (one query)."""
-    steps = []
-    for step in CallStep.objects.filter(call=call).order_by("seq"):
-        request = step.request or {}
-        params = request.get("params", {}) if isinstance(request, dict) else {}
-        steps.append({
-            "step": step,
-            "summary": _summary(step.kind, params),
-            "request": pretty_json(step.request),
-            "response": pretty_json(step.response),
-            "error": pretty_json(step.error),
-            "waited": (step.answered_at - step.created_at) if step.answered_at else None,
-        })
-    return steps
+#: How many of a call's first and of its last steps its page shows: each block is capped (a browser
+#: given 100,000 characters a block stalls), and a handler of 2,000 ``ctx.once`` steps made a 41 MB page.
+TIMELINE_ENDS = 50
+
+
+@dataclass
+class Timeline:
+    """A call's journal as its page shows it: the first and the last :data:`TIMELINE_ENDS` steps, and
+    how many between them are not shown."""
+
+    first: list[dict[str, Any]]
+    last: list[dict[str, Any]]
+    omitted: int
+
+    @property
+    def total(self) -> int:
+        return len(self.first) + self.omitted + len(self.last)
+
+
+def timeline(call: ToolCall, ends: int = TIMELINE_ENDS) -> Timeline:
+    """The call's journal, in the order the handler asked, pretty-printed for reading: all of it up to
+    twice ``ends`` steps, else its first and last ``ends`` (one query, a second for a long journal)."""
+    steps = CallStep.objects.filter(call=call)
+    head = [_timeline_item(step) for step in steps.order_by("seq")[:2 * ends + 1]]
+    if len(head) <= 2 * ends:
+        return Timeline(head, [], 0)
+    tail = [_timeline_item(step) for step in reversed(steps.order_by("-seq")[:ends])]
+    return Timeline(head[:ends], tail, steps.count() - 2 * ends)
+
+
+def _timeline_item(step: CallStep) -> dict[str, Any]:
+    request = step.request or {}
+    params = request.get("params", {}) if isinstance(request, dict) else {}
+    return {
+        "step": step,
+        "summary": _summary(step.kind, params),
+        "request": pretty_json(step.request),
+        "response": pretty_json(step.response),
+        "error": pretty_json(step.error),
+        "waited": (step.answered_at - step.created_at) if step.answered_at else None,
+    }
 
 
 #: How many of a call's admin actions its page lists (the History has them all).
