@@ -48,7 +48,8 @@ async def get_prompt(value: Any) -> dict[str, Any]:
     {"role": "user", "content": {"type": "image", "data": "AA=="}},  # no mimeType
     {"role": "user", "content": {"type": "resource_link", "uri": "x://y"}},  # no name
     {"role": "user", "content": {"type": "video", "url": "x"}},  # no such block
-], ids=["system-pair", "text-without-text", "image-without-mime", "link-without-name", "unknown-type"])
+    None,  # a missing return: found by a review, it went out as an empty prompt ({"messages": []})
+], ids=["system-pair", "text-without-text", "image-without-mime", "link-without-name", "unknown-type", "none"])
 async def test_a_prompt_returning_no_valid_message_is_an_internal_error(value: Any) -> None:
     """docs/protocol.md: a role other than user / assistant, or content that is no content block, is the
     prompt's bug: -32603. They went out as sent, and the official client failed to read the result."""

@@ -300,8 +300,10 @@ def shape_prompt(prompt: Prompt, value: Any) -> dict[str, Any]:
     # A 2-tuple led by a string is one (role, content) message, whatever its role (refused below unless
     # user / assistant): read as a list, ("system", "...") became two user messages, the role word one of
     # them. A 2-tuple of messages is two.
+    if value is None:  # a missing return: the prompt's bug, not an empty prompt (a list, even empty, says so)
+        raise TypeError(f"Prompt {prompt.name!r} returned None; return a string, a message or a list of them")
     single = isinstance(value, (str, dict)) or (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str))
-    items = [value] if single else list(value or [])
+    items = [value] if single else list(value)
     messages: list[dict[str, Any]] = []
     role: Any
     content: Any
