@@ -28,7 +28,7 @@ from mcp_tools.registry import make_tool, registry
 from mcp_tools.server.core import CLIENT_CANCELLED
 from mcp_tools.store import sync_calls
 from tests.asgi_client import HANDSHAKE, post_headers
-from tests.test_http_spec_edges import Stream, open_session
+from tests.test_http_spec_edges import APP, Stream, open_session
 
 pytestmark = pytest.mark.django_db(transaction=True)
 RAN: list[str] = []
@@ -94,3 +94,24 @@ async def test_an_operators_cancel_read_from_the_row_is_still_answered() -> None
     assert RAN == []
     answers = answers_of(stream)
     assert len(answers) == 1 and answers[0]["result"]["isError"] is True, stream.text()
+
+
+async def test_a_cancelled_request_that_had_not_streamed_gets_an_event_stream_with_no_response() -> None:
+    """Found by a diff review: a request cancelled before anything streamed was answered 202 with no
+    content type; the 2025-11-25 transport answers a request with an event stream or JSON (202 is for
+    notifications and responses). The client's cancel still gets no response: the stream closes empty."""
+    from tests.asgi_client import post_json
+
+    RAN.clear()
+    with registry.registered_temporarily(make_tool(waits_quietly)):
+        session = await open_session()
+        headers = post_headers(version=HANDSHAKE, session=session)
+        body = {"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": {"name": "waits_quietly", "arguments": {}}}
+        stream = Stream("POST", headers, json.dumps(body).encode())
+        await asyncio.sleep(0.3)
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 41}}
+        assert (await post_json(APP, cancel, headers)).status == 202  # the notification itself
+        await asyncio.wait_for(stream.task, 10)
+    start = next(m for m in stream.sent if m["type"] == "http.response.start")
+    assert start["status"] == 200 and (b"content-type", b"text/event-stream") in start["headers"], start
+    assert answers_of(stream) == [] and RAN == [], stream.text()

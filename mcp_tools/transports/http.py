@@ -1085,12 +1085,15 @@ class McpEndpoint:
                     logger.error("Unhandled CancelledError in %s, though nothing cancelled it", method, exc_info=True)
                     await response.finish(jsonrpc.error_message(rc.request_id, McpError(INTERNAL_ERROR, "Internal error")))
                     return
-                # notifications/cancelled: the client expects no response for the request.
-                if response.streaming:
-                    with contextlib.suppress(OSError):
-                        await response._send({"type": "http.response.body", "body": b""})
-                else:
-                    await response.json(202, None)
+                # notifications/cancelled: the client expects no response for the request. A request is
+                # still answered with an event stream or JSON (2025-11-25 transport: 202 is for
+                # notifications and responses), so one that had not streamed yet gets a stream that
+                # closes with no message.
+                with contextlib.suppress(OSError):
+                    if not response.streaming:
+                        response.streaming = True
+                        await response._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + response._base_headers()})
+                    await response._send({"type": "http.response.body", "body": b""})
                 return
             except McpError as exc:
                 handler.handler_cancelled()
