@@ -145,6 +145,16 @@ async def test_last_event_id_with_a_non_ascii_digit_is_not_a_500() -> None:
     assert r.status == 400 and r.json()["error"]["message"] == "Invalid Last-Event-ID", (r.status, r.body)
 
 
+@pytest.mark.parametrize(("header", "value"), [("mcp-method", "tools/list\xa0"), ("mcp-name", "echo\x85")],
+                         ids=["method-trailing-nbsp", "name-trailing-nel"])
+async def test_a_routing_header_with_a_raw_byte_at_its_end_is_refused(header: str, value: str) -> None:
+    """Found by a diff review: str.strip() took 0xA0 / 0x85 off the ends of Mcp-Method and Mcp-Name, so a
+    header an intermediary reads as another value matched the body."""
+    method, params = ("tools/list", {}) if header == "mcp-method" else ("tools/call", {"name": "echo", "arguments": {"text": "x"}})
+    r = await call_modern(APP, method, params, headers={header: value})
+    assert (r.status, r.json()["error"]["code"]) == (400, HEADER_MISMATCH), r.body
+
+
 async def test_an_unknown_last_event_id_is_a_bad_request_and_the_session_lives_on() -> None:
     """Found by a review of the 2025 era: an event id the server no longer has (trimmed by EVENT_RETENTION
     or the cleanup) or another session's was answered 404, which the 2025-11-25 transport reserves for a

@@ -288,7 +288,10 @@ async def test_a_header_for_an_argument_the_request_does_not_set_is_refused(
     ("caf\u00e9", "caf\u00e9", 400),  # the raw byte 0xE9: not what a header carries as it is
     ("caf\u00e9", "=?base64?Y2Fmw6k=?=", 200),  # "café" as the spec encodes it
     ("a\x01b", "a\x01b", 400),
-], ids=["raw-latin-1-byte", "base64", "control-byte"])
+    ("eu-west", "eu-west\xa0", 400),  # found by a diff review: str.strip() took a trailing 0xA0 byte off
+    ("eu-west", "\x85eu-west", 400),
+    ("eu-west", " eu-west\t", 200),  # RFC 9110 whitespace around a value is not part of it
+], ids=["raw-latin-1-byte", "base64", "control-byte", "trailing-nbsp", "leading-nel", "ows"])
 async def test_a_param_header_outside_visible_ascii_must_be_encoded(argument: str, value: str, status: int) -> None:
     with registry.registered_temporarily(make_tool(zoned)):
         r = await call_modern(APP, "tools/call", {"name": "zoned", "arguments": {"zone": argument}},

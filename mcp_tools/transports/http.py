@@ -193,7 +193,7 @@ def header_text(value: str) -> str | None:
     encoding for values outside what a header can carry); None when that encoding is broken or
     the value holds a byte a header may not carry (the spec: such a header MUST be rejected, and
     two intermediaries may read the byte as two different characters)."""
-    value = value.strip()
+    value = value.strip(" \t")  # RFC 9110's whitespace only: str.strip() also took \xa0, \x85 and \x1c-\x1f off the ends
     if value.startswith(BASE64_PREFIX) and value.endswith(BASE64_SUFFIX) and len(value) >= len(BASE64_PREFIX) + len(BASE64_SUFFIX):
         import base64
 
@@ -929,7 +929,7 @@ class McpEndpoint:
             raise HttpError(400, McpError(UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
                                           {"supported": list(versions.MODERN_VERSIONS), "requested": version}), request_id)
         header_method = headers.get("mcp-method")
-        if header_method is None or header_method.strip() != method:
+        if header_method is None or header_method.strip(" \t") != method:
             raise HttpError(400, McpError(HEADER_MISMATCH, "Mcp-Method header is missing or does not match the request method"), request_id)
         name_key = NAME_PARAM.get(method)
         if name_key is not None and name_key in params:
