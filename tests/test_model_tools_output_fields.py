@@ -27,15 +27,19 @@ class RefundOut(serializers.ModelSerializer):
     order_number = serializers.CharField(source="order.number", read_only=True)
     creator = serializers.CharField(source="created_by.username", read_only=True, default=None)
     cents = serializers.SerializerMethodField()
+    share = serializers.SerializerMethodField()
     extra = serializers.SerializerMethodField()
     label = serializers.ReadOnlyField(source="__str__")
 
     class Meta:
         model = Refund
-        fields = ["id", "amount", "created_by", "order_number", "creator", "cents", "extra", "label"]
+        fields = ["id", "amount", "created_by", "order_number", "creator", "cents", "share", "extra", "label"]
 
     def get_cents(self, obj: Refund) -> int:
         return int(obj.amount * 100)
+
+    def get_share(self, obj: Refund) -> float:
+        return obj.amount / 10  # a Decimal, as Sum() or Avg() of a DecimalField gives: written as a string
 
     def get_extra(self, obj: Refund):  # type: ignore[no-untyped-def]  # unannotated on purpose
         return {"kinds": [1, True, None]}
@@ -76,7 +80,8 @@ async def test_results_fit_the_advertised_output_schema(refund_tools: Any) -> No
     listed = (await call_modern(application, "tools/list", {}, token=token)).json()["result"]["tools"]
     schemas = {t["name"]: t["outputSchema"] for t in listed if t["name"].startswith("review.refunds.")}
     row = schemas["review.refunds.retrieve"]["properties"]
-    assert row["cents"]["type"] == "integer", row  # the method's annotation
+    assert row["cents"]["type"] == ["integer", "string"], row  # the method's annotation (or a Decimal's text)
+    assert row["share"]["type"] == ["number", "string"], row  # found by a diff review: "0.1" refused as no number
     assert row["extra"] == {} and row["label"] == {}, row  # any JSON value: nothing says more
     assert "null" in row["creator"]["type"], row
 
@@ -84,9 +89,37 @@ async def test_results_fit_the_advertised_output_schema(refund_tools: Any) -> No
                                    token=token)).json()["result"]
     assert retrieved.get("isError") is not True, retrieved
     assert retrieved["structuredContent"]["creator"] is None and retrieved["structuredContent"]["cents"] == 100
+    assert retrieved["structuredContent"]["share"] == "0.10"
     jsonschema.validate(retrieved["structuredContent"], schemas["review.refunds.retrieve"])
 
     page = (await call_modern(application, "tools/call", {"name": "review.refunds.list", "arguments": {}}, token=token)).json()["result"]
     assert page.get("isError") is not True, page
     assert {r["creator"] for r in page["structuredContent"]["results"]} == {"root", None}
     jsonschema.validate(page["structuredContent"], schemas["review.refunds.list"])
+
+
+class Upper(serializers.Field):
+    """A project's own writable field: it reads text (``strip``) and writes it back upper-cased."""
+
+    def to_internal_value(self, data: Any) -> str:
+        return str(data.strip())
+
+    def to_representation(self, value: Any) -> Any:
+        return {"text": str(value).upper()}
+
+
+class OrderNote(serializers.ModelSerializer):
+    note = Upper(required=False)
+
+    class Meta:
+        model = Order
+        fields = ["id", "number", "note"]
+
+
+def test_a_writable_field_of_the_projects_own_class_is_a_string_in_and_anything_out() -> None:
+    """Found by a diff review: typing a project's field class as any JSON value on input too let ``5``
+    reach its ``to_internal_value`` (an internal error) where ``Expected string`` refused it before."""
+    from mcp_tools.modeltools.base import serializer_schema
+
+    assert serializer_schema(OrderNote(), writable=True)["properties"]["note"] == {"type": "string"}
+    assert serializer_schema(OrderNote(), writable=False)["properties"]["note"] == {}

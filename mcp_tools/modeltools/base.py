@@ -32,7 +32,7 @@ from ..engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterm
 from ..protocol.errors import MAX_ARGUMENT_ERRORS, InvalidArguments
 from ..registry import Tool, registry
 from ..registry.results import ToolError, ToolResult
-from ..registry.schemas import InputSpec, OutputSpec, argument_type_errors, format_validation_errors, openapi_to_json_schema, serializer_mapper
+from ..registry.schemas import InputSpec, OutputSpec, argument_type_errors, format_validation_errors, openapi_to_json_schema, serializer_mapper, typed_by_drf
 
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
@@ -534,7 +534,9 @@ def serializer_schema(serializer: Any, *, writable: bool, partial: bool = False)
     properties: dict[str, Any] = {}
     fields = serializer.fields
     for name, prop in mapped.get("properties", {}).items():
-        if not writable and name in fields and _output_may_be_null(serializer, fields[name]):
+        if not writable and name in fields and not typed_by_drf(type(fields[name])):
+            prop = {}  # a writable field of the project's own class: what it writes is its own
+        elif not writable and name in fields and _output_may_be_null(serializer, fields[name]):
             prop = {**prop, "nullable": True}
         prop = openapi_to_json_schema(prop)
         if writable and prop.pop("readOnly", False):

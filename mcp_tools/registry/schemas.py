@@ -552,8 +552,8 @@ def _mapper_class() -> type:
                 return {}
             if isinstance(field, serializers.SerializerMethodField):
                 return _method_field_schema(field)
-            if not _typed_by_drf(type(field)):
-                return {}
+            if field.read_only and not typed_by_drf(type(field)):
+                return {}  # (a writable one keeps DRF's string on input: what its to_internal_value reads)
             mapped: dict[str, Any] = super().map_field(field)
             # DRF maps a list's or a dict's child without its allow_null: [1, null] taken by the field was
             # advertised (and, checked strictly, refused) as a list of integers only.
@@ -567,7 +567,7 @@ def _mapper_class() -> type:
     return FieldMapper
 
 
-def _typed_by_drf(field_class: type) -> bool:
+def typed_by_drf(field_class: type) -> bool:
     """Whether DRF's mapping knows what ``field_class`` writes: a DRF field class past the bare
     ``Field`` and ``ReadOnlyField`` (whose values are whatever the attribute holds), or one derived
     from such a class (a project's ``CharField`` subclass is still a string)."""
@@ -594,6 +594,10 @@ def _method_field_schema(field: Any) -> dict[str, Any]:
     if "$defs" in schema or "$ref" in json.dumps(schema):
         return {}
     schema.pop("title", None)
+    if schema.get("type") in ("number", "integer"):
+        # The serializer's output is written by Django's JSON encoder, which writes a Decimal (what
+        # Sum() and Avg() of a DecimalField give, and what "-> float" methods often return) as a string.
+        schema["type"] = [schema["type"], "string"]
     return dict(schema)
 
 
