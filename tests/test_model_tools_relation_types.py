@@ -94,3 +94,30 @@ async def test_a_many_to_many_filter_takes_the_key_and_refuses_text(toolsets: An
         assert "Internal error" not in str(refusal), (arguments, body)
         assert body.get("error", {}).get("code") == -32602 or body["result"].get("isError") is True, (arguments, body)
     assert await sync_to_async(ToolCall.objects.count)() == 0  # refused before anything ran
+
+
+class DatedUsers(mcp_tools.ModelToolset):
+    queryset = User.objects.all()
+    basename = "review.dated_users"
+    actions = ["list"]
+    permissions = {"list": []}
+    filterset_fields = {"date_joined": ["exact", "gte", "lt", "range"]}
+
+
+@pytest.mark.parametrize("arguments", [
+    {"date_joined__gte": "0001-01-01T00:00:00+01:00"}, {"date_joined__lt": "9999-12-31T23:59:59-01:00"},
+    {"date_joined": "9999-12-31T23:59:59-01:00"}, {"date_joined__range": ["0001-01-01T00:00:00+01:00", "2000-01-01T00:00:00Z"]},
+], ids=["gte-year-1", "lt-year-9999", "exact-year-9999", "range"])
+async def test_a_datetime_filter_whose_utc_time_leaves_the_years_1_to_9999_is_an_invalid_argument(arguments: dict[str, Any]) -> None:
+    """Found by a diff review: the value passed the argument's type and failed converting to UTC at the
+    query (OverflowError): an internal error."""
+    from demo_site.asgi import application
+
+    token, _ = await sync_to_async(_setup)()
+    mcp_tools.register_toolset(DatedUsers)
+    try:
+        body = (await call_modern(application, "tools/call", {"name": "review.dated_users.list", "arguments": arguments}, token=token)).json()
+    finally:
+        mcp_tools.unregister_toolset(DatedUsers)
+    refusal = body.get("error") or body["result"]
+    assert "Internal error" not in str(refusal) and "years 1 to 9999" in str(refusal), body

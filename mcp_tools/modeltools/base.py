@@ -24,6 +24,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import IntegrityError, models
 from django.http import HttpRequest
 from django.utils.dateparse import parse_duration
+from django.utils import timezone
 from django.utils.text import capfirst, slugify
 from pydantic import AfterValidator, BeforeValidator, Field, TypeAdapter, ValidationError
 
@@ -192,6 +193,18 @@ def _no_offset(value: datetime.time) -> datetime.time:
     return value
 
 
+def _utc_in_range(value: datetime.datetime) -> datetime.datetime:
+    """``value`` if the database can be given it: with ``USE_TZ`` a datetime is sent in UTC, and one in
+    year 1 or 9999 whose UTC time falls outside them (``0001-01-01T00:00:00+01:00``) made the driver's
+    conversion an ``OverflowError``, an internal error."""
+    if settings.USE_TZ:
+        try:
+            (timezone.make_aware(value) if timezone.is_naive(value) else value).astimezone(datetime.timezone.utc)
+        except OverflowError:
+            raise ValueError("a date and time whose UTC time falls in the years 1 to 9999") from None
+    return value
+
+
 def _iso_text(value: Any) -> Any:
     """A date or datetime argument as text (ISO 8601), not a number: pydantic would read ``0`` as
     the Unix epoch, which no client sending a date means."""
@@ -207,7 +220,7 @@ _LOOKUP_TYPES: dict[str, Any] = {
     # Strictly what the column holds, as integers are: no 1 or "yes" for true, no true or "nan" for a
     # number, no number for a date (pydantic's lax mode takes each).
     "DateField": Annotated[datetime.date, BeforeValidator(_iso_text)],
-    "DateTimeField": Annotated[datetime.datetime, BeforeValidator(_iso_text)], "DecimalField": decimal.Decimal,
+    "DateTimeField": Annotated[datetime.datetime, BeforeValidator(_iso_text), AfterValidator(_utc_in_range)], "DecimalField": decimal.Decimal,
     "FloatField": Annotated[float, Field(strict=True, allow_inf_nan=False)], "BooleanField": Annotated[bool, Field(strict=True)],
     # Not text: QuerySet.filter takes no text for a duration, and text that is no time is a
     # ValidationError at the query (an internal error); so is an aware time on most databases.
