@@ -244,8 +244,13 @@ class ModelAction(base.Declaration):
 
     def _question(self, obj: models.Model, arguments: dict[str, Any]) -> str:
         """What the user is asked to confirm (it shows the row: ``{obj}``)."""
-        # The row is "obj" in the template, even where the method has an argument of that name.
-        return base.confirm_message(self.confirm, f"{self._title()} {obj}?", **{**arguments, "obj": obj})
+        # The row is "obj" in the template, even where the method has an argument of that name. An
+        # argument the caller left out reads as the method's default (what it runs with), as the
+        # type-hinted path fills it in; a serializer= path's validated data has only what was sent.
+        fn = self.function()
+        defaults = {name: p.default for name, p in inspect.signature(fn).parameters.items()
+                    if p.default is not inspect.Parameter.empty} if fn is not None else {}
+        return base.confirm_message(self.confirm, f"{self._title()} {obj}?", **{**defaults, **arguments, "obj": obj})
 
     def _apply(self, obj: models.Model, arguments: dict[str, Any], ctx: Any, asked: str | None = None) -> dict[str, Any]:
         """Run the method in a transaction; with ``asked`` (the question the user said yes to), on

@@ -407,12 +407,29 @@ def changed_since_asked(model: type[models.Model], field: str, value: Any) -> st
     return f"The {verbose(model)} {by_lookup(field, value)} changed since you were asked to confirm; nothing was done, call again."
 
 
+class _Empty:
+    """What a template shows for a value nobody gave: nothing, whatever the template does with it
+    (``{discount:.2f}``, ``{discount.normalize}``, ``{items[0]}``)."""
+
+    def __format__(self, spec: str) -> str:
+        return ""
+
+    def __str__(self) -> str:
+        return ""
+
+    def __getattr__(self, name: str) -> _Empty:
+        return self
+
+    def __getitem__(self, key: Any) -> _Empty:
+        return self
+
+
 class _Blank(dict[str, Any]):
     """A template's values where one not given reads as empty: an optional field of a ``serializer=``
-    the caller left out (a method's own defaults are filled in before)."""
+    the caller left out whose method has no default for it either."""
 
-    def __missing__(self, key: str) -> str:
-        return ""
+    def __missing__(self, key: str) -> _Empty:
+        return _Empty()
 
 
 def confirm_message(template: bool | str, default: str, **values: Any) -> str:
