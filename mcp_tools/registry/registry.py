@@ -469,6 +469,12 @@ def make_tool(
         for p in inspect.signature(fn).parameters.values()
         if p.name != context_param and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     ]
+    # One exception class is taken as a tuple of one, as Celery's autoretry_for reads it.
+    retry_kinds: tuple[Any, ...] = (retry_on,) if isinstance(retry_on, type) else (retry_on,) if isinstance(retry_on, str) else tuple(retry_on)
+    _check_tool_options(
+        f"Tool {tool_name!r} ({getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)})", fn, parameters,
+        title=title, description=description, annotations=annotations, permissions=permissions, scopes=scopes,
+        time_limit=time_limit, retry_on=retry_kinds, max_retries=max_retries, retry_backoff=retry_backoff, meta=meta, icons=icons)
     try:
         input_spec = input_from_serializer(tool_name, serializer) if serializer is not None else input_from_signature(tool_name, parameters, hints, param_docs)
     except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError, NameError, TypeError, ValueError) as exc:
@@ -498,7 +504,7 @@ def make_tool(
         task_support=task_support,
         queue=queue,
         time_limit=time_limit,
-        retry_on=tuple(retry_on),
+        retry_on=retry_kinds,
         max_retries=max_retries,
         retry_backoff=retry_backoff,
         paginate=paginate,
@@ -506,6 +512,52 @@ def make_tool(
         icons=icons,
         thread_sensitive=thread_sensitive,
     )
+
+
+def _check_tool_options(where: str, fn: Callable[..., Any], parameters: list[inspect.Parameter], *, title: Any, description: Any,
+                        annotations: Any, permissions: Any, scopes: Any, time_limit: Any, retry_on: Any, max_retries: Any,
+                        retry_backoff: Any, meta: Any, icons: Any) -> None:
+    """Refuse, when the tool is made, what would only fail when it is listed or called: a list given as one
+    string (its characters taken for names), numbers of the wrong type for a background tool's policy (its
+    worker failed, the call stayed working and its handler ran again at each takeover), metadata the
+    official client refuses (one bad tool failed every ``tools/list``, so every call), a generator function,
+    and a positional-only parameter (tools are called with keyword arguments)."""
+    def refuse(why: str) -> typing.NoReturn:
+        raise ImproperlyConfigured(f"{where}: {why}")
+
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        refuse("a generator function is no tool: return a value, or a Page for a tool that answers page by page (paginate=True)")
+    for parameter in parameters:
+        if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
+            refuse(f"its parameter {parameter.name!r} is positional-only; tools are called with keyword arguments")
+    for option, value in (("permissions", permissions), ("scopes", scopes)):
+        if isinstance(value, str) or not all(isinstance(item, str) for item in value):
+            refuse(f"{option} must be a list of strings, not {value!r}")
+    for option, value in (("title", title), ("description", description)):
+        if value is not None and not isinstance(value, str):
+            refuse(f"{option} must be a string, not {type(value).__name__}")
+    for option, value in (("annotations", annotations), ("meta", meta)):
+        if value is not None and not isinstance(value, dict):
+            refuse(f"{option} must be a dict, not {type(value).__name__}")
+    if icons is not None and not isinstance(icons, list):
+        refuse(f"icons must be a list of dicts, not {type(icons).__name__}")
+    import mcp_types  # the wire models: what the official clients check a tool's description against
+
+    try:
+        if annotations is not None:
+            mcp_types.ToolAnnotations.model_validate(annotations, strict=True)
+        for icon in icons or ():
+            mcp_types.Icon.model_validate(icon, strict=True)
+    except pydantic.ValidationError as exc:
+        refuse(f"its annotations or icons are not what clients read: {exc}")
+    if not all(isinstance(kind, type) and issubclass(kind, BaseException) for kind in retry_on):
+        refuse(f"retry_on must be exception classes (a tuple of them), not {retry_on!r}")
+    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not time_limit > 0):
+        refuse(f"time_limit must be a number of seconds above 0, or None, not {time_limit!r}")
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        refuse(f"max_retries must be an integer >= 0, not {max_retries!r}")
+    if isinstance(retry_backoff, bool) or not isinstance(retry_backoff, (int, float)) or not retry_backoff >= 0:
+        refuse(f"retry_backoff must be a number of seconds >= 0, not {retry_backoff!r}")
 
 
 F = typing.TypeVar("F", bound=Callable[..., Any])

@@ -1,0 +1,72 @@
+"""What a tool is registered with is checked when it is made, not when it is listed or called.
+
+Found by reviews of the tool author's API and of the first hour: ``retry_on="ConnectionError"`` was taken
+as the tuple of its characters (the worker's ``isinstance`` raised, the call stayed working and its
+handler ran again at every takeover, 5 times); ``time_limit="10"`` failed every queueing (the client's
+request held for good); ``description=5``, an icon without ``src`` or ``readOnlyHint: "yes"`` made the
+official client refuse every ``tools/list``, so every call; ``permissions="app.perm"`` was 14 permissions of
+one character; a positional-only parameter and a generator function registered, then every call was an
+internal error. Each is ``ImproperlyConfigured`` naming the tool and what is wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from mcp_tools.registry import make_tool
+
+
+def plain(x: int = 1) -> int:
+    return x
+
+
+def positional(x: int, /) -> int:
+    return x
+
+
+def pages() -> Iterator[int]:
+    yield 1
+
+
+async def async_pages() -> AsyncIterator[int]:
+    yield 1
+
+
+@pytest.mark.parametrize(("fn", "options", "says"), [
+    (plain, {"retry_on": "ConnectionError", "background": True}, "retry_on must be exception classes"),
+    (plain, {"retry_on": (int,), "background": True}, "retry_on must be exception classes"),
+    (plain, {"time_limit": "10", "background": True}, "time_limit must be a number of seconds above 0"),
+    (plain, {"time_limit": -5, "background": True}, "time_limit must be a number of seconds above 0"),
+    (plain, {"max_retries": -1}, "max_retries must be an integer >= 0"),
+    (plain, {"max_retries": True}, "max_retries must be an integer >= 0"),
+    (plain, {"retry_backoff": -1}, "retry_backoff must be a number of seconds >= 0"),
+    (plain, {"description": 5}, "description must be a string"),
+    (plain, {"title": ["x"]}, "title must be a string"),
+    (plain, {"icons": [{"nosrc": 1}]}, "annotations or icons are not what clients read"),
+    (plain, {"icons": {"src": "x"}}, "icons must be a list of dicts"),
+    (plain, {"annotations": {"readOnlyHint": "yes"}}, "annotations or icons are not what clients read"),
+    (plain, {"annotations": ["readOnlyHint"]}, "annotations must be a dict"),
+    (plain, {"meta": "x"}, "meta must be a dict"),
+    (plain, {"permissions": "shop.view_order"}, "permissions must be a list of strings"),
+    (plain, {"scopes": "mcp"}, "scopes must be a list of strings"),
+    (positional, {}, "parameter 'x' is positional-only"),
+    (pages, {"paginate": True}, "a generator function is no tool"),
+    (async_pages, {}, "a generator function is no tool"),
+], ids=["retry-on-string", "retry-on-not-exception", "time-limit-string", "time-limit-negative", "max-retries-negative",
+        "max-retries-bool", "backoff-negative", "description-int", "title-list", "icon-without-src", "icons-not-list",
+        "hint-not-bool", "annotations-not-dict", "meta-not-dict", "permissions-string", "scopes-string", "positional-only",
+        "generator", "async-generator"])
+def test_a_mistake_is_refused_when_the_tool_is_made(fn: Any, options: dict[str, Any], says: str) -> None:
+    with pytest.raises(ImproperlyConfigured, match=f"Tool {fn.__name__!r} .*{says}"):
+        make_tool(fn, **options)
+
+
+def test_what_is_right_is_taken() -> None:
+    tool = make_tool(plain, background=True, retry_on=ConnectionError, time_limit=10, max_retries=2, retry_backoff=0.5,
+                     annotations={"readOnlyHint": True, "title": "Plain"}, icons=[{"src": "https://example.com/i.png", "sizes": ["48x48"]}],
+                     permissions=["shop.view_order"], scopes=["mcp"], meta={"k": 1}, description="d", title="t")
+    assert tool.retry_on == (ConnectionError,) and tool.time_limit == 10 and tool.scopes == ("mcp",)
