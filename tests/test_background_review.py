@@ -272,3 +272,33 @@ def test_a_forked_child_runs_its_calls_on_a_loop_of_its_own() -> None:
     with os.fdopen(reader) as report:
         assert (report.read(), os.waitstatus_to_exitcode(status)) == ("False ran", 0)
     assert background.worker_loop() is parent_loop  # the parent's own is left as it was
+
+
+async def logs_in_the_worker(ctx: ToolContext) -> str:
+    await ctx.log("warning", {"step": 1}, logger="reports")
+    await ctx.log("debug", "fine detail")
+    return "logged"
+
+
+async def test_a_background_tools_log_lines_go_to_the_server_log_not_nowhere(queued: list[str], caplog: Any) -> None:
+    """Found by a first-hour review: a background tool's ``ctx.log`` lines vanished (the worker holds no
+    client stream, and only progress has a way back through the row). They go to the server's log,
+    under ``mcp_tools.tool_log``, at the matching level; docs/background.md says so."""
+    import logging
+
+    tool_log = logging.getLogger("mcp_tools.tool_log")
+    tool_log.addHandler(caplog.handler)  # (the demo's LOGGING may not propagate mcp_tools' loggers)
+    caplog.set_level(logging.DEBUG, logger="mcp_tools.tool_log")
+    try:
+        with registry.registered_temporarily(make_tool(logs_in_the_worker, background=True)):
+            first = await modern("tools/call", {"name": "logs_in_the_worker", "arguments": {}}, RESUMES)
+            [call_id] = queued
+            assert await background.run_in_worker(call_id, "w-test") == "finished", first
+    finally:
+        tool_log.removeHandler(caplog.handler)
+    # (Each once: the handler may see a record both directly and through propagation.)
+    lines = list(dict.fromkeys((r.levelno, r.getMessage()) for r in caplog.records if r.name == "mcp_tools.tool_log"))
+    assert lines == [
+        (logging.WARNING, f"tools/call 'logs_in_the_worker' (call {call_id}) logged [warning] reports: {{'step': 1}}"),
+        (logging.DEBUG, f"tools/call 'logs_in_the_worker' (call {call_id}) logged [debug]: 'fine detail'"),
+    ], lines

@@ -55,6 +55,11 @@ from .context import RequestContext, ends_when_stopped, kept_for_resume
 from .resumable import client_resumes, row_arguments, row_cursor, shape_value
 
 logger = logging.getLogger("mcp_tools.calls")  # the name operators configured; kept across the move
+#: Where a handler's ``ctx.log`` lines go when no client stream can take them (a background worker's).
+tool_logger = logging.getLogger("mcp_tools.tool_log")
+#: MCP's log levels (RFC 5424) as Python's.
+_PY_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "notice": logging.INFO, "warning": logging.WARNING,
+              "error": logging.ERROR, "critical": logging.CRITICAL, "alert": logging.CRITICAL, "emergency": logging.CRITICAL}
 
 #: Keys of request params that are not part of what a call is bound to.
 UNBOUND_PARAMS = frozenset({"_meta", "inputResponses", "requestState", "task", "resumeToken"})
@@ -498,8 +503,15 @@ class Runtime:
 
     async def log(self, inv: engine.Invocation, level: str, data: Any, logger_name: str | None, *, replaying: bool) -> None:
         rc: RequestContext = inv.state["rc"]
-        if replaying or rc.emit is None:
-            # (On replay: the run that first got here wrote it; a log line is not repeated.)
+        if replaying:  # the run that first got here wrote it; a log line is not repeated
+            return
+        if rc.emit is None:
+            if inv.in_worker:
+                # A worker holds no client stream, and a log line has no way to the client from here
+                # (progress does, through the row): it goes to the server's log, not nowhere.
+                target: Target = inv.state["target"]
+                tool_logger.log(_PY_LEVELS.get(level, logging.INFO), "%s %r (call %s) logged [%s]%s: %r", target.method, target.name,
+                                inv.call_id, level, f" {logger_name}" if logger_name else "", data)
             return
         # The level in force now: a logging/setLevel sent while this call runs counts from then on.
         minimum = rc.log_level if rc.current_log_level is None else await rc.current_log_level()
