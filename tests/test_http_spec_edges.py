@@ -546,3 +546,24 @@ async def test_listen_with_task_ids_and_the_tasks_extension_is_acknowledged() ->
     stream.gone.set()
     await asyncio.wait_for(stream.task, 10)
     assert ack["params"]["notifications"]["toolsListChanged"] is True, ack
+
+
+async def test_a_newline_in_a_tool_or_method_name_writes_no_line_of_its_own_into_the_log(caplog: Any) -> None:
+    """Found by an operations review: ``tools/call`` of a tool named ``"nosuch\\n2026-11-27 ... ERROR ...
+    FORGED"`` put the forged line into the server log on a line of its own (the name was logged with %s)."""
+    import logging
+
+    http_logger = logging.getLogger("mcp_tools.http")
+    http_logger.addHandler(caplog.handler)
+    caplog.set_level(logging.INFO, logger="mcp_tools.http")
+    forged = "2026-11-27 20:00:00,000 ERROR mcp_tools.auth: FORGED superuser login"
+    try:
+        session = await open_session()
+        headers = post_headers(version=HANDSHAKE, session=session)
+        await post_json(APP, handshake_message("tools/call", {"name": f"nosuch\n{forged}", "arguments": {}}), headers)
+        await post_json(APP, handshake_message(f"nosuch\n{forged}", {}), headers)
+    finally:
+        http_logger.removeHandler(caplog.handler)
+    logged = "\n".join(record.getMessage() for record in caplog.records if record.name == "mcp_tools.http")
+    assert "FORGED" in logged  # it is logged...
+    assert not any(line.startswith(forged) for line in logged.splitlines()), logged  # ...but never as a line of its own

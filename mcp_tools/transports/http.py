@@ -810,7 +810,7 @@ class McpEndpoint:
                 else:
                     raise HttpError(405, McpError(INVALID_REQUEST, f"Method not allowed: {method}"), extra_headers=[(b"allow", b"GET, POST, DELETE")])
             except HttpError as exc:
-                logger.info("%s %s -> %s: %s", scope["method"], scope.get("path"), exc.status, exc.error.message)
+                logger.info("%s %s -> %s: %r", scope["method"], scope.get("path"), exc.status, exc.error.message)
                 await response.refuse(exc)
             except ClientGone:
                 # Nothing to answer (and no one to answer it to); an ASGI server logs at ERROR
@@ -1082,7 +1082,7 @@ class McpEndpoint:
                     # completer's library timing out; a tool's own is a tool error, core.execute). A
                     # failure, answered as one: taken for notifications/cancelled, it got a 202 with
                     # no body, which a client reads as no answer ever coming.
-                    logger.error("Unhandled CancelledError in %s, though nothing cancelled it", method, exc_info=True)
+                    logger.error("Unhandled CancelledError in %r, though nothing cancelled it", method, exc_info=True)
                     await response.finish(jsonrpc.error_message(rc.request_id, McpError(INTERNAL_ERROR, "Internal error")))
                     return
                 # notifications/cancelled: the client expects no response for the request. A request is
@@ -1099,16 +1099,18 @@ class McpEndpoint:
                 handler.handler_cancelled()
                 if isinstance(exc, StreamPaused) and response.primed:
                     # Not an answer: the request goes on where the client resumes the stream.
-                    logger.info("%s: its stream pauses (%s); the client resumes it", method, exc.message)
+                    logger.info("%r: its stream pauses (%s); the client resumes it", method, exc.message)
                     await response.pause(exc.retry_ms)
                     return
-                logger.info("%s -> error %s: %s", method, exc.code, exc.message)
+                # %r: the method and the message (an unknown tool's name) are the client's text, which could
+                # otherwise write a line of its own into the log (a newline in a tool name).
+                logger.info("%r -> error %s: %r", method, exc.code, exc.message)
                 status = exc.http_status if rc.modern else 200
                 await response.finish(jsonrpc.error_message(rc.request_id, exc), status)
                 return
             except Exception:
                 handler.handler_cancelled()
-                logger.exception("Unhandled error in %s", method)
+                logger.exception("Unhandled error in %r", method)
                 await response.finish(jsonrpc.error_message(rc.request_id, McpError(INTERNAL_ERROR, "Internal error")))
                 return
             if handler.requested:  # stopped, but the handler returned all the same
