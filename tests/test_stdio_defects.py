@@ -250,3 +250,13 @@ async def test_an_id_cancelled_before_its_request_started_can_be_used_again() ->
     await asyncio.wait(list(server.running.values()), timeout=5)
     assert [json.loads(line) for line in writer.getvalue().splitlines()] == [{"jsonrpc": "2.0", "id": 7, "result": {}}]
     assert server.running == {} and server.cancelled_by_client == set()
+
+
+@pytest.mark.parametrize("grace", ["-1", "nan", "inf"])
+def test_a_grace_the_setting_would_refuse_is_refused_by_the_command(grace: str) -> None:
+    """Found by an operations review: ``--grace -1`` (or nan) started, then answered even a ping with
+    "Server shutting down"; STDIO_SHUTDOWN_GRACE_SECONDS = -1 is refused by the check (E005)."""
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="--grace must be a finite number of seconds >= 0"):
+        call_command("mcp_stdio", "--grace", grace)

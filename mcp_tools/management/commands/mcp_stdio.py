@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import signal
 import sys
@@ -28,6 +29,9 @@ class Command(BaseCommand):
         from mcp_tools.management.commands.mcp_call import principal_for
         from mcp_tools.transports.stdio import StdioServer, claim_stdio
 
+        grace = options.get("grace")
+        if grace is not None and not (math.isfinite(grace) and grace >= 0):  # the setting's own rule (E005)
+            raise CommandError("--grace must be a finite number of seconds >= 0")
         # stdout carries the protocol: send every log line to stderr.
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
         # The same rules as mcp_call (an inactive user is refused); the server reads the user again
