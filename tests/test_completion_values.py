@@ -81,3 +81,43 @@ async def test_an_empty_or_null_context_is_no_context(context: Any) -> None:
               "context": context}
     body = (await call_modern(McpEndpoint(), "completion/complete", params)).json()
     assert "completion" in body["result"], body
+
+
+def complete_value_only(value: str) -> list[str]:
+    return [f"{value}-1", f"{value}-2"]
+
+
+async def complete_value_only_async(value: str) -> list[str]:
+    return [f"{value}-a"]
+
+
+@pytest.mark.parametrize(("completer", "expected"), [(complete_value_only, ["x-1", "x-2"]), (complete_value_only_async, ["x-a"])],
+                         ids=["sync", "async"])
+async def test_a_completer_written_with_the_value_alone_is_called_with_it(completer: Any, expected: list[str]) -> None:
+    """Found by a first-hour review: ``def complete_color(value)`` (the README says only "a completer returns
+    its matches") failed every completion with a TypeError, -32603, and nothing said so at registration."""
+    resource("test://completed/{sku}", completions={"sku": completer})(lambda sku: sku)
+    try:
+        assert (await complete("test://completed/{sku}", "x"))["values"] == expected
+    finally:
+        registry.unregister_resource("test://completed/{sku}")
+
+
+def test_a_completer_of_neither_form_or_a_template_variable_without_a_parameter_is_refused() -> None:
+    """Found by reviews: a completer taking three parameters, and a template ``{ident}`` read by a function of
+    ``id``, registered without a word and failed every completion / read with -32603."""
+    from django.core.exceptions import ImproperlyConfigured
+
+    from mcp_tools import prompt
+
+    with pytest.raises(ImproperlyConfigured, match=r"the completer of 'sku' must take \(value, arguments\) or \(value\)"):
+        resource("test://refused/{sku}", completions={"sku": lambda a, b, c: []})(lambda sku: sku)
+    with pytest.raises(ImproperlyConfigured, match=r"Prompt 'refused_prompt': the completer of 'topic'"):
+        prompt(name="refused_prompt", completions={"topic": lambda: []})(lambda topic: topic)
+
+    def mismatch(id: str) -> str:
+        return id
+
+    with pytest.raises(ImproperlyConfigured, match=r"Resource 'test://mismatch/\{ident\}': its function has no parameter 'ident'"):
+        resource("test://mismatch/{ident}")(mismatch)
+    assert registry.get_template("test://mismatch/{ident}") is None and registry.get_template("test://refused/{sku}") is None

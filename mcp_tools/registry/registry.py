@@ -646,6 +646,9 @@ def resource(
     def decorate(func: F) -> F:
         summary, _ = parse_param_docs(func.__doc__)
         is_template = "{" in uri
+        context_param = _resource_context_param(func, uri)
+        if is_template:
+            _template_variables(uri, func, context_param)
         registry.register_resource(
             Resource(
                 uri=None if is_template else uri,
@@ -657,15 +660,66 @@ def resource(
                 fn=func,
                 is_async=inspect.iscoroutinefunction(func),
                 permissions=tuple(permissions),
-                completions=dict(completions or {}),
+                completions=_completers(f"Resource {uri!r}", completions),
                 annotations=annotations,
                 cache_ttl_ms=_cache_ttl_ms(cache_ttl_ms),
-                context_param=_resource_context_param(func, uri),
+                context_param=context_param,
             )
         )
         return func
 
     return decorate
+
+
+def _completers(where: str, given: dict[str, Callable[..., Any]] | None) -> dict[str, Callable[..., Any]]:
+    """Each completer as it is called, ``fn(value, arguments)``: one written with the value alone is
+    called with it alone (it failed every completion with a TypeError, -32603); one that takes
+    neither form is refused here, naming it."""
+    completers: dict[str, Callable[..., Any]] = {}
+    for argument, fn in (given or {}).items():
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):  # a builtin without one: taken as given
+            completers[argument] = fn
+            continue
+        try:
+            signature.bind("", {})
+            completers[argument] = fn
+            continue
+        except TypeError:
+            pass
+        try:
+            signature.bind("")
+        except TypeError:
+            raise ImproperlyConfigured(
+                f"{where}: the completer of {argument!r} must take (value, arguments) or (value), not {signature}") from None
+        completers[argument] = _value_only(fn)
+    return completers
+
+
+def _value_only(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn(value)`` as a completer, ``(value, arguments)``; async if ``fn`` is."""
+    if inspect.iscoroutinefunction(fn):
+        async def complete_async(value: str, arguments: dict[str, Any]) -> Any:
+            return await fn(value)
+
+        return complete_async
+
+    def complete(value: str, arguments: dict[str, Any]) -> Any:
+        return fn(value)
+
+    return complete
+
+
+def _template_variables(uri: str, func: Callable[..., Any], context_param: str | None) -> None:
+    """Refuse a URI template variable its function has no parameter for (every read was a TypeError,
+    -32603): unless the function takes ``**kwargs``."""
+    parameters = inspect.signature(func).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    for variable in re.findall(r"\{\+?(\w+)\}", uri):
+        if variable not in parameters or variable == context_param or parameters[variable].kind is inspect.Parameter.POSITIONAL_ONLY:
+            raise ImproperlyConfigured(f"Resource {uri!r}: its function has no parameter {variable!r} for the URI's variable")
 
 
 def _resource_context_param(func: Callable[..., Any], uri: str) -> str | None:
@@ -734,7 +788,7 @@ def prompt(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
                 is_async=inspect.iscoroutinefunction(func),
                 arguments=arguments,
                 permissions=tuple(options.get("permissions", ())),
-                completions=dict(options.get("completions") or {}),
+                completions=_completers(f"Prompt {options.get('name') or func.__name__!r}", options.get("completions")),
                 context_param=context_param,
             )
         )
