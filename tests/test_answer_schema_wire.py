@@ -10,10 +10,13 @@ TypeScript SDK refused the whole elicitation, where the developer now gets a ``T
 from __future__ import annotations
 
 import ast
+import datetime
 import decimal
+import enum
 import json
 import os
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -222,3 +225,81 @@ def test_the_typescript_sdk_takes_every_elicitation_request() -> None:
     done = subprocess.run([str(NODE), "-e", script, str(SDK_TYPES)], input=json.dumps(_requests()), capture_output=True,
                           text=True, timeout=60, check=True)
     assert json.loads(done.stdout) == {}, done.stdout
+
+
+# -- formats and defaults the spec's forms do not have -----------------------------------------------
+# Found by a review of the tool author's API: a UUID field was sent with "format": "uuid" (also "time",
+# "binary" for bytes) and a Decimal's default as the text "1.5" under "type": "number"; the TypeScript
+# SDK refused the whole elicitation. An IntEnum field was an enum of integers, which the spec's enums
+# (strings) are not.
+
+
+class Order(BaseModel):
+    order_id: uuid.UUID
+    price: decimal.Decimal = decimal.Decimal("1.5")
+    at: datetime.time | None = None
+    raw: bytes = b""
+    email: str = Field("", json_schema_extra={"format": "email"})
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+class Leveled(BaseModel):
+    level: Level
+
+
+async def ask_order(ctx: ToolContext) -> str:
+    return repr((await ctx.elicit("Which order?", schema=Order, key="order")).order_id)
+
+
+def test_a_form_says_only_the_spec_s_formats_and_a_number_default_as_a_number() -> None:
+    from mcp_tools.engine.context import _flat_elicitation_schema
+
+    properties = _flat_elicitation_schema(Order)["properties"]
+    assert properties["order_id"] == {"type": "string", "title": "Order Id"}, properties
+    assert properties["price"]["default"] == 1.5 and properties["price"]["type"] == "number", properties
+    assert "format" not in properties["at"] and "format" not in properties["raw"], properties
+    assert properties["email"]["format"] == "email", properties  # one of the spec's four is kept
+
+
+def test_an_enum_of_integers_is_no_form_field() -> None:
+    from mcp_tools.engine.context import _flat_elicitation_schema
+
+    with pytest.raises(TypeError, match="Leveled cannot be asked in an elicitation form: its field 'level'"):
+        _flat_elicitation_schema(Leveled)
+
+
+@pytest.mark.parametrize(("content", "ok"), [({"order_id": "12345678-1234-5678-1234-567812345678"}, True), ({"order_id": "not-a-uuid"}, False)],
+                         ids=["uuid", "not-a-uuid"])
+async def test_what_the_form_no_longer_says_is_still_checked_when_the_answer_comes(content: dict[str, Any], ok: bool) -> None:
+    with registry.registered_temporarily(make_tool(ask_order)):
+        body = await _answer("ask_order", "order", content)
+    if ok:
+        assert body["result"]["content"][0]["text"] == "UUID('12345678-1234-5678-1234-567812345678')", body
+    else:
+        assert body["error"]["code"] == -32602, body  # refused then, not a StepFailed on the next replay
+
+
+def test_a_step_journaled_with_the_previous_form_still_replays() -> None:
+    from asgiref.sync import async_to_sync
+
+    from mcp_tools.engine import Completed, Invocation, run
+    from mcp_tools.engine.context import _FormJsonSchema, _wire_schema
+    from mcp_tools.engine.journal import Journal, Step, digest
+    from tests.test_engine_corners import StubRuntime
+
+    sent = _wire_schema(Order.model_json_schema(schema_generator=_FormJsonSchema), keep_null_defaults=False)
+    assert sent["properties"]["order_id"]["format"] == "uuid"  # what the previous release sent
+    request = {"method": "elicitation/create", "params": {"mode": "form", "message": "Which order?", "requestedSchema": sent}}
+    answer = {"action": "accept", "content": {"order_id": "12345678-1234-5678-1234-567812345678"}}
+    journal = Journal([Step(seq=0, kind="elicit", key="order", digest=digest(["elicit", request]), request=request,
+                            status="done", response=answer)])
+    inv = Invocation(fn=ask_order, is_async=True, kwargs={}, context_param="ctx", principal=None,
+                     protocol_version="2025-11-25", client_capabilities=FORM,
+                     runtime=StubRuntime(), journal=journal)  # type: ignore[arg-type]
+    outcome = async_to_sync(run)(inv)
+    assert isinstance(outcome, Completed), outcome
+    assert outcome.value == "UUID('12345678-1234-5678-1234-567812345678')"

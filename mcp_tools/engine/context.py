@@ -196,12 +196,36 @@ def _model_elicitation_schema(schema: type[BaseModel]) -> dict[str, Any]:
     raw = schema.model_json_schema(schema_generator=_FormJsonSchema)
     result = _wire_schema(raw, keep_null_defaults=False)
     for name, prop in result["properties"].items():
-        if prop.get("type") not in _FORM_TYPES:
+        enums = [prop.get("enum"), (prop.get("items") or {}).get("enum") if isinstance(prop.get("items"), dict) else None]
+        if prop.get("type") not in _FORM_TYPES or any(e is not None and not all(isinstance(v, str) for v in e) for e in enums):
             raise TypeError(
                 f"{schema.__name__} cannot be asked in an elicitation form: its field {name!r} is "
                 f"{raw['properties'][name]}, which is no form field of the spec's (a string, number, integer, "
-                f"boolean or enum, or a list of enum values; X | None for an optional one)")
+                f"boolean or enum of strings, or a list of enum values; X | None for an optional one)")
+        result["properties"][name] = _spec_field(prop)
     return result
+
+
+#: The ``format``s of the spec's string form fields (``StringSchema.format``): clients that check a
+#: request against the schema (the TypeScript SDK) refuse the whole elicitation for any other.
+_FORM_FORMATS = frozenset({"email", "uri", "date", "date-time"})
+
+
+def _spec_field(prop: dict[str, Any]) -> dict[str, Any]:
+    """A model's form field as the spec's schema says it: without a ``format`` the spec has not (a
+    ``UUID``'s, a ``time``'s, a ``bytes``' ``binary``: the answer is still checked against the model,
+    :func:`_model_answer_schema`), and a number's default a number (pydantic writes a ``Decimal``'s as
+    text, where ``NumberSchema.default`` is a number)."""
+    field = dict(prop)
+    if "format" in field and field["format"] not in _FORM_FORMATS:
+        del field["format"]
+    if field.get("type") in ("number", "integer") and isinstance(field.get("default"), str):
+        try:
+            number = float(field["default"])
+            field["default"] = int(number) if field["type"] == "integer" and number.is_integer() else number
+        except ValueError:
+            del field["default"]
+    return field
 
 
 @functools.lru_cache(maxsize=256)
@@ -216,8 +240,11 @@ def _earlier_model_elicitation_schemas(schema: type[BaseModel]) -> tuple[dict[st
     except TypeError:  # no form now: each form it was sent in before is an earlier one
         current = None
     forms: list[dict[str, Any]] = []
-    for keep_null_defaults in (False, True):
-        form = _wire_schema(raw, keep_null_defaults=keep_null_defaults, nested_refs=False)
+    # The form as sent until the spec's formats and number defaults were kept to (formats such as
+    # "uuid" and a Decimal's default as text included), then the older ones.
+    candidates = [_wire_schema(schema.model_json_schema(schema_generator=_FormJsonSchema), keep_null_defaults=False)]
+    candidates += [_wire_schema(raw, keep_null_defaults=keep_null_defaults, nested_refs=False) for keep_null_defaults in (False, True)]
+    for form in candidates:
         if form != current and form not in forms:
             forms.append(form)
     return tuple(forms)
@@ -241,7 +268,8 @@ def _model_answer_schema(schema: type[BaseModel]) -> dict[str, Any] | None:
     it when it arrives, so one that the model would refuse on replay is refused then instead."""
     raw = schema.model_json_schema()
     said = _WIRE_KEYWORDS | _ANNOTATIONS
-    return raw if any(not said.issuperset(prop) for prop in _inlined_properties(raw).values()) else None
+    return raw if any(not said.issuperset(prop) or prop.get("format", "email") not in _FORM_FORMATS
+                      for prop in _inlined_properties(raw).values()) else None
 
 
 def _inlined_properties(raw: dict[str, Any], *, nested_refs: bool = True) -> dict[str, Any]:
