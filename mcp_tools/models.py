@@ -280,6 +280,10 @@ class ResourceSubscription(models.Model):
     session = models.ForeignKey(McpSession, verbose_name=_("session"), on_delete=models.CASCADE, related_name="subscriptions")
     uri = models.CharField(_("URI"), max_length=SUBSCRIPTION_URI_MAX_LENGTH)
     created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    #: When the resource was last said to have changed (``notify_resource_updated``): a standalone stream
+    #: resumed with ``Last-Event-ID`` tells of each change made after the last event its client had,
+    #: which no stream was open to carry (the client was reconnecting).
+    updated_at = models.DateTimeField(_("last updated"), null=True, blank=True)
 
     class Meta:
         verbose_name = _("resource subscription")

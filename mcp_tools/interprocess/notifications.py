@@ -165,14 +165,15 @@ def stop_listening(uris: list[str], outbox: Outbox) -> None:
                 _listeners_by_uri.pop(uri, None)
 
 
-def _updated(uri: str) -> dict[str, Any]:
+def updated_message(uri: str) -> dict[str, Any]:
+    """The ``notifications/resources/updated`` of ``uri``."""
     return {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
 
 
 def _deliver_to_listeners(uri: str) -> None:
     outboxes = _listeners_by_uri.get(uri)
     if outboxes:
-        message = _updated(uri)
+        message = updated_message(uri)
         for outbox in list(outboxes):
             outbox.put(message)
 
@@ -185,7 +186,7 @@ async def _deliver_to_streams(uri: str, session_ids: list[str] | None = None) ->
         except Exception:
             logger.warning("Could not read the subscribers of %s", uri, exc_info=True)
             return
-    message = _updated(uri)
+    message = updated_message(uri)
     for session_id in session_ids:
         for outbox in list(_streams.get(session_id, ())):
             outbox.put(message)

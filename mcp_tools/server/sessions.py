@@ -198,6 +198,10 @@ async def notify_resource_updated(uri: str) -> int:
             logger.info("Unsubscribed %d session(s) from %s: their principal may no longer read it", len(lost), uri)
         subscribed = [(session_id, principal) for session_id, principal in subscribed if principal in readers]
     session_ids = [session_id for session_id, _ in subscribed]
+    if session_ids:
+        # Kept on the subscriptions: a client reconnecting its stream now has no stream to hear it
+        # on, and its resume (Last-Event-ID) tells it of the change (transports.http.standalone).
+        await store.mark_subscriptions_updated(uri)
     await notifications.publish_resource_updated(uri, session_ids)
     return len(session_ids)
 

@@ -157,6 +157,26 @@ def unsubscribe_sessions(uri: str, session_ids: list[str]) -> None:
     ResourceSubscription.objects.filter(uri=uri, session_id__in=session_ids).delete()
 
 
+def mark_subscriptions_updated(uri: str) -> None:
+    """Note on every subscription to ``uri`` that it changed now (a resumed stream's client hears of it)."""
+    from django.utils import timezone
+
+    from ..models import ResourceSubscription
+
+    ResourceSubscription.objects.filter(uri=uri).update(updated_at=timezone.now())
+
+
+def subscriptions_updated_since(session_id: str, event_id: int) -> list[str]:
+    """The URIs the session subscribed to that changed at or after the time of its stream event
+    ``event_id`` (none if that event is gone): what a stream resumed from it may have missed."""
+    from ..models import ResourceSubscription, StreamEvent
+
+    at = StreamEvent.objects.filter(id=event_id, session_id=session_id).values_list("created_at", flat=True).first()
+    if at is None:
+        return []
+    return list(ResourceSubscription.objects.filter(session_id=session_id, updated_at__gte=at).order_by("uri").values_list("uri", flat=True))
+
+
 def active_users_of(principal_ids: list[str]) -> dict[str, Any]:
     """The active user each of ``principal_ids`` names (``user:<pk>``), by principal id; a principal
     that names none (anonymous, an OAuth client, a user since deleted or made inactive) is left out.

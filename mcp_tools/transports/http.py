@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import re
 import time
@@ -1231,9 +1232,13 @@ class McpEndpoint:
         await response._send({"type": "http.response.body", "body": b": resumed\n\n", "more_body": True})
         already_sent: set[str] = set()  # our requests the replay carries now (and, below, those the client had)
         answered: set[Any] = set()  # ids of the responses the stream carried: seen by the client, or replayed now
+        replayed_updates: set[str] = set()  # the resources whose updates the replay carries
         for event_id, payload in await store.events_after(stream_id, last_event_id):
             if payload:
                 kind, message_id = _kind_and_id(payload)
+                if kind == "notification" and '"notifications/resources/updated"' in payload:
+                    with contextlib.suppress(ValueError, TypeError, AttributeError):
+                        replayed_updates.add(json.loads(payload)["params"]["uri"])
                 if kind == "response" and message_id in answered:
                     continue  # one response per request: a second one kept (a detached handler's and a resumed stream's) is not sent
                 if kind == "request" and str(message_id) in already_sent:
@@ -1254,8 +1259,9 @@ class McpEndpoint:
                 answered.add(message_id)
         if stream_id.startswith(STANDALONE_STREAM_PREFIX):
             # The standalone stream (the official client always reconnects it with Last-Event-ID):
-            # it goes on, under the same stream id, once what it missed is replayed.
-            await self.standalone(receive, response, caller)
+            # it goes on, under the same stream id, once what it missed is replayed, and the resource
+            # updates made while no stream was open to carry them are told (at most one per URI).
+            await self.standalone(receive, response, caller, missed_since=(last_event_id, replayed_updates))
             return
         call_id = await store.call_for_stream(stream_id)
         request_id = jsonrpc.id_from_text(await store.call_request_id(call_id)) if call_id is not None else None
@@ -1328,7 +1334,8 @@ class McpEndpoint:
             if registered is not None:
                 cancellation.unregister(registered, stopper)
 
-    async def standalone(self, receive: Any, response: Response, caller: StreamCaller) -> None:
+    async def standalone(self, receive: Any, response: Response, caller: StreamCaller,
+                         missed_since: tuple[int, set[str]] | None = None) -> None:
         """The session's standalone stream: list changes, resource updates, keep-alives.
 
         One per session: a new one (a reconnection, resumed or not) takes over and the older
@@ -1336,6 +1343,11 @@ class McpEndpoint:
         so no message goes out on two streams. It ends too when the session is deleted, and
         when the GET's credentials no longer authenticate its caller (:meth:`StreamCaller.vouch`,
         before notifications go out; a token's expiry at each keep-alive), as ``subscriptions/listen`` does.
+
+        ``missed_since``: a resumed stream's ``Last-Event-ID`` and the URIs whose updates its replay
+        carried: each subscribed resource said to have changed since that event, and not in the replay,
+        is told once the stream is registered (an update published while the client reconnected
+        found no stream to carry it).
         """
         assert response.session_id is not None
         session_id = response.session_id
@@ -1370,6 +1382,10 @@ class McpEndpoint:
                 stamp = await notifications.open_stream(session_id, outbox)
                 for event in early:
                     relay_event(event)
+                if missed_since is not None:  # read once this stream takes updates: none falls between
+                    for uri in await store.subscriptions_updated_since(session_id, missed_since[0]):
+                        if uri not in missed_since[1]:
+                            outbox.put(notifications.updated_message(uri))
                 if response.stream_id is None:
                     response.stream_id = STANDALONE_STREAM_PREFIX + uuid.uuid4().hex
                 await response.start_stream()

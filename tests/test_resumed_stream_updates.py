@@ -1,0 +1,73 @@
+"""A resource update published while a 2025-11-25 client reconnects its standalone stream reaches it.
+
+Found by a review of prompts and resources: an update made while the client's GET stream was down (its
+1 s reconnect delay, a proxy's idle timeout, a deploy) found no stream to carry it, so it was never
+logged, and the ``Last-Event-ID`` resume replayed nothing: the client kept showing stale data. The
+subscription now keeps when its resource last changed, and a resumed stream tells of each change
+made after the last event its client had (once per URI), beside what its replay carries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from mcp_tools import notify_resource_updated
+from tests.asgi_client import HANDSHAKE, handshake_message, post_headers, post_json
+from tests.test_http_spec_edges import APP, Stream, _in_memory_layer, open_session  # noqa: F401
+
+pytestmark = pytest.mark.django_db(transaction=True)
+APP_URI = "inventory://products"
+OTHER_URI = "inventory://products/SKU-1"
+
+
+def updates(stream: Stream) -> list[str]:
+    return [data["params"]["uri"] for _, data in stream.events() if data.get("method") == "notifications/resources/updated"]
+
+
+async def _subscribed() -> dict[str, str]:
+    session = await open_session()
+    headers = post_headers(version=HANDSHAKE, session=session)
+    for uri in (APP_URI, OTHER_URI):
+        r = await post_json(APP, handshake_message("resources/subscribe", {"uri": uri}), headers)
+        assert r.status == 200 and "result" in r.json(), r.body
+    return headers
+
+
+async def test_an_update_made_while_the_stream_was_down_is_told_on_its_resume() -> None:
+    headers = await _subscribed()
+    get = {**headers, "accept": "text/event-stream"}
+    first = Stream("GET", get)
+    await asyncio.sleep(0.3)
+    assert await notify_resource_updated(OTHER_URI) == 1
+    await first.wait_for(lambda m: m.get("method") == "notifications/resources/updated")
+    last_id = [event_id for event_id, _ in first.events()][-1] or ""
+    first.gone.set()  # the client's connection drops
+    await asyncio.wait_for(first.task, 5)
+
+    assert await notify_resource_updated(APP_URI) == 1  # no stream is open to carry it
+    resumed = Stream("GET", {**get, "last-event-id": last_id})
+    await resumed.wait_for(lambda m: m.get("method") == "notifications/resources/updated")
+    await asyncio.sleep(0.2)
+    resumed.gone.set()
+    await asyncio.wait_for(resumed.task, 5)
+    assert updates(resumed) == [APP_URI], resumed.text()  # told once; the update the client had is not told again
+
+
+async def test_a_resume_with_nothing_missed_tells_nothing() -> None:
+    headers = await _subscribed()
+    get = {**headers, "accept": "text/event-stream"}
+    first = Stream("GET", get)
+    await asyncio.sleep(0.3)
+    assert await notify_resource_updated(APP_URI) == 1
+    await first.wait_for(lambda m: m.get("method") == "notifications/resources/updated")
+    last_id: Any = [event_id for event_id, _ in first.events()][-1]
+    first.gone.set()
+    await asyncio.wait_for(first.task, 5)
+    resumed = Stream("GET", {**get, "last-event-id": last_id})
+    await asyncio.sleep(0.5)
+    resumed.gone.set()
+    await asyncio.wait_for(resumed.task, 5)
+    assert updates(resumed) == [], resumed.text()
