@@ -113,9 +113,15 @@ class Accepts(NamedTuple):
     read: Callable[[Any], Any] | None = None
 
 
-def _number(*, above: float | None = None, at_least: float | None = None, integer: bool = False,
+#: The longest duration a key of seconds takes: 100 years. Past some 2,000 years a time computed from
+#: now leaves the dates Python has (``OverflowError`` in the cleanup and in every call that makes a row);
+#: a key meant as "forever" reads as written well within this.
+MAX_SECONDS = 100 * 365 * 24 * 3600
+
+
+def _number(*, above: float | None = None, at_least: float | None = None, at_most: float | None = None, integer: bool = False,
             none: bool = False) -> Callable[[Any], bool]:
-    """The test of a number key: finite (no bool, no str such as "1d"), within its bound, or None
+    """The test of a number key: finite (no bool, no str such as "1d"), within its bounds, or None
     where ``none`` says None means something of its own (docs/settings.md)."""
 
     def test(value: Any) -> bool:
@@ -123,7 +129,7 @@ def _number(*, above: float | None = None, at_least: float | None = None, intege
             return none
         if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)) or not math.isfinite(value):
             return False
-        return (above is None or value > above) and (at_least is None or value >= at_least)
+        return (above is None or value > above) and (at_least is None or value >= at_least) and (at_most is None or value <= at_most)
 
     return test
 
@@ -180,10 +186,13 @@ def _header_name(value: Any) -> bool:
 _TOKEN_CHARS = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")
 
 # What the keys of one kind accept, said once (docs/settings.md, "Accepted values", groups the keys so).
-SECONDS_OR_ZERO = Accepts(_number(at_least=0), "a number of seconds >= 0", "mcp_tools.E005")
-SECONDS = Accepts(_number(above=0), "a number of seconds > 0", "mcp_tools.E005")
-SECONDS_OR_NONE = Accepts(_number(above=0, none=True), "None or a number of seconds > 0", "mcp_tools.E005")
+SECONDS_OR_ZERO = Accepts(_number(at_least=0, at_most=MAX_SECONDS), "a number of seconds >= 0, at most 100 years", "mcp_tools.E005")
+SECONDS = Accepts(_number(above=0, at_most=MAX_SECONDS), "a number of seconds > 0, at most 100 years", "mcp_tools.E005")
+SECONDS_OR_NONE = Accepts(_number(above=0, none=True, at_most=MAX_SECONDS), "None or a number of seconds > 0, at most 100 years",
+                          "mcp_tools.E005")
 POSITIVE_INTEGER = Accepts(_number(above=0, integer=True), "a positive integer", "mcp_tools.E006")
+SECONDS_INTEGER = Accepts(_number(above=0, integer=True, at_most=MAX_SECONDS), "a positive integer of seconds, at most 100 years",
+                          "mcp_tools.E006")
 FLAG = Accepts(lambda value: isinstance(value, bool), "True or False", "mcp_tools.E010")
 TEXT_OR_NONE = Accepts(_text(none=True), "None or a string", "mcp_tools.E011")
 
@@ -214,8 +223,8 @@ ACCEPTS: dict[str, Accepts] = {
     "EVENT_RETENTION": POSITIVE_INTEGER,
     "SESSION_MAX_SUBSCRIPTIONS": POSITIVE_INTEGER,  # 0 would refuse every subscription the capability advertises
     "SIGNING_KEYS": Accepts(_signing_keys, "None or a list of non-empty strings, newest first", "mcp_tools.E008", secret=True),
-    "TOKEN_TTL": POSITIVE_INTEGER,
-    "CALL_TTL": POSITIVE_INTEGER,
+    "TOKEN_TTL": SECONDS_INTEGER,
+    "CALL_TTL": SECONDS_INTEGER,
     # 0 (or less) would delete calls just finished, before a task client read the result; None keeps them.
     "RETAIN_FINISHED_SECONDS": SECONDS_OR_NONE,
     "RECORD_ALL_CALLS": FLAG,

@@ -232,6 +232,11 @@ REFUSED: list[tuple[str, Any, str]] = [
     ("TASK_POLL_INTERVAL_MS", "500ms", "mcp_tools.E006"), ("TASK_POLL_INTERVAL_MS", 0, "mcp_tools.E006"),
     ("CACHE_TTL_MS", "60s", "mcp_tools.E006"), ("CACHE_TTL_MS", -1, "mcp_tools.E006"), ("CACHE_TTL_MS", 1.5, "mcp_tools.E006"),
     ("TASK_MAX_TTL_MS", 999, "mcp_tools.E006"), ("TASK_MAX_TTL_MS", "1d", "mcp_tools.E006"),
+    # Found by an operations review: past some 2,000 years a time computed from now overflows Python's
+    # dates, and mcp_cleanup and every call that makes a row failed with OverflowError.
+    ("CALL_TTL", 10**12, "mcp_tools.E006"), ("TOKEN_TTL", 10**12, "mcp_tools.E006"),
+    ("SESSION_IDLE_SECONDS", 1e12, "mcp_tools.E005"), ("CANCEL_POLL_SECONDS", 1e12, "mcp_tools.E005"),
+    ("RETAIN_FINISHED_SECONDS", 4e9, "mcp_tools.E005"),
 ]
 
 #: Values at the edges of what each key accepts (0 where docs/settings.md gives 0 a meaning, None where None has one).
@@ -241,7 +246,7 @@ ACCEPTED: list[tuple[str, Any]] = [
     ("ALLOW_ANONYMOUS", True), ("AUTODISCOVER", False), ("RETAIN_FINISHED_SECONDS", None), ("RETAIN_FINISHED_SECONDS", 0.5),
     ("WORKER_LEASE_SECONDS", 0.6), ("CANCEL_POLL_SECONDS", 0), ("CONVERGE_WAIT_SECONDS", 0), ("TASK_RESULT_WAIT_SECONDS", 0),
     ("STDIO_SHUTDOWN_GRACE_SECONDS", 0), ("SESSION_CACHE_SECONDS", 0), ("CACHE_TTL_MS", 0), ("TASK_POLL_INTERVAL_MS", 1),
-    ("TASK_MAX_TTL_MS", 1000),
+    ("TASK_MAX_TTL_MS", 1000), ("CALL_TTL", 100 * 365 * 24 * 3600), ("SESSION_IDLE_SECONDS", 100 * 365 * 24 * 3600.0),
 ]
 
 
