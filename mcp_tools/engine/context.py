@@ -635,7 +635,7 @@ class ToolContext:
         did not fit) raises :class:`StepFailed` then, not before: the first failed one in the
         order given, the others' answers journaled but not returned.
         """
-        return await self._resolve(list(requests))
+        return await self._resolve(_gatherable(requests))
 
     async def _resolve(self, requests: list[StepRequest[Any]]) -> list[Any]:
         journal = self._inv.journal
@@ -804,6 +804,18 @@ def _storable_result(key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     return checked
 
 
+def _gatherable(requests: tuple[Any, ...]) -> list[StepRequest[Any]]:
+    """``requests`` if each is a question for the client, else a ``TypeError`` saying what is: a
+    ``ctx.once(...)`` (a coroutine) failed deep in the engine with an AttributeError."""
+    for request in requests:
+        if not isinstance(request, StepRequest):
+            if inspect.iscoroutine(request):
+                request.close()  # never awaited: no RuntimeWarning on top of the TypeError
+            raise TypeError(f"ctx.gather takes the requests of ctx.elicit, ctx.elicit_url, ctx.sample_step and "
+                            f"ctx.list_roots (not awaited), not {type(request).__name__}")
+    return list(requests)
+
+
 class SyncToolContext(ToolContext):
     """The context given to sync handlers: the same steps, as blocking calls.
 
@@ -833,6 +845,13 @@ class SyncToolContext(ToolContext):
     def sample(self, *args: Any, **kwargs: Any) -> Any:
         self._go_on()
         return async_to_sync(super().sample)(*args, **kwargs)
+
+    def gather(self, *requests: StepRequest[Any]) -> list[Any]:  # type: ignore[override]
+        """:meth:`ToolContext.gather`, blocking: in a sync tool the requests come from
+        ``ctx.sample_step(...)`` (``ctx.elicit`` and ``ctx.list_roots`` ask at once here). It returned
+        the coroutine, never awaited: nothing was asked and the tool went on."""
+        self._go_on()
+        return async_to_sync(self._resolve)(_gatherable(requests))
 
     def once(self, key: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         self._go_on()
