@@ -302,3 +302,34 @@ async def test_a_background_tools_log_lines_go_to_the_server_log_not_nowhere(que
         (logging.WARNING, f"tools/call 'logs_in_the_worker' (call {call_id}) logged [warning] reports: {{'step': 1}}"),
         (logging.DEBUG, f"tools/call 'logs_in_the_worker' (call {call_id}) logged [debug]: 'fine detail'"),
     ], lines
+
+
+async def noted_once(ctx: ToolContext) -> str:
+    return str(await ctx.once("note", lambda: 7))
+
+
+async def test_a_stalled_broker_holds_neither_the_request_nor_the_process_s_other_durable_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a durability review: a broker that accepts connections and never answers (a stalled or
+    half-open Redis) held the background call's request with no timeout, and, the send running on the
+    store's one thread, every durable call of the process (journal writes, ctx.once) waited behind it."""
+    import threading
+
+    release = threading.Event()
+    sent: list[str] = []
+
+    def stalled(call_id: str, tool: Any, task_id: str) -> None:
+        release.wait(30)
+        sent.append(call_id)
+
+    monkeypatch.setattr(background, "send", stalled)
+    monkeypatch.setattr(background, "BROKER_SEND_SECONDS", 0.3, raising=False)
+    try:
+        with registry.registered_temporarily(make_tool(logs_in_the_worker, background=True), make_tool(noted_once)):
+            answered = await asyncio.wait_for(modern("tools/call", {"name": "logs_in_the_worker", "arguments": {}}, RESUMES), 5)
+            assert "nextResumeToken" in answered["result"], answered  # answered as usual; the sweep queues it again if need be
+            other = await asyncio.wait_for(modern("tools/call", {"name": "noted_once", "arguments": {}}, {}), 5)
+            assert other["result"]["content"][0]["text"] == "7", other  # ctx.once's journal write did not wait for the broker
+            row = await sync_to_async(ToolCall.objects.get)(tool_name="logs_in_the_worker")
+            assert row.background and row.celery_task_id and row.queued_until is not None
+    finally:
+        release.set()

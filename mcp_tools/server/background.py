@@ -81,6 +81,31 @@ def _send_or_leave_for_sweep(call_id: str, tool: Tool | None, task_id: str) -> N
         store.sync_calls.not_queued(call_id, task_id)
 
 
+#: How long a request waits for the broker to take a call's message. Past it the request goes on (the
+#: row is queued with a deadline, and the sweep queues the call again if no worker claims it by then):
+#: a stalled broker (a Redis that accepts and never answers) held the send with no timeout.
+BROKER_SEND_SECONDS = 5.0
+#: The threads that hand messages to the broker for requests: never the store's thread, whose every
+#: journal write and ctx.once effect waited behind a stalled send (every durable call of the process).
+_senders = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="mcp-tools-broker")
+
+
+async def _queue(call_id: str, tool: Tool | None, task_id: str) -> None:
+    """Queue a call whose row has committed, from a request: on a sender thread, waiting at most
+    :data:`BROKER_SEND_SECONDS`. A broker that refuses leaves the call for the sweep, as
+    :func:`_send_or_leave_for_sweep` does; one that does not answer in time, too (its send goes on
+    in its thread, and a late message finds the call claimed or queued again: a worker runs it once)."""
+    sent = asyncio.get_running_loop().run_in_executor(_senders, send, call_id, tool, task_id)
+    try:
+        await asyncio.wait_for(asyncio.shield(sent), BROKER_SEND_SECONDS)
+    except asyncio.TimeoutError:
+        logger.warning("The broker did not take background call %s within %.0f s; the sweep will queue it again if no "
+                       "worker claims it", call_id, BROKER_SEND_SECONDS)
+    except Exception:
+        logger.exception("Could not queue background call %s; the sweep will queue it again", call_id)
+        await store.db(store.sync_calls.not_queued)(call_id, task_id)
+
+
 async def defer(inv: engine.Invocation, target: core.Target, rc: RequestContext, round_number: int) -> str:
     """Hand a call to a worker: write (or update) its row as a background call, then queue it.
 
@@ -101,7 +126,7 @@ async def defer(inv: engine.Invocation, target: core.Target, rc: RequestContext,
         fields["last_outcome"] = {"round": round_number, "on_worker": True}
         if not await store.save_round(call_id, round_number, [s for s in inv.journal.steps if not s.persisted], status="working", **fields):
             raise core.call_ended_error(await core.status_of(call_id))
-    await store.db(_queue_after_commit)(call_id, target.tool, task_id)
+    await _queue(call_id, target.tool, task_id)  # its row committed above (ensure_row / save_round)
     return call_id
 
 
@@ -114,7 +139,7 @@ async def requeue(call_id: str) -> None:
     task_id = str(uuid.uuid4())
     if not await store.db(store.sync_calls.queue_call)(call_id, task_id, queue_wait(0)):
         return  # a worker claimed it meanwhile (another message for it came first): it runs there
-    await store.db(_queue_after_commit)(call_id, registry.get_tool(row.tool_name), task_id)
+    await _queue(call_id, registry.get_tool(row.tool_name), task_id)  # queue_call committed
 
 
 async def go_on_if_answered(call_id: str) -> bool:
