@@ -333,3 +333,38 @@ async def test_a_stalled_broker_holds_neither_the_request_nor_the_process_s_othe
             assert row.background and row.celery_task_id and row.queued_until is not None
     finally:
         release.set()
+
+
+EFFECTS: list[int] = []
+
+
+def audited(ctx: ToolContext) -> str:
+    return str(ctx.once("audit", lambda: EFFECTS.append(1) or len(EFFECTS)))
+
+
+async def test_a_worker_whose_database_connection_drops_under_a_sync_once_leaves_the_call_for_another_run(
+        queued: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a durability review (pg_terminate_backend mid-effect): the journal's insert of a sync
+    ``ctx.once`` failed with "the connection is closed", and the worker ended the call failed for good,
+    though the rule for a worker is that the store failing under the handler is not the handler's
+    failure: the run writes nothing, and the call is taken over once its lease runs out."""
+    from django.db import OperationalError
+
+    from mcp_tools.store import sql
+
+    EFFECTS.clear()
+    with registry.registered_temporarily(make_tool(audited, background=True)):
+        await modern("tools/call", {"name": "audited", "arguments": {}}, RESUMES)
+        [call_id] = queued
+        real_insert = sql.Statements.insert_steps
+
+        def connection_dropped(self: Any, *args: Any, **kwargs: Any) -> None:
+            # Once: the ctx.once step's insert; the connection is back for what comes after.
+            monkeypatch.setattr(sql.Statements, "insert_steps", real_insert)
+            raise OperationalError("the connection is closed")
+
+        monkeypatch.setattr(sql.Statements, "insert_steps", connection_dropped)
+        with pytest.raises(OperationalError):  # the Celery task fails; its lease runs out
+            await background.run_in_worker(call_id, "w-test")
+        row = await sync_to_async(ToolCall.objects.get)(id=call_id)
+        assert row.status == "working" and not row.error, (row.status, row.error)

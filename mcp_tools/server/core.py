@@ -450,8 +450,14 @@ class Runtime:
             with NoteUnreachable(inv):  # not journaled: a takeover runs the effect again (at least once)
                 _, recorded = await store.record_once(call_id, step, value)
             return recorded
-        # Not noted: what fails in there may be the effect's own error, journaled as the step's outcome.
-        _, recorded = await store.run_once(call_id, step, fn, args, kwargs)
+        # Noted only when the store's own statements failed (its check, the step's insert, the commit):
+        # the effect's own error comes out journaled as the step's outcome (``mcp_tools_journaled``).
+        try:
+            _, recorded = await store.run_once(call_id, step, fn, args, kwargs)
+        except store.DATABASE_UNAVAILABLE as exc:
+            if not getattr(exc, "mcp_tools_journaled", False) and store.database_unreachable(exc):
+                inv.state["database_unreachable"] = True
+            raise
         return recorded
 
     async def progress(self, inv: engine.Invocation, progress: float, total: float | None, message: str | None, *,

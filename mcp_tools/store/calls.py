@@ -201,6 +201,8 @@ def run_once(call_id: Any, step: Step, fn: Any, args: tuple[Any, ...], kwargs: d
         elsewhere, response = record_failed_once(call_id, step, failed.error)
         if elsewhere:
             return False, response
+        with contextlib.suppress(AttributeError, TypeError):  # (an exception class that takes no attributes)
+            failed.error.mcp_tools_journaled = True  # type: ignore[attr-defined]  # the step's outcome, not the store's failure
         raise failed.error from None
     except IntegrityError:
         journaled, response = _once_journaled(call_id, step, using, live=False)
