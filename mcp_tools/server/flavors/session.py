@@ -239,7 +239,24 @@ async def _wait_for_answers(call_id: str, round_number: int, rc: RequestContext)
 CONTINUED_ELSEWHERE_RETRY_MS = 1000
 
 
+#: The SSE ``retry`` of a connection whose wait for an answer found the database unreachable.
+DATABASE_RETRY_MS = 1000
+
+
 async def _wait(call_id: str, round_number: int) -> Journal:
+    """Wait until the round's answers are in (then claim it), the call ends, or another connection to the
+    stream carries it on. A poll that finds the database unreachable (a restart, a failover, a dropped
+    connection) pauses the stream for the client's resume: it ended the request with -32603 while the
+    row stayed ``input_required``, waiting for an answer its client would never send."""
+    try:
+        return await _poll_for_answers(call_id, round_number)
+    except store.DATABASE_UNAVAILABLE as exc:
+        if not store.database_unreachable(exc):
+            raise
+        raise StreamPaused("The database could not be reached while the call waited for input", DATABASE_RETRY_MS) from exc
+
+
+async def _poll_for_answers(call_id: str, round_number: int) -> Journal:
     async with wakeups.listening(call_id) as event:
         while True:
             loaded = await store.load_call(call_id)
