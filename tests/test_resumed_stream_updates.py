@@ -71,3 +71,27 @@ async def test_a_resume_with_nothing_missed_tells_nothing() -> None:
     resumed.gone.set()
     await asyncio.wait_for(resumed.task, 5)
     assert updates(resumed) == [], resumed.text()
+
+
+def test_notifying_from_inside_a_transaction_does_not_wait_for_its_lock() -> None:
+    """Found by a diff review: the change was noted on the subscriptions from the store's own connection,
+    which on SQLite waited for the write lock of the caller's transaction (a post_save signal handler
+    notifying, under the demo's IMMEDIATE transactions): 20 s, then "database is locked", with every
+    durable call of the process behind it. The sync variant notes it on the caller's own connection."""
+    import time
+
+    from asgiref.sync import async_to_sync
+    from django.db import transaction
+
+    from mcp_tools import notify_resource_updated_sync
+    from mcp_tools.models import ResourceSubscription
+    from mcp_tools.store import sync_sessions
+
+    session = async_to_sync(open_session)()
+    sync_sessions.subscribe(session, APP_URI, 10)
+    started = time.monotonic()
+    with transaction.atomic():
+        ResourceSubscription.objects.filter(session_id=session).update(uri=APP_URI)  # a write: on SQLite, the lock is held
+        assert notify_resource_updated_sync(APP_URI) == 1
+    assert time.monotonic() - started < 5
+    assert ResourceSubscription.objects.get(session_id=session).updated_at is not None  # noted, with the caller's change

@@ -187,6 +187,12 @@ async def notify_resource_updated(uri: str) -> int:
     ``resources/subscribe`` would refuse it now. The check is the user's permissions, read
     now; a token's scopes were checked when it subscribed (the session does not keep them).
     """
+    return await _notify(uri, mark=True)
+
+
+async def _notify(uri: str, *, mark: bool) -> int:
+    """:func:`notify_resource_updated`; ``mark``: note the change on the subscriptions from the store's
+    thread (the sync variant notes it in its caller's thread, before)."""
     subscribed = await store.subscriptions(uri)
     found = registry.find_resource(uri)
     perms = found[0].permissions if found is not None else ()
@@ -198,7 +204,7 @@ async def notify_resource_updated(uri: str) -> int:
             logger.info("Unsubscribed %d session(s) from %s: their principal may no longer read it", len(lost), uri)
         subscribed = [(session_id, principal) for session_id, principal in subscribed if principal in readers]
     session_ids = [session_id for session_id, _ in subscribed]
-    if session_ids:
+    if session_ids and mark:
         # Kept on the subscriptions: a client reconnecting its stream now has no stream to hear it
         # on, and its resume (Last-Event-ID) tells it of the change (transports.http.standalone).
         await store.mark_subscriptions_updated(uri)
@@ -207,8 +213,14 @@ async def notify_resource_updated(uri: str) -> int:
 
 
 def notify_resource_updated_sync(uri: str) -> int:
-    """:func:`notify_resource_updated` for sync code."""
-    return async_to_sync(notify_resource_updated)(uri)
+    """:func:`notify_resource_updated` for sync code.
+
+    The change is noted on the subscriptions here, in the caller's thread: sync code that notifies
+    commonly runs in a transaction (a signal handler of a save), which on SQLite holds the write lock,
+    and the store's own connection waited for it (20 s, then "database is locked", with every
+    durable call of the process behind it). Here the note commits with the caller's change."""
+    store.sync_sessions.mark_subscriptions_updated(uri)
+    return async_to_sync(_notify)(uri, mark=False)
 
 
 async def _readers(principal_ids: set[str], perms: tuple[str, ...]) -> set[str]:
