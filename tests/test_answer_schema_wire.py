@@ -161,8 +161,15 @@ def test_a_step_the_previous_release_journaled_for_such_a_model_still_replays() 
 async def test_a_tool_asking_a_form_no_client_can_render_fails_without_asking(caplog: Any) -> None:
     from demo_site.asgi import application
 
-    with registry.registered_temporarily(make_tool(ask_either)):
-        body = (await call_modern(application, "tools/call", {"name": "ask_either", "arguments": {}}, capabilities=FORM)).json()
+    import logging
+
+    calls = logging.getLogger("mcp_tools.calls")  # (the demo's LOGGING may not propagate it to caplog's handler)
+    calls.addHandler(caplog.handler)
+    try:
+        with registry.registered_temporarily(make_tool(ask_either)):
+            body = (await call_modern(application, "tools/call", {"name": "ask_either", "arguments": {}}, capabilities=FORM)).json()
+    finally:
+        calls.removeHandler(caplog.handler)
     assert body["result"]["isError"] is True and "inputRequests" not in body["result"], body
     assert "Either cannot be asked in an elicitation form: its field 'value'" in caplog.text  # the server log
 

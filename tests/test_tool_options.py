@@ -46,9 +46,9 @@ async def async_pages() -> AsyncIterator[int]:
     (plain, {"retry_backoff": -1}, "retry_backoff must be a number of seconds >= 0"),
     (plain, {"description": 5}, "description must be a string"),
     (plain, {"title": ["x"]}, "title must be a string"),
-    (plain, {"icons": [{"nosrc": 1}]}, "annotations or icons are not what clients read"),
+    (plain, {"icons": [{"nosrc": 1}]}, "each icon needs a 'src'"),
     (plain, {"icons": {"src": "x"}}, "icons must be a list of dicts"),
-    (plain, {"annotations": {"readOnlyHint": "yes"}}, "annotations or icons are not what clients read"),
+    (plain, {"annotations": {"readOnlyHint": "yes"}}, "its annotations readOnlyHint must be true or false"),
     (plain, {"annotations": ["readOnlyHint"]}, "annotations must be a dict"),
     (plain, {"meta": "x"}, "meta must be a dict"),
     (plain, {"permissions": "shop.view_order"}, "permissions must be a list of strings"),
@@ -63,6 +63,29 @@ async def async_pages() -> AsyncIterator[int]:
 def test_a_mistake_is_refused_when_the_tool_is_made(fn: Any, options: dict[str, Any], says: str) -> None:
     with pytest.raises(ImproperlyConfigured, match=f"Tool {fn.__name__!r} .*{says}"):
         make_tool(fn, **options)
+
+
+def test_what_is_right_is_taken_as_given() -> None:
+    """Found by a diff review of the checks: permissions given as a generator were used up by the check and
+    the tool was made with none (open to everyone); a lazy translation for the title stopped the project
+    from starting; retry_backoff=True, icons as a tuple and an mcp_types.ToolAnnotations were refused."""
+    import mcp_types
+    from django.utils.translation import gettext_lazy
+
+    tool = make_tool(plain, permissions=(name for name in ["shop.view_order"]), scopes=map(str, ["mcp"]),
+                     title=gettext_lazy("Plain"), description=gettext_lazy("Says it plainly."), retry_backoff=True,
+                     icons=({"src": "https://example.com/i.png"},), annotations=mcp_types.ToolAnnotations(read_only_hint=True))
+    assert tool.permissions == ("shop.view_order", "oauth-scope:mcp"), tool.permissions
+    assert tool.scopes == ("mcp",)
+
+
+def test_a_resource_or_prompt_given_one_string_for_its_permissions_is_refused() -> None:
+    from mcp_tools import prompt, resource
+
+    with pytest.raises(ImproperlyConfigured, match=r"Resource 'test://perm': permissions must be a list of strings"):
+        resource("test://perm", permissions="shop.view_order")(lambda: "x")
+    with pytest.raises(ImproperlyConfigured, match=r"Prompt 'perm_prompt': permissions must be a list of strings"):
+        prompt(name="perm_prompt", permissions="shop.view_order")(lambda: "x")
 
 
 def test_what_is_right_is_taken() -> None:

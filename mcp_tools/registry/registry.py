@@ -19,6 +19,7 @@ from typing import Any, overload
 from urllib.parse import unquote
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.functional import Promise
 import pydantic
 from pydantic import BaseModel
 
@@ -469,11 +470,14 @@ def make_tool(
         for p in inspect.signature(fn).parameters.values()
         if p.name != context_param and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     ]
+    # Read once (a generator given for them was used up by a check and the tool made with none: open to
+    # everyone), and one string given for the list refused.
+    where = f"Tool {tool_name!r} ({getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)})"
+    permissions, scopes = _names(where, "permissions", permissions), _names(where, "scopes", scopes)
     # One exception class is taken as a tuple of one, as Celery's autoretry_for reads it.
     retry_kinds: tuple[Any, ...] = (retry_on,) if isinstance(retry_on, type) else (retry_on,) if isinstance(retry_on, str) else tuple(retry_on)
     _check_tool_options(
-        f"Tool {tool_name!r} ({getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)})", fn, parameters,
-        title=title, description=description, annotations=annotations, permissions=permissions, scopes=scopes,
+        where, fn, parameters, title=title, description=description, annotations=annotations,
         time_limit=time_limit, retry_on=retry_kinds, max_retries=max_retries, retry_backoff=retry_backoff, meta=meta, icons=icons)
     try:
         input_spec = input_from_serializer(tool_name, serializer) if serializer is not None else input_from_signature(tool_name, parameters, hints, param_docs)
@@ -514,8 +518,21 @@ def make_tool(
     )
 
 
+#: The boolean hints of a tool's annotations (2025-11-25 ``ToolAnnotations``).
+_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+
+
+def _names(where: str, option: str, value: typing.Iterable[str]) -> tuple[str, ...]:
+    """``permissions`` / ``scopes`` as a tuple of strings, read once; one string given for the list (its
+    characters taken for names: the item hidden from all but superusers) is ``ImproperlyConfigured``."""
+    names = value if isinstance(value, str) else tuple(value)
+    if isinstance(names, str) or not all(isinstance(name, str) for name in names):
+        raise ImproperlyConfigured(f"{where}: {option} must be a list of strings, not {value!r}")
+    return names
+
+
 def _check_tool_options(where: str, fn: Callable[..., Any], parameters: list[inspect.Parameter], *, title: Any, description: Any,
-                        annotations: Any, permissions: Any, scopes: Any, time_limit: Any, retry_on: Any, max_retries: Any,
+                        annotations: Any, time_limit: Any, retry_on: Any, max_retries: Any,
                         retry_backoff: Any, meta: Any, icons: Any) -> None:
     """Refuse, when the tool is made, what would only fail when it is listed or called: a list given as one
     string (its characters taken for names), numbers of the wrong type for a background tool's policy (its
@@ -530,33 +547,34 @@ def _check_tool_options(where: str, fn: Callable[..., Any], parameters: list[ins
     for parameter in parameters:
         if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
             refuse(f"its parameter {parameter.name!r} is positional-only; tools are called with keyword arguments")
-    for option, value in (("permissions", permissions), ("scopes", scopes)):
-        if isinstance(value, str) or not all(isinstance(item, str) for item in value):
-            refuse(f"{option} must be a list of strings, not {value!r}")
     for option, value in (("title", title), ("description", description)):
-        if value is not None and not isinstance(value, str):
+        if value is not None and not isinstance(value, (str, Promise)):  # a lazy translation is text too
             refuse(f"{option} must be a string, not {type(value).__name__}")
-    for option, value in (("annotations", annotations), ("meta", meta)):
-        if value is not None and not isinstance(value, dict):
-            refuse(f"{option} must be a dict, not {type(value).__name__}")
-    if icons is not None and not isinstance(icons, list):
-        refuse(f"icons must be a list of dicts, not {type(icons).__name__}")
-    import mcp_types  # the wire models: what the official clients check a tool's description against
-
-    try:
-        if annotations is not None:
-            mcp_types.ToolAnnotations.model_validate(annotations, strict=True)
-        for icon in icons or ():
-            mcp_types.Icon.model_validate(icon, strict=True)
-    except pydantic.ValidationError as exc:
-        refuse(f"its annotations or icons are not what clients read: {exc}")
+    if meta is not None and not isinstance(meta, dict):
+        refuse(f"meta must be a dict, not {type(meta).__name__}")
+    if isinstance(annotations, dict):
+        # The hints are booleans (the official client coerced "yes"; the spec and the TypeScript SDK do not).
+        wrong = sorted(key for key in _HINTS if key in annotations and not isinstance(annotations[key], bool))
+        if wrong:
+            refuse(f"its annotations {', '.join(wrong)} must be true or false")
+        if annotations.get("title") is not None and not isinstance(annotations["title"], (str, Promise)):
+            refuse("its annotations' title must be a string")
+    elif annotations is not None and not isinstance(annotations, pydantic.BaseModel):  # an mcp_types.ToolAnnotations is one
+        refuse(f"annotations must be a dict, not {type(annotations).__name__}")
+    if icons is not None:
+        if not isinstance(icons, (list, tuple)):
+            refuse(f"icons must be a list of dicts, not {type(icons).__name__}")
+        for icon in icons:
+            source = icon.get("src") if isinstance(icon, dict) else getattr(icon, "src", None)
+            if not isinstance(source, str) or not source:
+                refuse(f"each icon needs a 'src' (a URI), not {icon!r}")
     if not all(isinstance(kind, type) and issubclass(kind, BaseException) for kind in retry_on):
         refuse(f"retry_on must be exception classes (a tuple of them), not {retry_on!r}")
     if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not time_limit > 0):
         refuse(f"time_limit must be a number of seconds above 0, or None, not {time_limit!r}")
     if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
         refuse(f"max_retries must be an integer >= 0, not {max_retries!r}")
-    if isinstance(retry_backoff, bool) or not isinstance(retry_backoff, (int, float)) or not retry_backoff >= 0:
+    if not isinstance(retry_backoff, (int, float)) or not retry_backoff >= 0:  # (True: 1 s, as Celery's idiom reads here)
         refuse(f"retry_backoff must be a number of seconds >= 0, not {retry_backoff!r}")
 
 
@@ -659,7 +677,7 @@ def resource(
                 mime_type=mime_type,
                 fn=func,
                 is_async=inspect.iscoroutinefunction(func),
-                permissions=tuple(permissions),
+                permissions=_names(f"Resource {uri!r}", "permissions", permissions),
                 completions=_completers(f"Resource {uri!r}", completions),
                 annotations=annotations,
                 cache_ttl_ms=_cache_ttl_ms(cache_ttl_ms),
@@ -787,7 +805,7 @@ def prompt(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
                 fn=func,
                 is_async=inspect.iscoroutinefunction(func),
                 arguments=arguments,
-                permissions=tuple(options.get("permissions", ())),
+                permissions=_names(f"Prompt {options.get('name') or func.__name__!r}", "permissions", options.get("permissions", ())),
                 completions=_completers(f"Prompt {options.get('name') or func.__name__!r}", options.get("completions")),
                 context_param=context_param,
             )
