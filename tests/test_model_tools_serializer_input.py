@@ -132,7 +132,7 @@ async def test_a_confirm_template_naming_an_optional_field_left_out_reads_it_as_
 
     Order.add_note = add_note  # type: ignore[attr-defined]
     action = mcp_tools.register_model_action(Order, "add_note", serializer=NoteSerializer,
-                                             confirm="Note {count} ({flag}){missing[0]:.2f}{missing.pk} on {obj}?")
+                                             confirm="Note {count} ({flag}){missing[0]:.2f}{missing.pk} {missing!r} on {obj}?")
     try:
         tokens, orders = await sync_to_async(seed)()
         r = await call_modern(application, "tools/call", {"name": "shop.orders.add_note", "arguments": {"id": orders["N-1001"], "count": 5}},
@@ -143,7 +143,7 @@ async def test_a_confirm_template_naming_an_optional_field_left_out_reads_it_as_
         # flag: the method's own default (what it runs with); missing: named by no field or parameter,
         # empty whatever the template does with it (a diff review: "{discount:.2f}" of an omitted field
         # was a ValueError, an internal error).
-        assert question["params"]["message"] == "Note 5 (False) on N-1001?", question
+        assert question["params"]["message"] == "Note 5 (False) '' on N-1001?", question
     finally:
         unregister_model_action(action)
         del Order.add_note  # type: ignore[attr-defined]

@@ -54,3 +54,12 @@ def test_a_root_that_is_not_a_file_uri_is_refused(roots: list[dict[str, Any]]) -
     with pytest.raises(InvalidAnswer, match="file://"):
         check_answer("roots/list", {}, {"roots": roots})
     check_answer("roots/list", {}, {"roots": [{"uri": "file:///home/x", "name": "x"}]})
+
+
+def test_a_refused_block_type_is_named_escaped_so_it_writes_no_log_line_of_its_own() -> None:
+    """Found by a diff review: the client's block type went into the refusal, and the refusal into the
+    server log, as written: a newline in it forged a line of its own."""
+    forged = "text\n2026-01-01 00:00:00,000 ERROR django.security: FORGED"
+    with pytest.raises(InvalidAnswer) as refused:
+        check_answer("sampling/createMessage", {}, {"role": "assistant", "content": {"type": forged}, "model": "m"})
+    assert "\n" not in str(refused.value) and "FORGED" in str(refused.value)

@@ -417,6 +417,9 @@ class _Empty:
     def __str__(self) -> str:
         return ""
 
+    def __repr__(self) -> str:  # ``{note!r}``: as the empty text it stands for
+        return "''"
+
     def __getattr__(self, name: str) -> _Empty:
         return self
 

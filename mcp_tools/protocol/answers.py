@@ -139,7 +139,7 @@ def _check_block(block: dict[str, Any]) -> None:
     fields = _BLOCK_FIELDS.get(kind)
     if fields is None or kind == "tool_result":
         expected = ", ".join(sorted(k for k in _BLOCK_FIELDS if k != "tool_result"))
-        raise InvalidAnswer(f'a sampling answer cannot hold a "{kind}" block (the model\'s blocks are: {expected})')
+        raise InvalidAnswer(f"a sampling answer cannot hold a {kind!r} block (the model's blocks are: {expected})")
     for field, field_type in fields.items():
         if not isinstance(block.get(field), field_type):
             raise InvalidAnswer(f'a sampling "{kind}" block needs "{field}" of type {field_type.__name__}')

@@ -594,11 +594,25 @@ def _method_field_schema(field: Any) -> dict[str, Any]:
     if "$defs" in schema or "$ref" in json.dumps(schema):
         return {}
     schema.pop("title", None)
-    if schema.get("type") in ("number", "integer"):
-        # The serializer's output is written by Django's JSON encoder, which writes a Decimal (what
-        # Sum() and Avg() of a DecimalField give, and what "-> float" methods often return) as a string.
-        schema["type"] = [schema["type"], "string"]
-    return dict(schema)
+    # The serializer's output is written by Django's JSON encoder, which writes a Decimal (what Sum() and
+    # Avg() of a DecimalField give, and what "-> float" methods often return) as a string: a number
+    # anywhere in the schema (an Optional's branch, a list's items) may be one.
+    return dict(_numbers_also_text(schema))
+
+
+def _numbers_also_text(schema: Any) -> Any:
+    """``schema`` with each ``number`` / ``integer`` type, at any depth, also taking a string."""
+    if isinstance(schema, list):
+        return [_numbers_also_text(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    widened = {key: (value if key in ("enum", "const", "default", "examples") else _numbers_also_text(value)) for key, value in schema.items()}
+    kind = widened.get("type")
+    if kind in ("number", "integer"):
+        widened["type"] = [kind, "string"]
+    elif isinstance(kind, list) and any(k in ("number", "integer") for k in kind) and "string" not in kind:
+        widened["type"] = [*kind, "string"]
+    return widened
 
 
 def serializer_mapper() -> Any:

@@ -533,7 +533,7 @@ async def accept_client_response(message: dict[str, Any], rc: RequestContext) ->
         try:
             answer = ("done", checked_step_answer(step.request, message.get("result")), None)
         except InvalidAnswer as exc:
-            logger.info("Refused an answer to step %s of call %s: %s", seq, call_id, exc)
+            logger.info("Refused an answer to step %s of call %s: %r", seq, call_id, str(exc))  # %r: the client's text
             refused = McpError(INVALID_PARAMS, f"Invalid answer: {exc}")
             # The step fails with the refusal rather than waiting for an answer no client sends.
             answer = ("failed", None, refused.to_error())
