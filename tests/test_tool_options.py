@@ -93,3 +93,17 @@ def test_what_is_right_is_taken() -> None:
                      annotations={"readOnlyHint": True, "title": "Plain"}, icons=[{"src": "https://example.com/i.png", "sizes": ["48x48"]}],
                      permissions=["shop.view_order"], scopes=["mcp"], meta={"k": 1}, description="d", title="t")
     assert tool.retry_on == (ConnectionError,) and tool.time_limit == 10 and tool.scopes == ("mcp",)
+
+
+def test_a_page_whose_cursor_is_no_json_value_says_so_where_it_is_made() -> None:
+    """Found by a review of the tool author's API: a Page whose next_cursor was a datetime failed where the
+    resume token was sealed, and the client was told the result "does not match its output schema"."""
+    import datetime
+
+    from mcp_tools import Page
+
+    with pytest.raises(TypeError, match="Page.next_cursor must be a JSON value"):
+        Page([1], next_cursor=datetime.datetime(2026, 1, 1))
+    with pytest.raises(TypeError, match="Page.next_cursor must be a JSON value"):
+        Page([1], next_cursor={"after": float("nan")})
+    assert Page([1], next_cursor={"after": "2026-01-01T00:00:00", "id": 7}).next_cursor["id"] == 7

@@ -65,6 +65,15 @@ class Page(Generic[T]):
     items: T
     next_cursor: Any = None
 
+    def __post_init__(self) -> None:
+        # Sealed in the token as JSON: a datetime (a keyset's last row) failed there, and the client was
+        # told only that the result "does not match its output schema".
+        try:
+            json.dumps(self.next_cursor, allow_nan=False)
+        except (TypeError, ValueError):
+            raise TypeError(f"Page.next_cursor must be a JSON value (text, a number, a list or a dict of them), not "
+                            f"{self.next_cursor!r}: convert it (a datetime's isoformat(), a Decimal's str())") from None
+
 
 #: The most values one ``completion/complete`` answer carries (the spec's limit).
 MAX_COMPLETION_VALUES = 100
