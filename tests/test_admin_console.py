@@ -356,6 +356,11 @@ def test_dashboard_polling_endpoint_answers_unchanged_until_a_call_changes(opera
     assert "deploy" in first["html"]
     same = operator.get(reverse(DATA), {"since": first["fingerprint"]}).json()
     assert same == {"fingerprint": first["fingerprint"], "unchanged": True}
+    # Found by a review: a quiet dashboard that polled was never rendered again (its ages, "last hour"
+    # counts and chart frozen); past 30 s since its last render (the page says how long, ``age``) it is.
+    assert operator.get(reverse(DATA), {"since": first["fingerprint"], "age": "5000"}).json()["unchanged"] is True
+    stale = operator.get(reverse(DATA), {"since": first["fingerprint"], "age": "30000"}).json()
+    assert stale["fingerprint"] == first["fingerprint"] and "deploy" in stale["html"]
     ToolCall.objects.end(call.pk, "cancelled")
     moved = operator.get(reverse(DATA), {"since": first["fingerprint"]}).json()
     assert moved["fingerprint"] != first["fingerprint"] and "html" in moved

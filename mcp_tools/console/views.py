@@ -58,12 +58,23 @@ def dashboard(model_admin: ToolCallAdmin, request: HttpRequest) -> HttpResponse:
     ))
 
 
+#: How long a polled panel may go without being rendered again (the socket's periodic push: 30 s).
+REFRESH_MS = 30_000
+
+
 def dashboard_data(model_admin: ToolCallAdmin, request: HttpRequest) -> JsonResponse:
     """The polling fallback: ``{"fingerprint", "html"}``, or ``{"fingerprint", "unchanged": true}`` (one query)."""
     if not model_admin.has_view_or_change_permission(request):
         raise PermissionDenied
     since = request.GET.get("since")
-    if since is not None and since == queries.fingerprint():
+    # ``age``: how long ago (ms) the page last rendered the panel. Past REFRESH_MS it is rendered again
+    # however quiet the calls are, as the socket pushes it: its ages, "last hour" counts and 24-hour
+    # chart move with time (a quiet dashboard that polled kept them frozen for good).
+    try:
+        stale = float(request.GET.get("age", "0")) >= REFRESH_MS
+    except ValueError:
+        stale = True
+    if since is not None and not stale and since == queries.fingerprint():
         return JsonResponse({"fingerprint": since, "unchanged": True})
     data = queries.dashboard()
     return JsonResponse({"fingerprint": data.fingerprint, "html": render_panel(data, model_admin.admin_site.name)})

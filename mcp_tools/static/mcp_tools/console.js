@@ -18,8 +18,10 @@
     stateEl.textContent = text;
   }
 
+  var renderedAt = Date.now();  // when the panel was last rendered: the poll says how long ago (age)
+
   function show(html, fp) {
-    if (typeof html === "string") { root.innerHTML = html; }
+    if (typeof html === "string") { root.innerHTML = html; renderedAt = Date.now(); }
     if (fp !== undefined) { fingerprint = fp; root.dataset.fingerprint = fp; }
     updatedEl.textContent = new Date().toLocaleTimeString();
     root.dispatchEvent(new CustomEvent("mcp:updated"));
@@ -30,7 +32,8 @@
   }
 
   function poll() {
-    var url = root.dataset.pollUrl + "?since=" + encodeURIComponent(fingerprint);
+    /* With the age, the server renders a quiet panel again every 30 s, as the socket pushes it. */
+    var url = root.dataset.pollUrl + "?since=" + encodeURIComponent(fingerprint) + "&age=" + (Date.now() - renderedAt);
     fetch(url, { credentials: "same-origin", headers: { "Accept": "application/json" } })
       .then(function (r) { if (!r.ok) { throw new Error(r.status); } return r.json(); })
       .then(function (data) {
