@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -46,14 +47,22 @@ RETRY_MAX_SECONDS = 30.0
 #: The longest a channel stays in a group without being added again: the bound on how long a
 #: Redis that came back empty without a connection failing (within redis-py's retries) goes unnoticed.
 REFRESH_MAX_SECONDS = 300.0
+#: The longest a publish waits for the layer, and how long after one failed the process publishes
+#: nothing (each publish is a hint the receivers also find by polling the database: docs/robustness.md).
+PUBLISH_TIMEOUT_SECONDS = 1.0
+PUBLISH_PAUSE_SECONDS = 5.0
+#: ``time.monotonic()`` until which publishing is skipped (0: the layer answered last time).
+_failing_until = 0.0
 #: channels-redis's and the in-memory layer's default ``group_expiry``.
 DEFAULT_GROUP_EXPIRY = 86400
 
 
 @receiver(setting_changed)
 def _forget_layer(*, setting: str, **kwargs: Any) -> None:
+    global _failing_until
     if setting == "CHANNEL_LAYERS":
         _shared.clear()
+        _failing_until = 0.0
 
 
 def shared_layer() -> Any:
@@ -73,14 +82,21 @@ async def publish(group: str, message: dict[str, Any]) -> bool:
     carries its group (``"group"``): a channel hears it without the group's name, and
     :func:`subscribed` hands it to the group's listeners by it.
     """
+    global _failing_until
     layer = shared_layer()
     if layer is None:
         return False
+    if _failing_until and time.monotonic() < _failing_until:
+        return False  # it failed a moment ago: a hint not sent, rather than one more request held for it
     try:
-        await layer.group_send(group, {**message, "group": group})
-    except Exception:
-        logger.warning("Could not publish to %s", group, exc_info=True)
+        # Bounded: a Redis that stalls (paused, a half-open connection) held each request that
+        # publishes for redis-py's socket timeout, 5 s a message (a session's DELETE sends three).
+        await asyncio.wait_for(layer.group_send(group, {**message, "group": group}), PUBLISH_TIMEOUT_SECONDS)
+    except Exception:  # (asyncio.TimeoutError included)
+        _failing_until = time.monotonic() + PUBLISH_PAUSE_SECONDS
+        logger.warning("Could not publish to %s; not publishing for %.0f s", group, PUBLISH_PAUSE_SECONDS, exc_info=True)
         return False
+    _failing_until = 0.0
     return True
 
 
