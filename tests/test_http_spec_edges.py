@@ -8,6 +8,7 @@ and the calls of a DELETEd session.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Annotated, Any
 
@@ -248,6 +249,21 @@ async def test_listen_subscription_id_is_the_request_id() -> None:
     stream.gone.set()
     await asyncio.wait_for(stream.task, 10)
     assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 1, ack
+
+
+async def test_a_listen_stream_the_server_stops_gets_its_completion_result() -> None:
+    """Found by a review of subscriptions: at shutdown (the server cancels the request) the stream was cut
+    without a response, and the official client raised SubscriptionLost. 2026-07-28 subscriptions: "When
+    the server ends a subscription on its own initiative (for example, during shutdown), it SHOULD respond
+    to the original subscriptions/listen request with a completion result before closing the stream"."""
+    message = modern_message("subscriptions/listen", {"notifications": {"toolsListChanged": True}}, request_id="listen-1")
+    stream = Stream("POST", post_headers(extra={"mcp-method": "subscriptions/listen"}), json.dumps(message).encode())
+    await stream.wait_for(lambda m: m.get("method") == "notifications/subscriptions/acknowledged")
+    stream.task.cancel()  # what a server's shutdown does to a request
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait_for(stream.task, 10)
+    [done] = [m for _, m in stream.events() if m.get("id") == "listen-1"]
+    assert done["result"] == {"resultType": "complete", "_meta": {"io.modelcontextprotocol/subscriptionId": "listen-1"}}, done
 
 
 # -- 5. replaying a finished stream sends the response twice --------------------------------------------

@@ -1180,6 +1180,15 @@ class McpEndpoint:
                     continue
                 # Tagged here, not when queued: the outbox knows a notification by its method and URI only.
                 await response.event(jsonrpc.notification_message(message["method"], {**message.get("params", {}), "_meta": meta}))
+        except asyncio.CancelledError:
+            # The server stops (its shutdown cancels the request): "When the server ends a subscription on
+            # its own initiative (for example, during shutdown), it SHOULD respond to the original
+            # subscriptions/listen request with a completion result before closing the stream". Briefly:
+            # a connection already gone takes nothing.
+            if not watcher.done():
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(response.finish(jsonrpc.result_message(request_id, {"resultType": "complete", "_meta": meta})), 1.0)
+            raise
         finally:
             # A request cancelled in asyncio.wait (a server stop, an ASGI server's disconnect) leaves
             # the getter pending: cancelled here, not destroyed pending by the garbage collector.
