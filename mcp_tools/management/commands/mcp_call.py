@@ -18,11 +18,14 @@ as it comes (``--max-pages`` stops sooner). Useful for trying and debugging tool
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
@@ -345,7 +348,7 @@ class InProcessCaller:
                 self.waiting_state = None
                 return result
             self.waiting_state = result.get("requestState")
-            responses = {key: self.answerer.answer(key, request) for key, request in result["inputRequests"].items()}
+            responses = {key: await in_prompt_thread(self.answerer.answer, key, request) for key, request in result["inputRequests"].items()}
             params = {**call, "inputResponses": responses, "requestState": result.get("requestState")}
         raise CommandError(f"{name} still asked for input after {self.max_rounds} rounds")
 
@@ -479,6 +482,37 @@ def add_call_arguments(parser: CommandParser, *, call: bool = True) -> None:
                              "comes; stop after N pages instead (stderr then says that more remain).")
     parser.add_argument("--no-input", "--noinput", action="store_false", dest="interactive",
                         help="Fail instead of prompting when the tool asks for input.")
+
+
+T = TypeVar("T")
+
+
+async def in_prompt_thread(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` (it reads what the operator types) on a daemon thread of its own: the event loop
+    stays free, so Ctrl-C (which cancels the loop's main task) stops the command at the first press,
+    and a thread still blocked in ``readline`` does not hold the process's exit. On the loop's own
+    thread the first Ctrl-C did nothing (the read went on) and the second ended in a traceback."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():  # cancelled meanwhile (Ctrl-C): nobody waits for the answer
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def run() -> None:
+        try:
+            outcome: tuple[Any, BaseException | None] = (fn(*args), None)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task as it is
+            outcome = (None, exc)
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile (the command ended)
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=run, daemon=True, name="mcp_call-prompt").start()
+    return await future
 
 
 def _caller(command: BaseCommand, options: dict[str, Any]) -> InProcessCaller:
