@@ -46,8 +46,10 @@ async def async_pages() -> AsyncIterator[int]:
     (plain, {"retry_backoff": -1}, "retry_backoff must be a number of seconds >= 0"),
     (plain, {"description": 5}, "description must be a string"),
     (plain, {"title": ["x"]}, "title must be a string"),
-    (plain, {"icons": [{"nosrc": 1}]}, "each icon needs a 'src'"),
+    (plain, {"icons": [{"nosrc": 1}]}, "its icons are not what clients read"),
     (plain, {"icons": {"src": "x"}}, "icons must be a list of dicts"),
+    (plain, {"icons": [{"src": "x", "sizes": "48x48"}]}, "its icons are not what clients read"),
+    (plain, {"icons": [{"src": "x", "mimeType": 5}]}, "its icons are not what clients read"),
     (plain, {"annotations": {"readOnlyHint": "yes"}}, "its annotations readOnlyHint must be true or false"),
     (plain, {"annotations": ["readOnlyHint"]}, "annotations must be a dict"),
     (plain, {"meta": "x"}, "meta must be a dict"),
@@ -57,7 +59,7 @@ async def async_pages() -> AsyncIterator[int]:
     (pages, {"paginate": True}, "a generator function is no tool"),
     (async_pages, {}, "a generator function is no tool"),
 ], ids=["retry-on-string", "retry-on-not-exception", "time-limit-string", "time-limit-negative", "max-retries-negative",
-        "max-retries-bool", "backoff-negative", "description-int", "title-list", "icon-without-src", "icons-not-list",
+        "max-retries-bool", "backoff-negative", "description-int", "title-list", "icon-without-src", "icons-not-list", "icon-sizes-not-list", "icon-mime-not-string",
         "hint-not-bool", "annotations-not-dict", "meta-not-dict", "permissions-string", "scopes-string", "positional-only",
         "generator", "async-generator"])
 def test_a_mistake_is_refused_when_the_tool_is_made(fn: Any, options: dict[str, Any], says: str) -> None:
@@ -77,6 +79,12 @@ def test_what_is_right_is_taken_as_given() -> None:
                      icons=({"src": "https://example.com/i.png"},), annotations=mcp_types.ToolAnnotations(read_only_hint=True))
     assert tool.permissions == ("shop.view_order", "oauth-scope:mcp"), tool.permissions
     assert tool.scopes == ("mcp",)
+    # A second diff review: the models went out as their text, and the official client refused every tools/list.
+    assert tool.annotations == {"readOnlyHint": True} and tool.icons == [{"src": "https://example.com/i.png"}]
+    modelled = make_tool(plain, icons=[mcp_types.Icon(src="https://example.com/j.png", mime_type="image/png")],
+                         annotations={"readOnlyHint": True, "destructiveHint": None})
+    assert modelled.icons == [{"src": "https://example.com/j.png", "mimeType": "image/png"}], modelled.icons
+    assert modelled.annotations == {"readOnlyHint": True}  # a hint given as None is left out, not sent as null
 
 
 def test_a_resource_or_prompt_given_one_string_for_its_permissions_is_refused() -> None:

@@ -476,6 +476,7 @@ def make_tool(
     permissions, scopes = _names(where, "permissions", permissions), _names(where, "scopes", scopes)
     # One exception class is taken as a tuple of one, as Celery's autoretry_for reads it.
     retry_kinds: tuple[Any, ...] = (retry_on,) if isinstance(retry_on, type) else (retry_on,) if isinstance(retry_on, str) else tuple(retry_on)
+    annotations, icons = _wire_annotations(annotations), _wire_icons(icons)
     _check_tool_options(
         where, fn, parameters, title=title, description=description, annotations=annotations,
         time_limit=time_limit, retry_on=retry_kinds, max_retries=max_retries, retry_backoff=retry_backoff, meta=meta, icons=icons)
@@ -516,6 +517,24 @@ def make_tool(
         icons=icons,
         thread_sensitive=thread_sensitive,
     )
+
+
+def _wire_annotations(annotations: Any) -> Any:
+    """Annotations as they go out: an ``mcp_types.ToolAnnotations`` as its JSON object (it went out as its
+    text, and the official client refused every ``tools/list``), and a hint given as None left out (the
+    spec's hints are optional booleans; TypeScript clients refuse a null)."""
+    if isinstance(annotations, pydantic.BaseModel):
+        annotations = annotations.model_dump(by_alias=True, exclude_none=True, mode="json")
+    if isinstance(annotations, dict):
+        annotations = {key: value for key, value in annotations.items() if not (key in _HINTS and value is None)}
+    return annotations
+
+
+def _wire_icons(icons: Any) -> Any:
+    """Icons as they go out: each ``mcp_types.Icon`` as its JSON object (as for annotations), a tuple as a list."""
+    if not isinstance(icons, (list, tuple)):
+        return icons
+    return [icon.model_dump(by_alias=True, exclude_none=True, mode="json") if isinstance(icon, pydantic.BaseModel) else icon for icon in icons]
 
 
 #: The boolean hints of a tool's annotations (2025-11-25 ``ToolAnnotations``).
@@ -559,15 +578,18 @@ def _check_tool_options(where: str, fn: Callable[..., Any], parameters: list[ins
             refuse(f"its annotations {', '.join(wrong)} must be true or false")
         if annotations.get("title") is not None and not isinstance(annotations["title"], (str, Promise)):
             refuse("its annotations' title must be a string")
-    elif annotations is not None and not isinstance(annotations, pydantic.BaseModel):  # an mcp_types.ToolAnnotations is one
-        refuse(f"annotations must be a dict, not {type(annotations).__name__}")
+    elif annotations is not None:
+        refuse(f"annotations must be a dict or an mcp_types.ToolAnnotations, not {type(annotations).__name__}")
     if icons is not None:
         if not isinstance(icons, (list, tuple)):
             refuse(f"icons must be a list of dicts, not {type(icons).__name__}")
-        for icon in icons:
-            source = icon.get("src") if isinstance(icon, dict) else getattr(icon, "src", None)
-            if not isinstance(source, str) or not source:
-                refuse(f"each icon needs a 'src' (a URI), not {icon!r}")
+        import mcp_types  # the wire model: what the official clients check a tool's icons against
+
+        try:
+            for icon in icons:
+                mcp_types.Icon.model_validate(icon, strict=True)
+        except pydantic.ValidationError as exc:
+            refuse(f"its icons are not what clients read: {exc}")
     if not all(isinstance(kind, type) and issubclass(kind, BaseException) for kind in retry_on):
         refuse(f"retry_on must be exception classes (a tuple of them), not {retry_on!r}")
     if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not time_limit > 0):
