@@ -234,7 +234,9 @@ ACCEPTS: dict[str, Accepts] = {
     "STORE_SQLITE_LANE": FLAG,
     "WORKER_LEASE_SECONDS": SECONDS,  # 0 would renew the lease in a loop, a write per pass
     "TASK_POLL_INTERVAL_MS": POSITIVE_INTEGER,  # sent as an integer; 0 would ask clients to poll without a pause
-    "TASK_MAX_TTL_MS": Accepts(_number(at_least=1000, integer=True), "an integer >= 1000", "mcp_tools.E006"),  # ttl from 1000 to this
+    # ttl from 1000 to this; past 100 years a task's expiry leaves Python's dates (an internal error per task call)
+    "TASK_MAX_TTL_MS": Accepts(_number(at_least=1000, integer=True, at_most=MAX_SECONDS * 1000), "an integer >= 1000, at most 100 years of ms",
+                               "mcp_tools.E006"),
     "TASK_RESULT_WAIT_SECONDS": SECONDS_OR_ZERO,
     "CONVERGE_WAIT_SECONDS": SECONDS_OR_ZERO,
     "CACHE_TTL_MS": Accepts(_number(at_least=0, integer=True), "an integer >= 0", "mcp_tools.E006"),  # 0: stale at once

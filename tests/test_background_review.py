@@ -10,6 +10,7 @@ test runs ``background.run_in_worker`` itself, exactly as the ``mcp_tools.run_ca
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 from typing import Any
 
@@ -368,3 +369,18 @@ async def test_a_worker_whose_database_connection_drops_under_a_sync_once_leaves
             await background.run_in_worker(call_id, "w-test")
         row = await sync_to_async(ToolCall.objects.get)(id=call_id)
         assert row.status == "working" and not row.error, (row.status, row.error)
+
+
+REQUEST_ID: contextvars.ContextVar[Any] = contextvars.ContextVar("request_id", default=None)
+
+
+async def test_the_send_to_the_broker_runs_in_the_request_s_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a diff review of the sender thread: Celery's publish hooks read the request's context
+    variables (a request or trace id copied into the task's headers: django-guid, OpenTelemetry, Sentry);
+    the executor's thread ran without them, as the store's thread had not."""
+    seen: list[Any] = []
+    monkeypatch.setattr(background, "send", lambda call_id, tool, task_id: seen.append(REQUEST_ID.get()))
+    REQUEST_ID.set("rid-1")
+    with registry.registered_temporarily(make_tool(logs_in_the_worker, background=True)):
+        await modern("tools/call", {"name": "logs_in_the_worker", "arguments": {}}, RESUMES)
+    assert seen == ["rid-1"], seen

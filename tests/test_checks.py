@@ -236,7 +236,7 @@ REFUSED: list[tuple[str, Any, str]] = [
     # dates, and mcp_cleanup and every call that makes a row failed with OverflowError.
     ("CALL_TTL", 10**12, "mcp_tools.E006"), ("TOKEN_TTL", 10**12, "mcp_tools.E006"),
     ("SESSION_IDLE_SECONDS", 1e12, "mcp_tools.E005"), ("CANCEL_POLL_SECONDS", 1e12, "mcp_tools.E005"),
-    ("RETAIN_FINISHED_SECONDS", 4e9, "mcp_tools.E005"),
+    ("RETAIN_FINISHED_SECONDS", 4e9, "mcp_tools.E005"), ("TASK_MAX_TTL_MS", 10**15, "mcp_tools.E006"),
 ]
 
 #: Values at the edges of what each key accepts (0 where docs/settings.md gives 0 a meaning, None where None has one).

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import logging
 import os
 import socket
@@ -95,7 +96,9 @@ async def _queue(call_id: str, tool: Tool | None, task_id: str) -> None:
     :data:`BROKER_SEND_SECONDS`. A broker that refuses leaves the call for the sweep, as
     :func:`_send_or_leave_for_sweep` does; one that does not answer in time, too (its send goes on
     in its thread, and a late message finds the call claimed or queued again: a worker runs it once)."""
-    sent = asyncio.get_running_loop().run_in_executor(_senders, send, call_id, tool, task_id)
+    # In the request's context, as the store's thread ran it: Celery's publish hooks read it (a request
+    # or trace id copied into the task's headers: django-guid, OpenTelemetry, Sentry).
+    sent = asyncio.get_running_loop().run_in_executor(_senders, contextvars.copy_context().run, send, call_id, tool, task_id)
     try:
         await asyncio.wait_for(asyncio.shield(sent), BROKER_SEND_SECONDS)
     except asyncio.TimeoutError:
