@@ -95,3 +95,30 @@ def test_notifying_from_inside_a_transaction_does_not_wait_for_its_lock() -> Non
         assert notify_resource_updated_sync(APP_URI) == 1
     assert time.monotonic() - started < 5
     assert ResourceSubscription.objects.get(session_id=session).updated_at is not None  # noted, with the caller's change
+
+
+def test_notifying_inside_a_transaction_unsubscribes_a_lost_reader_without_waiting_for_its_lock() -> None:
+    """A second diff review: a subscriber that may no longer read a guarded resource was unsubscribed from
+    the store's connection, which waited 20 s for the caller's SQLite write lock ("database is locked")."""
+    import time
+
+    from asgiref.sync import async_to_sync
+    from django.db import transaction
+
+    from mcp_tools import notify_resource_updated_sync, resource
+    from mcp_tools.models import ResourceSubscription
+    from mcp_tools.registry import registry
+    from mcp_tools.store import sync_sessions
+
+    resource("test://guarded", permissions=["shop.view_order"])(lambda: "secret")
+    try:
+        session = async_to_sync(open_session)()  # anonymous: may not read it
+        sync_sessions.subscribe(session, "test://guarded", 10)
+        started = time.monotonic()
+        with transaction.atomic():
+            ResourceSubscription.objects.filter(session_id=session).update(uri="test://guarded")  # the write lock, on SQLite
+            assert notify_resource_updated_sync("test://guarded") == 0
+        assert time.monotonic() - started < 5
+        assert not ResourceSubscription.objects.filter(session_id=session).exists()  # unsubscribed, with the caller's change
+    finally:
+        registry.unregister_resource("test://guarded")

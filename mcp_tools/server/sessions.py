@@ -187,27 +187,7 @@ async def notify_resource_updated(uri: str) -> int:
     ``resources/subscribe`` would refuse it now. The check is the user's permissions, read
     now; a token's scopes were checked when it subscribed (the session does not keep them).
     """
-    return await _notify(uri, mark=True)
-
-
-async def _notify(uri: str, *, mark: bool) -> int:
-    """:func:`notify_resource_updated`; ``mark``: note the change on the subscriptions from the store's
-    thread (the sync variant notes it in its caller's thread, before)."""
-    subscribed = await store.subscriptions(uri)
-    found = registry.find_resource(uri)
-    perms = found[0].permissions if found is not None else ()
-    if perms and subscribed:  # a resource anyone may read needs no check (and no query)
-        readers = await _readers({principal for _, principal in subscribed}, perms)
-        lost = [session_id for session_id, principal in subscribed if principal not in readers]
-        if lost:
-            await store.unsubscribe_sessions(uri, lost)
-            logger.info("Unsubscribed %d session(s) from %s: their principal may no longer read it", len(lost), uri)
-        subscribed = [(session_id, principal) for session_id, principal in subscribed if principal in readers]
-    session_ids = [session_id for session_id, _ in subscribed]
-    if session_ids and mark:
-        # Kept on the subscriptions: a client reconnecting its stream now has no stream to hear it
-        # on, and its resume (Last-Event-ID) tells it of the change (transports.http.standalone).
-        await store.mark_subscriptions_updated(uri)
+    session_ids = await threads.run_sync(_subscribers_told, uri)
     await notifications.publish_resource_updated(uri, session_ids)
     return len(session_ids)
 
@@ -215,23 +195,37 @@ async def _notify(uri: str, *, mark: bool) -> int:
 def notify_resource_updated_sync(uri: str) -> int:
     """:func:`notify_resource_updated` for sync code.
 
-    The change is noted on the subscriptions here, in the caller's thread: sync code that notifies
-    commonly runs in a transaction (a signal handler of a save), which on SQLite holds the write lock,
-    and the store's own connection waited for it (20 s, then "database is locked", with every
-    durable call of the process behind it). Here the note commits with the caller's change."""
-    store.sync_sessions.mark_subscriptions_updated(uri)
-    return async_to_sync(_notify)(uri, mark=False)
+    Its reads and writes (the subscribers, a lost reader's unsubscription, the change noted on each
+    subscription) are the caller's own, on its thread and connection: sync code that notifies commonly
+    runs in a transaction (a signal handler of a save), which on SQLite holds the write lock, and the
+    store's connection waited for it (20 s, then "database is locked", every durable call of the
+    process behind it). They commit with the caller's change."""
+    session_ids = _subscribers_told(uri)
+    async_to_sync(notifications.publish_resource_updated)(uri, session_ids)
+    return len(session_ids)
 
 
-async def _readers(principal_ids: set[str], perms: tuple[str, ...]) -> set[str]:
-    """Those of the sessions' stored ``principal_ids`` that have ``perms`` now (each looked at once)."""
-    users = await store.active_users_of(sorted(principal_ids))
-    readers: set[str] = set()
-    for principal_id, user in users.items():
+def _subscribers_told(uri: str) -> list[str]:
+    """Sync: the sessions subscribed to ``uri`` that may read it now, the change noted on their
+    subscriptions (a client reconnecting its stream hears of it on its resume:
+    ``transports.http.standalone``); the others unsubscribed, as ``resources/subscribe`` would
+    refuse them now. The check is the user's permissions, read now."""
+    subscribed = store.sync_sessions.subscriptions(uri)
+    found = registry.find_resource(uri)
+    perms = found[0].permissions if found is not None else ()
+    if perms and subscribed:  # a resource anyone may read needs no check (and no query)
+        users = store.sync_sessions.active_users_of(sorted({principal for _, principal in subscribed}))
         # Stored ids are fitted already; no scopes: not kept with the session (checked at subscribe).
-        if await threads.run_sync(Principal(user=user, id=principal_id, stored=True).has_perms, perms):
-            readers.add(principal_id)
-    return readers
+        readers = {principal_id for principal_id, user in users.items()
+                   if Principal(user=user, id=principal_id, stored=True).has_perms(perms)}
+        lost = [session_id for session_id, principal in subscribed if principal not in readers]
+        if lost:
+            store.sync_sessions.unsubscribe_sessions(uri, lost)
+            logger.info("Unsubscribed %d session(s) from %s: their principal may no longer read it", len(lost), uri)
+        subscribed = [(session_id, principal) for session_id, principal in subscribed if principal in readers]
+    if subscribed:
+        store.sync_sessions.mark_subscriptions_updated(uri)
+    return [session_id for session_id, _ in subscribed]
 
 
 async def keep_in_use(session_id: str, recorded: float) -> float | None:

@@ -30,7 +30,7 @@ __all__ = [
     "LAZY_ROWS", "CallNotLive", "DATABASE_UNAVAILABLE", "OnceFailedElsewhere", "advance", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "renew_lease_blocking", "answer_step", "append_event", "call_for_stream", "call_progress_token", "call_request_id", "client_cancelled_request", "CLIENT_CANCELLED", "call_tool_name", "last_progress_on_stream", "session_calls", "live_session_call", "call_status", "claim_round",
     "close_connections", "close_old_thread_connections", "close_thread_connections", "create_call", "database_unreachable", "create_session", "db", "db_alive", "in_lane", "delete_session", "events_after", "payloads_through", "last_event_of_stream", "get_session", "load_call", "longest_conn_max_age", "touch_session",
     "record_once", "check_once", "record_failed_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
-    "subscribers", "subscriptions", "unsubscribe_sessions", "mark_subscriptions_updated", "subscriptions_updated_since", "active_users_of", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "expire_overdue", "record_progress", "record_progress_relayed", "set_stream",
+    "subscribers", "subscriptions_updated_since", "active_users_of", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "expire_overdue", "record_progress", "record_progress_relayed", "set_stream",
 ]
 
 
@@ -89,9 +89,6 @@ set_session_log_level = db(sync_sessions.set_session_log_level)
 subscribe = db(sync_sessions.subscribe)
 unsubscribe = db(sync_sessions.unsubscribe)
 subscribers = db(sync_sessions.subscribers)
-subscriptions = db(sync_sessions.subscriptions)
-unsubscribe_sessions = db(sync_sessions.unsubscribe_sessions)
-mark_subscriptions_updated = db(sync_sessions.mark_subscriptions_updated)
 subscriptions_updated_since = db(sync_sessions.subscriptions_updated_since)
 active_users_of = db(sync_sessions.active_users_of)
 append_event = db(sync_sessions.append_event)
