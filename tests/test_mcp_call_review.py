@@ -53,6 +53,25 @@ def test_a_form_field_too_short_is_asked_again() -> None:
     assert out.rstrip().endswith("hello abcd")
 
 
+class Slug(BaseModel):
+    slug: str = Field(pattern="^[a-z]+$", description="Lower-case letters")
+
+
+async def ask_slug(ctx: mcp_tools.ToolContext) -> str:
+    form = await ctx.elicit("Which slug?", schema=Slug, key="slug")
+    return f"slug {form.slug}"
+
+
+def test_an_answer_the_server_refuses_is_asked_again() -> None:
+    """Found by a first-hour review: a model's ``pattern`` is not in the form the command reads (the
+    spec's forms have none), so "ABC" went to the server, whose -32602 ended the command and cancelled
+    the call, though the round still waits for an answer (README: "A form answer the field's schema
+    refuses (... no match for its pattern ...) is asked again")."""
+    with registry.registered_temporarily(make_tool(ask_slug)):
+        out, _ = run("mcp_call", "ask_slug", typed="accept\nABC\naccept\nabc\n")
+    assert "The tool refused that answer" in out and out.rstrip().endswith("slug abc"), out
+
+
 @pytest.fixture
 def eight_events() -> None:
     from demo_site.operations.models import Event

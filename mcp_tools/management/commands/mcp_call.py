@@ -31,6 +31,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
 
 from mcp_tools.protocol import jsonrpc
+from mcp_tools.protocol.errors import INVALID_PARAMS
 from mcp_tools.protocol.answers import check_field
 
 #: What the terminal "client" can answer: forms and URLs, the operator as the model
@@ -312,6 +313,9 @@ class InProcessCaller:
         try:
             return await dispatch(method, params, rc)
         except McpError as exc:
+            key = exc.data.get("key") if isinstance(exc.data, dict) else None
+            if exc.code == INVALID_PARAMS and isinstance(key, str) and "inputResponses" in params and key in params["inputResponses"]:
+                raise RefusedAnswer(key, exc.message) from None
             raise CommandError(f"{exc.message} ({exc.code}){format_error_data(exc.data)}") from None
 
     async def notice(self, message: dict[str, Any]) -> None:
@@ -342,13 +346,25 @@ class InProcessCaller:
         if resume_token is not None:
             call["resumeToken"] = resume_token
         params = call
+        asked: dict[str, Any] = {}
+        responses: dict[str, Any] = {}
         for _ in range(self.max_rounds):
-            result = await self.request("tools/call", params)
+            try:
+                result = await self.request("tools/call", params)
+            except RefusedAnswer as refused:
+                # The round keeps waiting (2026-07-28): the question is asked again, as one the form's
+                # own checks refused is (a model's pattern is not in the form the command reads).
+                self.answerer.out.write(f"  The tool refused that answer: {refused.message}\n", ending="")
+                request = asked[refused.key]
+                responses = {**responses, refused.key: await in_prompt_thread(self.answerer.answer, refused.key, request)}
+                params = {**call, "inputResponses": responses, "requestState": self.waiting_state}
+                continue
             if result.get("resultType") != "input_required":
                 self.waiting_state = None
                 return result
             self.waiting_state = result.get("requestState")
-            responses = {key: await in_prompt_thread(self.answerer.answer, key, request) for key, request in result["inputRequests"].items()}
+            asked = result["inputRequests"]
+            responses = {key: await in_prompt_thread(self.answerer.answer, key, request) for key, request in asked.items()}
             params = {**call, "inputResponses": responses, "requestState": result.get("requestState")}
         raise CommandError(f"{name} still asked for input after {self.max_rounds} rounds")
 
@@ -485,6 +501,16 @@ def add_call_arguments(parser: CommandParser, *, call: bool = True) -> None:
 
 
 T = TypeVar("T")
+
+
+class RefusedAnswer(Exception):
+    """The server refused the answer to the question ``key`` (``-32602`` with ``data.key``); the round
+    still waits for one."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.message = message
 
 
 async def in_prompt_thread(fn: Callable[..., T], *args: Any) -> T:
