@@ -91,8 +91,10 @@ async def publish(group: str, message: dict[str, Any]) -> bool:
     try:
         # Bounded: a Redis that stalls (paused, a half-open connection) held each request that
         # publishes for redis-py's socket timeout, 5 s a message (a session's DELETE sends three).
-        await asyncio.wait_for(layer.group_send(group, {**message, "group": group}), PUBLISH_TIMEOUT_SECONDS)
-    except Exception:  # (asyncio.TimeoutError included)
+        # (asyncio.timeout, not wait_for: no task of its own for every publish, one per finished durable round)
+        async with asyncio.timeout(PUBLISH_TIMEOUT_SECONDS):
+            await layer.group_send(group, {**message, "group": group})
+    except Exception:  # (TimeoutError included)
         _failing_until = time.monotonic() + PUBLISH_PAUSE_SECONDS
         logger.warning("Could not publish to %s; not publishing for %.0f s", group, PUBLISH_PAUSE_SECONDS, exc_info=True)
         return False

@@ -202,7 +202,8 @@ def header_text(value: str) -> str | None:
             return base64.b64decode(value[len(BASE64_PREFIX):-len(BASE64_SUFFIX)], validate=True).decode()
         except (ValueError, UnicodeDecodeError):  # binascii.Error is a ValueError
             return None
-    return value if _HEADER_SAFE.fullmatch(value) else None
+    # Printable ASCII is the common case, told by C-level checks; only a value with a tab needs the pattern.
+    return value if value.isascii() and (value.isprintable() or _HEADER_SAFE.fullmatch(value)) else None
 
 
 class _Hot:
