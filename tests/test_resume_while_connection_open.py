@@ -176,3 +176,38 @@ async def test_a_resumed_stream_that_fails_after_it_started_is_ended_with_when_t
     last = again.sent[-1]
     assert last["type"] == "http.response.body" and not last.get("more_body"), again.sent
     assert "retry: 1000" in again.text()
+
+
+async def test_when_the_open_post_carries_the_call_on_a_resume_beside_it_sends_no_second_response(
+    waiting: asyncio.Event, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The other order: the POST's connection wins the answered round, and the resumed one follows the call to
+    its end. Both sent the result, under two event ids, and a resume at the POST's one replayed the other's: the
+    request answered twice (found by a review with raw httpx, daphne and uvicorn, one and two processes)."""
+
+    async def claim_late_when_following(call_id: str, round_number: int) -> bool:
+        if any(frame.function == "follow" for frame in inspect.stack(0)):
+            await asyncio.sleep(0.3)
+        return await original(call_id, round_number)
+
+    original = store.claim_round
+    monkeypatch.setattr(store, "claim_round", claim_late_when_following)
+    headers, post, event_id, asked = await start(53)
+    waiting.clear()
+    again = resumed(headers, event_id)  # the POST's connection still open
+    await asyncio.wait_for(waiting.wait(), 10)
+    assert (await post_json(APP, answer(asked, ACCEPT), headers)).status == 202
+    _, sampled = await post.wait_for(lambda m: m.get("method") == "sampling/createMessage")
+    assert (await post_json(APP, answer(sampled, MODEL_SAYS), headers)).status == 202
+    _, result = await post.wait_for(lambda m: m.get("id") == 53)
+    assert result["result"]["content"][0]["text"] == "ship it: done", result
+    await asyncio.wait_for(again.task, 10)
+    assert responses_to(again, 53) == [], "the resumed connection ends without a second response"
+    assert "retry: " in again.text(), "and says when to resume"
+    assert EFFECTS == ["ran"]
+
+    response_event = next(i for i, m in post.events() if m.get("id") == 53)
+    for resume_at in (event_id, response_event):
+        later = resumed(headers, resume_at)
+        await asyncio.wait_for(later.task, 10)
+        assert responses_to(later, 53) == ([result] if resume_at == event_id else []), resume_at

@@ -210,6 +210,38 @@ def append_event(session_id: str, stream_id: str, payload: str) -> int:
     return StreamEvent.objects.append(session_id, stream_id, payload, mcp_settings.EVENT_RETENTION)
 
 
+#: How a response's kept payload begins (``jsonrpc.result_message`` / ``error_message``): a request's
+#: does too, its next key is ``method``; a notification's does not.
+_ID_FIRST = '{"jsonrpc":"2.0","id":'
+
+
+def append_response_event(session_id: str, stream_id: str, payload: str) -> int | None:
+    """Keep a request's response as its stream's event, unless the stream carries one already: its
+    event id, or None when another connection to the stream answered first.
+
+    A client may resume a POST's stream while the server still holds the earlier connection (a
+    half-open one, or one in another process): both follow the call, and each would answer it.
+    The session's row is locked while the log is looked at (on databases that lock rows; SQLite's
+    IMMEDIATE transactions take its write lock at once), so one of them keeps the response, and
+    the other ends without one (one request, one response; a later resume replays it once).
+    """
+    from django.db import transaction
+
+    from ..models import McpSession, StreamEvent
+
+    with transaction.atomic(using=StreamEvent.objects.db):
+        list(McpSession.objects.select_for_update().filter(id=session_id).values_list("id", flat=True))
+        kept = StreamEvent.objects.filter(stream_id=stream_id, payload__startswith=_ID_FIRST)
+        for earlier in kept.values_list("payload", flat=True):
+            try:
+                message = json.loads(earlier)
+            except ValueError:
+                continue
+            if isinstance(message, dict) and "method" not in message and ("result" in message or "error" in message):
+                return None
+        return StreamEvent.objects.append(session_id, stream_id, payload, mcp_settings.EVENT_RETENTION)
+
+
 def events_after(stream_id: str, last_id: int) -> list[tuple[int, str]]:
     from ..models import StreamEvent
 

@@ -693,6 +693,13 @@ class Response:
             self.primed = True
 
     async def event(self, message: dict[str, Any]) -> None:
+        """Send ``message`` as an event (kept for ``Last-Event-ID`` on a session's stream)."""
+        await self._event(message, last=False)
+
+    async def _event(self, message: dict[str, Any], *, last: bool) -> bool:
+        """:meth:`event`; ``last``: ``message`` is the request's response, kept only if no other connection
+        to the stream answered first (:func:`store.append_response_event`). False when one had: nothing
+        sent, and the stream is to end."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
@@ -700,11 +707,18 @@ class Response:
             payload = jsonrpc.dumps(message).decode()
             prefix = ""
             if self.event_ids and self.session_id and self.stream_id:
-                event_id = await store.append_event(self.session_id, self.stream_id, payload)
+                if last:
+                    answered_here = await store.append_response_event(self.session_id, self.stream_id, payload)
+                    if answered_here is None:
+                        return False
+                    event_id = answered_here
+                else:
+                    event_id = await store.append_event(self.session_id, self.stream_id, payload)
                 prefix = f"id: {event_id}\n"
             with contextlib.suppress(OSError):
                 await self._send({"type": "http.response.body", "body": f"{prefix}event: message\ndata: {payload}\n\n".encode(), "more_body": True})
             self.last_sent = time.monotonic()
+            return True
 
     async def comment(self, body: bytes) -> None:
         """An SSE comment (``body``: ``: ...\n\n``) on the stream, between its events."""
@@ -737,7 +751,11 @@ class Response:
         return self.json(status, message, extra)
 
     async def _finish_stream(self, message: dict[str, Any]) -> None:
-        await self.event(message)
+        if not await self._event(message, last=True):
+            # Another connection to this stream (a resume while this one still looked open) carried
+            # the response: this one ends without it, as a paused stream does (docs/protocol.md).
+            await self.pause(FAILED_STREAM_RETRY_MS)
+            return
         with contextlib.suppress(OSError):
             await self._send({"type": "http.response.body", "body": b""})
         self.closed = True
@@ -1117,10 +1135,10 @@ class McpEndpoint:
                 return
             if handler.requested:  # stopped, but the handler returned all the same
                 handler.handler_cancelled()
-            if handler.disconnected and (not handler.detached or await _answered_in_log(response, rc.request_id)):
-                return  # the handler finished anyway, but nobody is listening (or a resumed stream answered)
-            # (Detached: its stream closed under it; the answer goes to the stream's event log, for
-            # the client to resume with Last-Event-ID. The send itself goes nowhere.)
+            if handler.disconnected and (not handler.detached or await _answered_by_its_row(response)):
+                return  # the handler finished anyway, but nobody is listening (or a resume answers from the row)
+            # (Detached, a call without a row: its stream closed under it; the answer goes to the
+            # stream's event log, for the client to resume with Last-Event-ID. The send goes nowhere.)
             await response.finish(jsonrpc.result_message(rc.request_id, result))
         finally:
             if registered is not None:
@@ -1647,14 +1665,12 @@ class _Handler:
         return task is not None and not task.cancelling()
 
 
-async def _answered_in_log(response: Response, request_id: Any) -> bool:
-    """Whether the event log of ``response``'s stream ends with the response to ``request_id``: a
-    stream resumed for a call that a detached handler runs (a call with a row, followed) may answer
-    first, and one request gets one response."""
-    if response.stream_id is None:
-        return False
-    newest = await store.last_event_of_stream(response.stream_id)
-    return newest is not None and _kind_and_id(newest) == ("response", request_id)
+async def _answered_by_its_row(response: Response) -> bool:
+    """Whether a detached handler's call has a row, which keeps its answer: a stream resumed for it
+    follows the call and answers from the row (now, or when the client resumes later), so the
+    handler writes no response of its own to the stream's log (one request, one response; two
+    writers would leave the resumed connection to end without it, :meth:`Response.event`)."""
+    return response.stream_id is not None and await store.call_for_stream(response.stream_id) is not None
 
 
 def _kind_and_id(payload: str) -> tuple[str, Any]:
