@@ -55,3 +55,61 @@ async def test_gathering_what_is_no_question_says_what_it_is(caplog: Any) -> Non
         calls.removeHandler(caplog.handler)
     assert result["isError"] is True, result
     assert "ctx.gather takes the requests of ctx.elicit" in caplog.text and "not coroutine" in caplog.text, caplog.text
+
+
+FORM = {"type": "object", "properties": {"name": {"type": "string"}}}
+TOOLS_CAPS = {"sampling": {"tools": {}}, "elicitation": {"form": {}}}
+
+
+def form_and_sample_sync(ctx: ToolContext) -> str:
+    form, said = ctx.gather(ctx.elicit_step("Name?", FORM, key="form"), ctx.sample_step("Say?", key="say"))  # type: ignore[misc]
+    return f"{form['name']}/{said['content']['text']}"
+
+
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+def sample_with_tools_sync(ctx: ToolContext) -> str:
+    return ctx.sample("What is 2+3?", tools=[add], key="math").text  # type: ignore[no-any-return,attr-defined]
+
+
+async def test_a_sync_tool_gathers_a_form_with_a_sampling_request_in_one_round() -> None:
+    """A sync tool's ``ctx.elicit`` asks at once (it blocks), so ``ctx.gather(ctx.elicit(...), ...)`` asked the form
+    alone, then failed with a TypeError telling the author to do what they did (found by a review): the
+    ``_step`` forms are the questions a sync tool gathers."""
+    from demo_site.asgi import application
+
+    with registry.registered_temporarily(make_tool(form_and_sample_sync)):
+        asked = (await call_modern(application, "tools/call", {"name": "form_and_sample_sync", "arguments": {}},
+                                   capabilities=TOOLS_CAPS)).json()["result"]
+        assert asked["resultType"] == "input_required" and set(asked["inputRequests"]) == {"form", "say"}, asked
+        answers = {"form": {"action": "accept", "content": {"name": "ada"}}, "say": SAID}
+        done = (await call_modern(application, "tools/call", {"name": "form_and_sample_sync", "arguments": {}, "requestState": asked["requestState"],
+                                                             "inputResponses": answers}, capabilities=TOOLS_CAPS)).json()["result"]
+    assert done["content"][0]["text"] == "ada/yes", done
+
+
+async def test_a_sync_tool_samples_with_tools_and_runs_the_models_tool_use() -> None:
+    """``ctx.sample(..., tools=[...])`` in a sync tool failed as soon as the model used a tool (found by a review):
+    its loop ran each use through the sync context's blocking ``ctx.once``, whose ``async_to_sync`` raised
+    RuntimeError on the event loop ("Internal error while running ...", both eras)."""
+    from demo_site.asgi import application
+
+    uses = {"role": "assistant", "model": "m", "stopReason": "toolUse",
+            "content": [{"type": "tool_use", "id": "u1", "name": "add", "input": {"a": 2, "b": 3}}]}
+    final = {"role": "assistant", "model": "m", "content": {"type": "text", "text": "5"}}
+    with registry.registered_temporarily(make_tool(sample_with_tools_sync)):
+        params: dict[str, Any] = {"name": "sample_with_tools_sync", "arguments": {}}
+        first = (await call_modern(application, "tools/call", params, capabilities=TOOLS_CAPS)).json()["result"]
+        assert first["resultType"] == "input_required" and list(first["inputRequests"]) == ["math"], first
+        second = (await call_modern(application, "tools/call", {**params, "requestState": first["requestState"], "inputResponses": {"math": uses}},
+                                    capabilities=TOOLS_CAPS)).json()["result"]
+        assert second.get("resultType") == "input_required", second
+        (turn_key, turn_request), = second["inputRequests"].items()
+        tool_result = turn_request["params"]["messages"][-1]["content"][0]
+        assert tool_result["type"] == "tool_result" and tool_result["content"][0]["text"] == "5", tool_result
+        done = (await call_modern(application, "tools/call", {**params, "requestState": second["requestState"], "inputResponses": {turn_key: final}},
+                                  capabilities=TOOLS_CAPS)).json()["result"]
+    assert done["content"][0]["text"] == "5" and not done.get("isError"), done

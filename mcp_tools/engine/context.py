@@ -474,6 +474,26 @@ class ToolContext:
 
         return StepRequest(self, "roots", "roots/list", {}, self._key("roots", key), lambda answer: list(answer["roots"]))
 
+    def elicit_step(
+        self,
+        message: str,
+        schema: type[BaseModel] | dict[str, Any] | None = None,
+        *,
+        key: str | None = None,
+    ) -> StepRequest[Any]:
+        """:meth:`elicit` as a step for :meth:`gather`, in any tool: a sync tool's ``ctx.elicit`` asks
+        at once (it blocks until answered), so ``ctx.gather(ctx.elicit_step(...), ctx.sample_step(...))``
+        is how it asks for a form in the same round as other requests."""
+        return ToolContext.elicit(self, message, schema, key=key)
+
+    def elicit_url_step(self, message: str, url: str, *, elicitation_id: str | None = None, key: str | None = None) -> StepRequest[None]:
+        """:meth:`elicit_url` as a step for :meth:`gather` (see :meth:`elicit_step`)."""
+        return ToolContext.elicit_url(self, message, url, elicitation_id=elicitation_id, key=key)
+
+    def list_roots_step(self, *, key: str | None = None) -> StepRequest[list[dict[str, Any]]]:
+        """:meth:`list_roots` as a step for :meth:`gather` (see :meth:`elicit_step`)."""
+        return ToolContext.list_roots(self, key=key)
+
     def sample_step(
         self,
         messages: str | Sequence[dict[str, Any]],
@@ -604,7 +624,9 @@ class ToolContext:
                     continue
                 use_ids.add(use_id)
                 run_key = self._tool_use_key(base_key, turn, use_id)
-                tool_results.append(await self.once(run_key, run_tool_use, self, offered, use))
+                # ToolContext.once: the step itself, awaitable; a sync tool's ctx.once blocks (its
+                # async_to_sync, on this event loop, raised RuntimeError for every tool use).
+                tool_results.append(await ToolContext.once(self, run_key, run_tool_use, self, offered, use))
             conversation.append({"role": "user", "content": tool_results})
             turn += 1
 
@@ -811,8 +833,10 @@ def _gatherable(requests: tuple[Any, ...]) -> list[StepRequest[Any]]:
         if not isinstance(request, StepRequest):
             if inspect.iscoroutine(request):
                 request.close()  # never awaited: no RuntimeWarning on top of the TypeError
-            raise TypeError(f"ctx.gather takes the requests of ctx.elicit, ctx.elicit_url, ctx.sample_step and "
-                            f"ctx.list_roots (not awaited), not {type(request).__name__}")
+            raise TypeError(f"ctx.gather takes the requests of ctx.elicit_step, ctx.elicit_url_step, ctx.sample_step and "
+                            f"ctx.list_roots_step (or, in an async tool, of ctx.elicit, ctx.elicit_url and ctx.list_roots, "
+                            f"not awaited), not {type(request).__name__}: in a sync tool ctx.elicit, ctx.elicit_url "
+                            f"and ctx.list_roots ask at once and return the answer")
     return list(requests)
 
 
@@ -847,8 +871,9 @@ class SyncToolContext(ToolContext):
         return async_to_sync(super().sample)(*args, **kwargs)
 
     def gather(self, *requests: StepRequest[Any]) -> list[Any]:  # type: ignore[override]
-        """:meth:`ToolContext.gather`, blocking: in a sync tool the requests come from
-        ``ctx.sample_step(...)`` (``ctx.elicit`` and ``ctx.list_roots`` ask at once here). It returned
+        """:meth:`ToolContext.gather`, blocking: in a sync tool the requests come from ``ctx.elicit_step``,
+        ``ctx.elicit_url_step``, ``ctx.sample_step`` and ``ctx.list_roots_step`` (``ctx.elicit`` and
+        ``ctx.list_roots`` ask at once here). It returned
         the coroutine, never awaited: nothing was asked and the tool went on."""
         self._go_on()
         return async_to_sync(self._resolve)(_gatherable(requests))
