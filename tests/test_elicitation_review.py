@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel, Field
@@ -236,3 +236,42 @@ def test_a_step_journaled_with_the_null_default_by_an_earlier_release_still_repl
     other = {**request, "params": {**request["params"], "message": "Another question?"}}
     with pytest.raises(Exception, match="different request"):
         replay(digest(["elicit", other]))
+
+
+class Item(BaseModel):
+    name: str
+
+
+class FreeTags(BaseModel):
+    tags: list[str]
+
+
+class Numbers(BaseModel):
+    values: list[int]
+
+
+class Items(BaseModel):
+    items: list[Item]
+
+
+class Colours(BaseModel):
+    colours: list[Literal["red", "green"]] = []
+
+
+@pytest.mark.parametrize("model", [FreeTags, Numbers, Items])
+def test_a_list_that_is_no_multi_select_enum_is_refused_before_it_is_sent(model: type[BaseModel]) -> None:
+    """The spec's array form field is a multi-select enum (``items.enum`` or ``items.anyOf`` of consts): a
+    ``list[str]`` was sent all the same, and the TypeScript SDK refused the whole elicitation (``mcp_call``
+    could answer no value either). Found by a review of the tool author's API; docs/durable-calls.md says a
+    field no form field expresses raises ``TypeError`` before anything is sent."""
+    from mcp_tools.engine.context import _model_elicitation_schema
+
+    with pytest.raises(TypeError, match="cannot be asked in an elicitation form"):
+        _model_elicitation_schema(model)
+
+
+def test_a_list_of_enum_values_is_still_a_form_field() -> None:
+    from mcp_tools.engine.context import _model_elicitation_schema
+
+    field = _model_elicitation_schema(Colours)["properties"]["colours"]
+    assert field["type"] == "array" and field["items"]["enum"] == ["red", "green"], field

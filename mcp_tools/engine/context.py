@@ -197,13 +197,26 @@ def _model_elicitation_schema(schema: type[BaseModel]) -> dict[str, Any]:
     result = _wire_schema(raw, keep_null_defaults=False)
     for name, prop in result["properties"].items():
         enums = [prop.get("enum"), (prop.get("items") or {}).get("enum") if isinstance(prop.get("items"), dict) else None]
-        if prop.get("type") not in _FORM_TYPES or any(e is not None and not all(isinstance(v, str) for v in e) for e in enums):
+        if prop.get("type") not in _FORM_TYPES or any(e is not None and not all(isinstance(v, str) for v in e) for e in enums) or (
+                prop.get("type") == "array" and not _multi_select_items(prop.get("items"))):
             raise TypeError(
                 f"{schema.__name__} cannot be asked in an elicitation form: its field {name!r} is "
                 f"{raw['properties'][name]}, which is no form field of the spec's (a string, number, integer, "
                 f"boolean or enum of strings, or a list of enum values; X | None for an optional one)")
         result["properties"][name] = _spec_field(prop)
     return result
+
+
+def _multi_select_items(items: Any) -> bool:
+    """Whether an array field's ``items`` are the spec's multi-select enum (``items.enum`` of strings, or
+    ``items.anyOf`` of ``const``s): a list of free text or numbers (``list[str]``) is no form field, and
+    the TypeScript SDK refused the whole elicitation for it (found by a review)."""
+    if not isinstance(items, dict):
+        return False
+    if isinstance(items.get("enum"), list):
+        return True
+    branches = items.get("anyOf")
+    return isinstance(branches, list) and bool(branches) and all(isinstance(b, dict) and isinstance(b.get("const"), str) for b in branches)
 
 
 #: The ``format``s of the spec's string form fields (``StringSchema.format``): clients that check a
