@@ -116,6 +116,35 @@ async def _refuse_test_transaction() -> None:
         )
 
 
+def _header_value(text: str) -> str:
+    """``text`` as a 2026-07-28 header carries it: as it is, or in the base64 form when it cannot be."""
+    if text.isascii() and text.isprintable() and text == text.strip(" \t"):
+        return text
+    return "=?base64?" + base64.b64encode(text.encode()).decode() + "?="
+
+
+def _param_headers(tool_name: str, arguments: Any) -> dict[str, str]:
+    """The ``Mcp-Param-*`` headers a conforming client sends for the arguments a tool marks ``x-mcp-header``
+    (the endpoint refuses a call without them): none for an argument that is absent or null."""
+    from .registry import registry
+
+    tool = registry.get_tool(tool_name)
+    try:
+        mirrored = tool.param_headers if tool is not None else ()
+    except Exception:  # a tool whose schema cannot be built fails where it runs, as over HTTP
+        return {}
+    headers = {}
+    for path, header_name in mirrored:
+        value: Any = arguments
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None:
+            continue
+        text = value if isinstance(value, str) else json.dumps(value)
+        headers[f"mcp-param-{header_name.lower()}"] = _header_value(text)
+    return headers
+
+
 class McpTestClient:
     """An in-process 2026-07-28 client of the MCP endpoint.
 
@@ -172,10 +201,11 @@ class McpTestClient:
             "mcp-method": method,
         }
         name = params.get("uri") if method == "resources/read" else params.get("name")
-        if method in ("tools/call", "prompts/get", "resources/read") and isinstance(name, str):
+        if method in ("tools/call", "tools/callSaga", "prompts/get", "resources/read") and isinstance(name, str):
             # A value a header cannot carry as it is goes in the 2026-07-28 base64 form.
-            headers["mcp-name"] = name if name.isascii() and name.isprintable() else \
-                "=?base64?" + base64.b64encode(name.encode()).decode() + "?="
+            headers["mcp-name"] = _header_value(name)
+        if method in ("tools/call", "tools/callSaga") and isinstance(name, str):
+            headers.update(_param_headers(name, params.get("arguments")))
         if self.token:
             headers["authorization"] = f"Token {self.token}"
         headers.update(self.headers)

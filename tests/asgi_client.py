@@ -23,7 +23,7 @@ HANDSHAKE = "2025-11-25"
 FULL_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}}, "sampling": {}, "roots": {}}
 
 #: The param each method's ``Mcp-Name`` header mirrors (2026-07-28).
-NAME_PARAM = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAME_PARAM = {"tools/call": "name", "tools/callSaga": "name", "prompts/get": "name", "resources/read": "uri"}
 
 _ids = itertools.count(1)
 

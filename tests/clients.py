@@ -90,7 +90,7 @@ def modern_headers(method: str, params: dict[str, Any]) -> dict[str, str]:
     headers = {"Accept": JSON_ACCEPT, "Content-Type": "application/json", "MCP-Protocol-Version": MODERN, "Mcp-Method": method}
     name = (
         params.get("uri") if method == "resources/read"
-        else params.get("name") if method in ("tools/call", "prompts/get")
+        else params.get("name") if method in ("tools/call", "tools/callSaga", "prompts/get")
         else params.get("taskId") if method in ("tasks/get", "tasks/update", "tasks/cancel")
         else None
     )

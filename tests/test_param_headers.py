@@ -311,3 +311,36 @@ async def test_a_number_header_is_read_as_json_writes_numbers(value: str, status
     assert r.status == status, (value, r.body)
     if status == 200:
         assert r.json()["result"]["content"] == [{"type": "text", "text": "count=42"}]
+
+
+@pytest.mark.parametrize(("headers", "status"), [
+    ({"mcp-param-zone": "eu-west"}, 200),
+    ({}, 400),
+    ({"mcp-param-zone": "us-east"}, 400),
+    ({"mcp-name": "echo", "mcp-param-zone": "eu-west"}, 400),
+])
+async def test_a_saga_is_held_to_the_tool_calls_routing_headers(headers: dict[str, str], status: int) -> None:
+    """``tools/callSaga`` starts a tool call as ``tools/call`` does, but skipped its ``Mcp-Name`` and
+    ``Mcp-Param-*`` checks (found by a review of the 2026-07-28 era): a saga ran ``zoned`` for ``eu-west``
+    under ``Mcp-Param-Zone: us-east``, or with ``Mcp-Name: echo``, past any gateway rule on them."""
+    with registry.registered_temporarily(make_tool(zoned)):
+        r = await call_modern(APP, "tools/callSaga", {"name": "zoned", "arguments": {"zone": "eu-west"}}, headers=headers)
+    assert r.status == status, r.body
+    if status == 400:
+        assert r.json()["error"]["code"] == HEADER_MISMATCH, r.body
+    else:
+        assert r.json()["result"]["content"] == [{"type": "text", "text": "zone=eu-west"}], r.body
+
+
+async def test_the_test_client_sends_the_headers_a_conforming_client_sends() -> None:
+    """``McpTestClient`` sent no ``Mcp-Param-*`` headers, so a project's test of any tool with an
+    ``x-mcp-header`` argument got 400 / -32020 (noticed while fixing the saga's checks)."""
+    from mcp_tools.testing import McpTestClient
+
+    client = McpTestClient(APP)
+    with registry.registered_temporarily(make_tool(zoned), make_tool(deploy_to), make_tool(colored)):
+        assert (await client.call_tool("zoned", {"zone": " eu west ünï "}))["content"][0]["text"] == "zone= eu west ünï "
+        assert (await client.call_tool("zoned", {}))["content"][0]["text"] == "zone=None"
+        assert (await client.call_tool("deploy_to", {"target": {"region": "eu"}}))["content"][0]["text"] == "eux1"
+        assert (await client.call_tool("colored", {"color": "red"}))["content"][0]["text"] == "red/None"
+        assert (await client.request("tools/callSaga", {"name": "zoned", "arguments": {"zone": "eu"}}))["content"][0]["text"] == "zone=eu"

@@ -70,6 +70,9 @@ JSON_CONTENT_TYPE = (b"content-type", b"application/json")
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 NAME_PARAM = {
     "tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+    # A saga starts a tool call as tools/call does: a gateway routing (or refusing) on the tool's name
+    # and its x-mcp-header arguments must see them, or callSaga is the way around its rules.
+    "tools/callSaga": "name",
     # The tasks extension routes by task id (SEP-2663 "Streamable HTTP: Routing Headers").
     "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
 }
@@ -960,7 +963,7 @@ class McpEndpoint:
         # Authentication first: the header check names the tool and its headers, which a caller
         # who may not use the tool must not learn (nor one who has not said who they are).
         principal = bind_anonymous(ANONYMOUS if anonymous_at_once(headers) else await authenticate(scope, headers), headers, request_id)
-        if method == "tools/call":
+        if method == "tools/call" or method == "tools/callSaga":
             # Mcp-Param-* headers that disagree with the arguments: a coroutine only for a refusal.
             refusal = _param_header_refusal(headers, params)
             if refusal is not None:
