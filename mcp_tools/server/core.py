@@ -42,7 +42,7 @@ from ..engine.journal import Journal, Step, digest
 from ..interprocess import cancellation, events, wakeups
 from ..protocol import jsonrpc, versions
 from ..protocol.answers import InvalidAnswer, checked_step_answer
-from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidArguments, McpError, ResourceNotFound, invalid_params
+from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, InvalidArguments, McpError, ResourceNotFound, invalid_params
 from ..protocol.levels import at_least
 from ..protocol.schemas import InvalidSchema
 from ..registry import Prompt, Resource, Tool, registry
@@ -775,7 +775,10 @@ def stored_answer(row: Any) -> dict[str, Any]:
 
 def stored_error(error: dict[str, Any]) -> McpError:
     """The :class:`McpError` a call's row (or its ``last_outcome``) holds as its JSON-RPC error."""
-    return McpError(int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "The call failed")), error.get("data"))
+    code = int(error.get("code", INTERNAL_ERROR))
+    # -32021 goes out as 400 on 2026-07-28 HTTP (basic/index: "the response status MUST be 400").
+    return McpError(code, str(error.get("message", "The call failed")), error.get("data"),
+                    http_status=400 if code == MISSING_CLIENT_CAPABILITY else 200)
 
 
 class Awaiting:
@@ -1205,6 +1208,13 @@ async def _end_failed(inv: engine.Invocation, error: McpError, *, answered: bool
     worker ends its call with the error itself, lease and all: ``background.run_in_worker``).
     """
     if inv.call_id is None or inv.in_worker:
+        return
+    if error.code == MISSING_CLIENT_CAPABILITY and inv.protocol_version in versions.MODERN_VERSIONS:
+        # A 2026-07-28 request declares its client's capabilities itself: the client adds the one named
+        # and retries the round (the error's meaning). The call stays as a round whose run stopped (its
+        # effects journaled, no outcome), which a retry of the round runs again from the journal once
+        # the row is left untouched (repeat_outcome's take-over): with the capability it goes on, and
+        # no effect runs twice. Ended failed, every retry got -32021 again, as HTTP 200 (found by a review).
         return
     unclaimed = unclaimed_round(inv)
     if unclaimed is not None:
