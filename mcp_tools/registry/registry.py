@@ -228,8 +228,15 @@ class Resource:
         if self._pattern is None:
             return None
         found = self._pattern.fullmatch(uri)
+        if found is None:
+            return None
         # A client expands a variable percent-encoded (RFC 6570): the handler gets the value itself.
-        return {name: unquote(value) for name, value in found.groupdict().items()} if found else None
+        values = {name: unquote(value) for name, value in found.groupdict().items()}
+        if any("\x00" in value for value in values.values()):
+            # "%00": no resource has it (no column can store it; PostgreSQL refused the handler's
+            # query with an internal error, SQLite the value when the call was kept; found by a review).
+            return None
+        return values
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"name": self.name}

@@ -418,6 +418,10 @@ async def dispatch(method: str, params: dict[str, Any], rc: RequestContext) -> d
     try:
         result = await handler(params, rc)
     except ResourceNotFound as exc:
+        if method == "resources/read" and isinstance(params.get("uri"), str):
+            # data.uri is the URI the client asked for (SEP-2164), not one a handler rebuilt from
+            # decoded template variables ("a%2Fb" read back as "a/b").
+            exc.data = {**(exc.data if isinstance(exc.data, dict) else {}), "uri": params["uri"]}
         raise exc if rc.modern else exc.for_handshake_era()
     if rc.modern:
         result.setdefault("resultType", "complete")
