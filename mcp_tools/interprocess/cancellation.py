@@ -95,19 +95,29 @@ def _cancel_local(session_id: str, request_id: Any) -> bool:
     return True
 
 
-def _stop_detached_local(session_id: str) -> None:
+def _stop_detached_local(session_id: str, *, every: bool = False) -> None:
     for (session, _), entries in list(_running.items()):
         if session == session_id:
             for running in list(entries):
-                if getattr(running, "detached", False):
+                if getattr(running, "detached", False) or (every and _runs_its_handler(running)):
                     running.cancel()
 
 
-async def stop_detached(session_id: str) -> None:
+def _runs_its_handler(running: Any) -> bool:
+    """Whether a registered request runs its call's handler itself (not a wait on a call that runs
+    elsewhere, which its call's end answers), and the server has not stopped it already (its call ended)."""
+    rc = getattr(running, "rc", None)
+    return bool(getattr(rc, "handler_here", False)) and getattr(running, "task", None) not in _stopped_by_server
+
+
+async def stop_detached(session_id: str, *, every: bool = False) -> None:
     """Stop the handlers of session ``session_id`` that its closed streams left running (here and in
-    the other processes): the session is gone, so no client can resume them for their answers."""
-    _stop_detached_local(session_id)
-    await broadcast.publish(GROUP, {"type": "mcp.cancel", "session_id": session_id, "detached": True})
+    the other processes): the session is gone, so no client can resume them for their answers.
+    ``every``: the handlers that run on its open streams too, but for those the server stopped already
+    (their calls ended, and they answer so): the client deleted the session, and a call too young to
+    have a row, which nothing else reaches, ran on to its end."""
+    _stop_detached_local(session_id, every=every)
+    await broadcast.publish(GROUP, {"type": "mcp.cancel", "session_id": session_id, "detached": True, "every": every})
 
 
 def _stop_local(call_id: str) -> bool:
@@ -133,7 +143,7 @@ def _on_cancel(message: dict[str, Any]) -> None:
     if message.get("call_id"):
         _stop_local(str(message["call_id"]))
     elif message.get("detached"):
-        _stop_detached_local(str(message.get("session_id", "")))
+        _stop_detached_local(str(message.get("session_id", "")), every=bool(message.get("every")))
     else:
         _cancel_local(message.get("session_id", ""), message.get("request_id"))
 

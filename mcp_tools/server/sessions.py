@@ -172,6 +172,11 @@ async def _ended(session_ids: list[str], reason: str, *, waiting_only: bool = Fa
     orphaned = [anonymous_principal(f"session:{session_id}").id for session_id in session_ids]
     for call_id in await store.session_calls(*session_ids, waiting_only=waiting_only, orphaned_principals=orphaned):
         await end_call(call_id, "cancelled", reason)
+    if not waiting_only:
+        # Then whatever still runs on the sessions' open streams (a call without a row yet): stopped
+        # as a client's cancel (the client is gone: nothing more is sent).
+        for session_id in session_ids:
+            await cancellation.stop_detached(session_id, every=True)
 
 
 async def notify_resource_updated(uri: str) -> int:

@@ -398,15 +398,16 @@ def call_status(call_id: Any) -> tuple[str, int, Any, str] | None:
 
 def session_calls(*session_ids: str, waiting_only: bool = False, orphaned_principals: Sequence[str] = ()) -> list[str]:
     """The live calls 2025-11-25 sessions hold (``waiting_only``: those waiting for input): not their
-    background calls (their tasks), which belong to the caller and outlive the session, unless their
-    caller is one of ``orphaned_principals`` (an anonymous caller bound to the session: nobody else
-    can reach its tasks)."""
+    tasks, which belong to the caller and outlive the session, unless their caller is one of
+    ``orphaned_principals`` (an anonymous caller bound to the session: nobody else can reach its
+    tasks). A background call held on the session's stream (no task) is the session's: nothing
+    reaches it once the session is gone (it was spared as a task, and waited until ``CALL_TTL``)."""
     from django.db.models import Q
 
     from ..models import ToolCall
 
     statuses = (CallStatus.INPUT_REQUIRED,) if waiting_only else LIVE_STATUSES
-    reachable_by_none = Q(background=False) | Q(principal__in=list(orphaned_principals)) if orphaned_principals else Q(background=False)
+    reachable_by_none = Q(is_task=False) | Q(principal__in=list(orphaned_principals)) if orphaned_principals else Q(is_task=False)
     rows = ToolCall.objects.filter(reachable_by_none, session_id__in=session_ids, status__in=statuses)
     return [str(call_id) for call_id in rows.values_list("id", flat=True)]
 

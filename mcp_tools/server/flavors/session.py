@@ -371,8 +371,11 @@ async def follow(
                 # A call of a flavor that takes its answers in its own requests (a 2026-07-28 task's
                 # tasks/update) gets none from here (accept_client_response refuses them): nothing is
                 # asked that would be refused, and this stream waits while its own client answers.
-                unsent = [s for s in journal.pending if step_request_id(call_id, s.seq) not in already_sent] \
-                    if answered_in_session(row) else []
+                # Nor is a request sent to a client that did not declare its capability (a tasks/result
+                # of another session of the caller: "only use capabilities that were successfully
+                # negotiated"); its answer could fail the task. The stream waits, as for a 2026 task.
+                unsent = [s for s in journal.pending if step_request_id(call_id, s.seq) not in already_sent
+                          and client_takes(rc.client_capabilities, s.request)] if answered_in_session(row) else []
                 if unsent:
                     await _ask_on_stream(call_id, unsent, rc, related_task)
                     already_sent.update(step_request_id(call_id, s.seq) for s in unsent)
@@ -438,6 +441,24 @@ async def _owner_gone(call_id: str, row: Any) -> bool:
     return True
 
 
+def client_takes(capabilities: dict[str, Any], request: dict[str, Any] | None) -> bool:
+    """Whether a client that declared ``capabilities`` may be sent a step's ``request`` (the rules the
+    handler's own ``ctx`` step checked against the client that started the call)."""
+    method = (request or {}).get("method")
+    params = (request or {}).get("params") or {}
+    if method == "elicitation/create":
+        elicitation = capabilities.get("elicitation")
+        if not isinstance(elicitation, dict):
+            return False
+        return "url" in elicitation if params.get("mode") == "url" else ("form" in elicitation or "url" not in elicitation)
+    if method == "sampling/createMessage":
+        sampling = capabilities.get("sampling")
+        return isinstance(sampling, dict) and ("tools" not in params or "tools" in sampling)
+    if method == "roots/list":
+        return "roots" in capabilities
+    return True
+
+
 def answered_in_session(row: Any) -> bool:
     """Whether a session's response may answer the steps of call ``row``: not a 2026-07-28 call
     (``mrtr``: a task of the extension is answered with ``tasks/update``) nor a saga's, which take
@@ -497,9 +518,12 @@ async def accept_client_response(message: dict[str, Any], rc: RequestContext) ->
         logger.info("Refused a response for unknown call %s", call_id)
         return _not_waiting()
     row, journal = loaded
-    # A background call (a task) belongs to its caller, not to the session that started it: its
-    # requests reach any of the caller's streams (tasks/result), and an answer from there counts.
-    if row.principal != rc.principal.id or (row.session_id and not row.background and row.session_id != (rc.session_id or "")):
+    # A task belongs to its caller, not to the session that started it: its requests reach any of
+    # the caller's streams (tasks/result), and an answer from there counts. Any other call is its
+    # session's (a background call held on its stream too), and a stdio call its process's: an HTTP
+    # session of the same user answered both (found by a review).
+    if row.principal != rc.principal.id or (row.flavor == "stdio") != (rc.flavor == "stdio") or (
+            row.session_id and not row.is_task and row.session_id != (rc.session_id or "")):
         logger.warning("Refused a response for call %s from another principal or session", call_id)
         return _not_waiting()
     if not answered_in_session(row):
