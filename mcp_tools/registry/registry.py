@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import json
 import re
 import types
 import typing
@@ -21,13 +22,15 @@ from urllib.parse import unquote
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.functional import Promise
 import pydantic
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from ..engine.context import ToolContext
 from ..protocol.errors import invalid_params
 from . import results
 from .param_headers import header_properties
-from .schemas import InputSpec, OutputSpec, input_from_serializer, input_from_signature, output_from_annotation, parse_param_docs
+from .schemas import (
+    InputSpec, OutputSpec, _pydantic_compatible, input_from_serializer, input_from_signature, output_from_annotation, parse_param_docs,
+)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
 #: What a resource template's ``{name}`` and ``{+name}`` variables match in a URI.
@@ -266,6 +269,33 @@ class Prompt:
     permissions: tuple[str, ...]
     completions: dict[str, Callable[..., Any]]
     context_param: str | None = None
+    #: How the string an argument is sent as becomes the value its parameter's hint names (an
+    #: ``int``, a ``bool``, a ``Literal``...): arguments of ``str`` (or no) hint are not here.
+    converters: dict[str, TypeAdapter[Any]] = dataclasses.field(default_factory=dict)
+
+    def convert_arguments(self, arguments: dict[str, str]) -> dict[str, Any]:
+        """The prompt's keyword arguments from the strings ``prompts/get`` sent, each read as its
+        parameter's hint says (lax, as a form's text: ``"5"`` is 5, ``"true"`` True); a value that is
+        none is ``-32602`` naming the argument. A prompt's arguments are strings on the wire: its
+        ``n: int`` got ``"5"``, and ``"abc"`` reached it too."""
+        if not self.converters:
+            return arguments
+        converted = dict(arguments)
+        errors: list[dict[str, Any]] = []
+        for name, value in arguments.items():
+            adapter = self.converters.get(name)
+            if adapter is None:
+                continue
+            try:
+                converted[name] = adapter.validate_python(value)
+            except pydantic.ValidationError as exc:
+                errors += [{"field": ".".join([name, *(str(part) for part in err["loc"])]), "message": err["msg"], "type": err["type"]}
+                           for err in exc.errors(include_url=False, include_context=False, include_input=False)]
+        if errors:
+            raise invalid_params(
+                f"Invalid arguments for prompt {self.name!r}: " + "; ".join(f"{error['field']}: {error['message']}" for error in errors),
+                {"errors": errors})
+        return converted
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"name": self.name, "arguments": self.arguments}
@@ -804,7 +834,11 @@ def prompt(
     completions: dict[str, Callable[..., Any]] | None = ...,
 ) -> Callable[[F], F]: ...
 def prompt(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
-    """Register a prompt. Parameters become string arguments (required unless defaulted);
+    """Register a prompt. Parameters become its arguments (required unless defaulted), which clients send
+    as strings: each is read as its parameter's hint says (``int``, ``float``, ``bool``, a date, a
+    ``Literal`` or ``Enum`` of strings, ``| None``; ``str`` and no hint keep the string), a value it
+    refuses answered ``-32602`` naming the argument; a hint no string can be read as (a list, a model)
+    raises ``ImproperlyConfigured``.
     ``completions`` maps an argument name to ``fn(value, arguments)``, sync or async, returning
     every match as a list of strings, or :class:`~mcp_tools.Completions` when it lists only some.
 
@@ -818,7 +852,9 @@ def prompt(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         hints = _hints(func)
         context_param = _context_param(func, hints)
         summary, param_docs = parse_param_docs(func.__doc__)
+        prompt_name = options.get("name") or func.__name__
         arguments = []
+        converters: dict[str, TypeAdapter[Any]] = {}
         for param in inspect.signature(func).parameters.values():
             if param.name == context_param or param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
                 continue  # *args / **kwargs name no argument a client could send
@@ -826,9 +862,12 @@ def prompt(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
             if param.name in param_docs:
                 argument["description"] = param_docs[param.name]
             arguments.append(argument)
+            converter = _prompt_converter(f"Prompt {prompt_name!r} ({func.__module__}.{func.__qualname__})", param.name, hints.get(param.name))
+            if converter is not None:
+                converters[param.name] = converter
         registry.register_prompt(
             Prompt(
-                name=options.get("name") or func.__name__,
+                name=prompt_name,
                 title=options.get("title"),
                 description=options.get("description") if options.get("description") is not None else (summary or None),
                 fn=func,
@@ -837,11 +876,64 @@ def prompt(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
                 permissions=_names(f"Prompt {options.get('name') or func.__name__!r}", "permissions", options.get("permissions", ())),
                 completions=_completers(f"Prompt {options.get('name') or func.__name__!r}", options.get("completions")),
                 context_param=context_param,
+                converters=converters,
             )
         )
         return func
 
     return decorate(fn) if fn is not None else decorate
+
+
+#: The JSON types a string can be read as (lax): text, numbers, booleans, and null (of an ``Optional``).
+_TEXT_READABLE = frozenset({"string", "integer", "number", "boolean", "null"})
+
+
+def _prompt_converter(where: str, name: str, annotation: Any) -> TypeAdapter[Any] | None:
+    """What reads a prompt argument's string as ``annotation`` says, None where it stays the string
+    (``str``, ``Any``, no hint). A hint no string can be read as (a list, a model, ``Literal[1, 2]``,
+    whose ``"1"`` is no 1) is ``ImproperlyConfigured``: it would only fail, or lie, on each call."""
+    if annotation is None or annotation in (str, Any, object):
+        return None
+    annotation = _pydantic_compatible(annotation)
+    refusal = (f"{where}: its parameter {name!r} ({annotation!r}) cannot be read from the string a prompt argument is; "
+               "annotate it str, int, float, bool, a date, a Literal or Enum of strings, or one of them | None")
+    try:
+        adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+        schema = adapter.json_schema()
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError, ValueError) as exc:
+        raise ImproperlyConfigured(f"{refusal} ({exc})") from exc
+    constants = _text_readable(schema, schema.get("$defs", {}))
+    if constants is None:
+        raise ImproperlyConfigured(refusal)
+    for constant in (constant for constant in constants if constant is not None):  # an IntEnum reads "1"; a Literal[1] or a bool's Literal reads no string
+        try:
+            adapter.validate_python(constant if isinstance(constant, str) else json.dumps(constant))
+        except pydantic.ValidationError:
+            raise ImproperlyConfigured(refusal) from None
+    return adapter
+
+
+def _text_readable(schema: Any, defs: dict[str, Any]) -> list[Any] | None:
+    """The constants (``enum``, ``const``) of ``schema``, None unless every value of it is of a type a
+    string can be read as: scalars, and unions of them (references into ``defs`` followed)."""
+    if not isinstance(schema, dict):
+        return None
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        target = defs.get(ref.rpartition("/")[2])
+        return None if target is None or target is schema else _text_readable(target, defs)
+    constants: list[Any] = [*schema.get("enum", ()), *([schema["const"]] if "const" in schema else [])]
+    branches = [*schema.get("anyOf", ()), *schema.get("oneOf", ())]
+    for branch in branches:
+        found = _text_readable(branch, defs)
+        if found is None:
+            return None
+        constants += found
+    kinds = schema.get("type")
+    if kinds is None:
+        return constants if branches or constants else None
+    kinds = [kinds] if isinstance(kinds, str) else kinds
+    return constants if set(kinds) <= _TEXT_READABLE else None
 
 
 Handler = Callable[..., Awaitable[Any]]

@@ -224,7 +224,7 @@ async def resolve_target(method: str, params: dict[str, Any], principal: Princip
         if missing:
             raise invalid_params(f"Missing required arguments for prompt {name!r}: {', '.join(missing)}", {"missing": missing})
         known = {a["name"] for a in prompt.arguments}
-        kwargs = {k: v for k, v in arguments.items() if k in known}
+        kwargs = prompt.convert_arguments({k: v for k, v in arguments.items() if k in known})
         return Target("prompts/get", name, prompt.fn, prompt.is_async, prompt.context_param, kwargs,
                       lambda value: shape_prompt(prompt, value), params)
     if method == "resources/read":

@@ -1,0 +1,95 @@
+"""A prompt's parameters are read as their type hints say. Prompt arguments are strings on the wire
+(``prompts/get``): a prompt's ``n: int`` got ``"5"``, ``"abc"`` reached it too, a ``Literal["py",
+"js"]`` took ``"rust"``, and ``f"{n + 1}"`` ended in -32603. Found by a review."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Literal
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from mcp_tools import prompt
+from mcp_tools.registry import registry
+from mcp_tools.transports.http import McpEndpoint
+from tests.asgi_client import call_modern
+
+pytestmark = pytest.mark.django_db(transaction=True)
+APP = McpEndpoint()
+
+
+class Lang(enum.Enum):
+    PY = "py"
+    JS = "js"
+
+
+@pytest.fixture
+def typed_prompt() -> Any:
+    @prompt(name="s37_typed")
+    def s37_typed(n: int, flag: bool = False, lang: Literal["py", "js"] = "py", ratio: float | None = None,
+                  kind: Lang = Lang.PY, text: str = "") -> str:
+        return repr((n + 1, flag, lang, ratio, kind, text))
+
+    yield
+    registry.unregister_prompt("s37_typed")
+
+
+async def get(arguments: dict[str, str]) -> dict[str, Any]:
+    body: dict[str, Any] = (await call_modern(APP, "prompts/get", {"name": "s37_typed", "arguments": arguments})).json()
+    return body
+
+
+async def test_a_prompts_arguments_are_read_as_their_hints_say(typed_prompt: Any) -> None:
+    body = await get({"n": "5", "flag": "true", "lang": "js", "ratio": "0.5", "kind": "js", "text": "7"})
+    text = body["result"]["messages"][0]["content"]["text"]
+    assert text == repr((6, True, "js", 0.5, Lang.JS, "7")), body
+
+
+async def test_defaults_stay_the_functions_own(typed_prompt: Any) -> None:
+    body = await get({"n": "1"})
+    assert body["result"]["messages"][0]["content"]["text"] == repr((2, False, "py", None, Lang.PY, "")), body
+
+
+@pytest.mark.parametrize(("arguments", "field"), [
+    ({"n": "abc"}, "n"),
+    ({"n": "1", "flag": "maybe"}, "flag"),
+    ({"n": "1", "lang": "rust"}, "lang"),
+    ({"n": "1", "kind": "rust"}, "kind"),
+    ({"n": "1", "ratio": "x"}, "ratio"),
+])
+async def test_a_value_its_hint_refuses_is_invalid_params_naming_the_argument(typed_prompt: Any, arguments: dict[str, str],
+                                                                              field: str) -> None:
+    body = await get(arguments)
+    assert body["error"]["code"] == -32602, body
+    assert f"{field}:" in body["error"]["message"], body
+    assert [error["field"] for error in body["error"]["data"]["errors"]] == [field], body
+
+
+@pytest.mark.parametrize("annotation", [list[str], dict[str, int], Literal[1, 2], Literal[True], tuple[int, int]])
+def test_a_hint_no_string_can_be_read_as_is_refused_at_registration(annotation: Any) -> None:
+    def s37_bad(value: Any) -> str:
+        return "x"
+
+    s37_bad.__annotations__ = {"value": annotation, "return": str}
+    with pytest.raises(ImproperlyConfigured, match=r"Prompt 's37_bad'.*'value'"):
+        prompt(s37_bad)
+    assert registry.get_prompt("s37_bad") is None
+
+
+class IntLevel(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+async def test_an_int_enum_and_optional_text_are_read() -> None:
+    @prompt(name="s37_levels")
+    def s37_levels(level: IntLevel, note: str | None = None, free=None) -> str:  # type: ignore[no-untyped-def]
+        return repr((level, note, free))
+
+    try:
+        body = (await call_modern(APP, "prompts/get", {"name": "s37_levels", "arguments": {
+            "level": "2", "note": "n", "free": "f"}})).json()
+    finally:
+        registry.unregister_prompt("s37_levels")
+    assert body["result"]["messages"][0]["content"]["text"] == repr((IntLevel.HIGH, "n", "f")), body
