@@ -775,17 +775,65 @@ def _is_object_type(annotation: Any) -> bool:
 
 
 def _pydantic_compatible(annotation: Any) -> Any:
-    """Before Python 3.12 pydantic refuses ``typing.TypedDict``: rebuild it with typing_extensions."""
-    if sys.version_info >= (3, 12) or not (inspect.isclass(annotation) and typing.is_typeddict(annotation)):
+    """Before Python 3.12 pydantic refuses ``typing.TypedDict``: ``annotation`` with each one in it
+    rebuilt with typing_extensions, at any depth (``Addr | None``, ``list[Addr]``, a TypedDict's own
+    fields). Only the top level was: ``a: list[Addr]`` was refused, and ``-> list[Addr]`` silently
+    had no outputSchema. ``annotation`` itself where nothing in it needed rebuilding."""
+    if sys.version_info >= (3, 12):
         return annotation
+    return _rebuilt(annotation, ())
+
+
+def _rebuilt(annotation: Any, seen: tuple[type, ...]) -> Any:
+    """:func:`_pydantic_compatible` below 3.12; ``seen``: the TypedDicts being rebuilt around it (one
+    that holds itself is left as it is, and pydantic then says what to do)."""
+    if inspect.isclass(annotation):
+        if not typing.is_typeddict(annotation) or annotation in seen:
+            return annotation
+        return _typed_dict(typing.cast(Any, annotation)) if not seen else _build_typed_dict(annotation, seen)
+    args = typing.get_args(annotation)
+    origin = typing.get_origin(annotation)
+    if not args or origin is typing.Literal:
+        return annotation
+    if origin is typing.Annotated:
+        base = _rebuilt(args[0], seen)
+        return annotation if base is args[0] else typing.Annotated[(base, *annotation.__metadata__)]
+    rebuilt = tuple(_rebuilt(arg, seen) for arg in args)
+    if all(new is old for new, old in zip(rebuilt, args)):
+        return annotation
+    if origin in (typing.Union, types.UnionType):
+        return typing.Union[rebuilt]  # noqa: UP007 - X | Y has no spelling from a tuple
+    if isinstance(annotation, types.GenericAlias):  # list[X], dict[K, V], collections.abc.Sequence[X]
+        return types.GenericAlias(origin, rebuilt)
+    copy_with = getattr(annotation, "copy_with", None)  # typing.List[X], typing.Optional[X]...
+    return copy_with(rebuilt) if copy_with is not None else annotation
+
+
+@functools.cache
+def _typed_dict(annotation: Any) -> Any:
+    """A top-level use of ``annotation`` rebuilt once: each use is the same class, which pydantic
+    would otherwise describe apart in ``$defs`` (``Addr``, ``Addr__1``...)."""
+    return _build_typed_dict(annotation, ())
+
+
+def _build_typed_dict(annotation: Any, seen: tuple[type, ...]) -> Any:
     import typing_extensions
 
     if isinstance(annotation, typing_extensions._TypedDictMeta):  # type: ignore[attr-defined]
         return annotation
-    rebuilt = typing_extensions.TypedDict(  # type: ignore[misc]
-        annotation.__name__, typing.get_type_hints(annotation, include_extras=True), total=annotation.__total__
-    )
+    hints = typing.get_type_hints(annotation, include_extras=True)
+    required: frozenset[str] = annotation.__required_keys__
+    fields: dict[str, Any] = {}
+    for key, hint in hints.items():
+        # Which keys are required, spelled on each one: a total=False base's keys stay optional
+        # under a total subclass (one ``total`` for all would make them required).
+        if typing.get_origin(hint) in (typing_extensions.Required, typing_extensions.NotRequired):
+            hint = typing.get_args(hint)[0]
+        hint = _rebuilt(hint, (*seen, annotation))
+        fields[key] = typing_extensions.Required[hint] if key in required else typing_extensions.NotRequired[hint]
+    rebuilt = typing_extensions.TypedDict(annotation.__name__, fields)  # type: ignore[misc]
     rebuilt.__doc__ = annotation.__doc__
+    rebuilt.__module__ = annotation.__module__
     return rebuilt
 
 
