@@ -34,9 +34,10 @@ def compile_schema(schema: Any) -> Any:
     return validator_class(schema)
 
 
-def schema_errors(validator: Any, arguments: Any) -> list[str]:
-    """Why ``arguments`` break the schema of ``validator`` (:func:`compile_schema`), one line per error;
-    empty when they fit. A ``$ref`` that cannot be resolved raises :class:`InvalidSchema`."""
+def schema_errors(validator: Any, arguments: Any, root: str = "(arguments)") -> list[str]:
+    """Why ``arguments`` break the schema of ``validator`` (:func:`compile_schema`), one line per error,
+    each led by the path to the value (``root`` for the value itself: a result is no arguments); empty
+    when they fit. A ``$ref`` that cannot be resolved raises :class:`InvalidSchema`."""
     from jsonschema.exceptions import UnknownType
     from referencing.exceptions import Unresolvable
 
@@ -44,4 +45,4 @@ def schema_errors(validator: Any, arguments: Any) -> list[str]:
         errors = sorted(validator.iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path)))
     except (UnknownType, Unresolvable) as exc:  # found only while validating: the meta-schema allows both
         raise InvalidSchema(str(exc).splitlines()[0]) from None
-    return [f"{'.'.join(str(part) for part in error.absolute_path) or '(arguments)'}: {error.message}" for error in errors]
+    return [f"{'.'.join(str(part) for part in error.absolute_path) or root}: {error.message}" for error in errors]

@@ -364,7 +364,17 @@ def input_from_signature(
             fields[param.name] = (annotation, Field(default, description=description))
         else:
             fields[param.name] = (annotation, Field(default))
-    model = create_model(f"{_camel(name)}Arguments", __base__=ArgumentsModel, **fields)
+    try:
+        model = create_model(f"{_camel(name)}Arguments", __base__=ArgumentsModel, **fields)
+    except (pydantic.PydanticUserError, NameError, TypeError, ValueError) as exc:
+        reserved = _reserved_name(fields, exc)
+        if reserved is None:
+            raise
+        # pydantic's own words named no way out ("model_config": "'FieldInfo' object is not iterable").
+        raise ValueError(
+            f"its parameter {reserved!r} has a name pydantic keeps for itself ({'a leading underscore' if reserved.startswith('_') else 'a model member'}): "
+            f"rename the parameter; to keep the argument's name, annotate the renamed one "
+            f"Annotated[T, Field(alias={reserved!r})]") from exc
     schema = _strip_titles(model.model_json_schema())
     schema.pop("title", None)
     schema.setdefault("properties", {})
@@ -407,6 +417,19 @@ def input_from_signature(
         return {field: getattr(instance, field) for field in field_names}
 
     return InputSpec(schema=schema, validate=validate)
+
+
+def _reserved_name(fields: dict[str, Any], exc: Exception) -> str | None:
+    """The parameter whose name made pydantic refuse the arguments' model: one with a leading
+    underscore (never a field), ``model_config`` (the model's configuration), or a member of its
+    protected ``model_`` namespace that pydantic names in ``exc`` (``model_dump``, ``model_validate``;
+    ``model_fields`` and a few others it takes). None where the name is not why."""
+    for field_name in fields:
+        if field_name.startswith("_") or field_name == "model_config":
+            return field_name
+        if field_name.startswith("model_") and hasattr(BaseModel, field_name) and repr(field_name) in str(exc):
+            return field_name
+    return None
 
 
 #: The values pydantic also reads from a string of digits, strictly too ("1700000000" and "-1" as
@@ -699,7 +722,7 @@ class OutputSpec:
         assert self.schema is not None
         if self._schema_validator is None:
             self._schema_validator = compile_schema(self.schema)
-        errors = schema_errors(self._schema_validator, structured)
+        errors = schema_errors(self._schema_validator, structured, root="(result)")
         if errors:
             raise ValueError(f"the value does not match the output schema: {'; '.join(errors[:5])}")
 
