@@ -396,11 +396,11 @@ def input_from_signature(
             unknown = [key for key in arguments if key not in accepted]
             if len(unknown) > MAX_ARGUMENT_ERRORS:
                 raise InvalidArguments.unknown(name, unknown, len(unknown))
+        # Strict, as JSON: a value is taken only in the JSON type the schema advertises ("5" is
+        # not an integer, 1 not a boolean), and an ISO string is a date, a UUID, a Decimal, as
+        # the schema's formats say. Lax validation would convert what the client got wrong.
+        text = _json_of(arguments)
         try:
-            # Strict, as JSON: a value is taken only in the JSON type the schema advertises ("5" is
-            # not an integer, 1 not a boolean), and an ISO string is a date, a UUID, a Decimal, as
-            # the schema's formats say. Lax validation would convert what the client got wrong.
-            text = _json_of(arguments)
             if text is not None:
                 instance = model.__pydantic_validator__.validate_json(text, strict=True)
             else:  # a lone surrogate, which pydantic's JSON reader refuses: the values as they came,
@@ -408,8 +408,10 @@ def input_from_signature(
                 # then no date, a small price for a call that sends text with no UTF-8 form)
                 instance = model.__pydantic_validator__.validate_python(arguments, strict=True)
         except ValidationError as exc:
-            errors, more = format_validation_errors(exc)
-            raise InvalidArguments(name, errors, more=more) from None
+            if text is None or not _too_deep_for_json(exc):
+                errors, more = format_validation_errors(exc)
+                raise InvalidArguments(name, errors, more=more) from None
+            instance = _validate_deep(name, model, arguments)
         if timestamps is not None and (errors := timestamps(arguments, instance)):
             raise InvalidArguments(name, errors)
         if as_dict:
@@ -430,6 +432,35 @@ def _reserved_name(fields: dict[str, Any], exc: Exception) -> str | None:
         if field_name.startswith("model_") and hasattr(BaseModel, field_name) and repr(field_name) in str(exc):
             return field_name
     return None
+
+
+#: How deep pydantic's JSON reader reads (its fixed recursion limit): arguments nesting deeper
+#: are validated as the Python values they were read into (:func:`_validate_deep`).
+JSON_VALIDATION_DEPTH = 200
+_DEEP_NOTE = (f"the arguments nest deeper than the {JSON_VALIDATION_DEPTH} levels they are validated at as JSON, so they were "
+              "validated as plain values, where a string is no date, UUID, Decimal or enum member and a list no tuple or set")
+
+
+def _too_deep_for_json(exc: ValidationError) -> bool:
+    """Whether ``exc`` is pydantic's JSON reader stopping at its recursion limit (and nothing else):
+    the transport takes arguments up to :data:`~mcp_tools.protocol.jsonrpc.MAX_DEPTH` levels, about
+    50 more. Read only when validation failed: a call that passes pays nothing."""
+    if exc.error_count() != 1:
+        return False
+    error = exc.errors(include_url=False, include_context=False, include_input=False)[0]
+    return error["type"] == "json_invalid" and "recursion limit" in error["msg"]
+
+
+def _validate_deep(name: str, model: type[BaseModel], arguments: dict[str, Any]) -> BaseModel:
+    """``arguments`` too deep for pydantic's JSON reader validated as the values they were read into,
+    strictly (as for a lone surrogate): "(root): Invalid JSON: recursion limit exceeded" refused
+    arguments the transport takes. What a JSON string alone gives (a date, a UUID, an enum member, a
+    tuple from a list) is then refused; the first error says why, before what pydantic found."""
+    try:
+        return model.__pydantic_validator__.validate_python(arguments, strict=True)
+    except ValidationError as exc:
+        errors, more = format_validation_errors(exc)
+        raise InvalidArguments(name, [{"field": "(root)", "message": _DEEP_NOTE, "type": "json_depth"}, *errors], more=more) from None
 
 
 #: The values pydantic also reads from a string of digits, strictly too ("1700000000" and "-1" as
