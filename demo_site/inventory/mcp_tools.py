@@ -65,6 +65,11 @@ class DeployReport(BaseModel):
 # Simple tools
 # ---------------------------------------------------------------------------
 
+#: The longest SKU, and the longest text a search can find (a name): a longer value matches nothing,
+#: and SQLite refuses a LIKE pattern past 50,000 characters ("pattern too complex", an internal error).
+MAX_SKU_LENGTH = Product._meta.get_field("sku").max_length or 0
+MAX_QUERY_LENGTH = max(MAX_SKU_LENGTH, Product._meta.get_field("name").max_length or 0)
+
 
 @mcp_tools.tool
 async def echo(text: str) -> str:
@@ -78,13 +83,13 @@ async def echo(text: str) -> str:
 
 @mcp_tools.tool
 def search_products(
-    query: str = "",
+    query: Annotated[str, Field(max_length=MAX_QUERY_LENGTH)] = "",
     limit: Annotated[int, Field(ge=1, le=100)] = 10,
 ) -> list[ProductOut]:
     """Search the products by SKU or name.
 
     Args:
-        query: Text to look for in the SKU or the name (case-insensitive). Empty: all products.
+        query: Text to look for in the SKU or the name (case-insensitive), at most as long as a name. Empty: all products.
         limit: The maximum number of products to return (1-100).
     """
     products = Product.objects.all()
@@ -266,7 +271,10 @@ async def slow_count(ctx: mcp_tools.ToolContext, n: Annotated[int, Field(ge=1, l
 
 def complete_sku(value: str, arguments: dict[str, Any] | None = None) -> mcp_tools.Completions:
     """SKUs starting with ``value`` (for completion/complete): the first 100, and whether there are
-    more (one row past them is fetched to know, instead of counting every match)."""
+    more (one row past them is fetched to know, instead of counting every match). A value longer than
+    any SKU starts none: nothing, without a query."""
+    if len(value) > MAX_SKU_LENGTH:
+        return mcp_tools.Completions([], has_more=False)
     found = list(Product.objects.filter(sku__istartswith=value).order_by("sku").values_list("sku", flat=True)[:101])
     return mcp_tools.Completions(found[:100], has_more=len(found) > 100)
 
