@@ -183,7 +183,8 @@ def unstorable_string(value: Any) -> str | None:
 #: How deep a message's JSON may nest. Deeper values pass the parsers (orjson reads 1,024 levels,
 #: json more) but not what stores and digests them (the json encoder recurses per level and stops
 #: at the interpreter's recursion limit): refused as they arrive, they change nothing. MCP's own
-#: messages nest a dozen levels; tool arguments are refused by pydantic past about 200.
+#: messages nest a dozen levels; tool arguments as deep as this are validated too (registry: past the
+#: JSON reader's own limit of about 200, as the parsed objects).
 MAX_DEPTH = 256
 
 
