@@ -415,13 +415,13 @@ async def test_deleting_the_session_ends_its_call_waiting_for_input() -> None:
 
 
 async def test_a_session_s_tasks_outlive_its_delete() -> None:
-    """DELETE ends the session's calls, not its background calls: those belong to the caller (tasks/get
+    """DELETE ends the session's calls, not its tasks: those belong to the caller (tasks/get
     from another session of the same caller still reaches them)."""
     from mcp_tools.states import CallStatus
 
     session = await open_session()
     background = await sync_to_async(ToolCall.objects.create)(
-        tool_name="slow_report", session_id=session, background=True, status=CallStatus.WORKING, method="tools/call")
+        tool_name="slow_report", session_id=session, background=True, is_task=True, status=CallStatus.WORKING, method="tools/call")
     r = await request(APP, "DELETE", headers=post_headers(version=HANDSHAKE, session=session))
     assert r.status == 204
     await sync_to_async(background.refresh_from_db)()
@@ -583,3 +583,15 @@ async def test_a_newline_in_a_tool_or_method_name_writes_no_line_of_its_own_into
     logged = "\n".join(record.getMessage() for record in caplog.records if record.name == "mcp_tools.http")
     assert "FORGED" in logged  # it is logged...
     assert not any(line.startswith(forged) for line in logged.splitlines()), logged  # ...but never as a line of its own
+
+
+@pytest.mark.parametrize("header", ["garbage", "2099-01-01", "2026-07-28x"])
+async def test_initialize_under_an_unsupported_protocol_version_header_is_refused(header: str) -> None:
+    """Found by a review of the 2025-11-25 era: ``initialize`` took any ``MCP-Protocol-Version`` header and made
+    a session, whose next request under the same header got 400 (2025-11-25 transports: an invalid or
+    unsupported version MUST get 400)."""
+    from tests.asgi_client import handshake_message, post_headers, post_json
+
+    message = handshake_message("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})
+    r = await post_json(APP, message, {**post_headers(version=None), "mcp-protocol-version": header})
+    assert r.status == 400 and r.header("mcp-session-id") is None, (r.status, r.body)

@@ -226,3 +226,23 @@ async def test_an_invalid_answer_sent_in_advance_after_an_effect_leaves_no_call_
         assert answer["error"]["code"] == -32602
         statuses = await sync_to_async(lambda: list(ToolCall.objects.values_list("status", flat=True)))()
         assert statuses == ["failed"], statuses  # not working forever: the client has no requestState to go on with
+
+
+async def once_then_ask(ctx: ToolContext) -> str:
+    n = await ctx.once("e1", effect)
+    q = await ctx.elicit("name?", schema=Q, key="q")
+    return f"{q.name}-{n}"
+
+
+async def test_a_history_naming_a_once_step_is_refused_as_one_never_asked() -> None:
+    """Found by a review of the 2026-07-28 era: ``completedSteps`` naming ``e1``, a ``ctx.once`` key, was taken
+    (an unknown id is refused), which told the client the server's own step keys."""
+    EFFECTS.clear()
+    with registry.registered_temporarily(make_tool(once_then_ask)):
+        first = (await rpc("tools/callSaga", {"name": "once_then_ask", "arguments": {}}))["result"]
+        assert [s["stepId"] for s in first["steps"]] == ["q"], first
+        q = {"stepId": "q", "result": {"action": "accept", "content": {"name": "ann"}}}
+        answer = await rpc("tools/resumeSaga", {"sagaToken": first["sagaToken"], "completedSteps": [{"stepId": "e1", "result": {"x": 1}}, q]})
+        assert answer.get("error", {}).get("code") == -32602 and answer["error"]["data"] == {"stepIds": ["e1"]}, answer
+        done = (await rpc("tools/resumeSaga", {"sagaToken": first["sagaToken"], "completedSteps": [q]}))["result"]
+        assert done["content"][0]["text"] == "ann-1", done

@@ -1060,6 +1060,11 @@ class McpEndpoint:
 
     async def initialize(self, scope: dict[str, Any], headers: dict[str, str], message: jsonrpc.Message, response: Response) -> None:
         params = message.params
+        version_header = headers.get("mcp-protocol-version")
+        if version_header is not None and version_header not in versions.HANDSHAKE_VERSIONS:
+            # As on every other request (session_for): a version this transport does not speak is 400
+            # (2025-11-25 transports), not a session that refuses the client's next request.
+            raise HttpError(400, McpError(INVALID_REQUEST, f"Unsupported MCP-Protocol-Version: {version_header}"), message.id)
         if not isinstance(params.get("protocolVersion"), str):
             raise HttpError(400, McpError(INVALID_PARAMS, 'initialize needs "protocolVersion"'), message.id)
         try:

@@ -79,7 +79,9 @@ async def resume(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     if target.params_digest != row.params_digest:
         raise core.invalid_token("saga")
     # Full history: steps answered in earlier rounds are ignored; ids this call never asked for are refused.
-    never_asked = sorted(key for key in {*responses, *errors} if journal.by_key(key) is None)
+    # A ctx.once step is the server's own, never asked of the client: its key is refused as an unknown one
+    # (it was accepted, which told the client the server's step keys; found by a review).
+    never_asked = sorted(key for key in {*responses, *errors} if (step := journal.by_key(key)) is None or step.kind == "once")
     if never_asked:
         data: dict[str, Any] = {"stepIds": never_asked[:MAX_ARGUMENT_ERRORS]}
         if len(never_asked) > MAX_ARGUMENT_ERRORS:  # listed like argument errors: a body of unknown ids is not echoed whole
