@@ -4,6 +4,7 @@ left a row for good (a review found it)."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 from datetime import timedelta
 
@@ -101,3 +102,21 @@ async def test_an_idle_limit_that_is_no_positive_number_ends_no_session(limit: o
         assert await sync_to_async(McpSession.objects.filter(id=session).exists)()
     sessions.clear()
     assert await ping(session) == 200
+
+
+async def test_a_client_listening_on_its_stream_keeps_a_short_lived_session() -> None:
+    """Found by a review of the 2025-11-25 era: with ``SESSION_IDLE_SECONDS`` under the 15 s keep-alive, a client
+    listening on its open GET stream lost its session (its next request 404): the stream recorded the session
+    in use only once per keep-alive pass. docs/settings.md: a client listening on its GET stream uses it."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "SESSION_IDLE_SECONDS": 1.5}):
+        sessions.clear()
+        session = await open_session()
+        stream = Stream("GET", {**post_headers(version=HANDSHAKE, session=session), "accept": "text/event-stream"})
+        assert await _until(lambda: _primed(stream))
+        await asyncio.sleep(3.5)  # more than twice the limit, listening
+        sessions.clear()  # another process would read the table
+        assert await ping(session) == 200
+        await _close(stream)

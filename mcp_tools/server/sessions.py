@@ -233,6 +233,12 @@ def _subscribers_told(uri: str) -> list[str]:
     return [session_id for session_id, _ in subscribed]
 
 
+def in_use_every() -> float:
+    """How often (seconds) a listening stream records that its session is in use (:func:`keep_in_use`)."""
+    idle_limit = mcp_settings.SESSION_IDLE_SECONDS
+    return float(idle_limit) / TOUCHES_PER_IDLE_LIMIT if idle_limit is not None else GONE_CHECK_SECONDS
+
+
 async def keep_in_use(session_id: str, recorded: float) -> float | None:
     """A client listening on the session's standalone stream uses the session, though it sends nothing.
 
@@ -243,10 +249,8 @@ async def keep_in_use(session_id: str, recorded: float) -> float | None:
     ends (a message on the session's group says so at once); finding the row gone here is the
     backstop for a message that never came (a process of an older release, a layer outage).
     """
-    idle_limit = mcp_settings.SESSION_IDLE_SECONDS
     now = time.monotonic()
-    every = float(idle_limit) / TOUCHES_PER_IDLE_LIMIT if idle_limit is not None else GONE_CHECK_SECONDS
-    if now - recorded < every:
+    if now - recorded < in_use_every():
         return recorded
     if not await store.touch_session(session_id):
         return None

@@ -1427,6 +1427,9 @@ class McpEndpoint:
                 await response.start_stream()
                 watcher = asyncio.ensure_future(receive())
                 in_use = time.monotonic()
+                # A pass at least as often as the session must be recorded in use: a keep-alive's 15 s
+                # let a SESSION_IDLE_SECONDS under that expire the session of a client listening here.
+                pass_every = min(KEEPALIVE_SECONDS, sessions.in_use_every())
                 while True:
                     still = await sessions.keep_in_use(session_id, in_use)  # a listening client is not idle
                     if still is None:  # the session ended, and no message said so
@@ -1437,7 +1440,7 @@ class McpEndpoint:
                     # Its authentication's thread (and connection) is not held for the session's life.
                     release_request_thread()
                     getter = asyncio.ensure_future(outbox.get())
-                    done, _ = await asyncio.wait({getter, watcher}, timeout=KEEPALIVE_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+                    done, _ = await asyncio.wait({getter, watcher}, timeout=pass_every, return_when=asyncio.FIRST_COMPLETED)
                     if watcher in done:
                         getter.cancel()
                         return
@@ -1457,7 +1460,9 @@ class McpEndpoint:
                         if caller.expired():
                             await self.end_unvouched(response, "GET", "its access token expired")
                             return
-                        await response._send({"type": "http.response.body", "body": KEEPALIVE_COMMENT, "more_body": True})
+                        if time.monotonic() - response.last_sent >= KEEPALIVE_SECONDS:
+                            await response._send({"type": "http.response.body", "body": KEEPALIVE_COMMENT, "more_body": True})
+                            response.last_sent = time.monotonic()
         finally:
             if getter is not None:  # as in listen(): never left pending
                 getter.cancel()
