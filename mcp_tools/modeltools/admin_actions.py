@@ -72,13 +72,17 @@ def _permissions(model_admin: Any, func: Any) -> tuple[str, ...]:
     return standard or (base.model_perm(model, "view"),)
 
 
-def _refused(model_admin: Any, func: Any, request: HttpRequest) -> str | None:
-    """The first permission the admin's ``has_<name>_permission(request)`` refuses (as the admin
-    filters its actions), or None when every one allows the action."""
+def _refused(model_admin: Any, func: Any, action: str, request: HttpRequest) -> str | None:
+    """Why the admin would not offer the action ``action`` to ``request``'s user, or None when it would:
+    the first permission its ``has_<name>_permission(request)`` refuses (as the admin filters its
+    actions), or ``get_actions`` when the ``ModelAdmin``'s ``get_actions(request)`` leaves it out
+    (Django's documented way to offer an action to some users only)."""
     for name in _allowed(func):
         check = getattr(model_admin, f"has_{name}_permission", None)
         if check is None or not check(request):
             return name
+    if action not in model_admin.get_actions(request):
+        return "get_actions"
     return None
 
 
@@ -122,7 +126,7 @@ def _tool(toolset: type[ModelToolset], model_admin: Any, func: Any, name: str, d
         if not lookups or len(lookups) > toolset.max_page_size:
             raise ToolError(f"Name between 1 and {toolset.max_page_size} {base.verbose(model, True)}.")
         request = base.tool_request(ctx.user)
-        if _refused(model_admin, func, request) is not None:
+        if _refused(model_admin, func, name, request) is not None:
             # As for any tool the caller may not use: indistinguishable from one that does not exist.
             raise McpError(INVALID_PARAMS, f"Unknown tool: {prefix}.{name}")
         instance = toolset(ctx, name)
