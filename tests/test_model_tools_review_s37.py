@@ -1,17 +1,22 @@
 """Model tools: what the session 37 review found, each failing before its mend.
 
-An admin action its ``ModelAdmin.get_actions(request)`` withholds from the caller.
+An admin action its ``ModelAdmin.get_actions(request)`` withholds from the caller; a row shown with
+a URL (a file field, a hyperlinked field).
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib import admin
+from rest_framework import serializers
 
 import mcp_tools
+from mcp_tools.modeltools.actions import unregister_model_action
 from demo_site.shop.models import Order
 from tests.asgi_client import call_modern
 
@@ -95,3 +100,86 @@ async def test_an_admin_action_get_actions_withholds_is_an_unknown_tool(ship_too
     answer = await call("review_s37.orders.ship", {"ids": list(orders.values())}, token=tokens["boss"])
     assert answer["result"]["structuredContent"]["count"] == len(orders), answer
     assert await sync_to_async(statuses)() == ["shipped"]
+
+
+# -- a row shown with a URL (a file field, a hyperlinked field) -----------------------------------------
+
+
+class ReceiptField(serializers.FileField):
+    """A file field of each order (as a model's ``FileField`` holding a file gives DRF a ``FieldFile``)."""
+
+    def get_attribute(self, instance: Any) -> Any:
+        return SimpleNamespace(url=f"/media/receipts/{instance.number}.pdf")
+
+
+class LinkedOrderSerializer(serializers.ModelSerializer):
+    url = serializers.HyperlinkedIdentityField(view_name="admin:shop_order_change", lookup_url_kwarg="object_id")
+    receipt = ReceiptField(read_only=True)
+
+    class Meta:
+        model = Order
+        fields = ["id", "number", "url", "receipt"]
+
+
+class LinkedOrderTools(mcp_tools.ModelToolset):
+    queryset = Order.objects.all()
+    serializer_class = LinkedOrderSerializer
+    basename = "review_s37.linked_orders"
+    actions = ["list", "retrieve"]
+
+
+@pytest.fixture
+def linked_tools():  # type: ignore[no-untyped-def]
+    mcp_tools.register_toolset(LinkedOrderTools)
+    try:
+        yield
+    finally:
+        mcp_tools.unregister_toolset(LinkedOrderTools)
+
+
+def assert_absolute(url: str, path: str) -> None:
+    parts = urlsplit(url)
+    assert parts.scheme == "http" and parts.netloc and parts.path == path, url
+
+
+@pytest.mark.parametrize("action", ["list", "retrieve", "order_action"])
+async def test_a_row_with_a_file_or_a_hyperlinked_field_is_shown_with_absolute_urls(linked_tools, action: str) -> None:  # type: ignore[no-untyped-def]
+    """DRF's FileField and hyperlinked fields write ``request.build_absolute_uri(url)``: the request
+    the serializer's context had no host (no SERVER_NAME, no Host header), so every tool showing
+    such a row failed with a KeyError, an internal error. Found by a review."""
+    tokens, orders = await sync_to_async(seed)()
+    pk = orders["N-1001"]
+    if action == "list":
+        answer = await call("review_s37.linked_orders.list", {"limit": 1}, token=tokens["clerk"])
+    elif action == "retrieve":
+        answer = await call("review_s37.linked_orders.retrieve", {"id": pk}, token=tokens["clerk"])
+    else:  # a model action answering the object
+        action_tool = mcp_tools.register_model_action(Order, "cancel", name="review_s37.orders.cancel", confirm=False,
+                                                      output_serializer=LinkedOrderSerializer)
+        try:
+            answer = await call("review_s37.orders.cancel", {"id": pk}, token=tokens["clerk"])
+        finally:
+            unregister_model_action(action_tool)
+    assert "error" not in answer and not answer["result"].get("isError"), answer
+    row = answer["result"]["structuredContent"]
+    if action == "list":
+        row = row["results"][0]
+    assert_absolute(row["url"], f"/admin/shop/order/{row['id']}/change/")
+    assert_absolute(row["receipt"], f"/media/receipts/{row['number']}.pdf")
+
+
+@pytest.mark.parametrize(("changes", "origin"), [
+    ({}, "http://localhost"),  # tests/settings.py: the first of ALLOWED_HOSTS
+    ({"ALLOWED_HOSTS": ["*", ".shop.example", "other.example"]}, "http://shop.example"),
+    ({"ALLOWED_HOSTS": ["shop.example:8443"], "SECURE_SSL_REDIRECT": True}, "https://shop.example:8443"),
+    ({"ALLOWED_HOSTS": ["*"]}, "http://localhost"),
+    ({"MCP_TOOLS": {"OAUTH": {"RESOURCE": "https://mcp.shop.example/mcp"}}}, "https://mcp.shop.example"),
+])
+def test_the_urls_of_a_tool_s_answer_are_on_the_site_s_origin(changes: dict[str, Any], origin: str) -> None:
+    from django.test import override_settings
+
+    from mcp_tools.modeltools.base import tool_request
+
+    with override_settings(**changes):
+        request = tool_request(None, "GET")
+        assert request.build_absolute_uri("/media/a.pdf") == f"{origin}/media/a.pdf"

@@ -15,6 +15,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core import checks
@@ -323,13 +324,60 @@ def not_found(model: type[models.Model], field: str, value: Any) -> ToolError:
 
 # -- the request ----------------------------------------------------------------------------
 
+class ToolRequest(HttpRequest):
+    """The request :func:`tool_request` makes: served on ``origin`` (``scheme://host[:port]``), so that
+    ``build_absolute_uri`` (DRF's ``FileField``, hyperlinked fields) writes absolute URLs on it."""
+
+    def __init__(self, origin: str) -> None:
+        super().__init__()
+        parts = urlsplit(origin)
+        self._origin_scheme = parts.scheme or "http"
+        self._origin_host = parts.netloc or "localhost"
+        default_port = "443" if self._origin_scheme == "https" else "80"
+        self.META["SERVER_NAME"] = parts.hostname or "localhost"
+        self.META["SERVER_PORT"] = str(parts.port) if parts.port else default_port
+        self.META["HTTP_HOST"] = self._origin_host
+
+    def _get_scheme(self) -> str:
+        return self._origin_scheme
+
+    def get_host(self) -> str:
+        # The site's own origin (default_origin), not a header a client sent: nothing to check
+        # against ALLOWED_HOSTS (an OAUTH RESOURCE host need not be listed there).
+        return self._origin_host
+
+
+def default_origin() -> str:
+    """The origin the absolute URLs of a tool's answer are built on. A tool's handler is given no HTTP
+    request (over stdio, on a worker, in a later round there is none), so it is the site's: the origin
+    of ``MCP_TOOLS["OAUTH"]["RESOURCE"]`` when set (the URL clients call), else the first host of
+    ``ALLOWED_HOSTS`` that names one (not ``*``; ``.example.com`` as ``example.com``), over ``https``
+    when ``SECURE_SSL_REDIRECT`` is on, else ``http://localhost``."""
+    from ..conf import mcp_settings
+
+    oauth = mcp_settings.OAUTH
+    resource = oauth.get("RESOURCE") if isinstance(oauth, dict) else None
+    if isinstance(resource, str):
+        parts = urlsplit(resource)
+        if parts.scheme in ("http", "https") and parts.netloc:
+            return f"{parts.scheme}://{parts.netloc}"
+    scheme = "https" if getattr(settings, "SECURE_SSL_REDIRECT", False) else "http"
+    for host in getattr(settings, "ALLOWED_HOSTS", None) or ():
+        host = str(host).lstrip(".")
+        if host and "*" not in host:
+            return f"{scheme}://{host}"
+    return f"{scheme}://localhost"
+
+
 def tool_request(user: Any, method: str = "POST") -> HttpRequest:
     """A minimal Django request for code written for DRF views and the admin: ``user`` is the
     caller, ``method`` what the action would be over HTTP. DRF's ``CurrentUserDefault`` (a
     ``HiddenField`` stamping the owner) reads ``serializer.context["request"].user``; admin
-    actions and ``has_<name>_permission`` read ``request.user``. No headers, no body: an MCP call
-    has no HTTP request of its own to give (its transport may be stdio)."""
-    request = HttpRequest()
+    actions and ``has_<name>_permission`` read ``request.user``. No headers but its host, no body:
+    an MCP call has no HTTP request of its own to give (its transport may be stdio). Its host is
+    :func:`default_origin`'s, so ``build_absolute_uri`` (a ``FileField`` holding a file, a
+    hyperlinked field) writes absolute URLs on the site's origin: without one it was a KeyError."""
+    request = ToolRequest(default_origin())
     request.method = method
     request.user = user
     return request
