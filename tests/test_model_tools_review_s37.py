@@ -183,3 +183,105 @@ def test_the_urls_of_a_tool_s_answer_are_on_the_site_s_origin(changes: dict[str,
     with override_settings(**changes):
         request = tool_request(None, "GET")
         assert request.build_absolute_uri("/media/a.pdf") == f"{origin}/media/a.pdf"
+
+
+# -- the outputSchema of rows the database holds ---------------------------------------------------------
+
+
+class LegacyOrderSerializer(serializers.ModelSerializer):
+    """Input constraints a stored row need not meet: a blank choice, a choice no longer offered, a
+    slug, a length, an email, a bound (the serializer's or the model's validators)."""
+
+    kind = serializers.ChoiceField(choices=["a", "b"], allow_blank=True, source="note")
+    slug = serializers.SlugField(source="number", max_length=6)
+    contact = serializers.EmailField(source="customer.email", read_only=True)
+    logins = serializers.IntegerField(source="customer.failed_logins", read_only=True, min_value=0, max_value=10)
+    numbers = serializers.ListField(child=serializers.CharField(min_length=7), source="number_list", read_only=True,
+                                    min_length=2, max_length=3)
+
+    class Meta:
+        model = Order
+        fields = ["id", "status", "kind", "slug", "contact", "logins", "numbers"]
+
+
+class LegacyOrderTools(mcp_tools.ModelToolset):
+    queryset = Order.objects.select_related("customer")
+    serializer_class = LegacyOrderSerializer
+    basename = "review_s37.legacy_orders"
+    actions = ["list", "retrieve"]
+
+
+def legacy_rows() -> None:
+    """Rows as a database may hold them: written before a rule, by a migration, by SQL."""
+    from demo_site.shop.models import Customer
+
+    Order.objects.filter(number="N-1001").update(status="held", note="")  # a choice since removed; a blank one
+    Order.objects.filter(number="N-1002").update(number="N 1002 (old)")  # no slug, past max_length
+    for customer in Customer.objects.all():
+        Customer.objects.filter(pk=customer.pk).update(failed_logins=20, email=f"not an email {customer.pk}")
+
+
+def _number_list(self: Order) -> list[str]:
+    return [self.number]  # one item (minItems 2), shorter than 7 characters (minLength)
+
+
+async def test_a_row_the_database_holds_fits_the_output_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The outputSchema carried the input's constraints (a choice's enum without "", minimum and
+    maximum, a slug's pattern, maxLength...): the official MCP client validates structuredContent
+    against it and refused valid rows ("'' is not one of ['a', 'b']", "20 is greater than the
+    maximum of 10"). Found by a review."""
+    from jsonschema.validators import validator_for
+
+    from demo_site.asgi import application
+
+    monkeypatch.setattr(Order, "number_list", property(_number_list), raising=False)
+    tokens, orders = await sync_to_async(seed)()
+    await sync_to_async(legacy_rows)()
+    mcp_tools.register_toolset(LegacyOrderTools)
+    try:
+        listed = (await call_modern(application, "tools/list", {}, token=tokens["clerk"])).json()["result"]["tools"]
+        tools = {tool["name"]: tool for tool in listed if tool["name"].startswith("review_s37.legacy_orders.")}
+        answers = {
+            "review_s37.legacy_orders.list": await call("review_s37.legacy_orders.list", {}, token=tokens["clerk"]),
+            "review_s37.legacy_orders.retrieve": await call("review_s37.legacy_orders.retrieve", {"id": orders["N-1001"]},
+                                                            token=tokens["clerk"]),
+        }
+    finally:
+        mcp_tools.unregister_toolset(LegacyOrderTools)
+    for name, answer in answers.items():
+        result = answer["result"]
+        assert not result.get("isError"), result
+        schema = tools[name]["outputSchema"]
+        # As the official client checks it (mcp.client.session.validate_tool_result), and with formats too.
+        validator_class = validator_for(schema)
+        for validator in (validator_class(schema), validator_class(schema, format_checker=validator_class.FORMAT_CHECKER)):
+            errors = [error.message for error in validator.iter_errors(result["structuredContent"])]
+            assert errors == [], (name, errors)
+    row = tools["review_s37.legacy_orders.retrieve"]["outputSchema"]["properties"]
+    assert row["status"]["type"] == "string" and "integer" in row["logins"]["type"], row  # the types stay
+    assert "array" in row["numbers"]["type"] and row["numbers"]["items"] == {"type": "string"}, row
+    # The input keeps the constraints, and takes the blank choice DRF takes.
+    assert tools["review_s37.legacy_orders.list"]["inputSchema"]["properties"]["limit"]["maximum"] == 200
+
+
+def test_the_input_schema_keeps_its_constraints_and_takes_a_blank_choice() -> None:
+    from mcp_tools.modeltools.base import serializer_schema
+
+    properties = serializer_schema(LegacyOrderSerializer(), writable=True)["properties"]
+    assert properties["kind"]["enum"] == ["a", "b", ""], properties["kind"]
+    assert properties["slug"]["maxLength"] == 6 and "pattern" in properties["slug"], properties["slug"]
+
+
+@pytest.mark.parametrize("lookup", ["exact", "in"])
+def test_a_list_filter_takes_the_blank_value_of_a_blank_choice_field(lookup: str) -> None:
+    """A text field with choices and ``blank=True`` holds "" (its default, often): the filter's
+    type was the choices alone, and ``{"kind": ""}`` was refused as no choice. Found by a review."""
+    from django.db import models
+    from pydantic import TypeAdapter, ValidationError
+
+    kind = models.CharField(max_length=5, choices=[("a", "A"), ("b", "B")], blank=True, default="")
+    strict = models.CharField(max_length=5, choices=[("a", "A"), ("b", "B")])
+    value: Any = "" if lookup == "exact" else ["", "a"]
+    assert TypeAdapter(mcp_tools.ModelToolset.filter_type(kind, lookup)).validate_python(value) == value
+    with pytest.raises(ValidationError):  # not blank: "" is still refused, as any value no row can have
+        TypeAdapter(mcp_tools.ModelToolset.filter_type(strict, lookup)).validate_python(value)

@@ -34,7 +34,7 @@ from ..engine.errors import ElicitationCancelled, ElicitationDeclined, NonDeterm
 from ..protocol.errors import MAX_ARGUMENT_ERRORS, InvalidArguments
 from ..registry import Tool, registry
 from ..registry.results import ToolError, ToolResult
-from ..registry.schemas import InputSpec, OutputSpec, argument_type_errors, format_validation_errors, openapi_to_json_schema, serializer_mapper, typed_by_drf
+from ..registry.schemas import SCHEMA_MAP_KEYWORDS, InputSpec, OutputSpec, argument_type_errors, format_validation_errors, openapi_to_json_schema, serializer_mapper, typed_by_drf
 
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
@@ -609,8 +609,42 @@ def _output_may_be_null(serializer: Any, field: Any) -> bool:
     return True
 
 
+#: Keywords of DRF's mapping that say what a serializer takes, not what a row holds: a choice since
+#: removed or a blank one (``blank=True`` is no choice), a value from before a validator or a shorter
+#: ``max_length``, one written by SQL or a migration. Left out of output schemas, whose values every
+#: client may check (the official one does: it refused valid rows); their types stay.
+INPUT_ONLY_KEYWORDS = frozenset({"enum", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+                                 "pattern", "minLength", "maxLength", "minItems", "maxItems"})
+#: The formats an output schema keeps: what DRF writes for the field's type whatever the row holds.
+#: Others are checks of input (``email``, ``uri``, ``ipv4``) or not what is written (``binary``: a URL).
+OUTPUT_FORMATS = frozenset({"date", "date-time", "time", "uuid", "decimal", "int32", "int64"})
+#: Keywords whose value is a JSON value, not a schema: kept as they are.
+_VALUE_KEYWORDS = frozenset({"const", "default", "examples"})
+
+
+def read_schema(schema: Any) -> Any:
+    """An output (read) schema: ``schema`` without the keywords that constrain its values
+    (:data:`INPUT_ONLY_KEYWORDS`, formats but :data:`OUTPUT_FORMATS`) at any depth."""
+    if isinstance(schema, list):
+        return [read_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    read: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in INPUT_ONLY_KEYWORDS or (key == "format" and value not in OUTPUT_FORMATS):
+            continue
+        if key in _VALUE_KEYWORDS:
+            read[key] = value
+        elif key in SCHEMA_MAP_KEYWORDS and isinstance(value, dict):  # names (a property named "enum"), then schemas
+            read[key] = {name: read_schema(sub) for name, sub in value.items()}
+        else:
+            read[key] = read_schema(value)
+    return read
+
+
 def serializer_schema(serializer: Any, *, writable: bool, partial: bool = False) -> dict[str, Any]:
-    """The JSON Schema of a serializer's input (``writable``) or output fields."""
+    """The JSON Schema of a serializer's input (``writable``) or output fields (a row as the database
+    may hold it: types, without the input's constraints, :func:`read_schema`)."""
     mapped = serializer_mapper().map_serializer(serializer)
     properties: dict[str, Any] = {}
     fields = serializer.fields
@@ -626,7 +660,7 @@ def serializer_schema(serializer: Any, *, writable: bool, partial: bool = False)
             continue
         prop.pop("readOnly", None)
         prop.pop("writeOnly", None)
-        properties[name] = prop
+        properties[name] = prop if writable else read_schema(prop)
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if writable:
         required = [name for name in mapped.get("required", []) if name in properties]

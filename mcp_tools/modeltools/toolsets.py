@@ -481,6 +481,8 @@ class ModelToolset:
         first, _, rest = lookup.partition("__")
         value_type: Any = base.field_python_type(field)
         choices: builtins.list[Any] = [value for value, _ in field.flatchoices] if getattr(field, "choices", None) else []
+        if choices and getattr(field, "blank", False) and all(isinstance(choice, str) for choice in choices) and "" not in choices:
+            choices.append("")  # a text field's blank=True: "" is no choice, but rows hold it (and a form takes it)
         container = cls.container_type(field, lookup)
         if container is not None:
             return container

@@ -618,6 +618,14 @@ def _mapper_class() -> type:
                         mapped[key] = {**mapped[key], "nullable": True}
             return mapped
 
+        def map_choicefield(self, field: Any) -> dict[str, Any]:
+            mapped: dict[str, Any] = super().map_choicefield(field)
+            # A text choice field with allow_blank (a model's blank=True) takes "" too, which DRF's enum
+            # leaves out: the schema refused what the serializer takes.
+            if getattr(field, "allow_blank", False) and mapped.get("type", "string") == "string" and "" not in mapped["enum"]:
+                mapped["enum"] = [*mapped["enum"], ""]
+            return mapped
+
     return FieldMapper
 
 
