@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from django.core import checks
 from django.core.exceptions import FieldDoesNotExist
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import IntegrityError, models, transaction
+from django.db import DataError, IntegrityError, models, transaction
 from django.db.models.signals import class_prepared
 from rest_framework.exceptions import ValidationError as DRFValidationError
 
@@ -276,6 +276,12 @@ class ModelAction(base.Declaration):
             return {"__error__": base.drf_errors(exc.detail)}
         except IntegrityError as exc:  # journaled as the step's value: a replay answers the same
             return {"__error__": base.database_refusal(exc, f"{self._title()} {obj}")}
+        except (DataError, OverflowError):
+            # A value its column cannot hold (PostgreSQL's integer or numeric range, a DataError; past
+            # SQLite's 64-bit integers, the driver's OverflowError): refused as the write it is, rolled
+            # back, as a toolset's create or update refuses it, not an internal error.
+            return {"__error__": {"non_field_errors": [
+                f"{self._title()} {obj} refused by the database: a value is outside what its column holds."]}}
 
     def _result(self, fn: Callable[..., Any], obj: models.Model, value: Any, ctx: Any) -> dict[str, Any]:
         """The result, as JSON (a confirmed change journals it): the method's return value when its
