@@ -275,3 +275,33 @@ def test_a_list_of_enum_values_is_still_a_form_field() -> None:
 
     field = _model_elicitation_schema(Colours)["properties"]["colours"]
     assert field["type"] == "array" and field["items"]["enum"] == ["red", "green"], field
+
+
+async def ask_with_a_dataclass(ctx: ToolContext) -> str:
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Target:
+        env: str
+
+    await ctx.elicit("Where?", Target)  # type: ignore[arg-type]
+    return "asked"
+
+
+async def test_a_schema_that_is_no_model_nor_dict_says_what_to_use(caplog: Any) -> None:
+    """Found by a review of the tool author's API: a dataclass (tool parameters take them) failed with
+    ``AttributeError: ... has no attribute 'model_json_schema'``."""
+    import logging
+
+    from demo_site.asgi import application
+
+    calls = logging.getLogger("mcp_tools.calls")
+    calls.addHandler(caplog.handler)
+    try:
+        with registry.registered_temporarily(make_tool(ask_with_a_dataclass)):
+            result = (await call_modern(application, "tools/call", {"name": "ask_with_a_dataclass", "arguments": {}},
+                                        capabilities={"elicitation": {"form": {}}})).json()["result"]
+    finally:
+        calls.removeHandler(caplog.handler)
+    assert result["isError"] is True, result
+    assert "ctx.elicit's schema is a pydantic model class or a JSON Schema dict" in caplog.text, caplog.text

@@ -421,6 +421,11 @@ class ToolContext:
         dict (a JSON Schema dict). Raises :class:`ElicitationDeclined` or
         :class:`ElicitationCancelled` when the user does not accept.
         """
+        if schema is not None and not isinstance(schema, dict) and not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+            # A dataclass or TypedDict (which tool parameters take) failed with AttributeError:
+            # 'model_json_schema' (found by a review of the tool author's API).
+            raise TypeError(f"ctx.elicit's schema is a pydantic model class or a JSON Schema dict, not {schema!r}: "
+                            f"declare the form as a pydantic BaseModel")
         caps = self.client_capabilities.get("elicitation")
         # Form mode, when declared, or when no mode is: an empty object means form mode only (the
         # 2025-11-25 back-compatibility rule), as any object did before modes existed. A client that
