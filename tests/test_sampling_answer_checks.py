@@ -63,3 +63,19 @@ def test_a_refused_block_type_is_named_escaped_so_it_writes_no_log_line_of_its_o
     with pytest.raises(InvalidAnswer) as refused:
         check_answer("sampling/createMessage", {}, {"role": "assistant", "content": {"type": forged}, "model": "m"})
     assert "\n" not in str(refused.value) and "FORGED" in str(refused.value)
+
+
+@pytest.mark.parametrize(("method", "params", "answer"), [
+    ("roots/list", {}, {"roots": [{"uri": "file:///a", "name": 5}]}),
+    ("roots/list", {}, {"roots": [{"uri": "file:///a", "_meta": []}]}),
+    ("elicitation/create", {"mode": "form", "message": "m", "requestedSchema": {"type": "object", "properties": {}}},
+     {"action": "accept", "content": {}, "_meta": 5}),
+    ("sampling/createMessage", {}, {"role": "assistant", "content": {"type": "text", "text": "t"}, "model": "m", "_meta": "x"}),
+], ids=["root-name-number", "root-meta-array", "elicitation-meta-number", "sampling-meta-string"])
+def test_optional_fields_of_the_wrong_type_are_refused(method: str, params: dict[str, Any], answer: dict[str, Any]) -> None:
+    """Found by a review with hostile input: a root's ``name`` of 5 was handed to the handler as it was
+    (``ctx.list_roots``), and a result's ``_meta`` of 5 was taken; the schema types them string and object."""
+    with pytest.raises(InvalidAnswer):
+        check_answer(method, params, answer)
+    check_answer(method, params, {k: v for k, v in answer.items() if k != "_meta"} if method != "roots/list"
+                 else {"roots": [{"uri": "file:///a", "name": "home", "_meta": {}}]})

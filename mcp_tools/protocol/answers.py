@@ -154,6 +154,8 @@ def check_answer(method: str, params: dict[str, Any], answer: Any) -> None:
     """Raise :class:`InvalidAnswer` unless ``answer`` is a valid result for ``method``."""
     if not isinstance(answer, dict):
         raise InvalidAnswer("an answer must be a JSON object")
+    if "_meta" in answer and not isinstance(answer["_meta"], dict):  # every result's (Result._meta)
+        raise InvalidAnswer('"_meta" must be an object')
     if method == "elicitation/create":
         action = answer.get("action")
         if action not in ("accept", "decline", "cancel"):
@@ -192,6 +194,9 @@ def check_answer(method: str, params: dict[str, Any], answer: Any) -> None:
             raise InvalidAnswer('a roots answer needs "roots": [{"uri": ...}]')
         if not all(r["uri"].startswith("file://") for r in roots):  # the spec: "MUST be a file:// URI"
             raise InvalidAnswer('each root\'s "uri" must be a file:// URI')
+        # Root.name?: string, Root._meta?: object: handed to the handler as they are (ctx.list_roots).
+        if not all(isinstance(r.get("name", ""), str) and isinstance(r.get("_meta", {}), dict) for r in roots):
+            raise InvalidAnswer('a root\'s "name" must be a string and its "_meta" an object')
         return
     raise InvalidAnswer(f"no answer is expected for {method}")
 
