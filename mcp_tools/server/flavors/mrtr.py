@@ -99,7 +99,7 @@ async def _resume(method: str, params: dict[str, Any], responses: dict[str, Any]
             ask=lambda call_id, round_number, pending, carry: input_required(call_id, round_number, pending, rc, target, carry),
             running=lambda call_id: _back_to_worker(call_id, rc, target),
             on_defer=lambda inv, round_number: _defer(inv, round_number, rc, target),
-            on_worker=lambda call_id: _while_on_worker(call_id, rc, target),
+            on_worker=lambda call_id: _while_on_worker(call_id, rc, target, told_before=True),
         )
 
     carried = core.carried_call(payload)
@@ -130,37 +130,51 @@ async def resumed_on_worker(inv: engine.Invocation, target: core.Target) -> dict
 async def _back_to_worker(call_id: str, rc: RequestContext, target: core.Target) -> dict[str, Any]:
     """A background call's answers are in: it goes back to a worker."""
     await background.requeue(call_id)
-    return await _while_on_worker(call_id, rc, target)
+    return await _while_on_worker(call_id, rc, target, told_before=True)
 
 
-async def _while_on_worker(call_id: str, rc: RequestContext, target: core.Target) -> dict[str, Any]:
+async def _while_on_worker(call_id: str, rc: RequestContext, target: core.Target, *, told_before: bool = False) -> dict[str, Any]:
     """What a 2026 client without tasks gets while a worker runs its call.
 
     A client that resumes calls (see :func:`resumable.client_resumes`) gets a resume
     token at once. Any other holds this request: it receives the worker's progress
     on the response stream, then the result, or an ``InputRequiredResult`` when
     the handler asks something. Closing the stream cancels the call.
+
+    ``told_before``: a later request of the call (its answers, a retry): the progress its row holds
+    now went to an earlier request, and this one gets the worker's new progress only.
     """
     if tasks.wants_task(target, rc):
         return await tasks.created(call_id)
     if resumable.client_resumes(rc):
         return resume.running_answer(call_id, rc, target)
     try:
-        return await _hold(call_id, rc, target)
+        return await _hold(call_id, rc, target, told_before)
     except asyncio.CancelledError:
         # Its status message says who stopped it (not the worker's last progress message).
         await core.end_call(call_id, "cancelled", core.CLIENT_CANCELLED if rc.cancel_requested else "")
         raise
 
 
-async def _hold(call_id: str, rc: RequestContext, target: core.Target) -> dict[str, Any]:
+_NOTHING_TOLD = object()
+
+
+async def _hold(call_id: str, rc: RequestContext, target: core.Target, told_before: bool = False) -> dict[str, Any]:
+    # The progress the row holds when a later request starts holding went to the request before it
+    # (docs/durable-calls.md: a retry gets the notifications of the handler's new work only); it was
+    # sent again (found by a review). Not relayed until the worker reports another value.
+    told: Any = _NOTHING_TOLD
     async with wakeups.listening(call_id) as event:
         while True:
             loaded = await store.load_call(call_id)
             if loaded is None:
                 return core.ended_answer(target.method, "cancelled")
             row, journal = loaded
-            await core.relay_progress(row, rc)  # only a value above what this request's stream got
+            if told_before:
+                told_before, told = False, row.progress
+            if told is _NOTHING_TOLD or row.progress != told:
+                told = _NOTHING_TOLD
+                await core.relay_progress(row, rc)  # only a value above what this request's stream got
             if row.status in ("completed", "failed"):
                 return core.stored_answer(row)
             if row.status in ("cancelled", "expired"):
