@@ -344,3 +344,31 @@ async def test_the_test_client_sends_the_headers_a_conforming_client_sends() -> 
         assert (await client.call_tool("deploy_to", {"target": {"region": "eu"}}))["content"][0]["text"] == "eux1"
         assert (await client.call_tool("colored", {"color": "red"}))["content"][0]["text"] == "red/None"
         assert (await client.request("tools/callSaga", {"name": "zoned", "arguments": {"zone": "eu"}}))["content"][0]["text"] == "zone=eu"
+
+
+class AliasedTarget(BaseModel):
+    model_config = {"populate_by_name": True}
+    region: str = Field(alias="Region", json_schema_extra={"x-mcp-header": "Region"})
+
+
+def routed(target: AliasedTarget) -> str:
+    return f"routed to {target.region}"
+
+
+@pytest.mark.parametrize(("arguments", "headers", "status"), [
+    ({"target": {"Region": "prod"}}, {"mcp-param-region": "prod"}, 200),
+    ({"target": {"region": "prod"}}, {}, 200),  # an argument error (a tool error), never the tool run
+])
+async def test_a_model_that_populates_by_name_is_called_by_its_advertised_alias_only(
+        arguments: dict[str, Any], headers: dict[str, str], status: int) -> None:
+    """Found by a review of the 2026-07-28 era: ``{"target": {"region": "prod"}}`` (the field's Python name, which a
+    model with ``populate_by_name`` takes) reached the tool with no ``Mcp-Param-Region`` header, though the schema
+    advertises ``Region`` (required, mirrored in the header)."""
+    with registry.registered_temporarily(make_tool(routed)):
+        r = await call_modern(APP, "tools/call", {"name": "routed", "arguments": arguments}, headers=headers)
+    assert r.status == status, r.body
+    result = r.json()["result"]
+    if "Region" in arguments["target"]:
+        assert result["content"] == [{"type": "text", "text": "routed to prod"}], result
+    else:
+        assert result["isError"] is True and "routed to" not in result["content"][0]["text"], result

@@ -399,14 +399,17 @@ def input_from_signature(
         # Strict, as JSON: a value is taken only in the JSON type the schema advertises ("5" is
         # not an integer, 1 not a boolean), and an ISO string is a date, a UUID, a Decimal, as
         # the schema's formats say. Lax validation would convert what the client got wrong.
+        # By alias only (by_name=False): the schema advertises a field by its alias, and a model of the
+        # project's with populate_by_name took its Python name too, past the advertised schema and
+        # past an x-mcp-header on the alias (the value reached the tool with no header; a review).
         text = _json_of(arguments)
         try:
             if text is not None:
-                instance = model.__pydantic_validator__.validate_json(text, strict=True)
+                instance = model.__pydantic_validator__.validate_json(text, strict=True, by_name=False)
             else:  # a lone surrogate, which pydantic's JSON reader refuses: the values as they came,
                 # strictly too (lax, another argument's "5" would pass as an integer; an ISO string is
                 # then no date, a small price for a call that sends text with no UTF-8 form)
-                instance = model.__pydantic_validator__.validate_python(arguments, strict=True)
+                instance = model.__pydantic_validator__.validate_python(arguments, strict=True, by_name=False)
         except ValidationError as exc:
             if text is None or not _too_deep_for_json(exc):
                 errors, more = format_validation_errors(exc)
@@ -457,7 +460,7 @@ def _validate_deep(name: str, model: type[BaseModel], arguments: dict[str, Any])
     arguments the transport takes. What a JSON string alone gives (a date, a UUID, an enum member, a
     tuple from a list) is then refused; the first error says why, before what pydantic found."""
     try:
-        return model.__pydantic_validator__.validate_python(arguments, strict=True)
+        return model.__pydantic_validator__.validate_python(arguments, strict=True, by_name=False)
     except ValidationError as exc:
         errors, more = format_validation_errors(exc)
         raise InvalidArguments(name, [{"field": "(root)", "message": _DEEP_NOTE, "type": "json_depth"}, *errors], more=more) from None
