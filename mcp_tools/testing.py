@@ -118,7 +118,9 @@ async def _refuse_test_transaction() -> None:
 
 def _header_value(text: str) -> str:
     """``text`` as a 2026-07-28 header carries it: as it is, or in the base64 form when it cannot be."""
-    if text.isascii() and text.isprintable() and text == text.strip(" \t"):
+    # A plain value that looks like the encoded form is encoded too (2026-07-28: clients MUST).
+    looks_encoded = text.startswith("=?base64?") and text.endswith("?=")
+    if text.isascii() and text.isprintable() and text == text.strip(" \t") and not looks_encoded:
         return text
     return "=?base64?" + base64.b64encode(text.encode()).decode() + "?="
 

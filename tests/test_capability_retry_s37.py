@@ -70,3 +70,21 @@ async def test_a_retry_that_declares_the_missing_capability_goes_on_and_the_effe
     assert done["content"][0]["text"] == "e1/fine", done
     assert EFFECTS == ["ran"]
     assert [row.status async for row in ToolCall.objects.all()] == ["completed"]
+
+
+async def once_then_sample(ctx: ToolContext) -> str:
+    done = await ctx.once("e1", effect)
+    verdict = await ctx.sample("Verdict?", key="verdict")
+    return f"{done}/{verdict.text}"
+
+
+async def test_a_first_round_refused_after_an_effect_ends_its_call() -> None:
+    """A first round's client holds no requestState to retry the round with: its call ends failed, as before
+    ecf0939 (which left it working until CALL_TTL, unreachable; found by a review of that fix)."""
+    from demo_site.asgi import application
+
+    with registry.registered_temporarily(make_tool(once_then_sample)):
+        refused = await call_modern(application, "tools/call", {"name": "once_then_sample", "arguments": {}}, capabilities={})
+    assert refused.status == 400 and refused.json()["error"]["code"] == MISSING_CLIENT_CAPABILITY, refused.body
+    assert EFFECTS == ["ran"]
+    assert [row.status async for row in ToolCall.objects.all()] == ["failed"]

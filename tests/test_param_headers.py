@@ -315,14 +315,18 @@ async def test_a_number_header_is_read_as_json_writes_numbers(value: str, status
 
 @pytest.mark.parametrize(("headers", "status"), [
     ({"mcp-param-zone": "eu-west"}, 200),
-    ({}, 400),
+    ({"mcp-name": "zoned", "mcp-param-zone": "eu-west"}, 200),
+    ({}, 200),  # what a client following the spec sends with an extension's request (the official SDK)
     ({"mcp-param-zone": "us-east"}, 400),
     ({"mcp-name": "echo", "mcp-param-zone": "eu-west"}, 400),
+    ({"mcp-name": "echo"}, 400),
 ])
-async def test_a_saga_is_held_to_the_tool_calls_routing_headers(headers: dict[str, str], status: int) -> None:
+async def test_a_saga_s_routing_headers_must_not_lie(headers: dict[str, str], status: int) -> None:
     """``tools/callSaga`` starts a tool call as ``tools/call`` does, but skipped its ``Mcp-Name`` and
     ``Mcp-Param-*`` checks (found by a review of the 2026-07-28 era): a saga ran ``zoned`` for ``eu-west``
-    under ``Mcp-Param-Zone: us-east``, or with ``Mcp-Name: echo``, past any gateway rule on them."""
+    under ``Mcp-Param-Zone: us-east``, or with ``Mcp-Name: echo``, past any gateway rule on them. Headers a
+    saga sends are checked; none is required (the spec requires them of tools/call, prompts/get and
+    resources/read only, and the official SDK sends none with another method: a review of the fix)."""
     with registry.registered_temporarily(make_tool(zoned)):
         r = await call_modern(APP, "tools/callSaga", {"name": "zoned", "arguments": {"zone": "eu-west"}}, headers=headers)
     assert r.status == status, r.body
@@ -344,6 +348,9 @@ async def test_the_test_client_sends_the_headers_a_conforming_client_sends() -> 
         assert (await client.call_tool("deploy_to", {"target": {"region": "eu"}}))["content"][0]["text"] == "eux1"
         assert (await client.call_tool("colored", {"color": "red"}))["content"][0]["text"] == "red/None"
         assert (await client.request("tools/callSaga", {"name": "zoned", "arguments": {"zone": "eu"}}))["content"][0]["text"] == "zone=eu"
+        # A plain value that looks like the encoded form is sent encoded (2026-07-28: clients MUST).
+        for tricky in ("=?base64?ZXU=?=", "=?base64?not base64?="):
+            assert (await client.call_tool("zoned", {"zone": tricky}))["content"][0]["text"] == f"zone={tricky}"
 
 
 class AliasedTarget(BaseModel):

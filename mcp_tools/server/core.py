@@ -1209,14 +1209,18 @@ async def _end_failed(inv: engine.Invocation, error: McpError, *, answered: bool
     """
     if inv.call_id is None or inv.in_worker:
         return
-    if error.code == MISSING_CLIENT_CAPABILITY and inv.protocol_version in versions.MODERN_VERSIONS:
-        # A 2026-07-28 request declares its client's capabilities itself: the client adds the one named
-        # and retries the round (the error's meaning). The call stays as a round whose run stopped (its
-        # effects journaled, no outcome), which a retry of the round runs again from the journal once
-        # the row is left untouched (repeat_outcome's take-over): with the capability it goes on, and
-        # no effect runs twice. Ended failed, every retry got -32021 again, as HTTP 200 (found by a review).
-        return
     unclaimed = unclaimed_round(inv)
+    if error.code == MISSING_CLIENT_CAPABILITY and inv.protocol_version in versions.MODERN_VERSIONS and unclaimed is None:
+        row = await store.call_status(inv.call_id)
+        if row is not None and row[0] == CallStatus.WORKING and row[1] > 0:
+            # An answering round (the row advanced past 0) of a 2026-07-28 request, which declares its
+            # client's capabilities itself: the client adds the one named and retries the round (the
+            # error's meaning). The call stays as a round whose run stopped (its effects journaled, no
+            # outcome), which a retry of the round runs again from the journal once the row is left
+            # untouched (repeat_outcome's take-over): with the capability it goes on, and no effect
+            # runs twice. Ended failed, every retry got -32021 again, as HTTP 200 (found by a review).
+            # A first round's call ends failed as before: its client holds no requestState to retry with.
+            return
     if unclaimed is not None:
         if answered:
             await save_outcome(inv, unclaimed.round + 1, status=CallStatus.FAILED, error=error.to_error(), finished_at=timezone.now(),

@@ -70,9 +70,6 @@ JSON_CONTENT_TYPE = (b"content-type", b"application/json")
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 NAME_PARAM = {
     "tools/call": "name", "prompts/get": "name", "resources/read": "uri",
-    # A saga starts a tool call as tools/call does: a gateway routing (or refusing) on the tool's name
-    # and its x-mcp-header arguments must see them, or callSaga is the way around its rules.
-    "tools/callSaga": "name",
     # The tasks extension routes by task id (SEP-2663 "Streamable HTTP: Routing Headers").
     "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
 }
@@ -960,12 +957,18 @@ class McpEndpoint:
             name_text = None if header_name is None else header_text(header_name)
             if name_text is None or name_text != params.get(name_key):
                 raise HttpError(400, McpError(HEADER_MISMATCH, f"Mcp-Name header is missing or does not match params.{name_key}"), request_id)
+        elif method == "tools/callSaga" and "mcp-name" in headers and header_text(headers["mcp-name"]) != params.get("name"):
+            # The spec requires Mcp-Name of tools/call, prompts/get and resources/read only (the official
+            # SDK sends none with an extension's request); one that a saga does send must not lie about
+            # the tool it starts (a gateway routes on it).
+            raise HttpError(400, McpError(HEADER_MISMATCH, "Mcp-Name header does not match params.name"), request_id)
         # Authentication first: the header check names the tool and its headers, which a caller
         # who may not use the tool must not learn (nor one who has not said who they are).
         principal = bind_anonymous(ANONYMOUS if anonymous_at_once(headers) else await authenticate(scope, headers), headers, request_id)
         if method == "tools/call" or method == "tools/callSaga":
-            # Mcp-Param-* headers that disagree with the arguments: a coroutine only for a refusal.
-            refusal = _param_header_refusal(headers, params)
+            # Mcp-Param-* headers that disagree with the arguments: a coroutine only for a refusal. A saga's
+            # are checked as sent (a client need send none with an extension's request, as for Mcp-Name).
+            refusal = _param_header_refusal(headers, params, required=method == "tools/call")
             if refusal is not None:
                 await refuse_param_headers(refusal, principal, request_id)
         if principal.scopes is not None:  # an OAuth token (what check_tool_scopes looks at)
@@ -1715,8 +1718,9 @@ async def refuse_param_headers(refusal: tuple[Tool, McpError], principal: Princi
         raise HttpError(400, refusal[1], request_id)
 
 
-def _param_header_refusal(headers: dict[str, str], params: dict[str, Any]) -> tuple[Tool, McpError] | None:
-    """The tool a ``tools/call`` names and why its ``Mcp-Param-*`` headers are refused; None if they agree."""
+def _param_header_refusal(headers: dict[str, str], params: dict[str, Any], *, required: bool = True) -> tuple[Tool, McpError] | None:
+    """The tool a ``tools/call`` names and why its ``Mcp-Param-*`` headers are refused; None if they agree.
+    ``required``: a missing header is refused too (``tools/callSaga``: only one sent that disagrees)."""
     name = params.get("name")
     tool = registry.get_tool(name) if isinstance(name, str) else None
     if tool is None:
@@ -1743,6 +1747,8 @@ def _param_header_refusal(headers: dict[str, str], params: dict[str, Any]) -> tu
                 return tool, McpError(HEADER_MISMATCH, f"Mcp-Param-{header_name} header given for an argument the request does not set")
             continue
         if raw is None:
+            if not required:
+                continue
             return tool, McpError(HEADER_MISMATCH, f"Missing Mcp-Param-{header_name} header")
         value = header_text(raw)
         if value is None:

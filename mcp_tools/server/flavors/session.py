@@ -522,8 +522,8 @@ async def accept_client_response(message: dict[str, Any], rc: RequestContext) ->
     # the caller's streams (tasks/result), and an answer from there counts. Any other call is its
     # session's (a background call held on its stream too), and a stdio call its process's: an HTTP
     # session of the same user answered both (found by a review).
-    if row.principal != rc.principal.id or (row.flavor == "stdio") != (rc.flavor == "stdio") or (
-            row.session_id and not row.is_task and row.session_id != (rc.session_id or "")):
+    if row.principal != rc.principal.id or not row.is_task and (
+            (row.flavor == "stdio") != (rc.flavor == "stdio") or (row.session_id and row.session_id != (rc.session_id or ""))):
         logger.warning("Refused a response for call %s from another principal or session", call_id)
         return _not_waiting()
     if not answered_in_session(row):
