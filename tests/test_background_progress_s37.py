@@ -65,3 +65,30 @@ async def test_the_answering_request_gets_only_the_workers_new_progress(queued: 
         done = messages((await asyncio.wait_for(second, 10)).body)
     assert [m["params"]["progress"] for m in done if m.get("method") == "notifications/progress"] == [9], done
     assert done[-1]["result"]["content"][0]["text"] == "done", done
+
+
+
+async def test_progress_the_worker_reports_before_the_answering_request_holds_reaches_it(
+        queued: list[str], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """The fix above took what the row held at the hold's first pass as already told: a worker quicker than the
+    request (a loaded server) wrote 9 first, and the answering request got no progress at all (a review of the
+    fix). The value told is read before the call goes back to a worker."""
+    from mcp_tools.server.flavors import mrtr
+
+    original = mrtr._hold
+    ran: list[str] = []
+
+    async def late_hold(*args: Any, **kwargs: Any) -> Any:
+        ran.append(await worker_once(queued, 1))  # the worker finishes before this request looks
+        return await original(*args, **kwargs)
+
+    with registry.registered_temporarily(make_tool(progress_then_ask, background=True)):
+        params: dict[str, Any] = {"name": "progress_then_ask", "arguments": {}, "_meta": {"progressToken": "first"}}
+        first = asyncio.ensure_future(call_modern(APP, "tools/call", params, capabilities=CAPS))
+        assert await worker_once(queued, 0) == "input-required"
+        state = messages((await asyncio.wait_for(first, 10)).body)[-1]["result"]["requestState"]
+        monkeypatch.setattr(mrtr, "_hold", late_hold)
+        answer = {**params, "_meta": {"progressToken": "second"}, "requestState": state, "inputResponses": {"go": {"action": "accept", "content": {"go": True}}}}
+        done = messages((await asyncio.wait_for(call_modern(APP, "tools/call", answer, capabilities=CAPS), 10)).body)
+    assert ran == ["finished"]
+    assert [m["params"]["progress"] for m in done if m.get("method") == "notifications/progress"] == [9], done

@@ -17,6 +17,7 @@ from rest_framework import serializers
 
 import mcp_tools
 from mcp_tools.modeltools.actions import unregister_model_action
+from mcp_tools.registry import registry
 from demo_site.shop.models import Order
 from tests.asgi_client import call_modern
 
@@ -285,3 +286,86 @@ def test_a_list_filter_takes_the_blank_value_of_a_blank_choice_field(lookup: str
     assert TypeAdapter(mcp_tools.ModelToolset.filter_type(kind, lookup)).validate_python(value) == value
     with pytest.raises(ValidationError):  # not blank: "" is still refused, as any value no row can have
         TypeAdapter(mcp_tools.ModelToolset.filter_type(strict, lookup)).validate_python(value)
+
+
+# -- a review of these fixes ---------------------------------------------------------------------------
+
+unlisted_site = admin.AdminSite(name="review_s37_unlisted_site")
+
+
+class ListedOnlyAdmin(admin.ModelAdmin):
+    actions = ["listed"]
+
+    @admin.action(description="Listed")
+    def listed(self, request: Any, queryset: Any) -> None:
+        queryset.update(status=Order.Status.SHIPPED)
+
+    @admin.action(description="Unlisted")
+    def unlisted(self, request: Any, queryset: Any) -> None:
+        queryset.update(status=Order.Status.SHIPPED)
+
+
+unlisted_site.register(Order, ListedOnlyAdmin)
+
+
+class UnlistedTools(mcp_tools.ModelToolset):
+    queryset = Order.objects.all()
+    basename = "review_s37.unlisted"
+    actions = ["retrieve"]
+    admin_actions = ["unlisted"]
+    admin_site = unlisted_site
+
+
+async def test_an_action_the_changelist_never_offers_runs_as_the_toolset_exposes_it() -> None:
+    """An action the ModelAdmin's ``actions`` leaves out (or ``actions = None``) is in no user's ``get_actions``:
+    the fix above answered every call of it "Unknown tool", though the check passed and tools/list listed it
+    (a review of the fix). Only an action the changelist offers is withheld by ``get_actions``."""
+    tokens, orders = await sync_to_async(seed)()
+    mcp_tools.register_toolset(UnlistedTools)
+    try:
+        answer = await call("review_s37.unlisted.unlisted", {"ids": list(orders.values())}, token=tokens["boss"])
+    finally:
+        mcp_tools.unregister_toolset(UnlistedTools)
+    assert answer["result"]["structuredContent"]["count"] == len(orders), answer
+    assert await sync_to_async(statuses)() == ["shipped"]
+
+
+class EmptyReceiptField(serializers.FileField):
+    """A file field with no file (a model's ``FileField(blank=True)`` holding ""): DRF writes null."""
+
+    def get_attribute(self, instance: Any) -> Any:
+        return ""  # as a FieldFile without a name is falsy
+
+
+class ReceiptlessOrderSerializer(serializers.ModelSerializer):
+    receipt = EmptyReceiptField(required=False)
+
+    class Meta:
+        model = Order
+        fields = ["id", "number", "receipt"]
+
+
+class ReceiptlessTools(mcp_tools.ModelToolset):
+    queryset = Order.objects.all()
+    serializer_class = ReceiptlessOrderSerializer
+    basename = "review_s37.receiptless"
+    actions = ["retrieve"]
+
+
+async def test_a_file_field_without_a_file_is_null_in_the_output_schema() -> None:
+    """DRF writes null for a file field with no file; the output schema said string, and the official client
+    refused every such row (a review of the fixes)."""
+    import jsonschema
+
+    tokens, orders = await sync_to_async(seed)()
+    mcp_tools.register_toolset(ReceiptlessTools)
+    try:
+        tool = registry.get_tool("review_s37.receiptless.retrieve")
+        assert tool is not None and tool.output is not None
+        answer = await call("review_s37.receiptless.retrieve", {"id": next(iter(orders.values()))}, token=tokens["boss"])
+        schema = tool.output.schema
+    finally:
+        mcp_tools.unregister_toolset(ReceiptlessTools)
+    content = answer["result"]["structuredContent"]
+    assert content["receipt"] is None, content
+    jsonschema.validate(content, schema)

@@ -379,3 +379,22 @@ async def test_a_model_that_populates_by_name_is_called_by_its_advertised_alias_
         assert result["content"] == [{"type": "text", "text": "routed to prod"}], result
     else:
         assert result["isError"] is True and "routed to" not in result["content"][0]["text"], result
+
+
+class ByNameOnly(BaseModel):
+    model_config = {"validate_by_name": True, "validate_by_alias": False}
+    region: str = Field(alias="Region")
+
+
+def by_name_only(target: ByNameOnly) -> str:
+    return target.region
+
+
+async def test_a_model_that_validates_by_name_only_is_still_called() -> None:
+    """``by_name=False`` made pydantic refuse such a model outright ("validate_by_name and validate_by_alias cannot
+    both be set to False"): every call was an internal error (a review of the fix). It is validated as its
+    configuration says, by the name its schema advertises."""
+    tool = make_tool(by_name_only)
+    with registry.registered_temporarily(tool):
+        r = await call_modern(APP, "tools/call", {"name": "by_name_only", "arguments": {"target": {"region": "eu"}}})
+    assert r.json()["result"]["content"] == [{"type": "text", "text": "eu"}], r.body

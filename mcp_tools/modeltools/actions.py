@@ -276,10 +276,14 @@ class ModelAction(base.Declaration):
             return {"__error__": base.drf_errors(exc.detail)}
         except IntegrityError as exc:  # journaled as the step's value: a replay answers the same
             return {"__error__": base.database_refusal(exc, f"{self._title()} {obj}")}
-        except (DataError, OverflowError):
+        except (DataError, OverflowError) as exc:
             # A value its column cannot hold (PostgreSQL's integer or numeric range, a DataError; past
             # SQLite's 64-bit integers, the driver's OverflowError): refused as the write it is, rolled
-            # back, as a toolset's create or update refuses it, not an internal error.
+            # back, as a toolset's create or update refuses it, not an internal error. An OverflowError
+            # of the method's own arithmetic is its bug: raised (logged, an internal error), not blamed
+            # on the caller's values (a review of the fix).
+            if isinstance(exc, OverflowError) and not base.raised_in_the_database(exc):
+                raise
             return {"__error__": {"non_field_errors": [
                 f"{self._title()} {obj} refused by the database: a value is outside what its column holds."]}}
 

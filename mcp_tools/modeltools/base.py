@@ -12,6 +12,7 @@ import decimal
 import heapq
 import inspect
 import json
+import os
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any
@@ -369,6 +370,18 @@ def default_origin() -> str:
     return f"{scheme}://localhost"
 
 
+def raised_in_the_database(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while Django's database layer ran (a driver refusing a value as it
+    binds it, SQLite's ``OverflowError`` past 64 bits), not by the project's own code."""
+    marker = f"{os.sep}django{os.sep}db{os.sep}"
+    tb = exc.__traceback__
+    while tb is not None:
+        if marker in tb.tb_frame.f_code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def tool_request(user: Any, method: str = "POST") -> HttpRequest:
     """A minimal Django request for code written for DRF views and the admin: ``user`` is the
     caller, ``method`` what the action would be over HTTP. DRF's ``CurrentUserDefault`` (a
@@ -588,12 +601,17 @@ def serializer_input_errors(serializer: Any, data: dict[str, Any]) -> dict[str, 
 
 
 def _output_may_be_null(serializer: Any, field: Any) -> bool:
-    """Whether a read-only field may write null though its schema says nothing of it: DRF writes null
+    """Whether a field may write null though its schema says nothing of it: a file field with no file,
+    and read-only fields: DRF writes null
     for any attribute that is None (a property, a reverse one-to-one that does not exist) or for its
     ``default=None``, whatever ``allow_null`` says; only a column of the serializer's model that is
     not nullable, or a method field (its method's annotation says), never holds one."""
     from rest_framework import serializers
 
+    if isinstance(field, serializers.FileField) and not getattr(field, "allow_null", False):
+        # DRF writes null for a FileField / ImageField with no file (blank=True: ""), writable or not;
+        # the official client refused every row without one (a review).
+        return True
     if not field.read_only or getattr(field, "allow_null", False) or isinstance(field, serializers.SerializerMethodField):
         return False
     attrs = getattr(field, "source_attrs", None)

@@ -388,6 +388,7 @@ def input_from_signature(
 
     accepted = _accepted_keys(model, schema)
     timestamps = timestamp_check(schema)
+    by_name = False if _validates_by_alias(model) else None
 
     def validate(arguments: dict[str, Any]) -> dict[str, Any]:
         if len(arguments) > MAX_ARGUMENT_ERRORS:
@@ -402,19 +403,21 @@ def input_from_signature(
         # By alias only (by_name=False): the schema advertises a field by its alias, and a model of the
         # project's with populate_by_name took its Python name too, past the advertised schema and
         # past an x-mcp-header on the alias (the value reached the tool with no header; a review).
+        # Not for a model that validates by name only (validate_by_alias=False: its schema names
+        # the field), which pydantic cannot validate so: then as its configuration says.
         text = _json_of(arguments)
         try:
             if text is not None:
-                instance = model.__pydantic_validator__.validate_json(text, strict=True, by_name=False)
+                instance = model.__pydantic_validator__.validate_json(text, strict=True, by_name=by_name)
             else:  # a lone surrogate, which pydantic's JSON reader refuses: the values as they came,
                 # strictly too (lax, another argument's "5" would pass as an integer; an ISO string is
                 # then no date, a small price for a call that sends text with no UTF-8 form)
-                instance = model.__pydantic_validator__.validate_python(arguments, strict=True, by_name=False)
+                instance = model.__pydantic_validator__.validate_python(arguments, strict=True, by_name=by_name)
         except ValidationError as exc:
             if text is None or not _too_deep_for_json(exc):
                 errors, more = format_validation_errors(exc)
                 raise InvalidArguments(name, errors, more=more) from None
-            instance = _validate_deep(name, model, arguments)
+            instance = _validate_deep(name, model, arguments, by_name)
         if timestamps is not None and (errors := timestamps(arguments, instance)):
             raise InvalidArguments(name, errors)
         if as_dict:
@@ -422,6 +425,24 @@ def input_from_signature(
         return {field: getattr(instance, field) for field in field_names}
 
     return InputSpec(schema=schema, validate=validate)
+
+
+def _validates_by_alias(model: type[BaseModel]) -> bool:
+    """Whether ``model`` and every model its fields hold can be validated by alias (``by_name=False``):
+    not one configured ``validate_by_alias=False``, which pydantic then refuses with a ValueError."""
+    seen: set[type[BaseModel]] = set()
+    pending: list[Any] = [model]
+    while pending:
+        current = pending.pop()
+        if not isinstance(current, type) or not issubclass(current, BaseModel) or current in seen:
+            for arg in typing.get_args(current):
+                pending.append(arg)
+            continue
+        seen.add(current)
+        if current.model_config.get("validate_by_alias") is False:
+            return False
+        pending.extend(field.annotation for field in current.model_fields.values())
+    return True
 
 
 def _reserved_name(fields: dict[str, Any], exc: Exception) -> str | None:
@@ -454,13 +475,13 @@ def _too_deep_for_json(exc: ValidationError) -> bool:
     return error["type"] == "json_invalid" and "recursion limit" in error["msg"]
 
 
-def _validate_deep(name: str, model: type[BaseModel], arguments: dict[str, Any]) -> BaseModel:
+def _validate_deep(name: str, model: type[BaseModel], arguments: dict[str, Any], by_name: bool | None) -> BaseModel:
     """``arguments`` too deep for pydantic's JSON reader validated as the values they were read into,
     strictly (as for a lone surrogate): "(root): Invalid JSON: recursion limit exceeded" refused
     arguments the transport takes. What a JSON string alone gives (a date, a UUID, an enum member, a
     tuple from a list) is then refused; the first error says why, before what pydantic found."""
     try:
-        return model.__pydantic_validator__.validate_python(arguments, strict=True, by_name=False)
+        return model.__pydantic_validator__.validate_python(arguments, strict=True, by_name=by_name)
     except ValidationError as exc:
         errors, more = format_validation_errors(exc)
         raise InvalidArguments(name, [{"field": "(root)", "message": _DEEP_NOTE, "type": "json_depth"}, *errors], more=more) from None

@@ -99,7 +99,7 @@ async def _resume(method: str, params: dict[str, Any], responses: dict[str, Any]
             ask=lambda call_id, round_number, pending, carry: input_required(call_id, round_number, pending, rc, target, carry),
             running=lambda call_id: _back_to_worker(call_id, rc, target),
             on_defer=lambda inv, round_number: _defer(inv, round_number, rc, target),
-            on_worker=lambda call_id: _while_on_worker(call_id, rc, target, told_before=True),
+            on_worker=lambda call_id: _while_on_worker(call_id, rc, target, told=_AT_FIRST_PASS),
         )
 
     carried = core.carried_call(payload)
@@ -129,11 +129,15 @@ async def resumed_on_worker(inv: engine.Invocation, target: core.Target) -> dict
 
 async def _back_to_worker(call_id: str, rc: RequestContext, target: core.Target) -> dict[str, Any]:
     """A background call's answers are in: it goes back to a worker."""
+    # What the call's row says of its progress before a worker runs it again: the request before this
+    # one got it. Read at the first pass of the hold instead, a value a quick worker wrote was lost.
+    loaded = await store.load_call(call_id)
+    told = loaded[0].progress if loaded is not None else None
     await background.requeue(call_id)
-    return await _while_on_worker(call_id, rc, target, told_before=True)
+    return await _while_on_worker(call_id, rc, target, told=told)
 
 
-async def _while_on_worker(call_id: str, rc: RequestContext, target: core.Target, *, told_before: bool = False) -> dict[str, Any]:
+async def _while_on_worker(call_id: str, rc: RequestContext, target: core.Target, *, told: Any = None) -> dict[str, Any]:
     """What a 2026 client without tasks gets while a worker runs its call.
 
     A client that resumes calls (see :func:`resumable.client_resumes`) gets a resume
@@ -141,39 +145,40 @@ async def _while_on_worker(call_id: str, rc: RequestContext, target: core.Target
     on the response stream, then the result, or an ``InputRequiredResult`` when
     the handler asks something. Closing the stream cancels the call.
 
-    ``told_before``: a later request of the call (its answers, a retry): the progress its row holds
-    now went to an earlier request, and this one gets the worker's new progress only.
+    ``told``: for a later request of the call (its answers, a retry), the progress value an earlier
+    request got (:data:`_AT_FIRST_PASS`: whatever the row holds when this one starts holding): this one
+    gets the worker's new progress only.
     """
     if tasks.wants_task(target, rc):
         return await tasks.created(call_id)
     if resumable.client_resumes(rc):
         return resume.running_answer(call_id, rc, target)
     try:
-        return await _hold(call_id, rc, target, told_before)
+        return await _hold(call_id, rc, target, told)
     except asyncio.CancelledError:
         # Its status message says who stopped it (not the worker's last progress message).
         await core.end_call(call_id, "cancelled", core.CLIENT_CANCELLED if rc.cancel_requested else "")
         raise
 
 
-_NOTHING_TOLD = object()
+#: ``_hold``'s ``told``: the progress an earlier request got is what the row holds at the hold's first pass.
+_AT_FIRST_PASS = object()
 
 
-async def _hold(call_id: str, rc: RequestContext, target: core.Target, told_before: bool = False) -> dict[str, Any]:
-    # The progress the row holds when a later request starts holding went to the request before it
-    # (docs/durable-calls.md: a retry gets the notifications of the handler's new work only); it was
-    # sent again (found by a review). Not relayed until the worker reports another value.
-    told: Any = _NOTHING_TOLD
+async def _hold(call_id: str, rc: RequestContext, target: core.Target, told: Any = None) -> dict[str, Any]:
+    # ``told``: the progress value an earlier request of the call got (None: none), not relayed again
+    # until the worker reports another (docs/durable-calls.md: a retry gets the notifications of the
+    # handler's new work only; it was sent again, found by a review).
     async with wakeups.listening(call_id) as event:
         while True:
             loaded = await store.load_call(call_id)
             if loaded is None:
                 return core.ended_answer(target.method, "cancelled")
             row, journal = loaded
-            if told_before:
-                told_before, told = False, row.progress
-            if told is _NOTHING_TOLD or row.progress != told:
-                told = _NOTHING_TOLD
+            if told is _AT_FIRST_PASS:
+                told = row.progress
+            if told is None or row.progress != told:
+                told = None
                 await core.relay_progress(row, rc)  # only a value above what this request's stream got
             if row.status in ("completed", "failed"):
                 return core.stored_answer(row)
