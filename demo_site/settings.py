@@ -136,8 +136,8 @@ if DATABASE_URL:
         from django.core.exceptions import ImproperlyConfigured
 
         raise ImproperlyConfigured(
-            "DATABASE_URL is set but dj-database-url is not installed: pip install 'django-mcp-tools[postgres]' "
-            "(or [mysql] for MariaDB)"
+            "DATABASE_URL is set but dj-database-url is not installed: from the repository, "
+            ".venv/bin/pip install -e '.[postgres]' (or '.[mysql]' for MariaDB); scripts/demo installs it"
         ) from exc
     SQLITE_OPTIONS = DATABASES["default"]["OPTIONS"]
     DATABASES["default"] = dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
@@ -163,6 +163,16 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --------------------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL")
 if REDIS_URL:
+    try:
+        import channels_redis  # noqa: F401
+        import django_redis  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - configuration error
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            "REDIS_URL is set but the Redis packages are not installed: from the repository, "
+            ".venv/bin/pip install -e '.[redis]'; scripts/demo installs them"
+        ) from exc
     CACHES = {
         "default": {
             "BACKEND": "django_redis.cache.RedisCache",

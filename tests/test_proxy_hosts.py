@@ -48,6 +48,7 @@ def _mcp_allows(headers: dict[str, str]) -> bool:
         check_origin(_headers(_scope(headers)))
     except HttpError as exc:
         assert exc.status == 403 and "invalid Host header" in exc.error.message
+        assert "ALLOWED_HOSTS" in exc.error.message  # what to do (a review of the first hour)
         return False
     return True
 

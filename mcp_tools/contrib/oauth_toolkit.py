@@ -1,4 +1,4 @@
-"""django-oauth-toolkit as the authorization server of the MCP endpoint (``pip install 'django-mcp-tools[oauth]'``).
+"""django-oauth-toolkit as the authorization server of the MCP endpoint (``pip install '/path/to/django-mcp-tools[oauth]'`` from a checkout).
 
 ::
 

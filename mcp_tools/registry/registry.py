@@ -104,7 +104,7 @@ class Tool:
     retry_on: tuple[type[BaseException], ...] = ()
     max_retries: int = 0
     retry_backoff: float = 1.0
-    #: A paginated tool yields pages; each answer carries the token of the next one.
+    #: A paginated tool returns a ``Page``; each answer carries the token of the next one.
     paginate: bool = False
     meta: dict[str, Any] | None = None
     icons: list[dict[str, Any]] | None = None
@@ -676,8 +676,8 @@ def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     ``background=True`` runs the tool on a Celery worker (``queue``,
     ``time_limit``, ``retry_on``/``max_retries``/``retry_backoff`` tune it);
     ``task_support`` ("optional" or "required") says whether clients may or
-    must call it as an MCP task. ``paginate=True`` makes a generator tool
-    answer page by page with resume tokens. ``scopes`` lists the OAuth scopes a
+    must call it as an MCP task. ``paginate=True`` makes a tool that returns a
+    ``Page`` answer page by page with resume tokens. ``scopes`` lists the OAuth scopes a
     bearer token needs to see and call the tool (docs/oauth.md). Arguments annotated
     ``x-mcp-header`` that clients could not mirror in a header raise ``ImproperlyConfigured``
     (docs/protocol.md, "Arguments mirrored in headers").

@@ -291,7 +291,8 @@ def check_origin(headers: dict[str, str]) -> str | None:
                 known.clear()
             known[host] = allowed
         if not allowed:
-            raise HttpError(403, McpError(INVALID_REQUEST, "Forbidden: invalid Host header"))
+            # Named, with the fix, as Django's DisallowedHost says it (%r in the log: the client's text).
+            raise HttpError(403, McpError(INVALID_REQUEST, f"Forbidden: invalid Host header {host!r}: add it to ALLOWED_HOSTS"))
     origin = headers.get("origin")
     if origin is None:
         return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import register_converter
 from django.views.decorators.csrf import csrf_exempt
@@ -103,6 +104,7 @@ class ProtectedResourceMetadata:
 # Exempt from CsrfViewMiddleware: the document is public and read-only, and an unsafe method gets the
 # view's own 405 with Allow, as from the ASGI mount, not Django's CSRF 403 page (HTML to a JSON client).
 @csrf_exempt
+@login_not_required  # public: what a client reads before it has a token (LoginRequiredMiddleware redirected it)
 def protected_resource_metadata(request: HttpRequest, resource_path: str = "") -> HttpResponse:
     """The same document through Django's URLconf (``mcp_tools.urls.well_known_urlpatterns``)."""
     if request.method not in ("GET", "HEAD", "OPTIONS"):

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 from asgiref.sync import AsyncToSync, SyncToAsync, ThreadSensitiveContext
+from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -217,6 +218,9 @@ def _in_django_request_thread(context: contextvars.Context) -> _DjangoRequestThr
     return executor
 
 
+# The endpoint authenticates its callers itself (DRF / OAuth: a 401 with WWW-Authenticate): a site's
+# LoginRequiredMiddleware redirected every MCP request, an authenticated one too, to its login page.
+@login_not_required
 @non_atomic_everywhere
 @csrf_exempt  # MCP clients are not browsers; Origin and Host are checked by the endpoint
 async def mcp_view(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
