@@ -122,3 +122,40 @@ def test_notifying_inside_a_transaction_unsubscribes_a_lost_reader_without_waiti
         assert not ResourceSubscription.objects.filter(session_id=session).exists()  # unsubscribed, with the caller's change
     finally:
         registry.unregister_resource("test://guarded")
+
+
+@pytest.mark.parametrize("outcome", ["commit", "rollback"])
+def test_a_notification_from_inside_a_transaction_goes_out_once_it_commits(monkeypatch: pytest.MonkeyPatch, outcome: str) -> None:
+    """Found by a review of resources: told inside the caller's transaction, a client re-read the resource
+    before the change was visible (the old value) and was never told again; a rolled-back change was told of
+    too. The sessions are told once the change commits, and not if it rolls back."""
+    from asgiref.sync import async_to_sync
+    from django.db import transaction
+
+    from mcp_tools import notify_resource_updated_sync
+    from mcp_tools.interprocess import notifications
+    from mcp_tools.store import sync_sessions
+
+    published: list[tuple[str, list[str]]] = []
+
+    async def publish(uri: str, session_ids: list[str]) -> None:
+        published.append((uri, list(session_ids)))
+
+    monkeypatch.setattr(notifications, "publish_resource_updated", publish)
+    session = async_to_sync(open_session)()
+    sync_sessions.subscribe(session, APP_URI, 10)
+
+    class RolledBack(Exception):
+        pass
+
+    try:
+        with transaction.atomic():
+            assert notify_resource_updated_sync(APP_URI) == 1
+            assert published == [], "told before the change committed"
+            if outcome == "rollback":
+                raise RolledBack
+    except RolledBack:
+        pass
+    assert published == ([(APP_URI, [session])] if outcome == "commit" else []), published
+    notify_resource_updated_sync(APP_URI)  # outside a transaction: at once
+    assert len(published) == (2 if outcome == "commit" else 1)

@@ -204,9 +204,13 @@ def notify_resource_updated_sync(uri: str) -> int:
     subscription) are the caller's own, on its thread and connection: sync code that notifies commonly
     runs in a transaction (a signal handler of a save), which on SQLite holds the write lock, and the
     store's connection waited for it (20 s, then "database is locked", every durable call of the
-    process behind it). They commit with the caller's change."""
+    process behind it). They commit with the caller's change, and the sessions are told once it has
+    committed (not at all if it rolls back)."""
     session_ids = _subscribers_told(uri)
-    async_to_sync(notifications.publish_resource_updated)(uri, session_ids)
+    # Told once the caller's change commits (at once outside a transaction): told inside it, a client
+    # re-read the resource before the change was visible, and was never told again; one rolled back
+    # told of a change that never happened (found by a review).
+    store.sync_calls.after_commit(lambda: async_to_sync(notifications.publish_resource_updated)(uri, session_ids))
     return len(session_ids)
 
 
