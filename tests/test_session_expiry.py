@@ -120,3 +120,24 @@ async def test_a_client_listening_on_its_stream_keeps_a_short_lived_session() ->
         sessions.clear()  # another process would read the table
         assert await ping(session) == 200
         await _close(stream)
+
+
+async def test_a_quiet_standalone_stream_is_primed_again_so_its_resume_id_stays_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a review of resources and subscriptions: a GET stream with nothing to say sends comments, which
+    carry no event id, so its client's Last-Event-ID stayed the priming event; ``mcp_cleanup`` deletes events
+    older than ``CALL_TTL``, and the next reconnect got 400 (the official client then stopped listening). A
+    quiet stream sends a new priming event now and then (here every keep-alive)."""
+    from mcp_tools.transports import http
+
+    monkeypatch.setattr(http, "KEEPALIVE_SECONDS", 0.05)
+    monkeypatch.setattr(http, "REPRIME_SECONDS", 0.0, raising=False)
+    session = await open_session()
+    stream = Stream("GET", {**post_headers(version=HANDSHAKE, session=session), "accept": "text/event-stream"})
+    assert await _until(lambda: stream.text().count("id: ") >= 3)
+    ids = [int(line[4:]) for line in stream.text().splitlines() if line.startswith("id: ")]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids), ids
+    resumed = Stream("GET", {**post_headers(version=HANDSHAKE, session=session), "accept": "text/event-stream", "last-event-id": str(ids[-1])})
+    assert await _until(lambda: _primed(resumed) or resumed.task.done())
+    assert not resumed.task.done(), resumed.text()  # resumed (400 would have ended it)
+    await _close(resumed)
+    await _close(stream)

@@ -637,6 +637,8 @@ class Response:
         self.cors: list[tuple[bytes, bytes]] | None = None
         #: When the stream last sent something (``time.monotonic()``): what :func:`keep_alive` measures from.
         self.last_sent = 0.0
+        #: When an event id (kept for ``Last-Event-ID``) last went out on the stream (:meth:`reprime`).
+        self.last_event_at = 0.0
         #: Called when the response becomes an SSE stream (a session request's handler keeps it alive then).
         self.on_streaming: Callable[[], None] | None = None
 
@@ -692,6 +694,23 @@ class Response:
             event_id = await store.append_event(self.session_id, stream_id, "")
             await self._send({"type": "http.response.body", "body": f"id: {event_id}\ndata: \n\n".encode(), "more_body": True})
             self.primed = True
+            self.last_event_at = time.monotonic()
+
+    async def reprime(self) -> None:
+        """A new priming event (an id, no message) on a quiet stream: the id its client would resume with
+        stays one the event log keeps. ``mcp_cleanup`` deletes events older than ``CALL_TTL``, and a
+        standalone stream with nothing to say sends comments, which carry no id: its client's
+        ``Last-Event-ID`` was a day old, refused (400), and the official client stopped listening for
+        good (found by a review)."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self.closed or self.session_id is None or self.stream_id is None:
+                return
+            event_id = await store.append_event(self.session_id, self.stream_id, "")
+            with contextlib.suppress(OSError):
+                await self._send({"type": "http.response.body", "body": f"id: {event_id}\ndata: \n\n".encode(), "more_body": True})
+            self.last_sent = self.last_event_at = time.monotonic()
 
     async def event(self, message: dict[str, Any]) -> None:
         """Send ``message`` as an event (kept for ``Last-Event-ID`` on a session's stream)."""
@@ -716,6 +735,7 @@ class Response:
                 else:
                     event_id = await store.append_event(self.session_id, self.stream_id, payload)
                 prefix = f"id: {event_id}\n"
+                self.last_event_at = time.monotonic()
             with contextlib.suppress(OSError):
                 await self._send({"type": "http.response.body", "body": f"{prefix}event: message\ndata: {payload}\n\n".encode(), "more_body": True})
             self.last_sent = time.monotonic()
@@ -766,6 +786,9 @@ class Response:
 #: with nothing to say sends an SSE comment this often (proxies and clients close idle connections);
 #: a standalone stream looks at its session then (sessions.keep_in_use).
 KEEPALIVE_SECONDS = 15.0
+#: A quiet standalone stream sends a new priming event this often (:meth:`Response.reprime`), and more
+#: often under a short ``CALL_TTL``.
+REPRIME_SECONDS = 3600.0
 KEEPALIVE_COMMENT = b": keep-alive\n\n"
 
 
@@ -1434,6 +1457,8 @@ class McpEndpoint:
                 # A pass at least as often as the session must be recorded in use: a keep-alive's 15 s
                 # let a SESSION_IDLE_SECONDS under that expire the session of a client listening here.
                 pass_every = min(KEEPALIVE_SECONDS, sessions.in_use_every())
+                # Well within the age at which mcp_cleanup deletes events (CALL_TTL), at most hourly.
+                reprime_every = max(min(REPRIME_SECONDS, float(mcp_settings.CALL_TTL) / 4), KEEPALIVE_SECONDS)
                 while True:
                     still = await sessions.keep_in_use(session_id, in_use)  # a listening client is not idle
                     if still is None:  # the session ended, and no message said so
@@ -1464,9 +1489,12 @@ class McpEndpoint:
                         if caller.expired():
                             await self.end_unvouched(response, "GET", "its access token expired")
                             return
-                        if time.monotonic() - response.last_sent >= KEEPALIVE_SECONDS:
+                        now = time.monotonic()
+                        if now - response.last_event_at >= reprime_every:
+                            await response.reprime()
+                        elif now - response.last_sent >= KEEPALIVE_SECONDS:
                             await response._send({"type": "http.response.body", "body": KEEPALIVE_COMMENT, "more_body": True})
-                            response.last_sent = time.monotonic()
+                            response.last_sent = now
         finally:
             if getter is not None:  # as in listen(): never left pending
                 getter.cancel()
