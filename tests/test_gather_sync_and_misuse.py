@@ -113,3 +113,19 @@ async def test_a_sync_tool_samples_with_tools_and_runs_the_models_tool_use() -> 
         done = (await call_modern(application, "tools/call", {**params, "requestState": second["requestState"], "inputResponses": {turn_key: final}},
                                   capabilities=TOOLS_CAPS)).json()["result"]
     assert done["content"][0]["text"] == "5" and not done.get("isError"), done
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), "50%", True])
+async def test_progress_that_is_no_finite_number_is_refused_where_it_is_reported(value: Any) -> None:
+    """Found by a review of the admin console: ``ctx.report_progress(float("inf"))`` went out as ``"progress": null``,
+    which the spec's number refuses (the row kept inf)."""
+    from mcp_tools.engine.runner import Invocation
+
+    from mcp_tools.engine.context import ToolContext as Context
+
+    ctx = Context(Invocation(fn=lambda: None, is_async=False, kwargs={}, context_param=None, principal=None,
+                             protocol_version="2026-07-28", client_capabilities={}, runtime=None))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="finite number"):
+        await ctx.report_progress(value)
+    with pytest.raises(ValueError, match="finite number"):
+        await ctx.report_progress(1, total=value)

@@ -7,6 +7,8 @@ import asyncio
 import functools
 import hashlib
 import inspect
+import math
+import numbers
 import typing
 import uuid
 from collections.abc import Callable, Sequence
@@ -798,8 +800,13 @@ class ToolContext:
         """Send ``notifications/progress`` (when the client asked for progress) and record it.
 
         Not again on replay (:attr:`replaying`), and only a value above the last one sent
-        for the request: the spec's progress increases with each notification.
+        for the request: the spec's progress increases with each notification. ``progress`` and
+        ``total`` are finite numbers (``ValueError`` otherwise: JSON has no infinity or NaN, and they
+        went out as null, which the spec's number refuses; found by a review of the admin console).
         """
+        for name, value in (("progress", progress), ("total", total)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value))):
+                raise ValueError(f"ctx.report_progress: {name} must be a finite number, not {value!r}")
         await self._inv.runtime.progress(self._inv, progress, total, message, replaying=self.replaying)
 
     async def log(self, level: str, data: Any, logger: str | None = None) -> None:
