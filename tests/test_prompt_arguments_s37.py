@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import datetime
 import enum
 from typing import Any, Literal
 
@@ -93,3 +94,52 @@ async def test_an_int_enum_and_optional_text_are_read() -> None:
     finally:
         registry.unregister_prompt("s37_levels")
     assert body["result"]["messages"][0]["content"]["text"] == repr((IntLevel.HIGH, "n", "f")), body
+
+
+# -- a review of prompts and resources ----------------------------------------------------------------
+
+
+async def test_a_number_is_no_date_and_a_blank_optional_argument_is_none() -> None:
+    """pydantic read "1700000000" as a Unix timestamp for ``when: datetime | None`` and "0" as 1970-01-01 for a
+    date (a prompt's date is ISO text, docs/protocol.md); "" for ``n: int | None`` (what a form client sends for a
+    field the user cleared) was -32602 instead of the default None."""
+    @prompt(name="s37_dates")
+    def s37_dates(when: datetime.datetime | None = None, day: datetime.date | None = None, n: int | None = None) -> str:
+        return repr((when, day, n))
+
+    try:
+        refused = (await call_modern(APP, "prompts/get", {"name": "s37_dates", "arguments": {"when": "1700000000"}})).json()
+        refused_day = (await call_modern(APP, "prompts/get", {"name": "s37_dates", "arguments": {"day": "0"}})).json()
+        blank = (await call_modern(APP, "prompts/get", {"name": "s37_dates", "arguments": {"n": "", "day": "2026-11-27"}})).json()
+    finally:
+        registry.unregister_prompt("s37_dates")
+    assert refused["error"]["code"] == -32602 and "ISO" in refused["error"]["message"], refused
+    assert refused_day["error"]["code"] == -32602, refused_day
+    assert blank["result"]["messages"][0]["content"]["text"] == repr((None, datetime.date(2026, 11, 27), None)), blank
+
+
+def _positional(a: str, /) -> str:
+    return a
+
+
+def _generated(a: str) -> Any:
+    yield a
+
+
+@pytest.mark.parametrize(("register", "why"), [
+    (lambda: prompt(name="s37_bad")(_positional), "positional-only"),
+    (lambda: prompt(name="s37_bad")(_generated), "generator"),
+    (lambda: prompt(name="s37_bad", title=5)(lambda: "x"), "title must be a string"),
+    (lambda: __import__("mcp_tools").resource("s37://bad", annotations={"priority": "high"})(lambda: "x"), "annotations"),
+    (lambda: __import__("mcp_tools").resource("s37://bad", mime_type=5)(lambda: "x"), "mime_type must be a string"),
+    (lambda: __import__("mcp_tools").resource("s37://bad", title=5)(lambda: "x"), "title must be a string"),
+    (lambda: __import__("mcp_tools").resource("s37://bad/{a}")(_positional), "positional-only"),
+], ids=["prompt-positional-only", "prompt-generator", "prompt-title", "resource-annotations", "resource-mime-type",
+        "resource-title", "template-positional-only"])
+def test_what_the_clients_refuse_or_every_call_would_fail_is_refused_at_registration(register: Any, why: str) -> None:
+    """Found by a review of prompts and resources: each registered, and ``manage.py check`` said nothing; the
+    official client then failed every prompts/list or resources/list page holding it, or every prompts/get
+    was -32603 (positional-only). Tools refuse the same (registry._check_tool_options)."""
+    with pytest.raises(ImproperlyConfigured, match=why):
+        register()
+    assert registry.get_prompt("s37_bad") is None

@@ -280,15 +280,25 @@ class Prompt:
         ``n: int`` got ``"5"``, and ``"abc"`` reached it too."""
         if not self.converters:
             return arguments
-        converted = dict(arguments)
+        converted: dict[str, Any] = dict(arguments)
         errors: list[dict[str, Any]] = []
         for name, value in arguments.items():
             adapter = self.converters.get(name)
             if adapter is None:
                 continue
+            if isinstance(value, str) and _NUMBER_TEXT.fullmatch(value.strip()) and _has_time_format(adapter.json_schema()):
+                # pydantic reads "1700000000" (or "0") as a Unix timestamp; a prompt's date is ISO text
+                # (docs/protocol.md), as a tool's is (found by a review).
+                errors.append({"field": name, "message": "Input should be an ISO 8601 date or time, not a number", "type": "iso_required"})
+                continue
             try:
                 converted[name] = adapter.validate_python(value)
             except pydantic.ValidationError as exc:
+                if isinstance(value, str) and not value.strip() and _takes_none(adapter):
+                    # A form's field the user left blank (the Inspector sends ""): the optional argument's
+                    # None, not "Input should be a valid integer" (found by a review).
+                    converted[name] = None
+                    continue
                 errors += [{"field": ".".join([name, *(str(part) for part in err["loc"])]), "message": err["msg"], "type": err["type"]}
                            for err in exc.errors(include_url=False, include_context=False, include_input=False)]
         if errors:
@@ -637,6 +647,38 @@ def _check_tool_options(where: str, fn: Callable[..., Any], parameters: list[ins
         refuse(f"retry_backoff must be a number of seconds >= 0, not {retry_backoff!r}")
 
 
+def _check_listed_options(where: str, fn: Callable[..., Any], *, what: str, title: Any, description: Any,
+                          mime_type: Any = None, annotations: Any = None, name: Any = None) -> None:
+    """For a prompt or a resource, what ``_check_tool_options`` refuses for a tool: metadata the official
+    client refuses (one bad prompt or resource failed every ``prompts/list`` / ``resources/list`` page it
+    was on), a generator function, a positional-only parameter (it is called with keyword arguments;
+    every ``prompts/get`` was -32603). Found by a review of prompts and resources."""
+    def refuse(why: str) -> typing.NoReturn:
+        raise ImproperlyConfigured(f"{where}: {why}")
+
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        refuse(f"a generator function is no {what}: return its value")
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        parameters = ()  # type: ignore[assignment]
+    for parameter in parameters:
+        if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
+            refuse(f"its parameter {parameter.name!r} is positional-only; a {what} is called with keyword arguments")
+    for option, value in (("name", name), ("title", title), ("description", description), ("mime_type", mime_type)):
+        if value is not None and not isinstance(value, (str, Promise)):
+            refuse(f"{option} must be a string, not {type(value).__name__}")
+    if annotations is not None:
+        import mcp_types  # the wire model: what the official clients check a resource's annotations against
+
+        if not isinstance(annotations, dict):
+            refuse(f"annotations must be a dict, not {type(annotations).__name__}")
+        try:
+            mcp_types.Annotations.model_validate(annotations, strict=True)
+        except pydantic.ValidationError as exc:
+            refuse(f"its annotations are not what clients read: {exc}")
+
+
 F = typing.TypeVar("F", bound=Callable[..., Any])
 
 
@@ -722,6 +764,8 @@ def resource(
 
     def decorate(func: F) -> F:
         summary, _ = parse_param_docs(func.__doc__)
+        _check_listed_options(f"Resource {uri!r} ({func.__module__}.{func.__qualname__})", func, what="resource",
+                              title=title, description=description, mime_type=mime_type, annotations=annotations, name=name)
         is_template = "{" in uri
         context_param = _resource_context_param(func, uri)
         if is_template:
@@ -853,6 +897,8 @@ def prompt(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         context_param = _context_param(func, hints)
         summary, param_docs = parse_param_docs(func.__doc__)
         prompt_name = options.get("name") or func.__name__
+        _check_listed_options(f"Prompt {prompt_name!r} ({func.__module__}.{func.__qualname__})", func, what="prompt",
+                              title=options.get("title"), description=options.get("description"))
         arguments = []
         converters: dict[str, TypeAdapter[Any]] = {}
         for param in inspect.signature(func).parameters.values():
@@ -882,6 +928,29 @@ def prompt(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         return func
 
     return decorate(fn) if fn is not None else decorate
+
+
+#: A number written as text (what pydantic would read as a Unix timestamp for a date).
+_NUMBER_TEXT = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def _has_time_format(schema: Any) -> bool:
+    """Whether a JSON schema (or one of its branches, its ``$defs``) is a date, a date-time or a time."""
+    if isinstance(schema, dict):
+        if schema.get("format") in ("date", "date-time", "time"):
+            return True
+        return any(_has_time_format(value) for value in schema.values())
+    if isinstance(schema, list):
+        return any(_has_time_format(value) for value in schema)
+    return False
+
+
+def _takes_none(adapter: TypeAdapter[Any]) -> bool:
+    try:
+        adapter.validate_python(None)
+    except pydantic.ValidationError:
+        return False
+    return True
 
 
 #: The JSON types a string can be read as (lax): text, numbers, booleans, and null (of an ``Optional``).
