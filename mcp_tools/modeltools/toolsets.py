@@ -58,6 +58,8 @@ DEFAULT_PERMISSIONS = {"list": "view", "retrieve": "view", "create": "add", "upd
 
 #: The HTTP method each action would be in a DRF view (``self.request.method``); admin actions are POSTs.
 HTTP_METHODS = {"list": "GET", "retrieve": "GET", "create": "POST", "update": "PATCH", "delete": "DELETE"}
+#: The actions that find one row by the lookup argument.
+_ONE_ROW_ACTIONS = frozenset({"retrieve", "update", "delete"})
 
 #: The sealed-token purpose of a list's ``nextCursor`` (signed with ``SIGNING_KEYS``, valid ``TOKEN_TTL`` seconds).
 CURSOR_PURPOSE = "modeltools-cursor"
@@ -843,6 +845,14 @@ class ModelToolset:
 
         if cls.lookup_field != "pk" and not resolves(cls.lookup_field):
             field_error("lookup_field", cls.lookup_field)
+        lookup_column = model._meta.pk if cls.lookup_field == "pk" else None
+        if lookup_column is not None and type(lookup_column).__name__ == "CompositePrimaryKey" and (set(cls.actions) & _ONE_ROW_ACTIONS or cls.admin_actions):
+            # Django 5.2's composite primary key: its value is a tuple, which the string lookup argument never
+            # matched (every retrieve, update and delete answered "No ... with id"; found by a review).
+            problems.append(checks.Error(
+                f"{where}: {model.__name__} has a composite primary key, which a lookup argument cannot name.",
+                hint="Set lookup_field to a unique field of the model, or leave retrieve, update, delete and admin_actions out.",
+                obj=cls, id="mcp_tools.E030"))
         for field, lookups in cls._filterset_spec().items():
             if not resolves(field):
                 field_error("filterset_fields", field)
