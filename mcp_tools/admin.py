@@ -379,14 +379,20 @@ class ToolCallAdmin(RefusesUnstorableSelections):
         Each change is a compare-and-set in the manager (``end_call_sync``): a call
         that finished meanwhile keeps its outcome and is reported as already ended.
         The call's client is told an operator ended it (:data:`OPERATOR_END_MESSAGES`), not who:
-        the operator's login goes to the call's History only.
+        the operator's login goes to the call's History only. A call the object's own
+        ``has_change_permission(request, call)`` refuses is left alone (as the report page's
+        button is hidden for it, and Django's ``delete_selected`` checks each object).
         """
         from .server.core import end_call_sync
 
         ended = 0
         selected = 0
+        refused = 0
         for call in queryset.select_related(None).only("id", "tool_name", "status"):
             selected += 1
+            if not self.has_change_permission(request, call):
+                refused += 1
+                continue
             if call.status in TERMINAL_STATUSES:
                 continue
             if end_call_sync(str(call.pk), status, OPERATOR_END_MESSAGES[status]):
@@ -395,9 +401,14 @@ class ToolCallAdmin(RefusesUnstorableSelections):
                 events.publish_changed_sync(call.pk, status)
         if ended:  # "0 calls marked" in green beside the warning below would read as a success
             self.message_user(request, f"{ended} call(s) marked {status}.", messages.SUCCESS)
-        if selected - ended:
-            self.message_user(request, f"{selected - ended} selected call(s) had already ended and were left as they are.", messages.WARNING)
+        if selected - ended - refused:
+            self.message_user(request, f"{selected - ended - refused} selected call(s) had already ended and were left as they are.", messages.WARNING)
+        self._say_refused(request, refused)
         return ended
+
+    def _say_refused(self, request: Any, refused: int) -> None:
+        if refused:
+            self.message_user(request, f"{refused} selected call(s) you may not change were left as they are.", messages.WARNING)
 
     @admin.action(description=_("Cancel selected calls"), permissions=["change"])
     def cancel_calls(self, request: Any, queryset: QuerySet[ToolCall]) -> None:
@@ -415,8 +426,12 @@ class ToolCallAdmin(RefusesUnstorableSelections):
             return
         retried = 0
         selected = 0
+        refused = 0
         for call in queryset.select_related(None).only("id", "tool_name", "status", "background", "retried_as"):
             selected += 1
+            if not self.has_change_permission(request, call):  # the object's own permission, as end_calls
+                refused += 1
+                continue
             if not is_retryable(call):
                 continue
             new_id = retry(str(call.pk))
@@ -427,8 +442,9 @@ class ToolCallAdmin(RefusesUnstorableSelections):
             events.publish_changed_sync(new_id, CallStatus.WORKING)
         if retried:
             self.message_user(request, f"{retried} call(s) started again as new calls.", messages.SUCCESS)
-        if selected - retried:
-            self.message_user(request, f"{selected - retried} selected call(s) are not failed background calls and were left as they are.", messages.WARNING)
+        if selected - retried - refused:
+            self.message_user(request, f"{selected - retried - refused} selected call(s) are not failed background calls and were left as they are.", messages.WARNING)
+        self._say_refused(request, refused)
 
     # -- pages -----------------------------------------------------------------------
 
