@@ -5,19 +5,33 @@ Found by a review; each test failed before its fix:
 - the changelist's Cancel / Expire / Retry actions ignored a ``ToolCallAdmin`` subclass's
   per-object ``has_change_permission(request, obj)``: the report page's buttons respected it,
   the bulk actions ended or retried every selected call;
+- the dashboard's panel reversed its "tools that fail" links without the admin site's name: with
+  the calls' admin registered only on a site named ``ops`` (the default site mounted without it), the
+  dashboard and its poll answered 500 (NoReverseMatch) once a tool had failed; with both sites serving
+  calls they linked to ``/admin/``; the dashboard's WebSocket, which knew no site, pushed rows
+  that linked to the default site's pages;
 """
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.contrib import messages as django_messages
+from django.contrib.admin import AdminSite
 from django.contrib.admin.models import LogEntry
-from django.urls import reverse
+from django.test import override_settings
+from django.urls import path, reverse
 
 from mcp_tools.admin import ToolCallAdmin
 from mcp_tools.models import ToolCall
-from tests.test_admin_console import CHANGELIST, client_for, make_call, make_user
+from tests.admin_sites.urls import ops
+from tests.test_admin_console import CHANGELIST, _session_cookie, client_for, make_call, make_user
+
+#: A project that registers the calls' admin only on its own site ``ops``; its default site (the
+#: ``admin`` namespace) does not serve calls (this module as ROOT_URLCONF).
+plain = AdminSite(name="admin")
+urlpatterns = [path("admin/", plain.urls), path("ops/", ops.urls)]
 
 pytestmark = pytest.mark.django_db
 
@@ -63,3 +77,55 @@ def test_bulk_retry_leaves_the_calls_the_object_permission_refuses(monkeypatch: 
     assert list(new.values_list("tool_name", flat=True)) == ["slow_count"]
     said = " ".join(_messages(response))
     assert "1 call(s) started again" in said and "1 selected call(s) you may not change" in said, said
+
+
+@pytest.mark.parametrize("urlconf", [__name__, "tests.admin_sites.urls"])
+def test_the_dashboard_of_another_admin_site_links_its_failing_tools_to_that_site(urlconf: str) -> None:
+    with override_settings(ROOT_URLCONF=urlconf):
+        operator = client_for(make_user("op", perms=OPERATOR))
+        make_call("deploy", "failed")
+        page = operator.get("/ops/mcp_tools/toolcall/dashboard/")
+        assert page.status_code == 200
+        poll = operator.get("/ops/mcp_tools/toolcall/dashboard/data/")
+        assert poll.status_code == 200
+        for html in (page.content.decode(), poll.json()["html"]):
+            assert "/ops/mcp_tools/toolcall/?state=failed&amp;tool_name=deploy" in html
+            assert "/admin/" not in html.split('id="mcp-failing"')[1]
+
+
+async def _socket(cookie: bytes, query: str = "") -> Any:
+    from channels.testing import WebsocketCommunicator
+
+    from mcp_tools.routing import console_websocket_app
+
+    headers = [(b"origin", b"http://testserver"), (b"host", b"testserver"), (b"cookie", cookie)]
+    return WebsocketCommunicator(console_websocket_app(), "/mcp-tools/console/ws/" + query, headers=headers)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("urlconf", [__name__, "tests.admin_sites.urls"])
+async def test_the_websocket_of_another_admin_sites_dashboard_pushes_links_to_that_site(urlconf: str) -> None:
+    with override_settings(ROOT_URLCONF=urlconf):
+        user = await sync_to_async(make_user)("op", perms=OPERATOR)
+        operator = await sync_to_async(client_for)(user)
+        call = await sync_to_async(make_call)("deploy", "working")
+        await sync_to_async(make_call)("deploy", "failed")
+        page = (await sync_to_async(operator.get)("/ops/mcp_tools/toolcall/dashboard/")).content.decode()
+        assert 'data-ws-path="/mcp-tools/console/ws/?site=ops"' in page
+        socket = await _socket(await sync_to_async(_session_cookie)(user), "?site=ops")
+        assert (await socket.connect())[0]
+        html = (await socket.receive_json_from(timeout=5))["html"]
+        await socket.disconnect()
+        assert f'href="/ops/mcp_tools/toolcall/{call.pk}/change/"' in html
+        assert "/ops/mcp_tools/toolcall/?state=failed" in html and "/admin/" not in html, html
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_websocket_of_the_default_sites_dashboard_links_to_it() -> None:
+    user = await sync_to_async(make_user)("op", perms=OPERATOR)
+    call = await sync_to_async(make_call)("deploy", "working")
+    socket = await _socket(await sync_to_async(_session_cookie)(user))
+    assert (await socket.connect())[0]
+    html = (await socket.receive_json_from(timeout=5))["html"]
+    await socket.disconnect()
+    assert f'href="/admin/mcp_tools/toolcall/{call.pk}/change/"' in html

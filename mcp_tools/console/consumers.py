@@ -48,6 +48,41 @@ def websocket_path() -> str:
     return "mcp-tools/console/ws/"
 
 
+#: The query parameter that names the admin site a dashboard page is of (absent: the default site).
+SITE_PARAM = "site"
+
+
+def admin_site_for(name: str | None) -> Any:
+    """The admin site that serves calls whose dashboard opened the socket: the one named ``name`` (the page's
+    ``?site=``), else the default site, else any site that serves calls; None when none does.
+
+    Only a site that registers ``ToolCall`` is chosen, so a forged name picks no site whose rules
+    would be looser than those of a site that serves calls.
+    """
+    from django.contrib import admin
+    from django.contrib.admin.sites import all_sites
+
+    from ..models import ToolCall
+
+    serving = sorted((site for site in all_sites if site.is_registered(ToolCall)), key=lambda site: site.name)
+    if name is not None:
+        for site in serving:
+            if site.name == name:
+                return site
+    # ``admin.site`` is a lazy proxy of the default site: ``==`` compares what it wraps, ``is`` never holds.
+    default = next((site for site in serving if site == admin.site), None)
+    return default if default is not None else (serving[0] if serving else None)
+
+
+def scope_site_name(scope: Any) -> str | None:
+    """The ``?site=`` of the socket's URL, if any."""
+    from urllib.parse import parse_qs
+
+    raw = scope.get("query_string", b"")
+    values = parse_qs(raw.decode("latin-1") if isinstance(raw, bytes) else str(raw)).get(SITE_PARAM)
+    return values[0] if values else None
+
+
 def can_watch(user: Any) -> bool:
     """Active staff with the view (or change) permission on calls (sync: may query permissions)."""
     return bool(
@@ -82,13 +117,14 @@ def session_user(session_key: str) -> Any:
     return user if stored and any(constant_time_compare(stored, h) for h in hashes) else None
 
 
-def _snapshot_for(user: Any, session_key: str | None) -> tuple[str, str] | None:
+def _snapshot_for(user: Any, session_key: str | None, site: Any = None) -> tuple[str, str] | None:
     """The dashboard for ``user`` if they may still watch it, read again from the database (staff
     status, permissions and the login change while a page stays open); None when they may not any more.
 
     ``session_key`` is the admin session the socket was opened with: it must still log in the
     same user (not logged out, expired, or ended by a password change). Without one (a scope
-    authenticated by some other middleware), the user is read again by primary key.
+    authenticated by some other middleware), the user is read again by primary key. ``site``: the
+    admin site the dashboard is of (:func:`admin_site_for`), whose links the panel holds.
     """
     from . import queries
     from .display import render_panel
@@ -106,7 +142,7 @@ def _snapshot_for(user: Any, session_key: str | None) -> tuple[str, str] | None:
     if not can_watch(fresh):
         return None
     data = queries.dashboard()
-    return data.fingerprint, render_panel(data)
+    return data.fingerprint, render_panel(data, site.name if site is not None else None)
 
 
 def _fingerprint() -> str:
@@ -138,6 +174,8 @@ class ConsoleConsumer(AsyncJsonWebsocketConsumer):
         if not await database_sync_to_async(can_watch)(self.scope.get("user")):
             await self.close(code=FORBIDDEN)
             return
+        # The admin site whose dashboard opened the socket: its pushes link to that site's pages.
+        self.site = await database_sync_to_async(admin_site_for)(scope_site_name(self.scope))
         # Remembered now: the scope's session object is this connection's copy, it never sees a logout.
         self.session_key: str | None = getattr(self.scope.get("session"), "session_key", None)
         self.fingerprint = ""
@@ -225,7 +263,7 @@ class ConsoleConsumer(AsyncJsonWebsocketConsumer):
 
     async def push(self) -> bool:
         """Send the dashboard; False (and the socket closed, 4403) when the user may not watch any more."""
-        snapshot = await database_sync_to_async(_snapshot_for)(self.scope.get("user"), self.session_key)
+        snapshot = await database_sync_to_async(_snapshot_for)(self.scope.get("user"), self.session_key, self.site)
         if snapshot is None:
             await self.close(code=FORBIDDEN)
             return False

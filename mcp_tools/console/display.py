@@ -117,7 +117,7 @@ def recovery_facts(call: ToolCall, max_retries: int | None) -> list[tuple[str, s
 
 def render_panel(data: Dashboard, current_app: str | None = None) -> str:
     """The part of the dashboard that updates (server-rendered; the WebSocket and the poll send it as is),
-    its links to the admin site ``current_app`` (the default one for the WebSocket, which knows no site)."""
+    its links to the admin site ``current_app`` (the WebSocket's: the site whose dashboard opened it)."""
     return render_to_string(PANEL_TEMPLATE, {
         "data": data,
         "windows": [
@@ -129,6 +129,9 @@ def render_panel(data: Dashboard, current_app: str | None = None) -> str:
         "quietest": decorate(data.quietest, current_app),
         "slowest": decorate(data.slowest, current_app),
         "chart": chart_svg(data.buckets),
+        # Reversed here, with the site's name: the template's {% url %} knows no site (no request), and
+        # reversed "admin:" to the default one, a NoReverseMatch (a 500) where that one serves no calls.
+        "changelist_url": reverse("admin:mcp_tools_toolcall_changelist", current_app=current_app),
     })
 
 

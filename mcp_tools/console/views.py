@@ -16,12 +16,13 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import get_script_prefix, reverse
 from django.utils import timezone
+from django.utils.http import urlencode
 
 from ..models import TERMINAL_STATUSES, ToolCall
 from . import queries
 from .display import decorate, progress_bar, recovery_facts, render_panel, status_badge, worker_state
 from .retry import is_retryable, retry_api
-from .consumers import websocket_path
+from .consumers import SITE_PARAM, websocket_path
 
 if TYPE_CHECKING:
     from ..admin import ToolCallAdmin
@@ -52,10 +53,19 @@ def dashboard(model_admin: ToolCallAdmin, request: HttpRequest) -> HttpResponse:
         fingerprint=data.fingerprint,
         # The page's own prefix (FORCE_SCRIPT_NAME, SCRIPT_NAME or an ASGI root_path), as reverse() adds
         # to the poll's URL: the browser must open the socket inside the site, where the proxy routes it.
-        websocket_path=get_script_prefix() + websocket_path(),
+        websocket_path=get_script_prefix() + websocket_path() + _site_query(model_admin),
         data_url=reverse("admin:mcp_tools_toolcall_dashboard_data", current_app=model_admin.admin_site.name),
         poll_ms=POLL_MS,
     ))
+
+
+def _site_query(model_admin: ToolCallAdmin) -> str:
+    """``?site=<name>`` for a dashboard of another site than the default one: the socket's pushes link to it."""
+    from django.contrib import admin
+
+    site = model_admin.admin_site
+    # ``admin.site`` is a lazy proxy of the default site: ``==`` compares what it wraps, ``is`` never holds.
+    return "" if site == admin.site else "?" + urlencode({SITE_PARAM: site.name})
 
 
 #: How long a polled panel may go without being rendered again (the socket's periodic push: 30 s).
