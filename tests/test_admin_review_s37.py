@@ -10,6 +10,9 @@ Found by a review; each test failed before its fix:
   dashboard and its poll answered 500 (NoReverseMatch) once a tool had failed; with both sites serving
   calls they linked to ``/admin/``; the dashboard's WebSocket, which knew no site, pushed rows
   that linked to the default site's pages;
+- the dashboard's WebSocket ignored the admin site's own ``has_permission`` (a superuser-only site,
+  django-otp's ``OTPAdminSite``): staff every admin page sent to the login page had the dashboard
+  pushed all the same, and kept it after the site stopped letting them in;
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from asgiref.sync import sync_to_async
 from django.contrib import messages as django_messages
 from django.contrib.admin import AdminSite
 from django.contrib.admin.models import LogEntry
+from django.contrib.auth import get_user_model
 from django.test import override_settings
 from django.urls import path, reverse
 
@@ -129,3 +133,38 @@ async def test_the_websocket_of_the_default_sites_dashboard_links_to_it() -> Non
     html = (await socket.receive_json_from(timeout=5))["html"]
     await socket.disconnect()
     assert f'href="/admin/mcp_tools/toolcall/{call.pk}/change/"' in html
+
+
+def _superusers_only(monkeypatch: pytest.MonkeyPatch, seen: list[Any] | None = None) -> None:
+    """A project's stricter admin site: only superusers get in (as django-otp's OTPAdminSite lets in only the verified)."""
+    allowed = AdminSite.has_permission
+
+    def has_permission(self: Any, request: Any) -> bool:
+        if seen is not None:
+            seen.append(request)
+        return allowed(self, request) and request.user.is_superuser
+
+    monkeypatch.setattr(AdminSite, "has_permission", has_permission)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_websocket_refuses_whom_the_admin_site_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Any] = []
+    _superusers_only(monkeypatch, seen)
+    staff = await sync_to_async(make_user)("op", perms=OPERATOR)
+    page = await sync_to_async(lambda: client_for(staff).get(reverse("admin:mcp_tools_toolcall_dashboard")))()
+    assert page.status_code == 302 and "/login/" in page["Location"]
+    socket = await _socket(await sync_to_async(_session_cookie)(staff))
+    connected, code = await socket.connect()
+    assert not connected and code == 4403
+    assert seen[-1].user.pk == staff.pk and seen[-1].META["HTTP_HOST"] == "testserver"
+
+    boss = await sync_to_async(lambda: get_user_model().objects.create_superuser("boss", "boss@example.com", "pw"))()
+    socket = await _socket(await sync_to_async(_session_cookie)(boss))
+    assert (await socket.connect())[0]
+    assert (await socket.receive_json_from(timeout=5))["type"] == "dashboard"
+    # The site stops letting them in (OTP device removed, superuser status taken): the next push closes the socket.
+    await sync_to_async(lambda: get_user_model().objects.filter(pk=boss.pk).update(is_superuser=False))()
+    await socket.send_json_to({"type": "refresh"})
+    assert (await socket.receive_output(timeout=5))["type"] == "websocket.close"
+    await socket.disconnect()

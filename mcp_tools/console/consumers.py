@@ -2,7 +2,8 @@
 
 Authenticated by the admin's session cookie (``channels.auth.AuthMiddlewareStack``,
 see :func:`mcp_tools.routing.console_websocket_app`); only active staff with the
-``view_toolcall`` (or ``change_toolcall``) permission are accepted; the others' handshake is
+``view_toolcall`` (or ``change_toolcall``) permission whom the admin site lets in (its
+``has_permission``) are accepted; the others' handshake is
 refused (HTTP 403: the socket is closed before it was accepted). Before each push the consumer checks again, from the database,
 that the admin session it was opened with still logs in the same user, and that the
 user may still watch: a logout, an expired session, a password change, or a lost
@@ -83,12 +84,51 @@ def scope_site_name(scope: Any) -> str | None:
     return values[0] if values else None
 
 
-def can_watch(user: Any) -> bool:
-    """Active staff with the view (or change) permission on calls (sync: may query permissions)."""
-    return bool(
+def can_watch(user: Any, site: Any = None, scope: Any = None) -> bool:
+    """Active staff with the view (or change) permission on calls (sync: may query permissions), whom the
+    admin ``site`` the dashboard is of lets in (its ``has_permission``: a superuser-only site, django-otp's
+    ``OTPAdminSite``), as its pages would.
+
+    The site is asked with a request built from the socket's ``scope`` (:func:`request_for`). A site
+    whose check raises on it (it needs what only its HTTP middleware sets, as ``OTPAdminSite`` needs
+    ``user.is_verified``) refuses: the page then polls, through the site's own checks.
+    """
+    if not (
         user is not None and getattr(user, "is_authenticated", False) and user.is_active and user.is_staff
         and (user.has_perm("mcp_tools.view_toolcall") or user.has_perm("mcp_tools.change_toolcall"))
-    )
+    ):
+        return False
+    if site is None:
+        return True
+    try:
+        return bool(site.has_permission(request_for(user, scope or {})))
+    except Exception:
+        logger.debug("The admin site %r's has_permission failed on the console's socket: refused", site.name, exc_info=True)
+        return False
+
+
+def request_for(user: Any, scope: Any) -> Any:
+    """An ``HttpRequest`` for an admin site's ``has_permission``: ``user``, and the socket's path, headers
+    (as ``META``), client address and session."""
+    from django.http import HttpRequest
+
+    request = HttpRequest()
+    request.user = user
+    request.path = request.path_info = str(scope.get("path", ""))
+    request.method = "GET"
+    meta: dict[str, Any] = {"PATH_INFO": request.path, "REQUEST_METHOD": "GET"}
+    for raw_name, raw_value in scope.get("headers", ()):
+        name = raw_name.decode("latin-1").upper().replace("-", "_")
+        key = name if name in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + name
+        value = raw_value.decode("latin-1")
+        meta[key] = f"{meta[key]},{value}" if key in meta else value
+    client = scope.get("client")
+    if client:
+        meta["REMOTE_ADDR"], meta["REMOTE_PORT"] = client[0], client[1]
+    request.META = meta
+    if scope.get("session") is not None:
+        request.session = scope["session"]
+    return request
 
 
 def session_user(session_key: str) -> Any:
@@ -117,14 +157,15 @@ def session_user(session_key: str) -> Any:
     return user if stored and any(constant_time_compare(stored, h) for h in hashes) else None
 
 
-def _snapshot_for(user: Any, session_key: str | None, site: Any = None) -> tuple[str, str] | None:
+def _snapshot_for(user: Any, session_key: str | None, site: Any = None, scope: Any = None) -> tuple[str, str] | None:
     """The dashboard for ``user`` if they may still watch it, read again from the database (staff
     status, permissions and the login change while a page stays open); None when they may not any more.
 
     ``session_key`` is the admin session the socket was opened with: it must still log in the
     same user (not logged out, expired, or ended by a password change). Without one (a scope
     authenticated by some other middleware), the user is read again by primary key. ``site``: the
-    admin site the dashboard is of (:func:`admin_site_for`), whose links the panel holds.
+    admin site the dashboard is of (:func:`admin_site_for`), whose links the panel holds and whose
+    ``has_permission`` must still let the user in (asked with the socket's ``scope``).
     """
     from . import queries
     from .display import render_panel
@@ -139,7 +180,7 @@ def _snapshot_for(user: Any, session_key: str | None, site: Any = None) -> tuple
         fresh = fresh if fresh is not None and fresh.pk == pk else None
     else:
         fresh = get_user_model()._default_manager.filter(pk=pk).first()
-    if not can_watch(fresh):
+    if not can_watch(fresh, site, scope):
         return None
     data = queries.dashboard()
     return data.fingerprint, render_panel(data, site.name if site is not None else None)
@@ -171,11 +212,11 @@ class ConsoleConsumer(AsyncJsonWebsocketConsumer):
             await self.stop_watching()
 
     async def connect(self) -> None:
-        if not await database_sync_to_async(can_watch)(self.scope.get("user")):
+        # The admin site whose dashboard opened the socket: it must let the user in, and its pushes link to its pages.
+        self.site = await database_sync_to_async(admin_site_for)(scope_site_name(self.scope))
+        if not await database_sync_to_async(can_watch)(self.scope.get("user"), self.site, self.scope):
             await self.close(code=FORBIDDEN)
             return
-        # The admin site whose dashboard opened the socket: its pushes link to that site's pages.
-        self.site = await database_sync_to_async(admin_site_for)(scope_site_name(self.scope))
         # Remembered now: the scope's session object is this connection's copy, it never sees a logout.
         self.session_key: str | None = getattr(self.scope.get("session"), "session_key", None)
         self.fingerprint = ""
@@ -263,7 +304,7 @@ class ConsoleConsumer(AsyncJsonWebsocketConsumer):
 
     async def push(self) -> bool:
         """Send the dashboard; False (and the socket closed, 4403) when the user may not watch any more."""
-        snapshot = await database_sync_to_async(_snapshot_for)(self.scope.get("user"), self.session_key, self.site)
+        snapshot = await database_sync_to_async(_snapshot_for)(self.scope.get("user"), self.session_key, self.site, self.scope)
         if snapshot is None:
             await self.close(code=FORBIDDEN)
             return False
