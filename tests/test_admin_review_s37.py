@@ -13,6 +13,9 @@ Found by a review; each test failed before its fix:
 - the dashboard's WebSocket ignored the admin site's own ``has_permission`` (a superuser-only site,
   django-otp's ``OTPAdminSite``): staff every admin page sent to the login page had the dashboard
   pushed all the same, and kept it after the site stopped letting them in;
+- the admin's Retry of a call whose user was deactivated or deleted since (and a worker taking a
+  queued call of such a user) ran it as ``AnonymousUser``, even where ``ALLOW_ANONYMOUS`` is off and
+  the endpoint refuses that user: it now fails with "the caller is no longer allowed";
 """
 from __future__ import annotations
 
@@ -29,6 +32,9 @@ from django.urls import path, reverse
 
 from mcp_tools.admin import ToolCallAdmin
 from mcp_tools.models import ToolCall
+from mcp_tools import ToolContext
+from mcp_tools.registry import make_tool, registry
+from mcp_tools.server import background
 from tests.admin_sites.urls import ops
 from tests.test_admin_console import CHANGELIST, _session_cookie, client_for, make_call, make_user
 
@@ -168,3 +174,59 @@ async def test_the_websocket_refuses_whom_the_admin_site_refuses(monkeypatch: py
     await socket.send_json_to({"type": "refresh"})
     assert (await socket.receive_output(timeout=5))["type"] == "websocket.close"
     await socket.disconnect()
+
+
+SEEN: list[str] = []
+
+
+async def whoami(ctx: ToolContext) -> str:
+    SEEN.append(repr(ctx.user))
+    return "ran"
+
+
+@pytest.fixture
+def queued(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Call ids handed to the (simulated) broker."""
+    sent: list[str] = []
+    monkeypatch.setattr(background, "send", lambda call_id, tool, task_id: sent.append(call_id))
+    return sent
+
+
+def _retry_from_the_admin(call: ToolCall) -> str:
+    operator = client_for(make_user("op", perms=OPERATOR))
+    operator.post(reverse(CHANGELIST) + "?state=all", {"action": "retry_calls", "_selected_action": [str(call.pk)]})
+    return str(ToolCall.objects.get(pk=call.pk).retried_as)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("gone", ["deactivated", "deleted"])
+async def test_a_retried_call_of_a_user_no_longer_active_fails_instead_of_running_anonymously(queued: list[str], gone: str) -> None:
+    SEEN.clear()
+    with registry.registered_temporarily(make_tool(whoami, name="zz_whoami", background=True)):
+        caller = await sync_to_async(make_user)("caller", staff=False)
+        failed = await sync_to_async(make_call)("zz_whoami", "failed", user=caller, steps=0, background=True, arguments={"name": "zz_whoami", "arguments": {}})
+        if gone == "deactivated":
+            await sync_to_async(lambda: get_user_model().objects.filter(pk=caller.pk).update(is_active=False))()
+        else:
+            await sync_to_async(caller.delete)()
+        new_id = await sync_to_async(_retry_from_the_admin)(failed)
+        assert queued == [new_id]
+        assert await background.run_in_worker(new_id, "w") == "failed"
+    row = await ToolCall.objects.aget(pk=new_id)
+    assert SEEN == [], "the handler ran (as AnonymousUser)"
+    assert row.status == "failed" and "the caller is no longer allowed" in row.status_message, row.status_message
+    assert "no longer allowed" in row.result["content"][0]["text"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_queued_call_of_a_user_deactivated_meanwhile_fails_and_an_anonymous_one_runs() -> None:
+    SEEN.clear()
+    with registry.registered_temporarily(make_tool(whoami, name="zz_whoami", background=True)):
+        caller = await sync_to_async(make_user)("caller", staff=False)
+        theirs = await sync_to_async(make_call)("zz_whoami", "working", user=caller, steps=0, background=True, arguments={"name": "zz_whoami", "arguments": {}})
+        anonymous = await sync_to_async(make_call)("zz_whoami", "working", steps=0, background=True, arguments={"name": "zz_whoami", "arguments": {}})
+        await sync_to_async(lambda: get_user_model().objects.filter(pk=caller.pk).update(is_active=False))()
+        assert await background.run_in_worker(str(theirs.pk), "w") == "failed"
+        assert SEEN == []
+        assert await background.run_in_worker(str(anonymous.pk), "w") == "finished"
+    assert len(SEEN) == 1 and "AnonymousUser" in SEEN[0]

@@ -162,10 +162,32 @@ async def go_on_if_answered(call_id: str) -> bool:
     return True
 
 
+#: What a call whose user was deactivated or deleted since it was made fails with, instead of running.
+CALLER_GONE_MESSAGE = "The call cannot run: the caller is no longer allowed (their account was deactivated or deleted)."
+
+
+class CallerGone(Exception):
+    """The call's user was deactivated or deleted since the call was made (see :func:`_principal_of`)."""
+
+
 def _principal_of(row: Any) -> Principal:
+    """The caller a worker runs ``row`` as: its user as the database has it now, with the row's scopes.
+
+    A call made by a user (a ``user`` on the row, or a ``user:<pk>`` principal whose user was
+    deleted: the column is then null) whose account is no longer active or present raises
+    :class:`CallerGone`: the endpoint refuses that user, so neither a queued call nor a retry
+    (the admin's) may run for them. It ran as ``AnonymousUser`` before, even where
+    ``ALLOW_ANONYMOUS`` is off. Calls with no user (anonymous callers, user-less OAuth clients
+    and tokens) run as ``AnonymousUser``, as they were made.
+    """
     from django.contrib.auth.models import AnonymousUser
 
-    user = row.user if row.user is not None and row.user.is_active else AnonymousUser()
+    if row.user_id is None and not str(row.principal).startswith("user:"):
+        user: Any = AnonymousUser()
+    elif row.user is None or not getattr(row.user, "is_active", True):
+        raise CallerGone(row.principal)
+    else:
+        user = row.user
     # The token's scopes travel with the call: without them every scope check would pass on the worker.
     scopes = frozenset(row.scopes) if row.scopes is not None else None
     # The row's id is fitted already (``fit_principal_id`` is not idempotent): kept as stored.
@@ -336,7 +358,11 @@ async def run_in_worker(call_id: str, worker: str, task_id: str | None = None, r
     if loaded is None:
         return "gone"
     row, journal = loaded
-    principal = await sync_to_async(_principal_of)(row)
+    try:
+        principal = await sync_to_async(_principal_of)(row)
+    except CallerGone:
+        logger.warning("Background call %s cannot run: its caller %s is no longer active or was deleted", call_id, row.principal)
+        return await _fail_unrun(row, worker, CALLER_GONE_MESSAGE)
     rc = RequestContext(
         principal=principal, protocol_version=row.protocol_version, modern=versions.is_modern(row.protocol_version),
         client_capabilities=row.client_capabilities or {}, request_id=jsonrpc.id_from_text(row.request_id),
