@@ -16,6 +16,8 @@ Found by a review; each test failed before its fix:
 - the admin's Retry of a call whose user was deactivated or deleted since (and a worker taking a
   queued call of such a user) ran it as ``AnonymousUser``, even where ``ALLOW_ANONYMOUS`` is off and
   the endpoint refuses that user: it now fails with "the caller is no longer allowed";
+- a step's elicitation message was shown whole on the call's page, above its capped request block
+  (a 300,000-character message made a 409 kB page);
 """
 from __future__ import annotations
 
@@ -36,7 +38,8 @@ from mcp_tools import ToolContext
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.server import background
 from tests.admin_sites.urls import ops
-from tests.test_admin_console import CHANGELIST, _session_cookie, client_for, make_call, make_user
+from mcp_tools.models import CallStep
+from tests.test_admin_console import CHANGELIST, _session_cookie, client_for, detail_url, make_call, make_user
 
 #: A project that registers the calls' admin only on its own site ``ops``; its default site (the
 #: ``admin`` namespace) does not serve calls (this module as ROOT_URLCONF).
@@ -230,3 +233,17 @@ async def test_a_queued_call_of_a_user_deactivated_meanwhile_fails_and_an_anonym
         assert SEEN == []
         assert await background.run_in_worker(str(anonymous.pk), "w") == "finished"
     assert len(SEEN) == 1 and "AnonymousUser" in SEEN[0]
+
+
+def test_a_steps_huge_elicitation_message_is_capped_on_the_calls_page() -> None:
+    import re
+    from html import unescape
+
+    operator = client_for(make_user("op", perms=OPERATOR))
+    call = make_call("deploy", "input_required", steps=0)
+    CallStep.objects.create(call=call, seq=0, kind="elicit", key="huge", digest="0" * 64, status="pending",
+                            request={"method": "elicitation/create", "params": {"message": "x" * 300_000}})
+    page = operator.get(detail_url(call)).content.decode()
+    summary = unescape(re.search(r'<p class="mcp-summary-line">(.*?)</p>', page, re.S).group(1))  # type: ignore[union-attr]
+    assert len(summary) == 10_000 and summary.endswith("…"), len(summary)
+    assert len(page) < 150_000, len(page)  # the request block's 100,000 characters, and the rest of the page

@@ -425,16 +425,26 @@ def operator_actions(call: ToolCall) -> list[Any]:
     )
 
 
+#: The most a step's one-line summary shows (as the status message), then "…": the elicitation's
+#: message is the handler's text, and a 300,000-character one made a 409 kB page.
+MAX_SUMMARY_CHARS = 10_000
+
+
 def _summary(kind: str, params: Any) -> str:
-    """One line saying what a step asked."""
+    """One line saying what a step asked, at most :data:`MAX_SUMMARY_CHARS` characters."""
+    from django.utils.text import Truncator
+
     if not isinstance(params, dict):
         return ""
     if kind == "elicit":
-        return str(params.get("message", ""))
-    if kind == "sample":
-        messages = params.get("messages") or []
-        return f"{len(messages)} message(s), up to {params.get('maxTokens', '?')} tokens"
-    return ""
+        text = str(params.get("message", ""))
+    elif kind == "sample":
+        messages = params.get("messages")
+        count = len(messages) if isinstance(messages, list) else 0
+        text = f"{count} message(s), up to {params.get('maxTokens', '?')} tokens"
+    else:
+        return ""
+    return Truncator(text).chars(MAX_SUMMARY_CHARS) if len(text) > MAX_SUMMARY_CHARS else text
 
 
 @dataclass
