@@ -18,6 +18,8 @@ Found by a review; each test failed before its fix:
   the endpoint refuses that user: it now fails with "the caller is no longer allowed";
 - a step's elicitation message was shown whole on the call's page, above its capped request block
   (a 300,000-character message made a 409 kB page);
+- a call's page ran the number of queries docs/admin.md gives (8, 9 for a call of a session) only
+  for a journal of at most 100 steps: a longer one took two more (its tail and its count).
 """
 from __future__ import annotations
 
@@ -247,3 +249,19 @@ def test_a_steps_huge_elicitation_message_is_capped_on_the_calls_page() -> None:
     summary = unescape(re.search(r'<p class="mcp-summary-line">(.*?)</p>', page, re.S).group(1))  # type: ignore[union-attr]
     assert len(summary) == 10_000 and summary.endswith("…"), len(summary)
     assert len(page) < 150_000, len(page)  # the request block's 100,000 characters, and the rest of the page
+
+
+@pytest.mark.parametrize("session_id, expected", [("", 8), ("s1", 9)])
+def test_a_calls_page_runs_the_documented_queries_however_long_its_journal(session_id: str, expected: int) -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    operator = client_for(make_user("op", perms=OPERATOR))
+    counts = []
+    for steps in (3, 130):
+        call = make_call("deploy", "input_required", steps=steps, session_id=session_id)
+        operator.get(detail_url(call))  # the session's and permission caches warm, as on any page after the first
+        with CaptureQueriesContext(connection) as queries:
+            assert operator.get(detail_url(call)).status_code == 200
+        counts.append(len(queries))
+    assert counts == [expected, expected], counts

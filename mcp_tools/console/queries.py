@@ -19,8 +19,9 @@ from django.db.models import (
     BooleanField, Case, Count, DurationField, ExpressionWrapper, F, IntegerField, Max, OuterRef, Q, QuerySet, Subquery, TextField,
     Value, When,
 )
+from django.db.models import Window as Over  # not the dashboard's Window below
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, RowNumber
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
@@ -381,13 +382,26 @@ class Timeline:
 
 def timeline(call: ToolCall, ends: int = TIMELINE_ENDS) -> Timeline:
     """The call's journal, in the order the handler asked, pretty-printed for reading: all of it up to
-    twice ``ends`` steps, else its first and last ``ends`` (one query, a second for a long journal)."""
-    steps = CallStep.objects.filter(call=call)
-    head = [_timeline_item(step) for step in steps.order_by("seq")[:2 * ends + 1]]
-    if len(head) <= 2 * ends:
-        return Timeline(head, [], 0)
-    tail = [_timeline_item(step) for step in reversed(steps.order_by("-seq")[:ends])]
-    return Timeline(head[:ends], tail, steps.count() - 2 * ends)
+    twice ``ends`` steps, else its first and last ``ends``; one query however long the journal.
+
+    The steps are numbered from each end, and counted, by window functions, and only those within
+    ``ends`` of either end are read: a long journal's tail and count took two more queries before
+    (the page's count was not the one docs/admin.md gives).
+    """
+    rows = list(
+        CallStep.objects.filter(call=call)
+        .annotate(
+            from_start=Over(RowNumber(), order_by=F("seq").asc()),
+            from_end=Over(RowNumber(), order_by=F("seq").desc()),
+            total=Over(Count("pk")),
+        )
+        .filter(Q(from_start__lte=ends) | Q(from_end__lte=ends))
+        .order_by("seq")
+    )
+    total = rows[0].total if rows else 0
+    if total <= 2 * ends:
+        return Timeline([_timeline_item(step) for step in rows], [], 0)
+    return Timeline([_timeline_item(step) for step in rows[:ends]], [_timeline_item(step) for step in rows[ends:]], total - 2 * ends)
 
 
 def _timeline_item(step: CallStep) -> dict[str, Any]:
