@@ -34,13 +34,12 @@ from django.contrib.auth import get_user_model
 from django.test import override_settings
 from django.urls import path, reverse
 
-from mcp_tools.admin import ToolCallAdmin
-from mcp_tools.models import ToolCall
 from mcp_tools import ToolContext
+from mcp_tools.admin import ToolCallAdmin
+from mcp_tools.models import CallStep, ToolCall
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.server import background
 from tests.admin_sites.urls import ops
-from mcp_tools.models import CallStep
 from tests.test_admin_console import CHANGELIST, _session_cookie, client_for, detail_url, make_call, make_user
 
 #: A project that registers the calls' admin only on its own site ``ops``; its default site (the
