@@ -20,33 +20,21 @@ from mcp_tools.modeltools.actions import unregister_model_action
 from mcp_tools.registry import registry
 from demo_site.shop.models import Order
 from tests.asgi_client import call_modern
+from tests.test_model_tools_review import call, statuses
+from tests.test_model_tools_review import seed as seed_shop_with_tokens
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def seed() -> tuple[dict[str, str], dict[str, int]]:
-    """The demo shop, plus a superuser; API tokens of its clerk, viewer and the superuser; order pk by number."""
+    """The demo shop (tests.test_model_tools_review's), plus a superuser; API tokens of its clerk, viewer and
+    the superuser; order pk by number."""
     from django.contrib.auth.models import User
     from rest_framework.authtoken.models import Token
 
-    from demo_site.shop.seed import seed_shop
-
-    seed_shop()
+    tokens, orders = seed_shop_with_tokens()
     User.objects.create_superuser("boss", "boss@example.com", "boss")
-    tokens = {name: Token.objects.get_or_create(user=User.objects.get(username=name))[0].key for name in ("clerk", "viewer", "boss")}
-    return tokens, {order.number: order.pk for order in Order.objects.all()}
-
-
-async def call(name: str, arguments: dict[str, Any], token: str | None = None) -> dict[str, Any]:
-    from demo_site.asgi import application
-
-    r = await call_modern(application, "tools/call", {"name": name, "arguments": arguments}, token=token)
-    assert r.status in (200, 400), r.body
-    return r.json()
-
-
-def statuses() -> list[str]:
-    return sorted(set(Order.objects.values_list("status", flat=True)))
+    return {**tokens, "boss": Token.objects.get_or_create(user=User.objects.get(username="boss"))[0].key}, orders
 
 
 # -- an admin action get_actions withholds -----------------------------------------------------------
