@@ -264,3 +264,28 @@ def test_a_calls_page_runs_the_documented_queries_however_long_its_journal(sessi
             assert operator.get(detail_url(call)).status_code == 200
         counts.append(len(queries))
     assert counts == [expected, expected], counts
+
+
+class _SuperusersOnlySite(AdminSite):
+    def has_permission(self, request: Any) -> bool:
+        return super().has_permission(request) and request.user.is_superuser
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("query", ["", "site=admin", "site=nonexistent", "site=s37_strict"])
+async def test_no_site_name_gets_a_user_past_a_stricter_site_that_serves_the_calls(query: str) -> None:
+    """Found by a review of the fix above: with a stricter site serving the calls (django-otp's OTPAdminSite pattern)
+    and the default site still registering them (mcp_tools.admin does, mounted or not), a socket without
+    ``?site=``, or naming the default or an unknown site, was accepted for a staff user the stricter site refuses,
+    and got the dashboard pushed. Every site that serves the calls must let the user in."""
+    strict = _SuperusersOnlySite(name="s37_strict")
+    strict.register(ToolCall, ToolCallAdmin)
+    try:
+        staff = await sync_to_async(make_user)("op", perms=OPERATOR)
+        socket = await _socket(await sync_to_async(_session_cookie)(staff), query)
+        connected, _ = await socket.connect()
+        if connected:
+            await socket.disconnect()
+        assert not connected, query
+    finally:
+        strict.unregister(ToolCall)

@@ -53,19 +53,25 @@ def websocket_path() -> str:
 SITE_PARAM = "site"
 
 
-def admin_site_for(name: str | None) -> Any:
-    """The admin site that serves calls whose dashboard opened the socket: the one named ``name`` (the page's
-    ``?site=``), else the default site, else any site that serves calls; None when none does.
-
-    Only a site that registers ``ToolCall`` is chosen, so a forged name picks no site whose rules
-    would be looser than those of a site that serves calls.
-    """
-    from django.contrib import admin
+def _serving_sites() -> list[Any]:
+    """The admin sites that register ``ToolCall`` (each serves the calls' pages, or could), by name."""
     from django.contrib.admin.sites import all_sites
 
     from ..models import ToolCall
 
-    serving = sorted((site for site in all_sites if site.is_registered(ToolCall)), key=lambda site: site.name)
+    return sorted((site for site in all_sites if site.is_registered(ToolCall)), key=lambda site: site.name)
+
+
+def admin_site_for(name: str | None) -> Any:
+    """The admin site that serves calls whose dashboard opened the socket: the one named ``name`` (the page's
+    ``?site=``), else the default site, else any site that serves calls; None when none does.
+
+    The choice only says which site's pages the pushes link to: every site that serves calls must let the
+    user in (:func:`can_watch`), so a forged name gets no one past a stricter site.
+    """
+    from django.contrib import admin
+
+    serving = _serving_sites()
     if name is not None:
         for site in serving:
             if site.name == name:
@@ -85,9 +91,9 @@ def scope_site_name(scope: Any) -> str | None:
 
 
 def can_watch(user: Any, site: Any = None, scope: Any = None) -> bool:
-    """Active staff with the view (or change) permission on calls (sync: may query permissions), whom the
-    admin ``site`` the dashboard is of lets in (its ``has_permission``: a superuser-only site, django-otp's
-    ``OTPAdminSite``), as its pages would.
+    """Active staff with the view (or change) permission on calls (sync: may query permissions), whom every
+    admin site that serves calls lets in (its ``has_permission``: a superuser-only site, django-otp's
+    ``OTPAdminSite``), as its pages would; ``site`` (the dashboard's) is asked when no site registers calls.
 
     The site is asked with a request built from the socket's ``scope`` (:func:`request_for`). A site
     whose check raises on it (it needs what only its HTTP middleware sets, as ``OTPAdminSite`` needs
@@ -98,13 +104,19 @@ def can_watch(user: Any, site: Any = None, scope: Any = None) -> bool:
         and (user.has_perm("mcp_tools.view_toolcall") or user.has_perm("mcp_tools.change_toolcall"))
     ):
         return False
-    if site is None:
-        return True
-    try:
-        return bool(site.has_permission(request_for(user, scope or {})))
-    except Exception:
-        logger.debug("The admin site %r's has_permission failed on the console's socket: refused", site.name, exc_info=True)
-        return False
+    # Every site that serves the calls must let the user in, not only the one the socket's ?site= names:
+    # the name is the client's, and the default site (mcp_tools.admin registers ToolCall on it, mounted or
+    # not) let in whom a stricter site of the project refuses (found by a review of the fix).
+    sites = _serving_sites() or ([site] if site is not None else [])
+    request = request_for(user, scope or {}) if sites else None
+    for serving in sites:
+        try:
+            if not serving.has_permission(request):
+                return False
+        except Exception:
+            logger.debug("The admin site %r's has_permission failed on the console's socket: refused", serving.name, exc_info=True)
+            return False
+    return True
 
 
 def request_for(user: Any, scope: Any) -> Any:
