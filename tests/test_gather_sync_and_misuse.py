@@ -129,3 +129,24 @@ async def test_progress_that_is_no_finite_number_is_refused_where_it_is_reported
         await ctx.report_progress(value)
     with pytest.raises(ValueError, match="finite number"):
         await ctx.report_progress(1, total=value)
+
+
+
+async def test_a_decimal_progress_goes_out_as_a_number() -> None:
+    """A Decimal is a finite number: the check above refused it (failing the tool), and before it, it went out as
+    its text, "1" (a review of the fix)."""
+    import decimal
+
+    from mcp_tools.engine.context import ToolContext as Context
+    from mcp_tools.engine.runner import Invocation
+
+    sent: list[tuple[Any, Any]] = []
+
+    class Runtime:
+        async def progress(self, inv: Any, progress: Any, total: Any, message: Any, *, replaying: bool) -> None:
+            sent.append((progress, total))
+
+    ctx = Context(Invocation(fn=lambda: None, is_async=False, kwargs={}, context_param=None, principal=None,
+                             protocol_version="2026-07-28", client_capabilities={}, runtime=Runtime()))  # type: ignore[arg-type]
+    await ctx.report_progress(decimal.Decimal("1.5"), decimal.Decimal("3"))
+    assert sent == [(1.5, 3.0)] and all(type(v) is float for v in sent[0]), sent

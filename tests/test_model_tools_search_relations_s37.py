@@ -85,3 +85,27 @@ def test_a_composite_primary_key_needs_a_lookup_field() -> None:
         assert len(found) == 1 and "composite primary key" in found[0].msg, found
         assert not [m for m in ListOnly.check_declaration(set()) if m.id == "mcp_tools.E030"]
         assert not [m for m in ByCode.check_declaration(set()) if m.id == "mcp_tools.E030"]
+
+
+def test_a_model_action_on_a_composite_primary_key_needs_a_lookup_field() -> None:
+    """The check above covered toolsets only: a model action on such a model passed, then every call failed
+    (a review of the fix)."""
+    from django.db import models
+    from django.test.utils import isolate_apps
+
+    from mcp_tools.modeltools.actions import unregister_model_action
+
+    with isolate_apps("demo_site.shop"):
+        meta = type("Meta", (), {"app_label": "shop"})
+        line: Any = type("CompositeLine", (models.Model,), {
+            "__module__": __name__, "Meta": meta, "pk": models.CompositePrimaryKey("order_no", "line_no"),
+            "order_no": models.IntegerField(), "line_no": models.IntegerField(), "code": models.CharField(max_length=21, unique=True),
+            "bump": lambda self: None})
+        action = mcp_tools.register_model_action(line, "bump", name="composite.lines.bump", permissions=[])
+        by_code = mcp_tools.register_model_action(line, "bump", name="composite.lines.bump_by_code", permissions=[], lookup_field="code")
+        try:
+            assert [m for m in action.check(set()) if m.id == "mcp_tools.E030" and "composite primary key" in m.msg]
+            assert not [m for m in by_code.check(set()) if m.id == "mcp_tools.E030"]
+        finally:
+            unregister_model_action(action)
+            unregister_model_action(by_code)

@@ -143,3 +143,34 @@ def test_what_the_clients_refuse_or_every_call_would_fail_is_refused_at_registra
     with pytest.raises(ImproperlyConfigured, match=why):
         register()
     assert registry.get_prompt("s37_bad") is None
+
+
+
+async def test_a_number_still_reads_as_the_other_branch_of_a_union_with_a_date() -> None:
+    """The fix above refused "5" for ``since: int | date`` (it looked for a date anywhere in the type, and built the
+    argument's JSON schema on every call; a review of the fix): only a number that became a date is refused."""
+
+    @prompt(name="s37_since")
+    def s37_since(since: int | datetime.date, tag: Literal["1", "2"] | datetime.date = "1") -> str:
+        return repr((since, tag))
+
+    try:
+        body = (await call_modern(APP, "prompts/get", {"name": "s37_since", "arguments": {"since": "5", "tag": "2"}})).json()
+        dated = (await call_modern(APP, "prompts/get", {"name": "s37_since", "arguments": {"since": "2026-11-27"}})).json()
+    finally:
+        registry.unregister_prompt("s37_since")
+    assert body["result"]["messages"][0]["content"]["text"] == repr((5, "2")), body
+    assert dated["result"]["messages"][0]["content"]["text"] == repr((datetime.date(2026, 11, 27), "1")), dated
+
+
+def test_resource_annotations_are_checked_as_the_json_they_go_out_as() -> None:
+    """``audience`` as a tuple went out as a JSON list, which clients read; the check above refused it, and the
+    project no longer started (a review of the fix)."""
+    import mcp_tools
+
+    mcp_tools.resource("s37://tuple", annotations={"audience": ("user", "assistant"), "priority": 1})(lambda: "x")
+    try:
+        found = registry.find_resource("s37://tuple")
+        assert found is not None
+    finally:
+        registry.unregister_resource("s37://tuple")

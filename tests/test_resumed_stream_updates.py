@@ -159,3 +159,33 @@ def test_a_notification_from_inside_a_transaction_goes_out_once_it_commits(monke
     assert published == ([(APP_URI, [session])] if outcome == "commit" else []), published
     notify_resource_updated_sync(APP_URI)  # outside a transaction: at once
     assert len(published) == (2 if outcome == "commit" else 1)
+
+
+
+def test_a_notification_waits_for_the_callers_transaction_on_another_database(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a router keeping the project's data apart from the call tables, the caller's transaction is on another
+    alias: the notification went out at once, and after a rollback too (a review of the fix). Simulated: the call
+    tables' alias ("calls") has no transaction open, "default" has."""
+    import types
+
+    import django.db
+    from django.db import transaction
+
+    from mcp_tools.store import sync_calls
+
+    class Connections(dict):  # type: ignore[type-arg]
+        pass
+
+    fake = Connections(calls=types.SimpleNamespace(in_atomic_block=False), default=types.SimpleNamespace(in_atomic_block=True))
+    pending: list[tuple[Any, Any]] = []
+    ran: list[str] = []
+    monkeypatch.setattr(sync_calls, "_db", lambda: "calls")
+    monkeypatch.setattr(django.db, "connections", fake)
+    monkeypatch.setattr(transaction, "on_commit", lambda fn, using=None: pending.append((fn, using)))
+    sync_calls.after_caller_commits(lambda: ran.append("told"))
+    assert ran == [] and [using for _, using in pending] == ["default"], (ran, pending)
+    pending[0][0]()
+    assert ran == ["told"]
+    fake["default"].in_atomic_block = False
+    sync_calls.after_caller_commits(lambda: ran.append("at once"))
+    assert ran == ["told", "at once"]

@@ -4,6 +4,7 @@ report progress and log. Each step is journaled; see :mod:`mcp_tools.engine.runn
 from __future__ import annotations
 
 import asyncio
+import decimal
 import functools
 import hashlib
 import inspect
@@ -804,9 +805,14 @@ class ToolContext:
         ``total`` are finite numbers (``ValueError`` otherwise: JSON has no infinity or NaN, and they
         went out as null, which the spec's number refuses; found by a review of the admin console).
         """
+        numbers_given: list[Any] = []
         for name, value in (("progress", progress), ("total", total)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value))):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (numbers.Real, decimal.Decimal))
+                                      or not math.isfinite(float(value))):
                 raise ValueError(f"ctx.report_progress: {name} must be a finite number, not {value!r}")
+            # A Decimal (or numpy's numbers) goes out as a JSON number: it went out as its text.
+            numbers_given.append(value if value is None or type(value) in (int, float) else float(value))
+        progress, total = numbers_given
         await self._inv.runtime.progress(self._inv, progress, total, message, replaying=self.replaying)
 
     async def log(self, level: str, data: Any, logger: str | None = None) -> None:

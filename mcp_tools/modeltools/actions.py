@@ -323,10 +323,15 @@ class ModelAction(base.Declaration):
             problems.append(checks.Error(f"{where}: {self.model.__name__} has no method {self.method!r}.",
                                          obj=self.model, id="mcp_tools.E031"))
         try:
-            base.lookup_field(self.model, self.lookup_field)
+            found = base.lookup_field(self.model, self.lookup_field)
         except FieldDoesNotExist:
             problems.append(checks.Error(f"{where}: lookup field {self.lookup_field!r} is not a field of {self.model.__name__}.",
                                          obj=self.model, id="mcp_tools.E030"))
+        else:
+            if base.is_composite_key(found):
+                problems.append(checks.Error(
+                    f"{where}: {self.model.__name__} has a composite primary key, which a lookup argument cannot name.",
+                    hint="Register the action with lookup_field set to a unique field of the model.", obj=self.model, id="mcp_tools.E030"))
         problems += base.check_permissions(self.permissions, known_perms, where, self.model)
         if not problems and self.tool is not None:
             try:

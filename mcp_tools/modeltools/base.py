@@ -370,6 +370,11 @@ def default_origin() -> str:
     return f"{scheme}://localhost"
 
 
+def is_composite_key(field: Any) -> bool:
+    """Whether ``field`` is Django 5.2's ``CompositePrimaryKey``, whose value (a tuple) no lookup argument names."""
+    return type(field).__name__ == "CompositePrimaryKey"
+
+
 def raised_in_the_database(exc: BaseException) -> bool:
     """Whether ``exc`` was raised while Django's database layer ran (a driver refusing a value as it
     binds it, SQLite's ``OverflowError`` past 64 bits), not by the project's own code."""

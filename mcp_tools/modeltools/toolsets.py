@@ -845,8 +845,7 @@ class ModelToolset:
 
         if cls.lookup_field != "pk" and not resolves(cls.lookup_field):
             field_error("lookup_field", cls.lookup_field)
-        lookup_column = model._meta.pk if cls.lookup_field == "pk" else None
-        if lookup_column is not None and type(lookup_column).__name__ == "CompositePrimaryKey" and (set(cls.actions) & _ONE_ROW_ACTIONS or cls.admin_actions):
+        if cls.lookup_field == "pk" and base.is_composite_key(model._meta.pk) and (set(cls.actions) & _ONE_ROW_ACTIONS or cls.admin_actions):
             # Django 5.2's composite primary key: its value is a tuple, which the string lookup argument never
             # matched (every retrieve, update and delete answered "No ... with id"; found by a review).
             problems.append(checks.Error(

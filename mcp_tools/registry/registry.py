@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import inspect
 import json
 import re
@@ -286,13 +287,15 @@ class Prompt:
             adapter = self.converters.get(name)
             if adapter is None:
                 continue
-            if isinstance(value, str) and _NUMBER_TEXT.fullmatch(value.strip()) and _has_time_format(adapter.json_schema()):
-                # pydantic reads "1700000000" (or "0") as a Unix timestamp; a prompt's date is ISO text
-                # (docs/protocol.md), as a tool's is (found by a review).
-                errors.append({"field": name, "message": "Input should be an ISO 8601 date or time, not a number", "type": "iso_required"})
-                continue
             try:
                 converted[name] = adapter.validate_python(value)
+                if isinstance(value, str) and isinstance(converted[name], (datetime.date, datetime.time)) and _NUMBER_TEXT.fullmatch(value.strip()):
+                    # pydantic read "1700000000" (or "0") as a Unix timestamp; a prompt's date is ISO text
+                    # (docs/protocol.md), as a tool's is (found by a review). Only when a date is what it became:
+                    # an int | date argument's "5" is the int.
+                    del converted[name]
+                    errors.append({"field": name, "message": "Input should be an ISO 8601 date or time, not a number", "type": "iso_required"})
+                    continue
             except pydantic.ValidationError as exc:
                 if isinstance(value, str) and not value.strip() and _takes_none(adapter):
                     # A form's field the user left blank (the Inspector sends ""): the optional argument's
@@ -674,8 +677,9 @@ def _check_listed_options(where: str, fn: Callable[..., Any], *, what: str, titl
         if not isinstance(annotations, dict):
             refuse(f"annotations must be a dict, not {type(annotations).__name__}")
         try:
-            mcp_types.Annotations.model_validate(annotations, strict=True)
-        except pydantic.ValidationError as exc:
+            # As they go out, JSON (a tuple is a list there), strictly: a client reads that ("high" is no priority).
+            mcp_types.Annotations.model_validate_json(json.dumps(annotations, default=str), strict=True)
+        except (pydantic.ValidationError, TypeError, ValueError) as exc:
             refuse(f"its annotations are not what clients read: {exc}")
 
 
@@ -932,17 +936,6 @@ def prompt(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
 
 #: A number written as text (what pydantic would read as a Unix timestamp for a date).
 _NUMBER_TEXT = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-
-
-def _has_time_format(schema: Any) -> bool:
-    """Whether a JSON schema (or one of its branches, its ``$defs``) is a date, a date-time or a time."""
-    if isinstance(schema, dict):
-        if schema.get("format") in ("date", "date-time", "time"):
-            return True
-        return any(_has_time_format(value) for value in schema.values())
-    if isinstance(schema, list):
-        return any(_has_time_format(value) for value in schema)
-    return False
 
 
 def _takes_none(adapter: TypeAdapter[Any]) -> bool:

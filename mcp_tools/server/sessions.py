@@ -210,7 +210,7 @@ def notify_resource_updated_sync(uri: str) -> int:
     # Told once the caller's change commits (at once outside a transaction): told inside it, a client
     # re-read the resource before the change was visible, and was never told again; one rolled back
     # told of a change that never happened (found by a review).
-    store.sync_calls.after_commit(lambda: async_to_sync(notifications.publish_resource_updated)(uri, session_ids))
+    store.sync_calls.after_caller_commits(lambda: async_to_sync(notifications.publish_resource_updated)(uri, session_ids))
     return len(session_ids)
 
 

@@ -487,6 +487,20 @@ def call_for_stream(stream_id: str) -> str | None:
 # -- background work ------------------------------------------------------------
 
 
+def after_caller_commits(fn: Callable[[], Any]) -> None:
+    """Run ``fn`` once the caller's transaction commits: the one open on the call tables' alias, else on
+    any other database (a project whose router keeps its own data apart, on ``default``); at once when
+    none is open. Not at all if it rolls back."""
+    from django.db import connections, transaction
+
+    calls_alias = _db()
+    for alias in (calls_alias, *(alias for alias in connections if alias != calls_alias)):
+        if connections[alias].in_atomic_block:
+            transaction.on_commit(fn, using=alias)
+            return
+    fn()
+
+
 def after_commit(fn: Callable[[], Any]) -> None:
     """Run ``fn`` once the current transaction commits (at once in autocommit)."""
     from django.db import transaction
