@@ -51,6 +51,11 @@ REFRESH_MAX_SECONDS = 300.0
 #: nothing (each publish is a hint the receivers also find by polling the database: docs/robustness.md).
 PUBLISH_TIMEOUT_SECONDS = 1.0
 PUBLISH_PAUSE_SECONDS = 5.0
+#: The longest :func:`subscribed` waits for its group's join before its block runs, and for the leave
+#: after it: a stalled Redis (a half-open connection, a paused server) held each for redis-py's 5 s
+#: socket timeout, every 2025-11-25 round and held background call ~10 s longer (found by a review).
+#: The join and the leave go on in the background; meanwhile the caller's fallback (its poll) does.
+MEMBERSHIP_WAIT_SECONDS = 1.0
 #: ``time.monotonic()`` until which publishing is skipped (0: the layer answered last time).
 _failing_until = 0.0
 #: channels-redis's and the in-memory layer's default ``group_expiry``.
@@ -215,8 +220,9 @@ async def subscribed(group: str, handler: Callable[[dict[str, Any]], None]) -> A
     the first listener of the process and leaves it after the last; the membership is kept
     up as :func:`follow` keeps its own. The block starts once the channel is in the group,
     so it misses nothing published from then on (``handler`` may run before it starts), or
-    once adding it failed: it is retried with backoff and the outage logged once, meanwhile
-    the caller's own fallback (a poll, this process's direct path) has to do. Without a
+    once adding it failed, or after :data:`MEMBERSHIP_WAIT_SECONDS` (a stalled layer): it is
+    retried with backoff and the outage logged once, meanwhile the caller's own fallback (a
+    poll, this process's direct path) has to do. Leaving waits as long at most. Without a
     shared layer this does nothing.
     """
     layer = shared_layer()
@@ -231,14 +237,16 @@ async def subscribed(group: str, handler: Callable[[dict[str, Any]], None]) -> A
         membership.task = asyncio.ensure_future(process.keep(group, membership, membership.after))
     membership.handlers.add(handler)
     try:
-        await membership.tried.wait()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(MEMBERSHIP_WAIT_SECONDS):
+                await membership.tried.wait()
         yield
     finally:
         membership.handlers.discard(handler)
         # (Not on a closed loop, where nothing can run: see follow.)
         if not membership.handlers and process.groups.get(group) is membership and not process.task.get_loop().is_closed():
             del process.groups[group]
-            await asyncio.wait({process.leave(group, membership)})
+            await asyncio.wait({process.leave(group, membership)}, timeout=MEMBERSHIP_WAIT_SECONDS)
 
 
 class _Membership:
