@@ -190,7 +190,10 @@ SECONDS_OR_ZERO = Accepts(_number(at_least=0, at_most=MAX_SECONDS), "a number of
 SECONDS = Accepts(_number(above=0, at_most=MAX_SECONDS), "a number of seconds > 0, at most 100 years", "mcp_tools.E005")
 SECONDS_OR_NONE = Accepts(_number(above=0, none=True, at_most=MAX_SECONDS), "None or a number of seconds > 0, at most 100 years",
                           "mcp_tools.E005")
-POSITIVE_INTEGER = Accepts(_number(above=0, integer=True), "a positive integer", "mcp_tools.E006")
+#: What a SQL LIMIT or OFFSET takes on every database (PAGE_SIZE and EVENT_RETENTION become them: sys.maxsize,
+#: "never page", passed the check and failed each tasks/list, and each 50th event of a stream; a review).
+MAX_COUNT = 2**31 - 1
+POSITIVE_INTEGER = Accepts(_number(above=0, integer=True, at_most=MAX_COUNT), f"a positive integer, at most {MAX_COUNT}", "mcp_tools.E006")
 SECONDS_INTEGER = Accepts(_number(above=0, integer=True, at_most=MAX_SECONDS), "a positive integer of seconds, at most 100 years",
                           "mcp_tools.E006")
 FLAG = Accepts(lambda value: isinstance(value, bool), "True or False", "mcp_tools.E010")
@@ -201,8 +204,10 @@ TEXT_OR_NONE = Accepts(_text(none=True), "None or a string", "mcp_tools.E011")
 #: something further on that would use it wrongly (a token sealed with the wrong key, a session
 #: ended at once, a ValueError per request).
 ACCEPTS: dict[str, Accepts] = {
-    "PATH": Accepts(lambda value: isinstance(value, str) and value.startswith("/") and " " not in value,
-                    "a URL path starting with '/', without spaces", "mcp_tools.E003"),
+    # No query or fragment: a request's path never holds them, so the endpoint was never reached at such a
+    # PATH, which the demo advertised (found by a review).
+    "PATH": Accepts(lambda value: isinstance(value, str) and value.startswith("/") and not any(c in value for c in " ?#"),
+                    "a URL path starting with '/', without spaces, '?' or '#'", "mcp_tools.E003"),
     "SERVER_NAME": Accepts(_text(empty=False), "a non-empty string", "mcp_tools.E011"),
     # A number would go out as one in serverInfo, which clients type as a string.
     "SERVER_TITLE": TEXT_OR_NONE,

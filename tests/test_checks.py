@@ -237,6 +237,11 @@ REFUSED: list[tuple[str, Any, str]] = [
     ("CALL_TTL", 10**12, "mcp_tools.E006"), ("TOKEN_TTL", 10**12, "mcp_tools.E006"),
     ("SESSION_IDLE_SECONDS", 1e12, "mcp_tools.E005"), ("CANCEL_POLL_SECONDS", 1e12, "mcp_tools.E005"),
     ("RETAIN_FINISHED_SECONDS", 4e9, "mcp_tools.E005"), ("TASK_MAX_TTL_MS", 10**15, "mcp_tools.E006"),
+    # Found by a review of operations: what a SQL LIMIT or OFFSET cannot take passed, then every tasks/list
+    # (PAGE_SIZE) or each 50th event of a stream (EVENT_RETENTION) was an internal error; a PATH with a query
+    # part was never reached (a request's path holds none).
+    ("PAGE_SIZE", 2**63 - 1, "mcp_tools.E006"), ("EVENT_RETENTION", 2**64, "mcp_tools.E006"),
+    ("PATH", "/api/mcp?v=1", "mcp_tools.E003"), ("PATH", "/api/mcp#x", "mcp_tools.E003"),
 ]
 
 #: Values at the edges of what each key accepts (0 where docs/settings.md gives 0 a meaning, None where None has one).
@@ -247,6 +252,7 @@ ACCEPTED: list[tuple[str, Any]] = [
     ("WORKER_LEASE_SECONDS", 0.6), ("CANCEL_POLL_SECONDS", 0), ("CONVERGE_WAIT_SECONDS", 0), ("TASK_RESULT_WAIT_SECONDS", 0),
     ("STDIO_SHUTDOWN_GRACE_SECONDS", 0), ("SESSION_CACHE_SECONDS", 0), ("CACHE_TTL_MS", 0), ("TASK_POLL_INTERVAL_MS", 1),
     ("TASK_MAX_TTL_MS", 1000), ("CALL_TTL", 100 * 365 * 24 * 3600), ("SESSION_IDLE_SECONDS", 100 * 365 * 24 * 3600.0),
+    ("PAGE_SIZE", 2**31 - 1), ("EVENT_RETENTION", 2**31 - 1),
 ]
 
 

@@ -33,6 +33,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from mcp_tools.protocol import jsonrpc
 from mcp_tools.protocol.errors import INVALID_PARAMS
 from mcp_tools.protocol.answers import check_field
+from mcp_tools.registry import registry
 
 #: What the terminal "client" can answer: forms and URLs, the operator as the model
 #: (tool use included), and the working directory as its root.
@@ -573,6 +574,11 @@ def run_call(command: BaseCommand, options: dict[str, Any]) -> None:
     async def call() -> None:
         schema = next((tool.get("inputSchema") for tool in await caller.list_tools() if tool.get("name") == name), None)
         arguments = parse_arguments(options.get("arg") or [], options.get("json_args"), schema)
+        tool = registry.get_tool(name)
+        if tool is not None and tool.background:
+            # It runs on a Celery worker, not in this process: with none running the command waited in
+            # silence (found by a review of operations). Plain: a note, not the wrapper's error style.
+            command.stderr.write(f"({name} runs on a Celery worker: waiting for one to run it; Ctrl-C cancels the call)\n", str, ending="")
         token: str | None = None
         for page in itertools.count(1):
             result = await caller.call_tool(name, arguments, token)
