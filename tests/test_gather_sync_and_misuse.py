@@ -150,3 +150,29 @@ async def test_a_decimal_progress_goes_out_as_a_number() -> None:
                              protocol_version="2026-07-28", client_capabilities={}, runtime=Runtime()))  # type: ignore[arg-type]
     await ctx.report_progress(decimal.Decimal("1.5"), decimal.Decimal("3"))
     assert sent == [(1.5, 3.0)] and all(type(v) is float for v in sent[0]), sent
+
+
+async def once_then_progress(ctx: ToolContext) -> str:
+    await ctx.once("row", lambda: 1)  # the call has a row from here: progress is recorded on it
+    await ctx.report_progress(1, 2, "half")
+    return "done"
+
+
+async def test_a_progress_write_the_database_cannot_take_for_a_moment_does_not_fail_the_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a review of durability (a proxy dropping PostgreSQL's connections for 1 s): the progress write of a
+    foreground call raised into the handler, the call answered a bare -32603 and its row stayed working. Progress
+    is a status line the client was sent already: the call goes on."""
+    from django.db import OperationalError
+
+    from demo_site.asgi import application
+    from mcp_tools import store
+    from mcp_tools.models import ToolCall
+
+    async def unreachable(*args: Any) -> bool:
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(store, "record_progress", unreachable)
+    with registry.registered_temporarily(make_tool(once_then_progress)):
+        body = (await call_modern(application, "tools/call", {"name": "once_then_progress", "arguments": {}, "_meta": {"progressToken": "p"}})).json()
+    assert body.get("result", {}).get("content") == [{"type": "text", "text": "done"}], body
+    assert [row.status async for row in ToolCall.objects.all()] == ["completed"]

@@ -497,7 +497,18 @@ class Runtime:
             if held is None or progress > held["progress"]:
                 inv.state["progress"] = {"progress": progress, "progress_total": total, "status_message": message or ""}
             return
-        if not await store.record_progress(inv.call_id, progress, total, message or ""):
+        try:
+            recorded = await store.record_progress(inv.call_id, progress, total, message or "")
+        except store.DATABASE_UNAVAILABLE as exc:
+            if inv.in_worker or not store.database_unreachable(exc):
+                raise  # a worker leaves its call for another run (NoteUnreachable); a statement's own failure is a bug
+            # A status line the client was sent already: a database that cannot be reached for a moment
+            # failed the whole call with a bare -32603 and left its row working (found by a review of
+            # durability). The call goes on; its row is written again where the call next needs it.
+            logger.warning("%s %r: its progress was not recorded, the database could not be reached (%s)",
+                           inv.state["target"].method, inv.state["target"].name, type(exc).__name__)
+            return
+        if not recorded:
             # The row ended (cancelled by an operator, expired): stop at this await; one the client
             # cancelled through another process stops as its cancel does here (no response).
             if await cancellation.cancel_as_client(inv.call_id):
