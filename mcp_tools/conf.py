@@ -193,7 +193,8 @@ SECONDS_OR_NONE = Accepts(_number(above=0, none=True, at_most=MAX_SECONDS), "Non
 #: What a SQL LIMIT or OFFSET takes on every database (PAGE_SIZE and EVENT_RETENTION become them: sys.maxsize,
 #: "never page", passed the check and failed each tasks/list, and each 50th event of a stream; a review).
 MAX_COUNT = 2**31 - 1
-POSITIVE_INTEGER = Accepts(_number(above=0, integer=True, at_most=MAX_COUNT), f"a positive integer, at most {MAX_COUNT}", "mcp_tools.E006")
+POSITIVE_INTEGER = Accepts(_number(above=0, integer=True), "a positive integer", "mcp_tools.E006")
+COUNT = Accepts(_number(above=0, integer=True, at_most=MAX_COUNT), f"a positive integer, at most {MAX_COUNT}", "mcp_tools.E006")
 SECONDS_INTEGER = Accepts(_number(above=0, integer=True, at_most=MAX_SECONDS), "a positive integer of seconds, at most 100 years",
                           "mcp_tools.E006")
 FLAG = Accepts(lambda value: isinstance(value, bool), "True or False", "mcp_tools.E010")
@@ -222,10 +223,10 @@ ACCEPTS: dict[str, Accepts] = {
     "ALLOWED_ORIGINS": Accepts(_origins, 'None or a list or set of origins ("scheme://host[:port]", no path) or "*"', "mcp_tools.E009",
                                read=read_origins),
     "MAX_BODY_BYTES": POSITIVE_INTEGER,
-    "PAGE_SIZE": POSITIVE_INTEGER,
+    "PAGE_SIZE": COUNT,
     "SESSION_CACHE_SECONDS": SECONDS_OR_ZERO,  # 0: read on every request
     "SESSION_IDLE_SECONDS": SECONDS_OR_NONE,  # 0 would end every session at its next request; None keeps them
-    "EVENT_RETENTION": POSITIVE_INTEGER,
+    "EVENT_RETENTION": COUNT,
     "SESSION_MAX_SUBSCRIPTIONS": POSITIVE_INTEGER,  # 0 would refuse every subscription the capability advertises
     "SIGNING_KEYS": Accepts(_signing_keys, "None or a list of non-empty strings, newest first", "mcp_tools.E008", secret=True),
     "TOKEN_TTL": SECONDS_INTEGER,

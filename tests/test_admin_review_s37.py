@@ -271,21 +271,67 @@ class _SuperusersOnlySite(AdminSite):
         return super().has_permission(request) and request.user.is_superuser
 
 
+class _GroupSite(AdminSite):
+    """A site for the staff of one group (two such sites: each team its own console)."""
+
+    def has_permission(self, request: Any) -> bool:
+        return super().has_permission(request) and request.user.groups.filter(name=self.name).exists()
+
+
+def _urlconf(**sites: AdminSite) -> Any:
+    import types
+
+    module = types.ModuleType("s37_urlconf")
+    module.urlpatterns = [path(f"{prefix}/", site.urls) for prefix, site in sites.items()]  # type: ignore[attr-defined]
+    return module
+
+
 @pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize("query", ["", "site=admin", "site=nonexistent", "site=s37_strict"])
+@pytest.mark.parametrize("query", ["", "?site=admin", "?site=nonexistent", "?site=s37_strict"])
 async def test_no_site_name_gets_a_user_past_a_stricter_site_that_serves_the_calls(query: str) -> None:
     """Found by a review of the fix above: with a stricter site serving the calls (django-otp's OTPAdminSite pattern)
-    and the default site still registering them (mcp_tools.admin does, mounted or not), a socket without
-    ``?site=``, or naming the default or an unknown site, was accepted for a staff user the stricter site refuses,
-    and got the dashboard pushed. Every site that serves the calls must let the user in."""
+    and the default site unmounted but still registering them (mcp_tools.admin does), a socket without ``?site=``,
+    or naming the default or an unknown site, was accepted for a staff user the stricter site refuses, and got
+    the dashboard pushed. Only a site the URLconf mounts is the socket's."""
     strict = _SuperusersOnlySite(name="s37_strict")
     strict.register(ToolCall, ToolCallAdmin)
     try:
-        staff = await sync_to_async(make_user)("op", perms=OPERATOR)
-        socket = await _socket(await sync_to_async(_session_cookie)(staff), query)
-        connected, _ = await socket.connect()
-        if connected:
-            await socket.disconnect()
-        assert not connected, query
+        with override_settings(ROOT_URLCONF=_urlconf(strict=strict)):
+            staff = await sync_to_async(make_user)("op", perms=OPERATOR)
+            socket = await _socket(await sync_to_async(_session_cookie)(staff), query)
+            connected, _ = await socket.connect()
+            if connected:
+                await socket.disconnect()
+            assert not connected, query
+            if query == "?site=s37_strict":  # the site lets its superusers in
+                boss = await sync_to_async(lambda: get_user_model().objects.create_superuser("boss", "boss@example.com", "pw"))()
+                socket = await _socket(await sync_to_async(_session_cookie)(boss), query)
+                assert (await socket.connect())[0]
+                await socket.disconnect()
     finally:
         strict.unregister(ToolCall)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_two_sites_for_two_teams_each_let_their_own_staff_watch() -> None:
+    """The fix that asked every site serving the calls refused both teams' sockets (a review of that fix): each
+    socket asks the site it is of."""
+    from django.contrib.auth.models import Group
+
+    eu, us = _GroupSite(name="eu"), _GroupSite(name="us")
+    for site in (eu, us):
+        site.register(ToolCall, ToolCallAdmin)
+    try:
+        with override_settings(ROOT_URLCONF=_urlconf(eu=eu, us=us)):
+            for team in ("eu", "us"):
+                member = await sync_to_async(make_user)(f"{team}-op", perms=OPERATOR)
+                await sync_to_async(lambda: member.groups.add(Group.objects.get_or_create(name=team)[0]))()
+                cookie = await sync_to_async(_session_cookie)(member)
+                mine = await _socket(cookie, f"?site={team}")
+                assert (await mine.connect())[0], team
+                await mine.disconnect()
+                other = await _socket(cookie, "?site=" + ("us" if team == "eu" else "eu"))
+                assert not (await other.connect())[0], team
+    finally:
+        for site in (eu, us):
+            site.unregister(ToolCall)

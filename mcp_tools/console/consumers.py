@@ -54,28 +54,32 @@ SITE_PARAM = "site"
 
 
 def _serving_sites() -> list[Any]:
-    """The admin sites that register ``ToolCall`` (each serves the calls' pages, or could), by name."""
+    """The admin sites that serve the calls' pages, by name: they register ``ToolCall`` and the URLconf
+    mounts them. A site that only registers it (mcp_tools.admin registers ToolCall on the default site,
+    which a project may leave unmounted behind a stricter one of its own) serves no page to anyone, and
+    named in ``?site=`` it let in whom the mounted site refuses (found by a review)."""
     from django.contrib.admin.sites import all_sites
+    from django.urls import get_resolver, get_urlconf
 
     from ..models import ToolCall
 
-    return sorted((site for site in all_sites if site.is_registered(ToolCall)), key=lambda site: site.name)
+    # The URLconf's instance namespaces: a site's name is one when it is mounted (reversing "admin:..." is
+    # no test, the app namespace falls back to any site that is).
+    mounted = get_resolver(get_urlconf()).namespace_dict
+    return sorted((site for site in all_sites if site.is_registered(ToolCall) and site.name in mounted), key=lambda site: site.name)
 
 
 def admin_site_for(name: str | None) -> Any:
-    """The admin site that serves calls whose dashboard opened the socket: the one named ``name`` (the page's
-    ``?site=``), else the default site, else any site that serves calls; None when none does.
-
-    The choice only says which site's pages the pushes link to: every site that serves calls must let the
-    user in (:func:`can_watch`), so a forged name gets no one past a stricter site.
+    """The admin site whose dashboard opened the socket: the site that serves calls named ``name`` (the page's
+    ``?site=``; None when no such site does), else the default site, else any site that serves calls; None
+    when none does. The socket asks it whether it lets the user in (:func:`can_watch`), as its pages do, and
+    its pushes link to its pages.
     """
     from django.contrib import admin
 
     serving = _serving_sites()
     if name is not None:
-        for site in serving:
-            if site.name == name:
-                return site
+        return next((site for site in serving if site.name == name), None)
     # ``admin.site`` is a lazy proxy of the default site: ``==`` compares what it wraps, ``is`` never holds.
     default = next((site for site in serving if site == admin.site), None)
     return default if default is not None else (serving[0] if serving else None)
@@ -91,9 +95,9 @@ def scope_site_name(scope: Any) -> str | None:
 
 
 def can_watch(user: Any, site: Any = None, scope: Any = None) -> bool:
-    """Active staff with the view (or change) permission on calls (sync: may query permissions), whom every
-    admin site that serves calls lets in (its ``has_permission``: a superuser-only site, django-otp's
-    ``OTPAdminSite``), as its pages would; ``site`` (the dashboard's) is asked when no site registers calls.
+    """Active staff with the view (or change) permission on calls (sync: may query permissions), whom the
+    admin ``site`` the dashboard is of (:func:`admin_site_for`; None: no site serves it, refused) lets in
+    (its ``has_permission``: a superuser-only site, django-otp's ``OTPAdminSite``), as its pages would.
 
     The site is asked with a request built from the socket's ``scope`` (:func:`request_for`). A site
     whose check raises on it (it needs what only its HTTP middleware sets, as ``OTPAdminSite`` needs
@@ -104,19 +108,13 @@ def can_watch(user: Any, site: Any = None, scope: Any = None) -> bool:
         and (user.has_perm("mcp_tools.view_toolcall") or user.has_perm("mcp_tools.change_toolcall"))
     ):
         return False
-    # Every site that serves the calls must let the user in, not only the one the socket's ?site= names:
-    # the name is the client's, and the default site (mcp_tools.admin registers ToolCall on it, mounted or
-    # not) let in whom a stricter site of the project refuses (found by a review of the fix).
-    sites = _serving_sites() or ([site] if site is not None else [])
-    request = request_for(user, scope or {}) if sites else None
-    for serving in sites:
-        try:
-            if not serving.has_permission(request):
-                return False
-        except Exception:
-            logger.debug("The admin site %r's has_permission failed on the console's socket: refused", serving.name, exc_info=True)
-            return False
-    return True
+    if site is None:
+        return False
+    try:
+        return bool(site.has_permission(request_for(user, scope or {})))
+    except Exception:
+        logger.debug("The admin site %r's has_permission failed on the console's socket: refused", site.name, exc_info=True)
+        return False
 
 
 def request_for(user: Any, scope: Any) -> Any:
