@@ -611,14 +611,8 @@ def _check_tool_options(where: str, fn: Callable[..., Any], parameters: list[ins
     def refuse(why: str) -> typing.NoReturn:
         raise ImproperlyConfigured(f"{where}: {why}")
 
-    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
-        refuse("a generator function is no tool: return a value, or a Page for a tool that answers page by page (paginate=True)")
-    for parameter in parameters:
-        if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
-            refuse(f"its parameter {parameter.name!r} is positional-only; tools are called with keyword arguments")
-    for option, value in (("title", title), ("description", description)):
-        if value is not None and not isinstance(value, (str, Promise)):  # a lazy translation is text too
-            refuse(f"{option} must be a string, not {type(value).__name__}")
+    _check_callable_and_texts(refuse, fn, parameters, "a generator function is no tool: return a value, or a Page for a "
+                              "tool that answers page by page (paginate=True)", "tools are", title=title, description=description)
     if meta is not None and not isinstance(meta, dict):
         refuse(f"meta must be a dict, not {type(meta).__name__}")
     if isinstance(annotations, dict):
@@ -650,6 +644,21 @@ def _check_tool_options(where: str, fn: Callable[..., Any], parameters: list[ins
         refuse(f"retry_backoff must be a number of seconds >= 0, not {retry_backoff!r}")
 
 
+def _check_callable_and_texts(refuse: Callable[[str], typing.NoReturn], fn: Callable[..., Any], parameters: list[inspect.Parameter],
+                              generator_refusal: str, called: str, **texts: Any) -> None:
+    """What a tool, a prompt and a resource each refuse alike: a generator function (``generator_refusal``
+    says what to do instead), a positional-only parameter (each is called with keyword arguments: ``called``
+    says who is), and metadata given as no string (a lazy translation is text too)."""
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        refuse(generator_refusal)
+    for parameter in parameters:
+        if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
+            refuse(f"its parameter {parameter.name!r} is positional-only; {called} called with keyword arguments")
+    for option, value in texts.items():
+        if value is not None and not isinstance(value, (str, Promise)):
+            refuse(f"{option} must be a string, not {type(value).__name__}")
+
+
 def _check_listed_options(where: str, fn: Callable[..., Any], *, what: str, title: Any, description: Any,
                           mime_type: Any = None, annotations: Any = None, name: Any = None) -> None:
     """For a prompt or a resource, what ``_check_tool_options`` refuses for a tool: metadata the official
@@ -659,18 +668,12 @@ def _check_listed_options(where: str, fn: Callable[..., Any], *, what: str, titl
     def refuse(why: str) -> typing.NoReturn:
         raise ImproperlyConfigured(f"{where}: {why}")
 
-    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
-        refuse(f"a generator function is no {what}: return its value")
     try:
-        parameters = inspect.signature(fn).parameters.values()
+        parameters = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
-        parameters = ()  # type: ignore[assignment]
-    for parameter in parameters:
-        if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
-            refuse(f"its parameter {parameter.name!r} is positional-only; a {what} is called with keyword arguments")
-    for option, value in (("name", name), ("title", title), ("description", description), ("mime_type", mime_type)):
-        if value is not None and not isinstance(value, (str, Promise)):
-            refuse(f"{option} must be a string, not {type(value).__name__}")
+        parameters = []
+    _check_callable_and_texts(refuse, fn, parameters, f"a generator function is no {what}: return its value", f"a {what} is",
+                              name=name, title=title, description=description, mime_type=mime_type)
     if annotations is not None:
         import mcp_types  # the wire model: what the official clients check a resource's annotations against
 
