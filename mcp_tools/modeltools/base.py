@@ -372,7 +372,7 @@ def default_origin() -> str:
 
 def is_composite_key(field: Any) -> bool:
     """Whether ``field`` is Django 5.2's ``CompositePrimaryKey``, whose value (a tuple) no lookup argument names."""
-    return type(field).__name__ == "CompositePrimaryKey"
+    return isinstance(field, models.CompositePrimaryKey)
 
 
 def raised_in_the_database(exc: BaseException) -> bool:
