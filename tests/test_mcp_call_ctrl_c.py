@@ -67,6 +67,7 @@ def test_ctrl_c_at_a_prompt_stops_the_command_at_once_and_cancels_the_call(djang
         os.write(fd, b"\x03")  # Ctrl-C, once
         status = _exited(pid, 15)
         assert status is not None, "the command went on after the first Ctrl-C"
+        said = _read_until(fd, b"never printed", 1).decode(errors="replace")
     finally:
         if status is None:
             os.kill(pid, signal.SIGKILL)
@@ -74,3 +75,7 @@ def test_ctrl_c_at_a_prompt_stops_the_command_at_once_and_cancels_the_call(djang
         os.close(fd)
     call = ToolCall.objects.get(tool_name="deploy")
     assert call.status == "cancelled", (call.status, call.status_message)
+    # A terminal user stopped it: one line that says so, the shell's usual status for SIGINT, and no
+    # traceback (found by a first-hour review: a KeyboardInterrupt traceback of asyncio's runner).
+    assert "Traceback" not in said and "interrupted" in said.lower(), said
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 130, status

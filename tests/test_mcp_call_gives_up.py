@@ -31,7 +31,7 @@ def deploy_calls() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("how", "stdin", "raises"), [
     ("--no-input", io.StringIO("accept\n"), CommandError),
     ("stdin closed", io.StringIO(""), CommandError),
-    ("Ctrl-C", InterruptedStdin(), KeyboardInterrupt),
+    ("Ctrl-C", InterruptedStdin(), CommandError),  # exit status 130, no traceback
 ])
 def test_a_call_given_up_while_it_waits_for_input_is_cancelled(how: str, stdin: io.StringIO, raises: type[BaseException]) -> None:
     create_user_with_token("visitor")

@@ -552,10 +552,20 @@ def _run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
+def interrupted() -> CommandError:
+    """What a Ctrl-C ends the command with: one line and the shell's status for SIGINT (130), not the
+    KeyboardInterrupt traceback asyncio's runner raises after it cancelled the loop's task."""
+    return CommandError("Interrupted (Ctrl-C).", returncode=130)
+
+
 def run_list(command: BaseCommand, options: dict[str, Any]) -> None:
     """``--list``: the tools the user can see, one a line."""
     caller = _caller(command, options)
-    command.stdout.write(tool_table(_run(caller.list_tools())))
+    try:
+        tools = _run(caller.list_tools())
+    except KeyboardInterrupt:
+        raise interrupted() from None
+    command.stdout.write(tool_table(tools))
 
 
 def run_call(command: BaseCommand, options: dict[str, Any]) -> None:
@@ -597,6 +607,8 @@ def run_call(command: BaseCommand, options: dict[str, Any]) -> None:
         # --no-input, a closed stdin, Ctrl-C or a failed round: the call is ended here, after
         # the loop (a Ctrl-C leaves the loop's task cancelled, so nothing more can await in it).
         caller.give_up(str(exc) or type(exc).__name__)
+        if isinstance(exc, KeyboardInterrupt):
+            raise interrupted() from None
         raise
 
 
