@@ -141,3 +141,33 @@ async def test_a_quiet_standalone_stream_is_primed_again_so_its_resume_id_stays_
     assert not resumed.task.done(), resumed.text()  # resumed (400 would have ended it)
     await _close(resumed)
     await _close(stream)
+
+
+async def test_a_request_that_runs_longer_than_the_idle_limit_keeps_its_session() -> None:
+    """Left alone by earlier sessions, seen with ``SESSION_IDLE_SECONDS=1.5``: a session whose only request ran
+    for 3.5 s expired under it (its next request 404, ``mcp_cleanup`` ended it and the call with it), since only
+    a request's start recorded the session in use. A running request uses its session, as a listening GET
+    stream does (docs/settings.md)."""
+    import mcp_tools
+    from django.conf import settings
+    from django.test import override_settings
+
+    from mcp_tools.registry import registry
+    @mcp_tools.tool(name="s38_long_wait")
+    async def long_wait() -> str:
+        await asyncio.sleep(3.5)
+        return "done"
+
+    try:
+        with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "SESSION_IDLE_SECONDS": 1.5}):
+            sessions.clear()
+            session = await open_session()
+            running = asyncio.ensure_future(post_json(APP, handshake_message("tools/call", {"name": "s38_long_wait", "arguments": {}}), post_headers(version=HANDSHAKE, session=session)))
+            await asyncio.sleep(2.5)  # past the limit since the request began
+            await sync_to_async(call_command)("mcp_cleanup", stdout=io.StringIO())
+            answer = await running
+            assert answer.json()["result"]["content"][0]["text"] == "done", answer.body
+            sessions.clear()  # another process would read the table
+            assert await ping(session) == 200
+    finally:
+        registry.unregister_tool("s38_long_wait")

@@ -1586,7 +1586,8 @@ class _Handler:
     calls) cannot be stopped by anyone else, and never needs it.
     """
 
-    __slots__ = ("task", "receive", "rc", "response", "running", "requested", "disconnected", "detached", "watcher", "keeper")
+    __slots__ = ("task", "receive", "rc", "response", "running", "requested", "disconnected", "detached", "watcher", "keeper",
+                 "in_use")
 
     def __init__(self, receive: Any, rc: RequestContext, response: Response) -> None:
         self.task: asyncio.Task[Any] | None = None
@@ -1602,6 +1603,8 @@ class _Handler:
         self.watcher: asyncio.Future[None] | None = None
         #: Keeps a 2025-11-25 session request's stream alive while its handler waits (:func:`keep_alive`).
         self.keeper: asyncio.Future[None] | None = None
+        #: A waiting session request's next record that its session is in use (:meth:`_record_in_use`).
+        self.in_use: asyncio.TimerHandle | asyncio.Future[None] | None = None
         if rc.session_id is not None:
             response.on_streaming = self.start_keeper
 
@@ -1635,6 +1638,25 @@ class _Handler:
             self.task = asyncio.current_task()
         if self.watcher is None:
             self.watcher = asyncio.ensure_future(self._watch())
+        if self.rc.session_id is not None and self.in_use is None and mcp_settings.SESSION_IDLE_SECONDS is not None:
+            self._arm_in_use()
+
+    def _arm_in_use(self) -> None:
+        # A session request that runs uses its session, as a listening GET stream does: with only its
+        # start recorded, a request longer than SESSION_IDLE_SECONDS saw its session expire under it
+        # (its next request 404, mcp_cleanup ending it). One timer per waiting request, rarely due.
+        self.in_use = asyncio.get_running_loop().call_later(sessions.in_use_every(), self._record_in_use)
+
+    def _record_in_use(self) -> None:
+        self.in_use = asyncio.ensure_future(self._touch_session())
+
+    async def _touch_session(self) -> None:
+        try:
+            await store.touch_session(self.rc.session_id or "")
+        except Exception:  # the database cannot be reached now: the next pass writes it
+            logger.warning("Could not record session %s in use", self.rc.session_id, exc_info=True)
+        if self.running:
+            self._arm_in_use()
 
     def start_keeper(self) -> None:
         """The response became an SSE stream: keep it alive while the handler runs (a session request's)."""
@@ -1645,6 +1667,10 @@ class _Handler:
         # The response's hook back to this handler (start_keeper, bound) made a cycle, response ->
         # handler -> response, in every session request: let go of it, as of the watcher below.
         self.response.on_streaming = None
+        in_use = self.in_use
+        if in_use is not None:
+            self.in_use = None
+            in_use.cancel()
         keeper = self.keeper
         if keeper is not None:
             # Before the request's last message: nothing goes out after its stream's end.
