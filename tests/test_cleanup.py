@@ -211,3 +211,19 @@ def test_a_bad_setting_stops_the_cleanup_before_it_changes_anything(settings, en
     assert ToolCall.objects.get(id=overdue.id).status == CallStatus.INPUT_REQUIRED
     assert StreamEvent.objects.filter(id=event.id).exists()
     assert McpSession.objects.filter(id=session.id).exists()
+
+
+@pytest.mark.django_db
+def test_a_finished_call_a_stream_carries_is_kept_while_its_stream_can_be_resumed(settings) -> None:  # type: ignore[no-untyped-def]
+    """Left alone by earlier sessions: with RETAIN_FINISHED_SECONDS under CALL_TTL, the row of a call a
+    2025-11-25 stream carried was deleted while the stream's events (kept CALL_TTL) still let its client
+    resume it, and a detached handler's answer lives only in the row (docs/durable-calls.md): the client
+    that resumed got no answer. Such a row is kept until its stream's events are gone."""
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "RETAIN_FINISHED_SECONDS": 3600, "CALL_TTL": 86400}
+    carried = _aged(CallStatus.COMPLETED, 2 / 24)
+    ToolCall.objects.filter(id=carried.id).update(stream_id="stream-1")
+    plain = _aged(CallStatus.COMPLETED, 2 / 24)
+    stale = _aged(CallStatus.COMPLETED, 2)
+    ToolCall.objects.filter(id=stale.id).update(stream_id="stream-2")
+    call_command("mcp_cleanup", stdout=StringIO())
+    assert set(ToolCall.objects.values_list("id", flat=True)) == {carried.id}  # not plain, nor stale

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from ..models import CallStep, ToolCall
@@ -44,14 +45,22 @@ def purge_finished_calls(older_than_seconds: float, *, dry_run: bool = False, ba
     """Delete calls that ended more than ``older_than_seconds`` ago, and their steps.
 
     A call's ``updated_at`` is set when it ends and never after, so the
-    ``(status, -updated_at)`` index finds them. Live calls are never touched.
+    ``(status, -updated_at)`` index finds them. Live calls are never touched, nor a call a 2025-11-25
+    stream carried (``stream_id``) while that stream's events are kept (``CALL_TTL``): a client may
+    still resume the stream, and the answer of a handler its stream left is in the row only.
     With ``dry_run``, counts what would go and deletes nothing.
     """
+    from ..conf import mcp_settings
+
+    now = timezone.now()
     try:
-        cutoff = timezone.now() - timedelta(seconds=older_than_seconds)
+        cutoff = now - timedelta(seconds=older_than_seconds)
     except OverflowError:  # before the year 1: no call ended that long ago
         return Purged(0, 0)
     finished = ToolCall.objects.filter(status__in=list(TERMINAL_STATUSES), updated_at__lt=cutoff)
+    resumable_since = now - timedelta(seconds=int(mcp_settings.CALL_TTL))
+    if resumable_since < cutoff:
+        finished = finished.exclude(~Q(stream_id=""), updated_at__gte=resumable_since)
     if dry_run:
         return Purged(finished.count(), CallStep.objects.filter(call__in=finished.values("pk")).count())
     purged = Purged(0, 0)
