@@ -588,6 +588,8 @@ class McpSessionAdmin(RefusesUnstorableSelections):
         session = self.get_object(request, unquote(object_id))
         if session is None:
             return self._get_obj_does_not_exist_redirect(request, self.opts, object_id)  # type: ignore[attr-defined]
+        if not self.has_view_permission(request, session):
+            raise PermissionDenied  # the object's own permission, as Django's change view and a call's page ask it
         label = queries.session_label(session.id)
         # Its calls only for staff who may view calls: their own pages refuse the others.
         calls_admin = self.admin_site._registry.get(ToolCall)
