@@ -223,8 +223,12 @@ def _in_django_request_thread(context: contextvars.Context) -> _DjangoRequestThr
 @login_not_required
 @non_atomic_everywhere
 @csrf_exempt  # MCP clients are not browsers; Origin and Host are checked by the endpoint
-async def mcp_view(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
-    """Serve one MCP request (any era) through the Django URLconf."""
+async def mcp_view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse | StreamingHttpResponse:
+    """Serve one MCP request (any era) through the Django URLconf.
+
+    ``args`` / ``kwargs``: what the include's path captures (``path("t/<slug:tenant>/mcp", include(...))``),
+    passed by Django to every view below it, and unused here: the endpoint at each such path is a resource of
+    its own by the path it reached (docs/oauth.md). Refused, every request there was a 500 (a TypeError)."""
     scope = getattr(request, "scope", None)
     if scope is None:
         return _needs_asgi()
