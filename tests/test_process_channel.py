@@ -109,7 +109,13 @@ async def test_a_join_waits_for_every_leave_in_flight_not_only_the_latest(redis_
         await asyncio.wait_for(a, 5)
         await asyncio.wait_for(asyncio.wait({b}), 5)
         await asyncio.wait_for(c_in.wait(), 5)
-        await turns()
+        # C's block may have started on MEMBERSHIP_WAIT_SECONDS, before its add went out (the add waits for
+        # L1, then goes over the network): its add lands soon after on a loaded machine, not within a few
+        # loop turns. The defect is the discard landing after it, which leaves the channel out for good.
+        for _ in range(100):
+            if await members(redis_layer, group) == 1:
+                break
+            await asyncio.sleep(0.05)
         assert await members(redis_layer, group) == 1, "C listens, but the process's channel is not in the group"
         assert await broadcast.publish(group, {"type": "mcp.wakeup"})
         try:
