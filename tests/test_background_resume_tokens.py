@@ -338,3 +338,55 @@ async def test_a_call_past_its_expiry_reads_expired_to_its_token_before_the_swee
     answer = (await modern("tools/call", {**arguments, "resumeToken": token}, RESUME_TOKEN_CLIENT))["result"]
     assert answer.get("isError") is True and "expired" in answer["content"][0]["text"], answer
     assert (await ToolCall.objects.aget(id=call_id)).status == "expired"
+
+
+# -- a 2025-11-25 resumed call and the tool's taskSupport --------------------------------------------
+# A tools/call with a resumeToken skipped the taskSupport checks of every other 2025-11-25 tools/call:
+# the next page of a foreground tool that supports tasks, asked for as a task, answered a plain
+# CallToolResult (the spec: a receiver that accepts a task-augmented request MUST answer CreateTaskResult),
+# and one that forbids tasks answered its page to a "task" instead of -32601.
+
+
+async def _fg_pages(ctx: ToolContext) -> mcp_tools.Page[list[int]]:
+    RUNS.append((ctx._inv.in_worker, ctx.cursor))
+    start = int(ctx.cursor or 0)
+    return mcp_tools.Page(list(range(start, start + 2)), next_cursor=start + 2 if start < 4 else None)
+
+
+@pytest.fixture
+def foreground_pages() -> Any:
+    RUNS.clear()
+    with registry.registered_temporarily(make_tool(_fg_pages, name="fg_task_pages", paginate=True, task_support="optional")), \
+            registry.registered_temporarily(make_tool(_fg_pages, name="fg_no_task_pages", paginate=True)), \
+            registry.registered_temporarily(make_tool(_fg_pages, name="fg_task_only_pages", paginate=True, task_support="required")):
+        yield
+
+
+async def test_a_2025_task_client_gets_a_task_for_the_next_page_of_a_foreground_tool(queued: list[str], foreground_pages: Any) -> None:
+    session = await open_session()
+    call = {"name": "fg_task_pages", "arguments": {}}
+    created = await legacy(session, "tools/call", {**call, "task": {}})
+    await run_worker(queued)
+    first = await legacy(session, "tasks/result", {"taskId": created["result"]["task"]["taskId"]})
+    again = await legacy(session, "tools/call", {**call, "task": {"ttl": 60000}, "resumeToken": first["result"]["nextResumeToken"]})
+    assert "task" in again.get("result", {}), again  # a CreateTaskResult, not the page itself
+    assert again["result"]["task"]["ttl"] == 60000
+    second_id = await run_worker(queued)
+    assert second_id == again["result"]["task"]["taskId"]
+    second = await legacy(session, "tasks/result", {"taskId": second_id})
+    assert (items(first), items(second)) == ([0, 1], [2, 3])
+    assert RUNS == [(True, None), (True, 2)]  # each page ran once, on the worker
+
+
+async def test_a_2025_resumed_call_is_refused_where_the_tool_s_task_support_refuses_it(queued: list[str], foreground_pages: Any) -> None:
+    session = await open_session()
+    first = await legacy(session, "tools/call", {"name": "fg_no_task_pages", "arguments": {}})
+    token = first["result"]["nextResumeToken"]
+    refused = await legacy(session, "tools/call", {"name": "fg_no_task_pages", "arguments": {}, "task": {}, "resumeToken": token})
+    assert refused.get("error", {}).get("code") == -32601, refused
+    created = await legacy(session, "tools/call", {"name": "fg_task_only_pages", "arguments": {}, "task": {}})
+    await run_worker(queued)
+    page = await legacy(session, "tasks/result", {"taskId": created["result"]["task"]["taskId"]})
+    refused = await legacy(session, "tools/call", {"name": "fg_task_only_pages", "arguments": {}, "resumeToken": page["result"]["nextResumeToken"]})
+    assert refused.get("error", {}).get("code") == -32601, refused
+    assert RUNS == [(False, None), (True, None)] and not queued  # the refused pages did not run

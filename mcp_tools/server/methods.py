@@ -204,7 +204,7 @@ def call_tool(params: dict[str, Any], rc: RequestContext) -> Awaitable[dict[str,
                                  functools.partial(mrtr.call, "tools/call", params, rc))
         return mrtr.call("tools/call", params, rc)
     if token is not None:
-        return resume.resume(params, rc, token, to_worker=functools.partial(tasks.resumed_legacy, params))
+        return _resume_legacy(params, rc, token)
     augmented, _, refusal = tasks.legacy_tool_call(params)
     if refusal is None and not augmented:
         return session.call("tools/call", params, rc)
@@ -218,6 +218,14 @@ async def _call_task_only_tool(params: dict[str, Any], rc: RequestContext, tool:
     if token is not None:
         return await resume.resume(params, rc, token, mrtr.input_required_of, mrtr.resumed_on_worker)
     return await mrtr.call("tools/call", params, rc)
+
+
+async def _resume_legacy(params: dict[str, Any], rc: RequestContext, token: Any) -> dict[str, Any]:
+    """A 2025-11-25 ``tools/call`` with a ``resumeToken``: checked against the tool's taskSupport as any
+    other (-32601), and the next page or poll asked for as a task is one (``CreateTaskResult``)."""
+    if await tasks.check_legacy_tool_call(params, rc):
+        return await resume.resume(params, rc, token, as_task=functools.partial(tasks.resumed_legacy, params))
+    return await resume.resume(params, rc, token, to_worker=session.resumed_on_worker)
 
 
 async def _call_tool_legacy(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:

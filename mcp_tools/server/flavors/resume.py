@@ -62,6 +62,7 @@ async def resume(
     ask_input: Callable[[Any, RequestContext, core.Target], Awaitable[dict[str, Any]]] | None = None,
     to_worker: ToWorker | None = None,
     answer_round: Callable[[], Awaitable[dict[str, Any]]] | None = None,
+    as_task: ToWorker | None = None,
 ) -> dict[str, Any]:
     """``tools/call`` with a ``resumeToken``: the state of the running call, or its result.
 
@@ -72,6 +73,8 @@ async def resume(
     answers to that ``InputRequiredResult``, sent as MRTR says: "retries the original request
     including the additional requested information", its resumeToken among it), once the
     token is found the caller's, for this tool and these arguments.
+    ``as_task`` starts the next page or poll as a task (a 2025-11-25 request that asks for one), on a
+    worker, whatever the tool: its answer is the task's, not the page.
     """
     target = await core.resolve_target("tools/call", params, rc.principal)
     try:
@@ -87,6 +90,10 @@ async def resume(
         return await answer_round()
     if "c" not in payload:
         # A page (``k``: the cursor) or converging state: run the tool again.
+        if as_task is not None:
+            inv = core.new_invocation(target, rc)
+            inv.cursor = payload.get("k")
+            return await as_task(inv, target)
         return await run_again(target, rc, payload.get("k"), to_worker)
     loaded = await store.load_call(payload.get("c"))
     if loaded is None:

@@ -359,12 +359,9 @@ async def create_legacy(params: dict[str, Any], rc: RequestContext) -> dict[str,
 
 
 async def resumed_legacy(params: dict[str, Any], inv: engine.Invocation, target: core.Target) -> dict[str, Any]:
-    """A 2025-11-25 call resumed with a token that runs on a worker (the next page or poll of a background
-    tool): a task when the request asks for one, else held on its stream, as a first call of the tool is."""
-    rc: RequestContext = inv.state["rc"]
-    if await check_legacy_tool_call(params, rc):
-        return await _start_legacy(inv, target, rc, _requested_ttl_ms(params))
-    return await session.resumed_on_worker(inv, target)
+    """The next page or poll of a tool, asked for as a 2025-11-25 task (``params`` carry ``task``): a task on
+    a worker, as the first call of the tool with ``task`` was, whether the tool is a background one or not."""
+    return await _start_legacy(inv, target, inv.state["rc"], _requested_ttl_ms(params))
 
 
 async def _start_legacy(inv: engine.Invocation, target: core.Target, rc: RequestContext, ttl_ms: int) -> dict[str, Any]:
