@@ -390,3 +390,20 @@ async def test_a_2025_resumed_call_is_refused_where_the_tool_s_task_support_refu
     refused = await legacy(session, "tools/call", {"name": "fg_task_only_pages", "arguments": {}, "resumeToken": page["result"]["nextResumeToken"]})
     assert refused.get("error", {}).get("code") == -32601, refused
     assert RUNS == [(False, None), (True, None)] and not queued  # the refused pages did not run
+
+
+async def _drifting(ctx: ToolContext) -> str | mcp_tools.Pending:
+    RUNS.append((ctx._inv.in_worker, None))
+    if len(RUNS) >= 3:
+        await asyncio.sleep(5)  # this run outlasts the time limit: cut
+    return mcp_tools.Pending(f"state {len(RUNS)}", progress=len(RUNS), poll_seconds=0.05)
+
+
+async def test_a_poll_cut_by_the_time_limit_answers_the_last_state_not_the_first(queued: list[str]) -> None:
+    """docs/background.md: the call's one result is "the state when that time runs out". A re-run that the
+    time limit cut made the worker answer the first run's state ("state 1"), not the last one it had."""
+    RUNS.clear()
+    with registry.registered_temporarily(make_tool(_drifting, name="bg_drifting", background=True, time_limit=1.5)):
+        answer = await held(modern("tools/call", {"name": "bg_drifting", "arguments": {}}, {}), queued)
+    assert len(RUNS) == 3, RUNS
+    assert answer["result"]["content"][0]["text"] == "state 2", answer

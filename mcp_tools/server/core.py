@@ -1396,7 +1396,8 @@ async def _save_result(inv: engine.Invocation, round_number: int, result: dict[s
 
 
 async def _converge(inv: engine.Invocation | None, target: Target, rc: RequestContext,
-                    outcome: engine.Completed, deadline: float | None = None) -> tuple[engine.Invocation | None, Any]:
+                    outcome: engine.Completed, deadline: float | None = None,
+                    states: list[Any] | None = None) -> tuple[engine.Invocation | None, Any]:
     """Run a converging tool again until it stops answering :class:`Pending` (for clients without
     resume tokens); ``(invocation whose row is the call's, outcome)``.
 
@@ -1405,6 +1406,7 @@ async def _converge(inv: engine.Invocation | None, target: Target, rc: RequestCo
     (:func:`finish` closes it with the final result); once the call has a row, re-runs record
     none of their own. No re-run starts past ``deadline`` (``time.monotonic()``; by default
     ``CONVERGE_WAIT_SECONDS`` from now). A worker's run is re-run on the worker (:func:`converge_on_worker`).
+    ``states`` gets each state a re-run answers, for a caller that cuts the polls short.
     """
     if deadline is None:
         deadline = time.monotonic() + float(mcp_settings.CONVERGE_WAIT_SECONDS)
@@ -1428,6 +1430,8 @@ async def _converge(inv: engine.Invocation | None, target: Target, rc: RequestCo
             return inv, ended
         assert isinstance(again, engine.Completed)
         outcome = again
+        if states is not None:
+            states.append(again)
     return inv, outcome
 
 
@@ -1466,12 +1470,13 @@ async def converge_on_worker(inv: engine.Invocation, target: Target, rc: Request
         deadline = min(deadline, started + time_limit)
         stop_at = asyncio.get_running_loop().time() + (started + time_limit - time.monotonic())
     first = outcome
+    states = [outcome]
     try:
         # A re-run stops at the time limit too: one begun before it may take as long again.
         async with asyncio.timeout_at(stop_at):
-            _, outcome = await _converge(inv, target, rc, outcome, deadline)
+            _, outcome = await _converge(inv, target, rc, outcome, deadline, states)
     except TimeoutError:
-        outcome = first
+        outcome = states[-1]  # the state when the time ran out: the last re-run that finished
     except asyncio.CancelledError:
         if not inv.state.get("lease_lost"):
             raise
