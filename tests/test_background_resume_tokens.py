@@ -407,3 +407,45 @@ async def test_a_poll_cut_by_the_time_limit_answers_the_last_state_not_the_first
         answer = await held(modern("tools/call", {"name": "bg_drifting", "arguments": {}}, {}), queued)
     assert len(RUNS) == 3, RUNS
     assert answer["result"]["content"][0]["text"] == "state 2", answer
+
+
+# -- a page's token, delivered long after the worker sealed it ----------------------------------------
+# The worker seals the next page's token when it finishes the page; a task keeps that result for its
+# ttl (CALL_TTL, a day by default), but the token expired TOKEN_TTL (an hour) after the worker sealed it:
+# a client that read the page later got a token refused at once, -32602 "Invalid or expired resumeToken".
+
+
+async def test_a_task_s_page_read_after_token_ttl_still_leads_to_the_next_page(queued: list[str], tools: Any, settings: Any) -> None:
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "TOKEN_TTL": 1}
+    call = {"name": "bg_pages", "arguments": {}}
+    created = await modern("tools/call", call, TASKS)
+    await run_worker(queued)
+    await asyncio.sleep(2.5)  # the client reads the task's page more than TOKEN_TTL after the worker ran it
+    first = await modern("tasks/get", {"taskId": created["result"]["taskId"]}, TASKS)
+    again = await modern("tools/call", {**call, "resumeToken": first["result"]["result"]["nextResumeToken"]}, TASKS)
+    assert again.get("result", {}).get("resultType") == "task", again
+    queued.clear()  # page 2's call: not run here
+    session = await open_session()
+    created = await legacy(session, "tools/call", {**call, "task": {}})
+    await run_worker(queued)
+    await asyncio.sleep(2.5)
+    page = await legacy(session, "tasks/result", {"taskId": created["result"]["task"]["taskId"]})
+    again = await legacy(session, "tools/call", {**call, "task": {}, "resumeToken": page["result"]["nextResumeToken"]})
+    assert "task" in again.get("result", {}), again
+    assert page["result"]["_meta"]["nextResumeToken"] == page["result"]["nextResumeToken"]
+
+
+async def test_a_resumed_call_s_page_read_after_token_ttl_still_leads_to_the_next_page(queued: list[str], tools: Any, settings: Any) -> None:
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "TOKEN_TTL": 1}
+    call = {"name": "bg_pages", "arguments": {}}
+    running = await modern("tools/call", call, RESUMES)
+    await run_worker(queued)
+    await asyncio.sleep(2.5)
+    # The running token is expired too by now: a client that polls slower than TOKEN_TTL gets -32602 for
+    # it, as docs/background.md says. One that comes back in time gets the page...
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "TOKEN_TTL": 3600}
+    page = await modern("tools/call", {**call, "resumeToken": running["result"]["nextResumeToken"]}, RESUMES)
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "TOKEN_TTL": 1}
+    # ... whose own token is good from then, not from when the worker sealed it.
+    again = await modern("tools/call", {**call, "resumeToken": page["result"]["nextResumeToken"]}, RESUMES)
+    assert "error" not in again, again

@@ -52,7 +52,7 @@ from ..store.sql import UnstorableValue
 from . import threads, tokens
 from .auth import Principal
 from .context import RequestContext, ends_when_stopped, kept_for_resume
-from .resumable import client_resumes, row_arguments, row_cursor, shape_value
+from .resumable import client_resumes, handed_out, row_arguments, row_cursor, shape_value
 
 logger = logging.getLogger("mcp_tools.calls")  # the name operators configured; kept across the move
 #: Where a handler's ``ctx.log`` lines go when no client stream can take them (a background worker's).
@@ -781,7 +781,7 @@ def stored_answer(row: Any) -> dict[str, Any]:
     if error:
         raise stored_error(error)
     result: dict[str, Any] = row.result or {"content": []}
-    return result
+    return handed_out(result)
 
 
 def stored_error(error: dict[str, Any]) -> McpError:

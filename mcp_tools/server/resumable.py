@@ -70,6 +70,16 @@ def with_next_token(result: dict[str, Any], token: str) -> dict[str, Any]:
     return {**result, NEXT_RESUME_TOKEN: token, "_meta": meta}
 
 
+def handed_out(result: dict[str, Any]) -> dict[str, Any]:
+    """A result a call's row kept, as it is handed to the client now: its ``nextResumeToken`` (a page's,
+    a converging state's, sealed when the call ended) sealed again, so that it lasts ``TOKEN_TTL`` from
+    now. A task keeps its result for its ttl, longer than ``TOKEN_TTL``: read late, its token had expired."""
+    token = result.get(NEXT_RESUME_TOKEN)
+    if not isinstance(token, str):
+        return result
+    return with_next_token(result, tokens.reseal(RESUME_PURPOSE, token))
+
+
 def status_result(text: str, status: dict[str, Any]) -> dict[str, Any]:
     """An interim ``CallToolResult``: a line for the model, the state under ``_meta``."""
     return {"content": [{"type": "text", "text": text}], "_meta": {"io.modelcontextprotocol/status": status}}

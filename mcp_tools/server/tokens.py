@@ -179,3 +179,14 @@ def unseal(purpose: str, token: Any, *, max_age: float | None = None, max_chars:
     if not isinstance(payload, dict):
         raise InvalidToken(purpose)
     return payload
+
+
+def reseal(purpose: str, token: str) -> str:
+    """``token``, a ``purpose`` token :func:`seal` made (the server's own, kept in a call's row), sealed
+    again now: its expiry counts from when it is handed out, not from when it was kept. ``token``
+    as it is when it does not open (another key since, tampered with)."""
+    try:
+        payload = _signer(purpose).unsign_object(token, serializer=_CompactJSON)
+    except (signing.BadSignature, ValueError, TypeError, UnicodeDecodeError):
+        return token
+    return seal(purpose, payload) if isinstance(payload, dict) else token

@@ -50,7 +50,7 @@ from ...protocol.errors import METHOD_NOT_FOUND, MISSING_CLIENT_CAPABILITY, McpE
 from ...registry import registry
 from ...states import OPERATOR_END_MESSAGES, CallStatus
 from ...protocol import jsonrpc
-from .. import background, core, tokens
+from .. import background, core, resumable, tokens
 from . import session
 from ..context import RequestContext, StreamPaused
 
@@ -227,7 +227,7 @@ async def get(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
     detailed = task_fields(row)
     status = detailed["status"]
     if status == "completed":
-        result = dict(row.result or {"content": []})
+        result = dict(resumable.handed_out(row.result or {"content": []}))
         result.pop("resultType", None)
         detailed["result"] = result
     elif status == "failed":
