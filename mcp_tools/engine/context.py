@@ -23,6 +23,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from ..protocol.answers import ANSWER_SCHEMA
 from ..protocol.errors import MISSING_CLIENT_CAPABILITY, McpError
 from ..protocol.levels import LOG_LEVELS
+from ..protocol.versions import is_modern
 from .errors import (
     Defer,
     ElicitationCancelled,
@@ -471,7 +472,11 @@ class ToolContext:
                            earlier_params=[{**params, "requestedSchema": form} for form in earlier], unsendable=unsendable)
 
     def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None, key: str | None = None) -> StepRequest[None]:
-        """Send the user to ``url`` (URL mode); returns when they accept."""
+        """Send the user to ``url`` (URL mode); returns when they accept.
+
+        Up to 2025-11-25 the request carries ``elicitationId`` (``elicitation_id``, else a new unique
+        one); 2026-07-28 removed the field, and its requests go without it.
+        """
         caps = self.client_capabilities.get("elicitation")
         self._require({"elicitation": {"url": {}}}, isinstance(caps, dict) and "url" in caps)
         step_key = self._key("elicit", key)
@@ -485,6 +490,10 @@ class ToolContext:
             if answer.get("action") != "accept":
                 raise ElicitationCancelled(message)
 
+        if is_modern(self._inv.protocol_version):
+            # 2026-07-28 removed elicitationId (changelog 11: the retry, not a notification, tells the
+            # outcome): none is sent, the handler's only to a call whose journal holds it (an earlier release's).
+            return StepRequest(self, "elicit", "elicitation/create", params, step_key, convert, journaled_only="elicitationId")
         # Without an id of the handler's, a new one per elicitation (the spec's "unique identifier").
         return StepRequest(self, "elicit", "elicitation/create", params, step_key, convert,
                            fresh_id=None if elicitation_id is not None else "elicitationId")
