@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import decimal
+import uuid
 
 import jsonschema
 import mcp_types as t
@@ -12,7 +14,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from mcp import Client
 from mcp.server import Server
+from pydantic import BaseModel
 
+from mcp_tools import ToolContext
 from mcp_tools.client import ChainError, ToolListFailed, call_tool_chain
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.registry.results import ToolResult
@@ -126,6 +130,54 @@ async def test_a_hint_is_checked_in_its_wire_form() -> None:
     with registry.registered_temporarily(make_tool(on_day), make_tool(suggests_a_day)):
         result = await _call("suggests_a_day")
     assert result["_meta"]["nextTool"] == {"tool": "on_day", "arguments": {"day": "2025-01-02"}}
+
+
+def on_when(when: datetime.datetime, amount: decimal.Decimal, ref: uuid.UUID) -> str:
+    return f"{when.isoformat()} {amount} {ref}"
+
+
+WHEN = {"when": datetime.datetime(2025, 1, 2, 3, 4, tzinfo=datetime.timezone.utc), "amount": decimal.Decimal("1.50"), "ref": uuid.UUID(int=5)}
+
+
+class Go(BaseModel):
+    go: bool
+
+
+async def asks_then_suggests(ctx: ToolContext) -> ToolResult:
+    await ctx.elicit("Go on?", schema=Go, key="go")
+    return ToolResult(content=["next"], next_tool=("on_when", WHEN))
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("flavor", ["mrtr", "saga"])
+async def test_a_hint_with_dates_decimals_and_uuids_ends_a_call_that_has_a_row(flavor: str) -> None:
+    """Such a hint went out of a call without a row, but a call that asked something first (so has a
+    row, as a background or slow call does) answered -32603 and stayed waiting: the row's JSON
+    column could not hold the hint's Python values."""
+    from demo_site.asgi import application
+
+    from mcp_tools.models import ToolCall
+
+    caps = {"elicitation": {"form": {}}}
+    go = {"action": "accept", "content": {"go": True}}
+    params = {"name": "asks_then_suggests", "arguments": {}}
+    with registry.registered_temporarily(make_tool(on_when), make_tool(asks_then_suggests)):
+        if flavor == "mrtr":
+            first = (await call_modern(application, "tools/call", params, capabilities=caps)).json()["result"]
+            body = (await call_modern(application, "tools/call", {**params, "requestState": first["requestState"],
+                                                                  "inputResponses": {"go": go}}, capabilities=caps)).json()
+        else:
+            first = (await call_modern(application, "tools/callSaga", params, capabilities=caps)).json()["result"]
+            body = (await call_modern(application, "tools/resumeSaga", {"sagaToken": first["sagaToken"], "completedSteps": [
+                {"stepId": "go", "result": go}]}, capabilities=caps)).json()
+        assert "result" in body, body
+        hint = body["result"]["_meta"]["nextTool"]
+        assert hint == {"tool": "on_when", "arguments": {"when": "2025-01-02 03:04:00+00:00", "amount": "1.50",
+                                                         "ref": "00000000-0000-0000-0000-000000000005"}}, hint
+        row = await sync_to_async(ToolCall.objects.get)()
+        assert (row.status, row.result["_meta"]["nextTool"]) == ("completed", hint)
+        followed = (await call_modern(application, "tools/call", {"name": "on_when", "arguments": hint["arguments"]})).json()
+    assert followed["result"]["content"] == [{"type": "text", "text": "2025-01-02T03:04:00+00:00 1.50 00000000-0000-0000-0000-000000000005"}]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1260,6 +1260,7 @@ async def check_next_tool(result: dict[str, Any], rc: RequestContext) -> None:
     name = hint.get("tool") if isinstance(hint, dict) else None
     tool = registry.get_tool(name) if isinstance(name, str) else None
     arguments = hint.get("arguments") if isinstance(hint, dict) else None
+    wire: dict[str, Any] = {}
     if tool is None or not await permitted(rc.principal, tool.permissions):
         reason = f"unknown tool {name!r}"
     elif arguments is not None and not isinstance(arguments, dict):
@@ -1268,7 +1269,8 @@ async def check_next_tool(result: dict[str, Any], rc: RequestContext) -> None:
         try:
             tool.validate_arguments(arguments)
             # The wire form: what the client will hold to the schema (a date is its ISO string there).
-            errors = tool.input.schema_errors(json.loads(jsonrpc.dumps(arguments or {})))
+            wire = json.loads(jsonrpc.dumps(arguments or {}))
+            errors = tool.input.schema_errors(wire)
         except McpError as exc:
             reason = f"invalid arguments: {exc.data}"
         except InvalidSchema as exc:
@@ -1284,6 +1286,10 @@ async def check_next_tool(result: dict[str, Any], rc: RequestContext) -> None:
     elif "arguments" in hint and arguments is None:
         # The seed's shape is ``arguments?: object``: a null would be refused by the client as malformed.
         meta["nextTool"] = {key: value for key, value in hint.items() if key != "arguments"}
+    elif arguments is not None:
+        # Kept in that wire form: a call's row stores the result as JSON, which a date, Decimal or UUID
+        # is not (a hinted call that had asked anything, or ran on a worker, failed with -32603).
+        meta["nextTool"] = {**hint, "arguments": wire}
 
 
 def apply_answer(step: Step, answer: Any, key: str) -> None:
