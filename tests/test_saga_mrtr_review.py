@@ -9,14 +9,17 @@ invalid answer sent in advance, after an effect, left the call working.
 """
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
+import uuid
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 from pydantic import BaseModel
 
-from mcp_tools import StepFailed, ToolContext
+from mcp_tools import StepFailed, ToolContext, ToolResult
 from mcp_tools.models import ToolCall
 from mcp_tools.registry import make_tool, registry
 from mcp_tools.transports.http import McpEndpoint
@@ -246,3 +249,41 @@ async def test_a_history_naming_a_once_step_is_refused_as_one_never_asked() -> N
         assert answer.get("error", {}).get("code") == -32602 and answer["error"]["data"] == {"stepIds": ["e1"]}, answer
         done = (await rpc("tools/resumeSaga", {"sagaToken": first["sagaToken"], "completedSteps": [q]}))["result"]
         assert done["content"][0]["text"] == "ann-1", done
+
+
+WHEN = datetime.datetime(2025, 1, 2, 3, 4, tzinfo=datetime.timezone.utc)
+
+
+async def ask_then_hand_built(ctx: ToolContext, where: str = "meta") -> ToolResult:
+    q = await ctx.elicit("name?", schema=Q, key="q")
+    if where == "meta":
+        return ToolResult(content=[q.name], meta={"generated_at": WHEN, "batch": uuid.UUID(int=7)})
+    return ToolResult(content=[q.name], structured_content={"at": WHEN, "total": decimal.Decimal("2.50")})
+
+
+@pytest.mark.parametrize("flavor", ["saga", "mrtr"])
+@pytest.mark.parametrize("where", ["meta", "structured"])
+async def test_a_hand_built_result_with_dates_ends_a_call_that_asked_as_one_that_did_not(flavor: str, where: str) -> None:
+    """Found by the seeds review: a ``ToolResult`` whose ``_meta`` or ``structuredContent`` holds a datetime,
+    UUID or Decimal went out (as their text) from a call without a row, but a saga's or MRTR call's last
+    round, which closes the row, answered -32603 and left the call waiting (the row's JSON column took no
+    datetime). Every call answers it alike, and the row keeps what the client got."""
+    params = {"name": "ask_then_hand_built", "arguments": {"where": where}}
+    q = {"action": "accept", "content": {"name": "ann"}}
+    with registry.registered_temporarily(make_tool(ask_then_hand_built)):
+        if flavor == "saga":
+            first = (await rpc("tools/callSaga", params))["result"]
+            answer = await rpc("tools/resumeSaga", {"sagaToken": first["sagaToken"], "completedSteps": [{"stepId": "q", "result": q}]})
+        else:
+            first = (await rpc("tools/call", params))["result"]
+            answer = await rpc("tools/call", {**params, "requestState": first["requestState"], "inputResponses": {"q": q}})
+        assert "result" in answer, answer
+        result = answer["result"]
+        if where == "meta":
+            assert {k: result["_meta"][k] for k in ("generated_at", "batch")} == {
+                "generated_at": "2025-01-02 03:04:00+00:00", "batch": "00000000-0000-0000-0000-000000000007"}, result
+        else:
+            assert result["structuredContent"] == {"at": "2025-01-02 03:04:00+00:00", "total": "2.50"}, result
+        row = await sync_to_async(ToolCall.objects.get)()
+        assert row.status == "completed", row.status
+        assert {k: v for k, v in row.result.items() if k != "_meta"} == {k: v for k, v in result.items() if k not in ("_meta", "resultType")}

@@ -639,9 +639,9 @@ async def save_outcome(inv: engine.Invocation, round_number: int, **fields: Any)
         pending.claimed = True
         try:
             committed = await store.commit_round(inv.call_id, pending.round, pending.answers, pending.digest, new_steps, **fields)
-        except UnstorableValue:
-            # Refused before anything was written: the round is still this run's to claim, with the
-            # outcome that replaces this one (close_row).
+        except (UnstorableValue, TypeError):
+            # Refused before anything was written (TypeError: a value JSON has no type for): the round is
+            # still this run's to claim, with the outcome that replaces this one (close_row).
             pending.claimed = False
             inv.state["pending_round"] = pending
             raise
@@ -1373,7 +1373,14 @@ async def close_row(inv: engine.Invocation, round_number: int, result: dict[str,
     """
     assert inv.call_id is not None
     try:
-        won = await _save_result(inv, round_number, result, **fields)
+        try:
+            won = await _save_result(inv, round_number, result, **fields)
+        except TypeError:
+            # A hand-built result holding values JSON has no type for (a datetime, UUID or Decimal in a
+            # ToolResult's _meta or structured_content): the wire writes them as their text (jsonrpc.dumps),
+            # and the row keeps that wire form. They failed the call (-32603) where it had a row.
+            result = json.loads(jsonrpc.dumps(result))
+            won = await _save_result(inv, round_number, result, **fields)
     except UnstorableValue as exc:
         target: Target = inv.state["target"]
         logger.error("%s %r (call %s) returned a result that cannot be stored: %s", target.method, target.name, inv.call_id, exc)
