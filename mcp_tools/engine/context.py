@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from asgiref.sync import async_to_sync
+from django.utils.functional import Promise
 from pydantic import BaseModel, ValidationError
 from pydantic.json_schema import GenerateJsonSchema
 
@@ -332,11 +333,29 @@ def _inlined(node: Any, defs: dict[str, Any], expanding: frozenset[str] = frozen
     return {k: v if k in _DATA_KEYWORDS else _inlined(v, defs, expanding) for k, v in node.items()}
 
 
+def _text(value: Any) -> Any:
+    """A text a handler gives for a request to the client, as a ``str``, also inside the dicts and lists
+    it gives (a dict ``requestedSchema``, sampling messages): Django's lazy translations
+    (``gettext_lazy``, a model field's ``verbose_name``) are no ``str``, and the journal keeps the request
+    as JSON (a lazy message or title failed the call with -32603, a lazy prompt was read as a list of
+    messages). What holds none is returned as it is."""
+    if isinstance(value, Promise):
+        return str(value)
+    if isinstance(value, dict):
+        texts = {key: _text(item) for key, item in value.items()}
+        return texts if any(texts[key] is not item for key, item in value.items()) else value
+    if isinstance(value, list):
+        items = [_text(item) for item in value]
+        return items if any(new is not old for new, old in zip(items, value)) else value
+    return value
+
+
 def _as_messages(messages: str | Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Sampling messages from a plain prompt (one user message) or a list of message dicts."""
+    messages = _text(messages)
     if isinstance(messages, str):
         return [{"role": "user", "content": {"type": "text", "text": messages}}]
-    return [dict(message) for message in messages]
+    return [_text(dict(message)) for message in messages]
 
 
 class ToolContext:
@@ -435,7 +454,7 @@ class ToolContext:
         # 2025-11-25 back-compatibility rule), as any object did before modes existed. A client that
         # declared URL mode alone is never sent a form (servers MUST NOT send an undeclared mode).
         self._require({"elicitation": {"form": {}}}, isinstance(caps, dict) and ("form" in caps or "url" not in caps))
-        asked = schema or {"type": "object", "properties": {}}
+        asked = _text(schema) or {"type": "object", "properties": {}}
         earlier = _earlier_elicitation_schemas(asked)
         unsendable: TypeError | None = None
         try:
@@ -446,6 +465,7 @@ class ToolContext:
             if not earlier:
                 raise
             requested, earlier, unsendable = earlier[0], earlier[1:], exc
+        message = _text(message)
         params: dict[str, Any] = {"mode": "form", "message": message, "requestedSchema": requested}
         if self._inv.protocol_version < "2025-11-25":
             params.pop("mode")
@@ -480,7 +500,8 @@ class ToolContext:
         caps = self.client_capabilities.get("elicitation")
         self._require({"elicitation": {"url": {}}}, isinstance(caps, dict) and "url" in caps)
         step_key = self._key("elicit", key)
-        params = {"mode": "url", "message": message, "url": url}
+        message = _text(message)
+        params = {"mode": "url", "message": message, "url": _text(url)}
         if elicitation_id is not None:
             params["elicitationId"] = elicitation_id
 
@@ -540,7 +561,7 @@ class ToolContext:
         sampling_caps = self.client_capabilities.get("sampling")
         self._require({"sampling": {}}, isinstance(sampling_caps, dict))
         conversation = _as_messages(messages)
-        params = {"messages": conversation, "maxTokens": max_tokens, **params}
+        params = {"messages": conversation, "maxTokens": max_tokens, **_text(params)}
         return self._sampling_request(params, self._key("sample", key))
 
     def _may_include_context(self, value: Any) -> bool:
@@ -621,7 +642,7 @@ class ToolContext:
         while True:
             params: dict[str, Any] = {"messages": conversation, "maxTokens": max_tokens}
             for name, value in (
-                ("systemPrompt", system_prompt),
+                ("systemPrompt", _text(system_prompt)),
                 ("temperature", temperature),
                 ("stopSequences", stop_sequences),
                 ("modelPreferences", model_preferences),
@@ -822,7 +843,7 @@ class ToolContext:
             # A Decimal (or numpy's numbers) goes out as a JSON number: it went out as its text.
             numbers_given.append(value if value is None or type(value) in (int, float) else float(value))
         progress, total = numbers_given
-        await self._inv.runtime.progress(self._inv, progress, total, message, replaying=self.replaying)
+        await self._inv.runtime.progress(self._inv, progress, total, _text(message), replaying=self.replaying)
 
     async def log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Send ``notifications/message`` if ``level`` passes the client's log level (not again on replay)."""
