@@ -106,3 +106,23 @@ async def test_a_lazy_text_is_asked_as_its_text_and_the_call_completes(handler: 
     assert asked["method"] == method
     assert {k: asked["params"][k] for k in expected} == expected, asked
     assert done["content"] == [{"type": "text", "text": final}], done
+
+
+async def lazy_text_result() -> str:
+    return _("Done")  # type: ignore[return-value]  # what a Django author writes: a lazy text for a str
+
+
+async def lazy_block_result() -> Any:
+    from mcp_tools import ToolResult
+
+    return ToolResult(content=[_("Done")])
+
+
+@pytest.mark.parametrize("handler", [lazy_text_result, lazy_block_result], ids=lambda fn: fn.__name__)
+async def test_a_lazy_text_returned_is_answered_as_its_text(handler: Any) -> None:
+    """Found by the seeds review: a ``-> str`` tool returning a lazy translation answered the JSON-quoted text
+    ('"Done"'), and ``ToolResult(content=[_("Done")])`` answered "does not match its output schema"."""
+    with registry.registered_temporarily(make_tool(handler)):
+        done = await rpc("tools/call", {"name": handler.__name__, "arguments": {}})
+    assert done["content"] == [{"type": "text", "text": "Done"}], done
+    assert not done.get("isError"), done

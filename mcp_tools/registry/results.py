@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from django.utils.functional import Promise
 from pydantic import BaseModel
 
 
@@ -154,8 +155,8 @@ def content_to_wire(item: Any) -> dict[str, Any]:
         return item
     if isinstance(item, BaseModel):
         return item.model_dump(by_alias=True, exclude_none=True, mode="json")
-    if isinstance(item, str):
-        return text(item)
+    if isinstance(item, (str, Promise)):  # Django's lazy translations too
+        return text(str(item))
     raise TypeError(f"Not a content block: {item!r}")
 
 
