@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.utils.module_loading import import_string
@@ -36,7 +37,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         wrong = problem(name, merged[name])
         if wrong is not None and name != "OAUTH":  # OAUTH: check_oauth (E040)
             problems.append(Error(wrong, id=rule.check_id))
-    if "channels" not in settings.INSTALLED_APPS:
+    # Asked of the app registry: an app listed by its AppConfig ("channels.apps.ChannelsConfig") is installed too.
+    if not apps.is_installed("channels"):
         problems.append(Error("mcp_tools serves MCP through Django Channels: add 'channels' to INSTALLED_APPS.", id="mcp_tools.E007"))
     origins = read_origins(merged["ALLOWED_ORIGINS"])  # the bare "*" too
     # Every collection conf.ACCEPTS takes: a set holding "*" lets any origin in as a list does.

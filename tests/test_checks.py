@@ -287,6 +287,15 @@ def test_check_e007_channels_not_installed() -> None:
     assert "channels" in found[0].msg
 
 
+def test_check_e007_takes_channels_listed_by_its_app_config() -> None:
+    """Django lets an app be listed by its AppConfig's path: "channels.apps.ChannelsConfig" installs
+    channels as "channels" does. E007 looked for the string "channels" in INSTALLED_APPS, so such a
+    project got the error (which stops runserver and migrate) with channels installed (docs review)."""
+    by_app_config = ["channels.apps.ChannelsConfig" if app == "channels" else app for app in settings.INSTALLED_APPS]
+    with override_settings(INSTALLED_APPS=by_app_config):
+        assert "mcp_tools.E007" not in ids(check_settings(None))
+
+
 class OwnTokens(TokenAuthentication):
     """Token authentication on a model of the site's own, not DRF's ``Token``."""
 
