@@ -70,7 +70,7 @@ def check_database(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
 def sqlite_transaction_mode_problems(alias: str, database: dict[str, Any]) -> list[Any]:
     """W005 for the ``DATABASES`` entry ``database`` that durable calls write to, if it needs it."""
-    if not str(database.get("ENGINE", "")).endswith("sqlite3"):
+    if not _is_sqlite(str(database.get("ENGINE", ""))):
         return []
     mode = str((database.get("OPTIONS") or {}).get("transaction_mode") or "DEFERRED").upper()
     if mode in ("IMMEDIATE", "EXCLUSIVE"):
@@ -81,6 +81,19 @@ def sqlite_transaction_mode_problems(alias: str, database: dict[str, Any]) -> li
         "processes can both start their effect.",
         hint=f"Set DATABASES[{alias!r}]['OPTIONS']['transaction_mode'] = 'IMMEDIATE' (Django 5.1+), as the demo does.",
         id="mcp_tools.W005")]
+
+
+def _is_sqlite(engine: str) -> bool:
+    """Whether the backend ``engine`` names is SQLite: Django's, or one of another name built on it (GeoDjango's
+    SpatiaLite, a project's own subclass), told by its ``vendor`` as the store tells it."""
+    if engine.endswith("sqlite3"):
+        return True
+    from django.db.utils import load_backend
+
+    try:
+        return getattr(load_backend(engine).DatabaseWrapper, "vendor", None) == "sqlite"
+    except Exception:  # a backend that does not load here (its driver missing): Django's own checks say so
+        return False
 
 
 def _weak_key(key: Any) -> bool:

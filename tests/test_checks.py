@@ -425,6 +425,16 @@ def test_w005_silent_when_sqlite_takes_the_lock_at_begin(mode: str) -> None:
     assert sqlite_transaction_mode_problems("default", {**SQLITE, "OPTIONS": {"transaction_mode": mode}}) == []
 
 
+@pytest.mark.parametrize("options", [{}, {"transaction_mode": "DEFERRED"}])
+def test_w005_sqlite_by_a_backend_of_another_name(options: dict[str, Any]) -> None:
+    """A SQLite backend whose module is not named ``sqlite3`` (GeoDjango's SpatiaLite, a project's own
+    subclass) is SQLite all the same: W005 looked at the ENGINE's name alone and said nothing (docs review)."""
+    messages = sqlite_transaction_mode_problems("default", {**SQLITE, "ENGINE": "tests.own_sqlite_backend", "OPTIONS": options})
+    assert ids(messages) == ["mcp_tools.W005"]
+    assert sqlite_transaction_mode_problems(
+        "default", {**SQLITE, "ENGINE": "tests.own_sqlite_backend", "OPTIONS": {"transaction_mode": "IMMEDIATE"}}) == []
+
+
 def test_w005_silent_on_postgresql() -> None:
     assert sqlite_transaction_mode_problems("default", {"ENGINE": "django.db.backends.postgresql", "OPTIONS": {}}) == []
 
