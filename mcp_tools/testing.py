@@ -53,6 +53,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from .conf import endpoint_path
 from .protocol import versions
 from .protocol.errors import INTERNAL_ERROR
 
@@ -238,9 +239,11 @@ class McpTestClient:
 
     async def _post(self, headers: dict[str, str], message: dict[str, Any]) -> tuple[int, bytes]:
         body = json.dumps(message).encode()
+        # The endpoint's own path, as a real client reaches it: the OAuth resource (a token's audience) is built from it.
+        path = endpoint_path()
         scope = {
             "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-            "path": "/mcp", "raw_path": b"/mcp", "query_string": b"", "root_path": "",
+            "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
             "headers": [(k.encode(), v.encode()) for k, v in headers.items()],
             "client": ("127.0.0.1", 0), "server": ("localhost", 80),
         }

@@ -63,6 +63,28 @@ async def test_test_client_sends_extra_headers_on_every_request() -> None:
 
 
 
+async def test_test_client_reaches_the_endpoint_at_the_configured_path(settings: Any) -> None:
+    """The client's requests are for ``MCP_TOOLS["PATH"]``, as a real client's: a bearer token whose
+    audience names the endpoint (``<origin>/api/mcp/``, no ``OAUTH["RESOURCE"]`` set) is served by
+    the real endpoint there, and was refused (401) to the test client, whose requests were for
+    ``/mcp`` whatever the setting (docs review)."""
+    from asgiref.sync import sync_to_async
+    from django.contrib.auth import get_user_model
+
+    from mcp_tools.server.oauth import TokenInfo
+    from tests.test_authz_review import DictVerifier
+
+    user = await sync_to_async(get_user_model()._default_manager.create_user)("audience-user", "audience-user@example.com")
+    DictVerifier.TOKENS["audience-token"] = TokenInfo(user=user, scopes=frozenset({"mcp"}), audience=("http://testserver/api/mcp/",))
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "PATH": "/api/mcp/", "OAUTH": {
+        "AUTHORIZATION_SERVERS": ["https://as.example"], "TOKEN_VERIFIER": DictVerifier, "SCOPES_SUPPORTED": ["mcp"]}}
+    try:
+        assert "echo" in tool_names(await McpTestClient(headers={"Authorization": "Bearer audience-token"}).request("tools/list"))
+    finally:
+        DictVerifier.TOKENS.pop("audience-token", None)
+
+
+
 @pytest.fixture
 def short_sqlite_lock_wait() -> Any:
     """The endpoint's SQLite connections wait 1 s, not the demo's 20 s, for the test transaction's lock
