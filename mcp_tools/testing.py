@@ -203,8 +203,13 @@ class McpTestClient:
             "mcp-protocol-version": versions.LATEST_MODERN,
             "mcp-method": method,
         }
-        name = params.get("uri") if method == "resources/read" else params.get("name")
-        if method in ("tools/call", "tools/callSaga", "prompts/get", "resources/read") and isinstance(name, str):
+        from .transports.http import NAME_PARAM
+
+        # What the endpoint requires each method to route by (the tasks extension's by task id), and a saga's
+        # tool, which it checks when sent.
+        name_param = "name" if method == "tools/callSaga" else NAME_PARAM.get(method)
+        name = params.get(name_param) if name_param else None
+        if isinstance(name, str):
             # A value a header cannot carry as it is goes in the 2026-07-28 base64 form.
             headers["mcp-name"] = _header_value(name)
         if method in ("tools/call", "tools/callSaga") and isinstance(name, str):

@@ -85,6 +85,18 @@ async def test_test_client_reaches_the_endpoint_at_the_configured_path(settings:
 
 
 
+async def test_test_client_sends_the_task_id_as_mcp_name() -> None:
+    """The tasks extension's requests route by task id (``Mcp-Name``, as docs/protocol.md says), which the
+    endpoint requires: ``request("tasks/get", ...)`` was refused with -32020 for the header the test client
+    did not send, instead of being answered (here "Unknown task", for a task that does not exist)."""
+    client = McpTestClient(capabilities={"extensions": {"io.modelcontextprotocol/tasks": {}}})
+    for method, params in [("tasks/get", {}), ("tasks/update", {"inputResponses": {}}), ("tasks/cancel", {})]:
+        with pytest.raises(McpTestError) as caught:
+            await client.request(method, {"taskId": "00000000-0000-0000-0000-000000000000", **params})
+        assert (caught.value.code, caught.value.error["message"]) == (-32602, "Unknown task"), method
+
+
+
 @pytest.fixture
 def short_sqlite_lock_wait() -> Any:
     """The endpoint's SQLite connections wait 1 s, not the demo's 20 s, for the test transaction's lock
