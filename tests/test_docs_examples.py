@@ -86,3 +86,59 @@ async def test_the_testing_docstrings_user_logs_in_by_the_user_models_login_fiel
     await test()
     [user] = await sync_to_async(list)(user_model._default_manager.all())
     assert user.get_username(), "the example's user has no login in the field the user model names"
+
+
+def doc_block(page: str, after: str) -> str:
+    """The first ```python block of ``docs/<page>`` after the text ``after``."""
+    section = (ROOT / "docs" / page).read_text().split(after, 1)[1]
+    block = re.search(r"^```python\n(.*?)^```$", section, re.M | re.S)
+    assert block is not None, f"no python block after {after!r} in {page}"
+    return block.group(1)
+
+
+def test_protocol_x_mcp_header_example_builds_the_schema_the_page_describes() -> None:
+    """docs/protocol.md, "Arguments mirrored in headers": ``T | None`` is described as ``T`` alone, and
+    both annotated arguments are mirrored in their headers."""
+    from typing import Annotated
+
+    from pydantic import Field
+
+    from mcp_tools.registry import make_tool
+
+    namespace: dict[str, Any] = {"Annotated": Annotated, "Field": Field, "tool": lambda fn: fn}
+    exec(compile(doc_block("protocol.md", "### Arguments mirrored in headers"), "<protocol.md x-mcp-header>", "exec"), namespace)
+    tool = make_tool(namespace["run_query"])
+    properties = tool.to_wire()["inputSchema"]["properties"]
+    assert properties["region"] == {"type": "string", "x-mcp-header": "Region"}
+    assert properties["zone"] == {"type": "string", "x-mcp-header": "Zone"}
+    assert tool.param_headers == ((("region",), "Region"), (("zone",), "Zone"))
+
+
+@pytest.mark.django_db
+def test_oauth_introspection_verifier_example_answers_what_check_takes() -> None:
+    """docs/oauth.md's own verifier, with its ``introspect`` answering as RFC 7662 says: an active token
+    becomes a ``TokenInfo`` (its ``aud`` one string or a list), an inactive one None."""
+    from datetime import datetime, timezone
+
+    from django.contrib.auth import get_user_model
+
+    from mcp_tools.server.oauth import TokenInfo
+
+    user_model = get_user_model()
+    user = user_model._default_manager.create_user("introspected", "introspected@example.com")
+    answers = {
+        "one": {"active": True, "sub": "introspected", "scope": "mcp inventory:write", "exp": 2_000_000_000,
+                "aud": "https://shop.example/mcp", "client_id": "app"},
+        "many": {"active": True, "sub": "introspected", "exp": 2_000_000_000, "aud": ["https://a.example/mcp", "https://b.example/mcp"]},
+        "off": {"active": False},
+    }
+    namespace: dict[str, Any] = {"introspect": answers.__getitem__, "User": user_model, "datetime": datetime, "timezone": timezone}
+    exec(compile(doc_block("oauth.md", "Write your own verifier"), "<oauth.md IntrospectionVerifier>", "exec"), namespace)
+    verifier = namespace["IntrospectionVerifier"]()
+    one = verifier.verify("one")
+    assert one == TokenInfo(user=user, scopes=frozenset({"mcp", "inventory:write"}),
+                            expires_at=datetime.fromtimestamp(2_000_000_000, timezone.utc), audience=("https://shop.example/mcp",),
+                            client_id="app")
+    verifier.check(one, "https://shop.example/mcp")  # raises if refused
+    assert verifier.verify("many").audience == ("https://a.example/mcp", "https://b.example/mcp")
+    assert verifier.verify("off") is None
