@@ -196,3 +196,56 @@ async def test_a_prompt_whose_value_cannot_be_its_result_after_its_effect_ends_i
     answer, status = await _get_prompt(bad_shape_prompt)
     assert answer["error"]["code"] == -32603, answer
     assert status == "failed", status
+
+
+# -- a 2026-07-28 client that walks away while its answering round claims the round ---------------------------
+
+def _notes(tag: str) -> int:
+    from demo_site.inventory.models import AuditLog
+
+    return AuditLog.objects.filter(action=tag).count()
+
+
+async def race_ask_then_note(ctx: ToolContext, tag: str) -> str:
+    """Asks, then journals an effect (the answering round claims the round before it runs)."""
+    await ctx.elicit("Go?", {"type": "object", "properties": {"go": {"type": "boolean"}}}, key="go")
+    return await ctx.once("note", _note, tag)
+
+
+async def test_a_2026_client_gone_while_its_round_is_claimed_ends_the_call_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/durable-calls.md: whatever stops a call marks its row cancelled at once, a closed 2026-07-28
+    response stream included. The answering round claims the round (store.advance, a compare-and-set run in
+    the store's thread) before its first effect; a client that left while that write was in flight stopped
+    the handler with the advance committed but not heard of, so the run took the round for unclaimed and
+    ended the call only "if the row is still at that round", which its own write had moved on: the row stayed
+    'working', nobody running it, until the sweep (found live: PostgreSQL, daphne + uvicorn, 2026 retries
+    whose client closed its connection at a random moment, 6 of 40 calls)."""
+    from mcp_tools import store
+    from tests.asgi_client import call_modern, http_scope, modern_message, receive_then_disconnect
+
+    tag = "gone-at-claim"
+    with registry.registered_temporarily(make_tool(race_ask_then_note)):
+        first = (await call_modern(APP, "tools/call", {"name": "race_ask_then_note", "arguments": {"tag": tag}})).json()["result"]
+        gone = asyncio.Event()
+        real_advance = store.advance
+
+        async def advance_then_client_gone(*args: Any, **kwargs: Any) -> Any:
+            won = await real_advance(*args, **kwargs)  # committed...
+            gone.set()  # ...and the client leaves before the result is back from the store's thread
+            await asyncio.sleep(0.5)
+            return won
+
+        monkeypatch.setattr(store, "advance", advance_then_client_gone)
+        params = {"name": "race_ask_then_note", "arguments": {"tag": tag}, "requestState": first["requestState"],
+                  "inputResponses": {"go": {"action": "accept", "content": {"go": True}}}}
+        headers = post_headers(extra={"mcp-method": "tools/call", "mcp-name": "race_ask_then_note"})
+
+        async def send(event: dict[str, Any]) -> None:
+            pass
+
+        body = json.dumps(modern_message("tools/call", params)).encode()
+        await asyncio.wait_for(APP(http_scope("POST", "/mcp", headers), receive_then_disconnect(body, gone), send), 20)
+    row = await sync_to_async(lambda: ToolCall.objects.values("status", "round").get())()
+    notes = await sync_to_async(_notes)(tag)
+    assert row["status"] == "cancelled", row
+    assert notes == 0

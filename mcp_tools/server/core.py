@@ -612,7 +612,16 @@ async def claim(inv: engine.Invocation) -> None:
         return
     async with pending.lock:  # concurrent effects (ctx.gather) claim once
         if not pending.claimed:
-            pending.won = await store.advance(inv.call_id, pending.round, pending.answers, pending.digest)
+            advance = asyncio.ensure_future(store.advance(inv.call_id, pending.round, pending.answers, pending.digest))
+            try:
+                pending.won = await asyncio.shield(advance)
+            except asyncio.CancelledError:
+                # Stopped (the client left) while the write was in flight: it runs to its end all the
+                # same, and a round it advanced is this run's, which the stop must end (execute: a run
+                # taking its round for unclaimed ends the call only at that round, which it moved on).
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    pending.won = pending.claimed = await asyncio.shield(advance)
+                raise
             pending.claimed = True
             if pending.won:
                 _watch(inv)  # the round is this run's now: watch its row (see execute)
