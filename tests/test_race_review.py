@@ -212,6 +212,30 @@ async def race_ask_then_note(ctx: ToolContext, tag: str) -> str:
     return await ctx.once("note", _note, tag)
 
 
+async def _client_leaves_at_write(monkeypatch: pytest.MonkeyPatch, write: str, params: dict[str, Any]) -> None:
+    """A 2026-07-28 tools/call of ``params`` whose client leaves (closes its connection) just after the store's
+    ``write`` committed, before its value is back from the store's thread (where the write runs to its end)."""
+    from mcp_tools import store
+    from tests.asgi_client import http_scope, modern_message, receive_then_disconnect
+
+    gone = asyncio.Event()
+    real = getattr(store, write)
+
+    async def write_then_client_gone(*args: Any, **kwargs: Any) -> Any:
+        value = await real(*args, **kwargs)  # committed...
+        gone.set()  # ...and the client leaves before the value is back
+        await asyncio.sleep(0.5)
+        return value
+
+    async def send(event: dict[str, Any]) -> None:
+        pass
+
+    monkeypatch.setattr(store, write, write_then_client_gone)
+    headers = post_headers(extra={"mcp-method": "tools/call", "mcp-name": params["name"]})
+    body = json.dumps(modern_message("tools/call", params)).encode()
+    await asyncio.wait_for(APP(http_scope("POST", "/mcp", headers), receive_then_disconnect(body, gone), send), 20)
+
+
 async def test_a_2026_client_gone_while_its_round_is_claimed_ends_the_call_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/durable-calls.md: whatever stops a call marks its row cancelled at once, a closed 2026-07-28
     response stream included. The answering round claims the round (store.advance, a compare-and-set run in
@@ -220,32 +244,32 @@ async def test_a_2026_client_gone_while_its_round_is_claimed_ends_the_call_cance
     ended the call only "if the row is still at that round", which its own write had moved on: the row stayed
     'working', nobody running it, until the sweep (found live: PostgreSQL, daphne + uvicorn, 2026 retries
     whose client closed its connection at a random moment, 6 of 40 calls)."""
-    from mcp_tools import store
-    from tests.asgi_client import call_modern, http_scope, modern_message, receive_then_disconnect
+    from tests.asgi_client import call_modern
 
     tag = "gone-at-claim"
     with registry.registered_temporarily(make_tool(race_ask_then_note)):
         first = (await call_modern(APP, "tools/call", {"name": "race_ask_then_note", "arguments": {"tag": tag}})).json()["result"]
-        gone = asyncio.Event()
-        real_advance = store.advance
-
-        async def advance_then_client_gone(*args: Any, **kwargs: Any) -> Any:
-            won = await real_advance(*args, **kwargs)  # committed...
-            gone.set()  # ...and the client leaves before the result is back from the store's thread
-            await asyncio.sleep(0.5)
-            return won
-
-        monkeypatch.setattr(store, "advance", advance_then_client_gone)
-        params = {"name": "race_ask_then_note", "arguments": {"tag": tag}, "requestState": first["requestState"],
-                  "inputResponses": {"go": {"action": "accept", "content": {"go": True}}}}
-        headers = post_headers(extra={"mcp-method": "tools/call", "mcp-name": "race_ask_then_note"})
-
-        async def send(event: dict[str, Any]) -> None:
-            pass
-
-        body = json.dumps(modern_message("tools/call", params)).encode()
-        await asyncio.wait_for(APP(http_scope("POST", "/mcp", headers), receive_then_disconnect(body, gone), send), 20)
+        await _client_leaves_at_write(monkeypatch, "advance", {
+            "name": "race_ask_then_note", "arguments": {"tag": tag}, "requestState": first["requestState"],
+            "inputResponses": {"go": {"action": "accept", "content": {"go": True}}}})
     row = await sync_to_async(lambda: ToolCall.objects.values("status", "round").get())()
-    notes = await sync_to_async(_notes)(tag)
     assert row["status"] == "cancelled", row
-    assert notes == 0
+    assert await sync_to_async(_notes)(tag) == 0
+
+
+async def race_note_first(ctx: ToolContext, tag: str) -> str:
+    """Journals an effect in its first round (the call gets its row, store.create_call, before it runs)."""
+    return await ctx.once("note", _note, tag)
+
+
+async def test_a_2026_client_gone_while_its_call_row_is_written_ends_the_call_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As above for a call's first round: its first ctx.once writes the call's row (store.create_call, in the
+    store's thread). A client that left while that insert was in flight stopped the handler with the row
+    committed but its id never heard of, so the stop ended no call: the row stayed 'working', nobody running
+    it (found live: fresh 2026 calls whose client closed its connection at a random moment)."""
+    tag = "gone-at-create"
+    with registry.registered_temporarily(make_tool(race_note_first)):
+        await _client_leaves_at_write(monkeypatch, "create_call", {"name": "race_note_first", "arguments": {"tag": tag}})
+    row = await sync_to_async(lambda: ToolCall.objects.values("status").get())()
+    assert row["status"] == "cancelled", row
+    assert await sync_to_async(_notes)(tag) == 0

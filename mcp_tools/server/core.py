@@ -29,7 +29,7 @@ import time
 import types
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp_types
 from asgiref.sync import async_to_sync, sync_to_async
@@ -605,6 +605,22 @@ class PendingRound:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
+T = TypeVar("T")
+
+
+async def written(write: Awaitable[T], stopped: Callable[[T], None]) -> T:
+    """The value of a store ``write``; when its run is stopped (the client left) while the write is in
+    flight, the write ends all the same (it runs in the store's thread), so its value goes to
+    ``stopped`` before the stop goes on: what the write did decides what the stop ends."""
+    running = asyncio.ensure_future(write)
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            stopped(await asyncio.shield(running))
+        raise
+
+
 async def claim(inv: engine.Invocation) -> None:
     """Advance a pending round before the run's first effect; :class:`RoundTaken` if it lost."""
     pending: PendingRound | None = inv.state.get("pending_round")
@@ -612,16 +628,12 @@ async def claim(inv: engine.Invocation) -> None:
         return
     async with pending.lock:  # concurrent effects (ctx.gather) claim once
         if not pending.claimed:
-            advance = asyncio.ensure_future(store.advance(inv.call_id, pending.round, pending.answers, pending.digest))
-            try:
-                pending.won = await asyncio.shield(advance)
-            except asyncio.CancelledError:
-                # Stopped (the client left) while the write was in flight: it runs to its end all the
-                # same, and a round it advanced is this run's, which the stop must end (execute: a run
-                # taking its round for unclaimed ends the call only at that round, which it moved on).
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    pending.won = pending.claimed = await asyncio.shield(advance)
-                raise
+            def stopped(won: bool) -> None:
+                # A round it advanced is this run's, which the stop must end (execute: a run taking its
+                # round for unclaimed ends the call only at that round, which its write moved on).
+                pending.won = pending.claimed = won
+
+            pending.won = await written(store.advance(inv.call_id, pending.round, pending.answers, pending.digest), stopped)
             pending.claimed = True
             if pending.won:
                 _watch(inv)  # the round is this run's now: watch its row (see execute)
@@ -678,7 +690,11 @@ async def _create_row(inv: engine.Invocation, status: str) -> None:
         rc: RequestContext = inv.state["rc"]
         target: Target = inv.state["target"]
         user = None if rc.principal.is_anonymous else rc.principal.user
-        inv.call_id = await store.create_call(
+
+        def stopped(call_id: str | None) -> None:  # the row is written: the stop ends its call (execute)
+            inv.call_id = call_id
+
+        inv.call_id = await written(store.create_call(
             [s for s in inv.journal.steps if not s.persisted],
             method=target.method, tool_name=target.name, arguments=row_arguments(target, inv.cursor), user=user,
             principal=rc.principal.id, protocol_version=rc.protocol_version, flavor=rc.flavor,
@@ -687,7 +703,7 @@ async def _create_row(inv: engine.Invocation, status: str) -> None:
             scopes=sorted(rc.principal.scopes) if rc.principal.scopes is not None else None,
             stream_id=(rc.stream_id() if rc.stream_id else None) or "", progress_token=inv.progress_token,
             **{**inv.state.get("progress", {}), **inv.state.get("row_fields", {})},
-        )
+        ), stopped)
         _watch(inv)
         await announce(inv, events.tool_call_started, status)
 
