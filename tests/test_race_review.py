@@ -236,6 +236,19 @@ async def _client_leaves_at_write(monkeypatch: pytest.MonkeyPatch, write: str, p
     await asyncio.wait_for(APP(http_scope("POST", "/mcp", headers), receive_then_disconnect(body, gone), send), 20)
 
 
+async def _answer_and_leave_at_claim(monkeypatch: pytest.MonkeyPatch, fn: Any, tag: str) -> None:
+    """Call ``fn`` (a tool that asks ``go`` first) with ``tag``; answer it, the client leaving as the answering
+    round's claim of the round (store.advance) commits."""
+    from tests.asgi_client import call_modern
+
+    name = fn.__name__
+    with registry.registered_temporarily(make_tool(fn)):
+        first = (await call_modern(APP, "tools/call", {"name": name, "arguments": {"tag": tag}})).json()["result"]
+        await _client_leaves_at_write(monkeypatch, "advance", {
+            "name": name, "arguments": {"tag": tag}, "requestState": first["requestState"],
+            "inputResponses": {"go": {"action": "accept", "content": {"go": True}}}})
+
+
 async def test_a_2026_client_gone_while_its_round_is_claimed_ends_the_call_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/durable-calls.md: whatever stops a call marks its row cancelled at once, a closed 2026-07-28
     response stream included. The answering round claims the round (store.advance, a compare-and-set run in
@@ -244,14 +257,8 @@ async def test_a_2026_client_gone_while_its_round_is_claimed_ends_the_call_cance
     ended the call only "if the row is still at that round", which its own write had moved on: the row stayed
     'working', nobody running it, until the sweep (found live: PostgreSQL, daphne + uvicorn, 2026 retries
     whose client closed its connection at a random moment, 6 of 40 calls)."""
-    from tests.asgi_client import call_modern
-
     tag = "gone-at-claim"
-    with registry.registered_temporarily(make_tool(race_ask_then_note)):
-        first = (await call_modern(APP, "tools/call", {"name": "race_ask_then_note", "arguments": {"tag": tag}})).json()["result"]
-        await _client_leaves_at_write(monkeypatch, "advance", {
-            "name": "race_ask_then_note", "arguments": {"tag": tag}, "requestState": first["requestState"],
-            "inputResponses": {"go": {"action": "accept", "content": {"go": True}}}})
+    await _answer_and_leave_at_claim(monkeypatch, race_ask_then_note, tag)
     row = await sync_to_async(lambda: ToolCall.objects.values("status", "round").get())()
     assert row["status"] == "cancelled", row
     assert await sync_to_async(_notes)(tag) == 0
@@ -273,3 +280,21 @@ async def test_a_2026_client_gone_while_its_call_row_is_written_ends_the_call_ca
     row = await sync_to_async(lambda: ToolCall.objects.values("status").get())()
     assert row["status"] == "cancelled", row
     assert await sync_to_async(_notes)(tag) == 0
+
+
+async def race_ask_then_defer(ctx: ToolContext, tag: str) -> str:
+    """Asks, then hands the rest to a worker (the answering round claims the round before the hand-off)."""
+    await ctx.elicit("Go?", {"type": "object", "properties": {"go": {"type": "boolean"}}}, key="go")
+    await ctx.defer()
+    return await ctx.once("note", _note, tag)
+
+
+async def test_a_2026_client_gone_before_its_round_reaches_a_worker_ends_the_call_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round whose handler defers claims the round, then hands the call to a worker (background.defer:
+    the row marked background, the message queued); a client that left between the two stopped the request
+    outside the handler's run, where nothing ends a call: the row stayed 'working', in the foreground, no
+    worker queued and nobody running it (found live: 2026 answers to a deferring tool whose client closed
+    its connection at a random moment, 1 of 24 calls)."""
+    await _answer_and_leave_at_claim(monkeypatch, race_ask_then_defer, "gone-before-worker")
+    row = await sync_to_async(lambda: ToolCall.objects.values("status", "background").get())()
+    assert row["status"] == "cancelled", row

@@ -130,6 +130,7 @@ async def defer(inv: engine.Invocation, target: core.Target, rc: RequestContext,
         if not await store.save_round(call_id, round_number, [s for s in inv.journal.steps if not s.persisted], status="working", **fields):
             raise core.call_ended_error(await core.status_of(call_id))
     await _queue(call_id, target.tool, task_id)  # its row committed above (ensure_row / save_round)
+    inv.state["handed_off"] = True  # a worker runs it now: a stop of the request no longer ends it (core)
     return call_id
 
 

@@ -1765,8 +1765,12 @@ async def run_next_round(
             if on_defer is None:
                 # The call ends here, as the client is told: not a working row no worker runs.
                 return await finish(inv, target, error_result(CANNOT_FOLLOW_WORKER), rc, next_round)
-            await claim(inv)  # the answers are recorded (and the round advanced) before the worker runs
-            return await on_defer(inv, next_round)
+            try:
+                await claim(inv)  # the answers are recorded (and the round advanced) before the worker runs
+                return await on_defer(inv, next_round)
+            except asyncio.CancelledError as exc:
+                await _end_before_hand_off(inv, exc)
+                raise
         return await finish(inv, target, outcome, rc, next_round)
     except RoundTaken:
         if isinstance(call, CarriedCall):
@@ -1789,6 +1793,20 @@ async def run_next_round(
         if isinstance(call, CarriedCall):
             raise NotCurrent() from None
         return ended_answer(target.method, row[0])
+
+
+async def _end_before_hand_off(inv: engine.Invocation, exc: asyncio.CancelledError) -> None:
+    """A run stopped after it advanced its round and before a worker was handed the call
+    (``background.defer`` sets ``handed_off``): nobody would run that round, so the stop ends the call,
+    as it ends a running handler's (:func:`execute`); a round another request advanced is not this one's."""
+    pending: PendingRound | None = inv.state.get("pending_round")
+    rc: RequestContext = inv.state["rc"]
+    if inv.state.get("handed_off") or pending is None or not pending.won or inv.call_id is None \
+            or not ends_when_stopped(rc, exc, asyncio.current_task()):
+        return
+    with contextlib.suppress(asyncio.CancelledError):
+        if await asyncio.shield(store.end_call(inv.call_id, "cancelled", CLIENT_CANCELLED if rc.cancel_requested else "")):
+            await wakeups.notify(inv.call_id)
 
 
 async def rerun_round(
