@@ -298,3 +298,21 @@ async def test_a_2026_client_gone_before_its_round_reaches_a_worker_ends_the_cal
     await _answer_and_leave_at_claim(monkeypatch, race_ask_then_defer, "gone-before-worker")
     row = await sync_to_async(lambda: ToolCall.objects.values("status", "background").get())()
     assert row["status"] == "cancelled", row
+
+
+async def race_on_worker(tag: str) -> str:
+    """A background tool: its call's row is written (store.create_call) before its message is queued."""
+    return _note(tag)
+
+
+async def test_a_2026_client_gone_while_its_background_call_row_is_written_ends_the_call_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A background tool's 2026-07-28 call is held on its stream, and closing that stream cancels the call
+    (docs/background.md). A client that left while the call's row was inserted (before its message was
+    queued) stopped the request outside any handler's run: the row stayed 'working', never queued, until the
+    sweep queued it again past its queue deadline and a worker ran the call its client had cancelled (found
+    live: 3 of 32 held calls whose client closed its connection in the first 80 ms)."""
+    tag = "gone-before-queue"
+    with registry.registered_temporarily(make_tool(race_on_worker, background=True)):
+        await _client_leaves_at_write(monkeypatch, "create_call", {"name": "race_on_worker", "arguments": {"tag": tag}})
+    row = await sync_to_async(lambda: ToolCall.objects.values("status", "background").get())()
+    assert row == {"status": "cancelled", "background": True}, row

@@ -115,6 +115,14 @@ async def defer(inv: engine.Invocation, target: core.Target, rc: RequestContext,
     Returns the call id. Steps the handler journaled before deferring are kept;
     the worker replays them.
     """
+    try:
+        return await _hand_over(inv, target, round_number)
+    except asyncio.CancelledError as exc:  # the request stopped (its client left) before a worker had the call
+        await core.end_before_hand_off(inv, exc)
+        raise
+
+
+async def _hand_over(inv: engine.Invocation, target: core.Target, round_number: int) -> str:
     task_id = str(uuid.uuid4())
     # Queued with a deadline: if no worker claims the call by then (its message was lost, or never
     # sent: this process died after the commit), the sweep queues it again.

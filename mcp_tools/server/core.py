@@ -1769,7 +1769,7 @@ async def run_next_round(
                 await claim(inv)  # the answers are recorded (and the round advanced) before the worker runs
                 return await on_defer(inv, next_round)
             except asyncio.CancelledError as exc:
-                await _end_before_hand_off(inv, exc)
+                await end_before_hand_off(inv, exc)
                 raise
         return await finish(inv, target, outcome, rc, next_round)
     except RoundTaken:
@@ -1795,13 +1795,14 @@ async def run_next_round(
         return ended_answer(target.method, row[0])
 
 
-async def _end_before_hand_off(inv: engine.Invocation, exc: asyncio.CancelledError) -> None:
-    """A run stopped after it advanced its round and before a worker was handed the call
-    (``background.defer`` sets ``handed_off``): nobody would run that round, so the stop ends the call,
-    as it ends a running handler's (:func:`execute`); a round another request advanced is not this one's."""
+async def end_before_hand_off(inv: engine.Invocation, exc: asyncio.CancelledError) -> None:
+    """A run stopped after its handler deferred (a fresh call, or a round it advanced) and before a worker
+    was handed the call (``background.defer`` sets ``handed_off``): nobody would run it (or the sweep
+    would, for a client that is gone), so the stop ends the call, as it ends a running handler's
+    (:func:`execute`); a round another request advanced is not this one's."""
     pending: PendingRound | None = inv.state.get("pending_round")
     rc: RequestContext = inv.state["rc"]
-    if inv.state.get("handed_off") or pending is None or not pending.won or inv.call_id is None \
+    if inv.state.get("handed_off") or (pending is not None and not pending.won) or inv.call_id is None \
             or not ends_when_stopped(rc, exc, asyncio.current_task()):
         return
     with contextlib.suppress(asyncio.CancelledError):
