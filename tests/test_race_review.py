@@ -13,6 +13,7 @@ from mcp_tools import ToolContext
 from mcp_tools.models import ToolCall
 from mcp_tools.registry import make_tool, registry
 from tests.asgi_client import HANDSHAKE, post_headers, post_json
+from tests.test_background_review import queued  # noqa: F401
 from tests.test_http_spec_edges import APP, Stream, _in_memory_layer, open_session  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -212,9 +213,10 @@ async def race_ask_then_note(ctx: ToolContext, tag: str) -> str:
     return await ctx.once("note", _note, tag)
 
 
-async def _client_leaves_at_write(monkeypatch: pytest.MonkeyPatch, write: str, params: dict[str, Any]) -> None:
-    """A 2026-07-28 tools/call of ``params`` whose client leaves (closes its connection) just after the store's
-    ``write`` committed, before its value is back from the store's thread (where the write runs to its end)."""
+async def _client_leaves_at_write(monkeypatch: pytest.MonkeyPatch, write: str, params: dict[str, Any], method: str = "tools/call",
+                                  capabilities: dict[str, Any] | None = None, token: str | None = None) -> None:
+    """A 2026-07-28 request (a tools/call) of ``params`` whose client leaves (closes its connection) just after the
+    store's ``write`` committed, before its value is back from the store's thread (where the write runs to its end)."""
     from mcp_tools import store
     from tests.asgi_client import http_scope, modern_message, receive_then_disconnect
 
@@ -231,8 +233,8 @@ async def _client_leaves_at_write(monkeypatch: pytest.MonkeyPatch, write: str, p
         pass
 
     monkeypatch.setattr(store, write, write_then_client_gone)
-    headers = post_headers(extra={"mcp-method": "tools/call", "mcp-name": params["name"]})
-    body = json.dumps(modern_message("tools/call", params)).encode()
+    headers = post_headers(token=token, extra={"mcp-method": method, "mcp-name": params.get("name") or params["taskId"]})
+    body = json.dumps(modern_message(method, params, capabilities=capabilities)).encode()
     await asyncio.wait_for(APP(http_scope("POST", "/mcp", headers), receive_then_disconnect(body, gone), send), 20)
 
 
@@ -316,3 +318,24 @@ async def test_a_2026_client_gone_while_its_background_call_row_is_written_ends_
         await _client_leaves_at_write(monkeypatch, "create_call", {"name": "race_on_worker", "arguments": {"tag": tag}})
     row = await sync_to_async(lambda: ToolCall.objects.values("status", "background").get())()
     assert row == {"status": "cancelled", "background": True}, row
+
+
+async def test_a_2026_tasks_update_whose_client_leaves_as_its_answer_is_recorded_still_sends_the_task_on(queued: list[str], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """tasks/update records the answers (store.answer_step), then queues the task again once none is pending
+    (background.go_on_if_answered). A client that left between the two (its connection closed) stopped the
+    request there: the task stayed 'input_required' with nothing pending, tasks/get showing it waiting with
+    no inputRequests, and nothing would queue it (found live: 9 of 24 updates whose client closed its
+    connection in the first 30 ms)."""
+    from mcp_tools.server import background
+    from tests.clients import create_user_with_token
+    from tests.test_task_cross_era import TASKS_ELICIT, _modern
+
+    token = await sync_to_async(create_user_with_token)("alice")
+    task_id = (await _modern("tools/call", {"name": "confirm_delete", "arguments": {}}, token))["result"]["taskId"]
+    assert await background.run_in_worker(task_id, "w") == "input-required"
+    await _client_leaves_at_write(monkeypatch, "answer_step", {
+        "taskId": task_id, "inputResponses": {"confirm": {"action": "accept", "content": {"confirm": True}}}},
+        method="tasks/update", capabilities=TASKS_ELICIT, token=token)
+    row = await sync_to_async(lambda: ToolCall.objects.values("status", "round").get(id=task_id))()
+    assert row == {"status": "working", "round": 1}, row
+    assert queued.count(task_id) == 2, queued

@@ -264,12 +264,22 @@ async def update(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
             responses[key] = checked_step_answer(step.request, answer)
         except InvalidAnswer as exc:
             raise invalid_params(f"Invalid input response for {key!r}: {exc}", {"key": key}) from None
-    call_id = str(row.id)
-    for key, answer in responses.items():
-        await store.answer_step(call_id, pending[key].seq, "done", answer, None)
+    # To their end, also when the client leaves meanwhile (its connection closed): answers recorded and
+    # the task left waiting, with nothing pending and nobody to queue it, would hold it forever.
+    await core.written(_take_answers(str(row.id), {pending[key].seq: answer for key, answer in responses.items()}), _nothing)
+    return {}
+
+
+async def _take_answers(call_id: str, answers: dict[int, Any]) -> None:
+    """Record a task's answers (by step), and queue it again once none is pending."""
+    for seq, answer in answers.items():
+        await store.answer_step(call_id, seq, "done", answer, None)
     await background.go_on_if_answered(call_id)
     await wakeups.notify(call_id)
-    return {}
+
+
+def _nothing(value: Any) -> None:
+    """A stop of the request changes nothing once the answers are in (:func:`core.written`)."""
 
 
 async def cancel(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
