@@ -339,3 +339,34 @@ async def test_a_2026_tasks_update_whose_client_leaves_as_its_answer_is_recorded
     row = await sync_to_async(lambda: ToolCall.objects.values("status", "round").get(id=task_id))()
     assert row == {"status": "working", "round": 1}, row
     assert queued.count(task_id) == 2, queued
+
+
+async def race_asks_on_worker(ctx: ToolContext, tag: str) -> str:
+    """A background tool that asks first: its answers send it back to a worker."""
+    await ctx.elicit("Go?", {"type": "object", "properties": {"go": {"type": "boolean"}}}, key="go")
+    return await ctx.once("note", _note, tag)
+
+
+async def test_a_held_2026_background_call_whose_client_leaves_as_its_answers_go_in_ends_cancelled(queued: list[str], monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """A 2026-07-28 client without tasks is held while a worker runs its call, and closing the request cancels
+    the call (docs/background.md). Its answers to the worker's question advance the round (store.advance, on a
+    worker's behalf), then the call is queued again and the request holds it. A client that left as the
+    advance committed stopped the request between the two: the row stayed 'working', never queued, nobody
+    running it (found live: 14 of 24 answering requests whose client closed its connection in the first 40 ms)."""
+    from mcp_tools.server import background
+    from tests.asgi_client import call_modern
+
+    tag = "gone-back-to-worker"
+    with registry.registered_temporarily(make_tool(race_asks_on_worker, background=True)):
+        held = asyncio.ensure_future(call_modern(APP, "tools/call", {"name": "race_asks_on_worker", "arguments": {"tag": tag}}))
+        for _ in range(200):
+            if queued:
+                break
+            await asyncio.sleep(0.01)
+        assert await background.run_in_worker(queued[0], "w") == "input-required"
+        first = (await asyncio.wait_for(held, 10)).json()["result"]
+        await _client_leaves_at_write(monkeypatch, "advance", {
+            "name": "race_asks_on_worker", "arguments": {"tag": tag}, "requestState": first["requestState"],
+            "inputResponses": {"go": {"action": "accept", "content": {"go": True}}}})
+    row = await sync_to_async(lambda: ToolCall.objects.values("status", "round").get())()
+    assert row["status"] == "cancelled", row

@@ -1676,6 +1676,7 @@ async def advance_and_run(
     call: Any, journal: Journal, round_number: int, responses: dict[str, Any], target: Target,
     rc: RequestContext, *, purpose: str, ask: AskForInput, running: Running | None = None,
     on_defer: OnDefer | None = None, on_worker: Running | None = None, answers_digest: str | None = None,
+    stopped_on_worker: Callable[[str], Awaitable[None]] | None = None,
 ) -> dict[str, Any]:
     """Apply a client's answers to a suspended round, then run the next round.
 
@@ -1683,6 +1684,8 @@ async def advance_and_run(
     concurrent retries of a round are settled by :func:`repeat_outcome` (``on_worker``:
     the flavor's answer for a call a worker runs now, without queueing it again), by
     ``answers_digest``: the digest of everything the client sent, ``responses`` by default.
+    ``stopped_on_worker``: what the flavor does with a background call whose answers this request
+    recorded when the request is stopped before ``running`` has it (see :func:`run_next_round`).
     """
     if answers_digest is None:
         answers_digest = digest(responses)
@@ -1709,7 +1712,7 @@ async def advance_and_run(
         # Nothing new: ask again with the same round's token.
         return ask(str(call.id), round_number, journal.pending, carriable(journal))
     return await run_next_round(call, journal, round_number, answers, answers_digest, target, rc, purpose=purpose, ask=ask,
-                                running=running, on_defer=on_defer, on_worker=on_worker)
+                                running=running, on_defer=on_defer, on_worker=on_worker, stopped_on_worker=stopped_on_worker)
 
 
 def _answers(journal: Journal, responses: dict[str, Any]) -> dict[int, tuple[str, Any, Any]]:
@@ -1732,6 +1735,7 @@ async def run_next_round(
     call: Any, journal: Journal, round_number: int, answers: dict[int, tuple[str, Any, Any]], answers_digest: str,
     target: Target, rc: RequestContext, *, purpose: str, ask: AskForInput, running: Running | None = None,
     on_defer: OnDefer | None = None, on_worker: Running | None = None,
+    stopped_on_worker: Callable[[str], Awaitable[None]] | None = None,
 ) -> dict[str, Any]:
     """Run the handler again with ``answers``, and record them with a compare-and-set on the round.
 
@@ -1743,9 +1747,24 @@ async def run_next_round(
     client gets the flavor's ``running`` answer (when the flavor has one).
     """
     if call.background and running is not None:
-        if not await store.advance(call.id, round_number, answers, answers_digest, on_worker=True):
-            return await repeat_outcome(call.id, round_number, answers_digest, purpose, on_worker=on_worker)
-        return await running(str(call.id))
+        advanced = False
+
+        def stopped(won: bool) -> None:
+            nonlocal advanced
+            advanced = won
+
+        try:
+            advanced = await written(store.advance(call.id, round_number, answers, answers_digest, on_worker=True), stopped)
+            if not advanced:
+                return await repeat_outcome(call.id, round_number, answers_digest, purpose, on_worker=on_worker)
+            return await running(str(call.id))
+        except asyncio.CancelledError:
+            # Stopped (the client left) once its answers were in: the call, taken from the client, must
+            # not wait for a worker nobody queued (the flavor ends it, or queues it).
+            if advanced and stopped_on_worker is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asyncio.shield(stopped_on_worker(str(call.id)))
+            raise
     next_round = round_number + 1
     inv = new_invocation(target, rc, journal, str(call.id))
     # The page the call runs (a paginate=True tool's), which its row keeps; a token's carried call

@@ -98,6 +98,7 @@ async def _resume(method: str, params: dict[str, Any], responses: dict[str, Any]
             row, journal, payload["r"], responses, target, rc, purpose="request",
             ask=lambda call_id, round_number, pending, carry: input_required(call_id, round_number, pending, rc, target, carry),
             running=lambda call_id: _back_to_worker(call_id, rc, target),
+            stopped_on_worker=lambda call_id: _stopped_back_to_worker(call_id, rc, target),
             on_defer=lambda inv, round_number: _defer(inv, round_number, rc, target),
             on_worker=lambda call_id: _while_on_worker(call_id, rc, target, told=_AT_FIRST_PASS),
         )
@@ -135,6 +136,16 @@ async def _back_to_worker(call_id: str, rc: RequestContext, target: core.Target)
     told = loaded[0].progress if loaded is not None else None
     await background.requeue(call_id)
     return await _while_on_worker(call_id, rc, target, told=told)
+
+
+async def _stopped_back_to_worker(call_id: str, rc: RequestContext, target: core.Target) -> None:
+    """The request that sent a background call back to a worker stopped (its client left) before it
+    held the call: a held client's call ends, as closing its stream ends it in the hold; a task, or a
+    call whose client resumes, goes on, queued (again: a worker runs it once)."""
+    if tasks.wants_task(target, rc) or resumable.client_resumes(rc):
+        await background.requeue(call_id)
+    else:
+        await core.end_call(call_id, "cancelled", core.CLIENT_CANCELLED if rc.cancel_requested else "")
 
 
 async def _while_on_worker(call_id: str, rc: RequestContext, target: core.Target, *, told: Any = None) -> dict[str, Any]:
