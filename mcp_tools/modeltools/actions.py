@@ -231,7 +231,11 @@ class ModelAction(base.Declaration):
             base.confirm(ctx, message, f"Not confirmed: {base.verbose(self.model)} {obj} was left unchanged.", changed)
             # The answer came in a later round: journal the change so a repeated round
             # cannot apply it twice. A tool name may take the key's whole length: fitted to it.
-            data = ctx.once(derived_step_key(self.name, "apply"), self._apply, obj, arguments, ctx, message)
+            # A refusal at its commit (a deferred foreign key) comes past _apply's savepoint: the same tool error.
+            data = base.refused_at_commit(f"{self._title()} {obj}", lambda: ctx.once(
+                derived_step_key(self.name, "apply"), self._apply, obj, arguments, ctx, message))
+            if isinstance(data, ToolResult):
+                return data
         else:
             data = self._apply(obj, arguments, ctx)
         if isinstance(data, dict) and "__changed__" in data:

@@ -146,11 +146,19 @@ def _tool(toolset: type[ModelToolset], model_admin: Any, func: Any, name: str, d
         messages = _Messages()
         request._messages = messages  # type: ignore[attr-defined]
         using = queryset.db  # where the action's writes go (the routers' write alias)
-        with transaction.atomic(using=using):
-            answer = func(model_admin, request, queryset)
-            if isinstance(answer, HttpResponseBase):
-                transaction.set_rollback(True, using=using)
-                raise ToolError(f"The admin action {name!r} needs a web page; run it in the admin.")
+
+        def act() -> None:
+            with transaction.atomic(using=using):
+                answer = func(model_admin, request, queryset)
+                if isinstance(answer, HttpResponseBase):
+                    transaction.set_rollback(True, using=using)
+                    raise ToolError(f"The admin action {name!r} needs a web page; run it in the admin.")
+
+        # A write the database refuses (a unique value, a reference; at once or at the commit) is a tool
+        # error, rolled back, as a model action's is.
+        refused = base.refused_at_commit(title, act)
+        if isinstance(refused, ToolResult):
+            return refused
         data = {"count": len(lookups), "messages": messages.texts}
         return ToolResult(content=[{"type": "text", "text": " ".join(messages.texts) or f"{title}: done for {len(lookups)}."}],
                           structured_content=data)

@@ -564,6 +564,21 @@ def database_refusal(exc: IntegrityError, what: str) -> dict[str, list[str]]:
     return {"non_field_errors": [message]}
 
 
+def refused_at_commit(what: str, write: Callable[[], Any]) -> Any:
+    """``write()``, or the tool error of a write the database refused as its transaction committed.
+
+    Django makes foreign keys ``DEFERRABLE INITIALLY DEFERRED`` (PostgreSQL, SQLite): a row still
+    referred to by a ``DO_NOTHING`` key, or a key to a row that does not exist, is refused at
+    ``COMMIT``. A write whose refusals are caught inside a savepoint (a confirmed change journaled
+    by ``ctx.once`` in its transaction, an update inside the transaction that locked its row) sees
+    that refusal only here, where nothing was written (or journaled: a replay runs it again).
+    """
+    try:
+        return write()
+    except IntegrityError as exc:
+        return validation_error_result(database_refusal(exc, what))
+
+
 def django_validation_errors(exc: DjangoValidationError) -> dict[str, list[str]]:
     if hasattr(exc, "error_dict"):
         return {field: [str(m) for m in messages] for field, messages in exc.message_dict.items()}

@@ -271,6 +271,10 @@ class ModelToolset:
     def update(self, arguments: dict[str, Any]) -> ToolResult:
         lookup = arguments.pop(self.get_lookup_arg())
         obj = self.get_object(lookup)
+        # A refusal at the commit (a deferred foreign key) comes past _save's savepoint: the same tool error.
+        return base.refused_at_commit(f"Saving the {base.verbose(self.get_model())}", lambda: self._update_locked(obj, lookup, arguments))
+
+    def _update_locked(self, obj: Any, lookup: Any, arguments: dict[str, Any]) -> ToolResult:
         model, alias = type(obj), write_alias(type(obj), obj)
         with transaction.atomic(using=alias):
             # The row as it is now, locked until the write commits, is what the serializer validates
@@ -293,7 +297,10 @@ class ModelToolset:
         if self.confirm_delete:
             message = self._delete_question(obj)
             base.confirm(self.ctx, message, f"Not confirmed: {label} was not deleted.", changed)
-            done = self.ctx.once("delete", self._destroy, obj, message)
+            # A refusal at its commit (a deferred foreign key) comes past _destroy's savepoint: the same tool error.
+            done = base.refused_at_commit(f"Deleting {label}", lambda: self.ctx.once("delete", self._destroy, obj, message))
+            if isinstance(done, ToolResult):
+                return done
         else:
             done = self._destroy(obj)
         if done is False:  # the row changed or went after the user said yes (journaled: a replay answers the same)
