@@ -334,6 +334,10 @@ class ModelToolset:
             return base.validation_error_result(refused)
         if not serializer.is_valid():
             return base.validation_error_result(base.drf_errors(serializer.errors))
+        moved = self._moved_primary_key(serializer)
+        if moved is not None:
+            return base.validation_error_result({moved: [
+                f"The primary key of {base.with_article(base.verbose(self.get_model()))} cannot be changed by an update."]})
         try:
             with transaction.atomic(using=write_alias(self.get_model(), serializer.instance)):
                 perform(serializer)
@@ -354,6 +358,22 @@ class ModelToolset:
             return base.validation_error_result({"non_field_errors": [
                 f"Saving the {base.verbose(self.get_model())} refused by the database: a value is outside what its column holds."]})
         return base.structured(data)
+
+    def _moved_primary_key(self, serializer: Any) -> str | None:
+        """The serializer field of an update's valid data that gives the row another primary key (a
+        ``CharField(primary_key=True)``, a one-to-one key), or None. Django's ``save()`` of a row whose
+        key changed updates no row and inserts another: the update answered the row renamed, and the
+        table held it unchanged and a copy."""
+        instance, pk = serializer.instance, self.get_model()._meta.pk
+        if instance is None or pk is None:
+            return None
+        for name, field in serializer.fields.items():
+            source = getattr(field, "source", None)
+            if source in (pk.name, pk.attname) and source in serializer.validated_data:
+                value = serializer.validated_data[source]
+                if getattr(value, "pk", value) != instance.pk:
+                    return str(name)
+        return None
 
     # -- list helpers -----------------------------------------------------------------------
     @classmethod
