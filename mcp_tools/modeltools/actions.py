@@ -246,6 +246,11 @@ class ModelAction(base.Declaration):
             return _unpacked_result(data["__result__"])
         return base.structured(data)
 
+    def _refusal(self, ctx: Any, obj: models.Model) -> ToolError | None:
+        """Why the caller may not run the action on ``obj`` (its object permissions, as :meth:`run` asks them), or None."""
+        return base.object_refusal(ctx.user, self.permissions, obj, base.object_permissions_enabled(self.object_permissions),
+                                   self.method.replace("_", " "), (self.lookup_field, None))
+
     def _question(self, obj: models.Model, arguments: dict[str, Any]) -> str:
         """What the user is asked to confirm (it shows the row: ``{obj}``)."""
         # The row is "obj" in the template, even where the method has an argument of that name. An
@@ -267,7 +272,9 @@ class ModelAction(base.Declaration):
             with transaction.atomic(using=write_alias(type(obj), obj)):
                 if asked is not None:
                     obj = current_row(self.get_queryset(ctx), obj)
-                    if obj is None or self._question(obj, arguments) != asked:
+                    # Gone, out of the queryset, read otherwise, or no longer the caller's to act on
+                    # (an object permission that depends on the row): not what the user said yes to.
+                    if obj is None or self._question(obj, arguments) != asked or self._refusal(ctx, obj) is not None:
                         return {"__changed__": True}  # journaled: a replay answers the same
                 value = getattr(obj, self.method)(**call_arguments)
                 # In the same transaction: a result that cannot be built (a value its annotation

@@ -423,18 +423,26 @@ def check_object(user: Any, perms: Iterable[str], obj: Any, enabled: bool, what:
     for a row that does not exist (:func:`not_found`, ``lookup`` is the field and value it was
     asked by); one who may view it is refused by that lookup, never by the row's ``__str__``.
     """
+    refusal = object_refusal(user, perms, obj, enabled, what, lookup)
+    if refusal is not None:
+        raise refusal
+
+
+def object_refusal(user: Any, perms: Iterable[str], obj: Any, enabled: bool, what: str, lookup: tuple[str, Any]) -> ToolError | None:
+    """The tool error :func:`check_object` raises, or None when ``user`` holds every permission on ``obj``;
+    also asked of the row a confirmed change acts on, as it is after the yes."""
     if not enabled:
-        return
+        return None
     perms = list(perms)
     missing = [perm for perm in perms if not user.has_perm(perm, obj)]
     if not missing:
-        return
+        return None
     model = type(obj)
     view = model_perm(model, "view")
     if view in missing or (view not in perms and not user.has_perm(view, obj)):
-        raise not_found(model, *lookup)
-    raise ToolError(f"You may not {what} the {verbose(model)} {by_lookup(*lookup)}: "
-                    f"permission {', '.join(missing)} refused for this object.")
+        return not_found(model, *lookup)
+    return ToolError(f"You may not {what} the {verbose(model)} {by_lookup(*lookup)}: "
+                     f"permission {', '.join(missing)} refused for this object.")
 
 
 # -- confirmation ---------------------------------------------------------------------------

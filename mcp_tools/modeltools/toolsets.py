@@ -215,6 +215,11 @@ class ModelToolset:
                           base.object_permissions_enabled(self.object_permissions), self.action, (self.lookup_field, lookup))
         return obj
 
+    def _refusal(self, obj: Any) -> ToolError | None:
+        """Why the caller may not run this action on ``obj`` (its object permissions, as :meth:`get_object` asks them), or None."""
+        return base.object_refusal(self.user, self.action_permissions(self.action), obj,
+                                   base.object_permissions_enabled(self.object_permissions), self.action, (self.lookup_field, None))
+
     def perform_create(self, serializer: Any) -> None:
         serializer.save()
 
@@ -321,7 +326,8 @@ class ModelToolset:
             with transaction.atomic(using=write_alias(type(obj), obj)):
                 if asked is not None:
                     obj = current_row(self.get_queryset(), obj)
-                    if obj is None or self._delete_question(obj) != asked:
+                    # Gone, out of the queryset, read otherwise, or no longer the caller's to delete.
+                    if obj is None or self._delete_question(obj) != asked or self._refusal(obj) is not None:
                         return False
                 self.perform_destroy(obj)
         except IntegrityError as exc:  # ProtectedError and RestrictedError are IntegrityErrors
