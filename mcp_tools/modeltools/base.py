@@ -509,7 +509,9 @@ class _Blank(dict[str, Any]):
         return _Empty()
 
 
-def confirm_message(template: bool | str, default: str, **values: Any) -> str:
+def confirm_message(template: bool | str, default: str, /, **values: Any) -> str:
+    # Positional-only: a method's parameter named ``default`` or ``template`` is one of ``values``
+    # (it was "got multiple values for argument", an internal error before the user was asked).
     if isinstance(template, str):
         # format_map: a field the caller left out is empty (it was a KeyError, an internal error).
         return template.format_map(_Blank(values))
