@@ -75,6 +75,30 @@ def test_unknown_toolset_actions_and_admin_actions_are_errors(registered: list[A
     assert "'archive_everything'" in errors[1].msg and "'delete_selected' works only through its confirmation page" in errors[2].msg
 
 
+def test_an_admin_action_registered_after_its_toolset_is_an_error(registered: list[Any]) -> None:
+    """With ``mcp_tools`` before ``django.contrib.admin`` in ``INSTALLED_APPS`` (or admin modules imported
+    late), a toolset's ``admin_actions`` found no ``ModelAdmin`` when it was registered: no tool was
+    made, and the check, run once the admin was loaded, said nothing (found by the model review)."""
+    from django.contrib import admin
+
+    from demo_site.shop.admin import OrderAdmin
+
+    site = admin.AdminSite(name="late")
+
+    class Late(mcp_tools.ModelToolset):
+        queryset = Order.objects.all()
+        basename = "late.orders"
+        admin_actions = ["mark_shipped"]
+        admin_site = site
+
+    registered.append(register_toolset(Late))  # before the ModelAdmin: nothing to expose yet
+    site.register(Order, OrderAdmin)
+    assert registry.get_tool("late.orders.mark_shipped") is None
+    errors = model_tool_errors()
+    assert [error.id for error in errors] == ["mcp_tools.E031"], errors
+    assert "'mark_shipped'" in errors[0].msg and "before the ModelAdmin" in errors[0].msg
+
+
 def test_a_duplicate_toolset_name_raises_before_anything_is_registered(registered: list[Any]) -> None:
     class Clash(mcp_tools.ModelToolset):
         queryset = Order.objects.all()

@@ -170,6 +170,25 @@ def _tool(toolset: type[ModelToolset], model_admin: Any, func: Any, name: str, d
                            annotations=annotations, permissions=permissions)
 
 
+def unbuilt_admin_actions(toolset: type[ModelToolset], names: list[str], where: str) -> list[checks.CheckMessage]:
+    """The ``admin_actions`` of a registered toolset (its tools ``names``) that the ``ModelAdmin`` has now
+    but that got no tool: the toolset was registered before the ``ModelAdmin`` (``mcp_tools`` before
+    ``django.contrib.admin`` in ``INSTALLED_APPS``, or admin modules imported later), and its admin
+    actions were silently missing while the check, run once the admin is loaded, found them."""
+    model_admin = _model_admin(toolset)
+    if model_admin is None:
+        return []  # check_admin_actions reports it
+    problems: list[checks.CheckMessage] = []
+    for name in toolset.admin_actions:
+        found = model_admin.get_action(name) if name not in PAGE_ONLY_ACTIONS else None
+        if found is not None and f"{toolset.get_basename()}.{found[1]}" not in names:
+            problems.append(checks.Error(
+                f"{where}.admin_actions: {name!r} has no tool: the toolset was registered before the ModelAdmin.",
+                hint="Put 'django.contrib.admin' before 'mcp_tools' in INSTALLED_APPS, or register the toolset "
+                     "after the ModelAdmin.", obj=toolset, id="mcp_tools.E031"))
+    return problems
+
+
 def check_admin_actions(toolset: type[ModelToolset], where: str) -> list[checks.CheckMessage]:
     if not toolset.admin_actions:
         return []

@@ -943,7 +943,10 @@ class ToolsetDeclaration(base.Declaration):
         self.names = names
 
     def check(self, known_perms: set[str]) -> list[checks.CheckMessage]:
-        return self.toolset.check_declaration(known_perms)
+        from .admin_actions import unbuilt_admin_actions
+
+        where = f"Toolset {self.toolset.__module__}.{self.toolset.__qualname__}"
+        return self.toolset.check_declaration(known_perms) + unbuilt_admin_actions(self.toolset, self.names, where)
 
     def tool_names(self) -> list[str]:
         return list(self.names)
