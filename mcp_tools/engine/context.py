@@ -901,6 +901,10 @@ def _gatherable(requests: tuple[Any, ...]) -> list[StepRequest[Any]]:
     return list(requests)
 
 
+#: The key of the ``ctx.once`` whose function a sync handler's run is in (``Invocation.state``).
+_ONCE_RUNNING = "mcp_tools.once_running"
+
+
 class SyncToolContext(ToolContext):
     """The context given to sync handlers: the same steps, as blocking calls.
 
@@ -911,6 +915,14 @@ class SyncToolContext(ToolContext):
     def _go_on(self) -> None:
         if self._inv.stopped:
             raise asyncio.CancelledError("the call was stopped")
+        running = self._inv.state.get(_ONCE_RUNNING)
+        if running is not None:
+            # From inside a ``ctx.once`` function, which runs in the store's thread, in the transaction
+            # that journals it: this step's store work would queue behind that function, waiting on
+            # itself, and every durable call of the process behind both (a confirmed model action's
+            # method that took ``ctx`` and made a step hung the server).
+            raise RuntimeError(f"The function of ctx.once({running!r}, ...) cannot make ctx steps (once, elicit, sample, "
+                               "progress, log): it runs inside the transaction that journals it. Make them before or after.")
 
     def elicit(self, *args: Any, **kwargs: Any) -> Any:
         self._go_on()
@@ -941,7 +953,11 @@ class SyncToolContext(ToolContext):
 
     def once(self, key: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         self._go_on()
-        return async_to_sync(super().once)(key, fn, *args, **kwargs)
+        self._inv.state[_ONCE_RUNNING] = key  # until it returns: a step made by ``fn`` is refused (_go_on)
+        try:
+            return async_to_sync(super().once)(key, fn, *args, **kwargs)
+        finally:
+            self._inv.state.pop(_ONCE_RUNNING, None)
 
     def report_progress(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         self._go_on()

@@ -1,0 +1,75 @@
+"""A confirmed model action whose method makes a ``ctx`` step fails that call; it no longer hangs the server.
+
+A confirmed change runs the method inside ``ctx.once`` (its writes and the journal entry commit
+together), in the store's thread. A method that takes the call's ``ToolContext`` (docs/model-tools.md:
+"A parameter annotated ToolContext receives the call's context") and made a step with it, say
+``ctx.once("mail", ...)`` for a side effect, waited on the store's thread from inside it: the call never
+answered, and neither did any other durable call of the process, whose store work queued behind it.
+Now such a step raises ``RuntimeError`` at once (the call's internal error, logged with the reason)
+and the process goes on. Found by the model review (a scratch project's ``notify`` action, both eras,
+SQLite and PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection, models
+from django.test.utils import isolate_apps
+
+import mcp_tools
+from mcp_tools import ToolContext
+from mcp_tools.modeltools.actions import unregister_model_action
+from tests.asgi_client import call_modern
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+YES = {"confirm": {"action": "accept", "content": {"confirm": True}}}
+
+
+def notify(self: Any, ctx: ToolContext) -> str:
+    """Mark the row notified and send the mail once."""
+    self.notified = True
+    self.save()
+    return str(ctx.once("mail", lambda: "sent"))
+
+
+@pytest.fixture
+def rows() -> Iterator[Any]:
+    with isolate_apps("demo_site.shop"):
+        meta = type("Meta", (), {"app_label": "shop"})
+        model: Any = type("NotifiedRow", (models.Model,), {"__module__": __name__, "Meta": meta,
+                                                          "notified": models.BooleanField(default=False), "notify": notify})
+        with connection.schema_editor() as editor:
+            editor.create_model(model)
+        action = mcp_tools.register_model_action(model, "notify", name="ctxchange.rows.notify", permissions=[], confirm=True)
+        try:
+            yield model
+        finally:
+            unregister_model_action(action)
+            with connection.schema_editor() as editor:
+                editor.delete_model(model)
+
+
+async def call(name: str, arguments: dict[str, Any], **params: Any) -> dict[str, Any]:
+    from demo_site.asgi import application
+
+    response = await asyncio.wait_for(call_modern(application, "tools/call", {"name": name, "arguments": arguments, **params}), 20)
+    result: dict[str, Any] = response.json()["result"]
+    return result
+
+
+async def test_a_ctx_step_inside_a_confirmed_change_fails_the_call_not_the_server(rows: Any) -> None:
+    pk = (await sync_to_async(rows.objects.create)()).pk
+    asked = await call("ctxchange.rows.notify", {"id": pk})
+    assert asked.get("resultType") == "input_required", asked
+    done = await call("ctxchange.rows.notify", {"id": pk}, inputResponses=YES, requestState=asked["requestState"])
+    assert done.get("isError") is True, done
+    assert await sync_to_async(lambda: rows.objects.get(pk=pk).notified)() is False  # rolled back
+    # The store still serves: another durable call asks its question and is answered.
+    again = await call("ctxchange.rows.notify", {"id": pk})
+    assert again.get("resultType") == "input_required", again
