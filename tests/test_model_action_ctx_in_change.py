@@ -1,4 +1,4 @@
-"""A confirmed model action whose method makes a ``ctx`` step fails that call; it no longer hangs the server.
+"""A model action whose method makes a ``ctx`` step fails that call; it no longer hangs the server.
 
 A confirmed change runs the method inside ``ctx.once`` (its writes and the journal entry commit
 together), in the store's thread. A method that takes the call's ``ToolContext`` (docs/model-tools.md:
@@ -38,19 +38,37 @@ def notify(self: Any, ctx: ToolContext) -> str:
     return str(ctx.once("mail", lambda: "sent"))
 
 
+def touch(self: Any, ctx: ToolContext) -> str:
+    """Mark the row notified, then record it once (the same row, from the effect)."""
+    self.notified = True
+    self.save()
+    return str(ctx.once("touch", lambda: type(self).objects.filter(pk=self.pk).update(notified=True)))
+
+
+def chatty(self: Any, ctx: ToolContext) -> str:
+    """Report progress and log: steps that do not wait on the method's transaction."""
+    ctx.report_progress(1, 2)
+    ctx.log("info", "halfway")
+    return "told"
+
+
 @pytest.fixture
 def rows() -> Iterator[Any]:
     with isolate_apps("demo_site.shop"):
         meta = type("Meta", (), {"app_label": "shop"})
         model: Any = type("NotifiedRow", (models.Model,), {"__module__": __name__, "Meta": meta,
-                                                          "notified": models.BooleanField(default=False), "notify": notify})
+                                                          "notified": models.BooleanField(default=False), "notify": notify,
+                                                          "touch": touch, "chatty": chatty})
         with connection.schema_editor() as editor:
             editor.create_model(model)
         action = mcp_tools.register_model_action(model, "notify", name="ctxchange.rows.notify", permissions=[], confirm=True)
+        plain = mcp_tools.register_model_action(model, "touch", name="ctxchange.rows.touch", permissions=[])
+        told = mcp_tools.register_model_action(model, "chatty", name="ctxchange.rows.chatty", permissions=[])
         try:
             yield model
         finally:
-            unregister_model_action(action)
+            for registered in (action, plain, told):
+                unregister_model_action(registered)
             with connection.schema_editor() as editor:
                 editor.delete_model(model)
 
@@ -73,3 +91,21 @@ async def test_a_ctx_step_inside_a_confirmed_change_fails_the_call_not_the_serve
     # The store still serves: another durable call asks its question and is answered.
     again = await call("ctxchange.rows.notify", {"id": pk})
     assert again.get("resultType") == "input_required", again
+
+
+async def test_a_ctx_step_inside_a_model_actions_transaction_fails_at_once(rows: Any) -> None:
+    """Unconfirmed, the method runs in its own transaction in the handler's thread; a ``ctx.once`` there ran
+    in the store's thread on another connection and waited for that transaction's locks (SQLite's write
+    lock: "database is locked" after its timeout, the store's thread held meanwhile; PostgreSQL's row lock,
+    for ever), while the method waited for it."""
+    pk = (await sync_to_async(rows.objects.create)()).pk
+    done = await call("ctxchange.rows.touch", {"id": pk})
+    assert done.get("isError") is True, done
+    assert await sync_to_async(lambda: rows.objects.get(pk=pk).notified)() is False  # rolled back
+
+
+async def test_progress_and_logs_inside_a_model_actions_transaction_still_go_out(rows: Any) -> None:
+    pk = (await sync_to_async(rows.objects.create)()).pk
+    done = await call("ctxchange.rows.chatty", {"id": pk})
+    assert done.get("isError") is not True, done
+    assert done["content"][0]["text"] == "told"

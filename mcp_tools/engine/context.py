@@ -4,6 +4,7 @@ report progress and log. Each step is journaled; see :mod:`mcp_tools.engine.runn
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import decimal
 import functools
 import hashlib
@@ -12,7 +13,7 @@ import math
 import numbers
 import typing
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -901,8 +902,9 @@ def _gatherable(requests: tuple[Any, ...]) -> list[StepRequest[Any]]:
     return list(requests)
 
 
-#: The key of the ``ctx.once`` whose function a sync handler's run is in (``Invocation.state``).
-_ONCE_RUNNING = "mcp_tools.once_running"
+#: What a sync handler's run is inside of where it may make no ``ctx`` step (``Invocation.state``):
+#: a ``ctx.once`` function, a model action's method (:meth:`SyncToolContext._refusing_steps`).
+_STEPS_REFUSED = "mcp_tools.steps_refused"
 
 
 class SyncToolContext(ToolContext):
@@ -912,17 +914,44 @@ class SyncToolContext(ToolContext):
     raises ``asyncio.CancelledError`` instead, so the handler stops at its next ``ctx`` step.
     """
 
-    def _go_on(self) -> None:
+    def _go_on(self, step: str = "") -> None:
         if self._inv.stopped:
             raise asyncio.CancelledError("the call was stopped")
-        running = self._inv.state.get(_ONCE_RUNNING)
-        if running is not None:
+        refused = self._inv.state.get(_STEPS_REFUSED)
+        if refused is None:
+            return
+        inside, once_only = refused
+        if not once_only:
             # From inside a ``ctx.once`` function, which runs in the store's thread, in the transaction
             # that journals it: this step's store work would queue behind that function, waiting on
             # itself, and every durable call of the process behind both (a confirmed model action's
             # method that took ``ctx`` and made a step hung the server).
-            raise RuntimeError(f"The function of ctx.once({running!r}, ...) cannot make ctx steps (once, elicit, sample, "
-                               "progress, log): it runs inside the transaction that journals it. Make them before or after.")
+            raise RuntimeError(f"{inside} cannot make ctx steps (once, elicit, sample, progress, log): it runs in "
+                               "the store's thread, inside the transaction that journals it. Make them before or after.")
+        if step == "once":
+            # From code that holds a database transaction of its own (a model action's method): the
+            # effect runs in the store's thread, on another connection, and would wait on that
+            # transaction's locks (SQLite's write lock, a row lock) while the transaction waits for it.
+            raise RuntimeError(f"{inside} cannot call ctx.once: it runs inside a database transaction, which the "
+                               "effect would wait on. Call it before or after.")
+
+    @contextlib.contextmanager
+    def _refusing_steps(self, inside: str, *, once_only: bool = False) -> Iterator[None]:
+        """While in the block (code that runs inside a database transaction: ``inside`` names it), a ``ctx``
+        step raises ``RuntimeError`` instead of waiting on the store, or on the transaction's locks:
+        every step, or with ``once_only`` only ``ctx.once`` (the others need the store only for a call
+        with a row, and do not wait on the caller's own transaction). An outer refusal of every step stays."""
+        state = self._inv.state
+        outer = state.get(_STEPS_REFUSED)
+        if outer is None or outer[1]:
+            state[_STEPS_REFUSED] = (inside, once_only)
+        try:
+            yield
+        finally:
+            if outer is None:
+                state.pop(_STEPS_REFUSED, None)
+            else:
+                state[_STEPS_REFUSED] = outer
 
     def elicit(self, *args: Any, **kwargs: Any) -> Any:
         self._go_on()
@@ -952,12 +981,9 @@ class SyncToolContext(ToolContext):
         return async_to_sync(self._resolve)(_gatherable(requests))
 
     def once(self, key: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        self._go_on()
-        self._inv.state[_ONCE_RUNNING] = key  # until it returns: a step made by ``fn`` is refused (_go_on)
-        try:
+        self._go_on("once")
+        with self._refusing_steps(f"The function of ctx.once({key!r}, ...)"):  # a step made by ``fn`` is refused
             return async_to_sync(super().once)(key, fn, *args, **kwargs)
-        finally:
-            self._inv.state.pop(_ONCE_RUNNING, None)
 
     def report_progress(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         self._go_on()

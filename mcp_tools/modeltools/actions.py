@@ -20,6 +20,7 @@ model's toolset, or a ``ModelSerializer`` of every field.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import typing
@@ -276,7 +277,12 @@ class ModelAction(base.Declaration):
                     # (an object permission that depends on the row): not what the user said yes to.
                     if obj is None or self._question(obj, arguments) != asked or self._refusal(ctx, obj) is not None:
                         return {"__changed__": True}  # journaled: a replay answers the same
-                value = getattr(obj, self.method)(**call_arguments)
+                # In its transaction (and, confirmed, in the store's thread): a ctx.once there would wait on
+                # its locks, or on itself, and hold the store's thread for every call (refused: RuntimeError).
+                refusing = getattr(ctx, "_refusing_steps", None)
+                with refusing(f"The method {self.model.__name__}.{self.method} of the model action {self.name!r}", once_only=True) \
+                        if refusing is not None else contextlib.nullcontext():
+                    value = getattr(obj, self.method)(**call_arguments)
                 # In the same transaction: a result that cannot be built (a value its annotation
                 # refuses, a failing output serializer) rolls the writes back, so the client told
                 # the call failed may call again without the change happening twice.
