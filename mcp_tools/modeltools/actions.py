@@ -20,7 +20,6 @@ model's toolset, or a ``ModelSerializer`` of every field.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
 import typing
@@ -279,9 +278,7 @@ class ModelAction(base.Declaration):
                         return {"__changed__": True}  # journaled: a replay answers the same
                 # In its transaction (and, confirmed, in the store's thread): a ctx.once there would wait on
                 # its locks, or on itself, and hold the store's thread for every call (refused: RuntimeError).
-                refusing = getattr(ctx, "_refusing_steps", None)
-                with refusing(f"The method {self.model.__name__}.{self.method} of the model action {self.name!r}", once_only=True) \
-                        if refusing is not None else contextlib.nullcontext():
+                with base.refusing_once(ctx, f"The method {self.model.__name__}.{self.method} of the model action {self.name!r}"):
                     value = getattr(obj, self.method)(**call_arguments)
                 # In the same transaction: a result that cannot be built (a value its annotation
                 # refuses, a failing output serializer) rolls the writes back, so the client told

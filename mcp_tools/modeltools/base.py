@@ -7,6 +7,7 @@ every related model, are built on first use rather than at declaration.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import decimal
 import heapq
@@ -443,6 +444,14 @@ def object_refusal(user: Any, perms: Iterable[str], obj: Any, enabled: bool, wha
         return not_found(model, *lookup)
     return ToolError(f"You may not {what} the {verbose(model)} {by_lookup(*lookup)}: "
                      f"permission {', '.join(missing)} refused for this object.")
+
+
+def refusing_once(ctx: Any, inside: str) -> contextlib.AbstractContextManager[None]:
+    """A block of a write's transaction (``inside`` names the code: a model action's method, a toolset's
+    ``perform_*``) where ``ctx.once`` raises ``RuntimeError``: its effect, in the store's thread on
+    another connection, would wait on the transaction's locks while the transaction waits for it."""
+    refusing = getattr(ctx, "_refusing_steps", None)  # a sync handler's context (SyncToolContext)
+    return refusing(inside, once_only=True) if refusing is not None else contextlib.nullcontext()
 
 
 # -- confirmation ---------------------------------------------------------------------------

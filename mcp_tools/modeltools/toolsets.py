@@ -329,7 +329,8 @@ class ModelToolset:
                     # Gone, out of the queryset, read otherwise, or no longer the caller's to delete.
                     if obj is None or self._delete_question(obj) != asked or self._refusal(obj) is not None:
                         return False
-                self.perform_destroy(obj)
+                with base.refusing_once(self.ctx, f"{type(self).__qualname__}.perform_destroy"):  # in the transaction
+                    self.perform_destroy(obj)
         except IntegrityError as exc:  # ProtectedError and RestrictedError are IntegrityErrors
             return base.database_refusal(exc, f"Deleting {base.verbose(type(obj))} {obj}")
         return True
@@ -346,7 +347,8 @@ class ModelToolset:
                 f"The primary key of {base.with_article(base.verbose(self.get_model()))} cannot be changed by an update."]})
         try:
             with transaction.atomic(using=write_alias(self.get_model(), serializer.instance)):
-                perform(serializer)
+                with base.refusing_once(self.ctx, f"{type(self).__qualname__}.{perform.__name__}"):  # in the transaction
+                    perform(serializer)
                 # In the same transaction: a representation that fails (a method field, a
                 # related row) rolls the write back, so the client told the call failed may
                 # call again without creating the row twice.
