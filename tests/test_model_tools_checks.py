@@ -99,6 +99,31 @@ def test_an_admin_action_registered_after_its_toolset_is_an_error(registered: li
     assert "'mark_shipped'" in errors[0].msg and "before the ModelAdmin" in errors[0].msg
 
 
+@pytest.mark.parametrize("style", ["hints", "serializer"])
+def test_a_model_action_argument_named_like_its_lookup_is_an_error(registered: list[Any], style: str) -> None:
+    """An argument named like the lookup (``id``) cannot reach the method: the lookup takes it. With type
+    hints the schema build refused it (E034); with ``serializer=`` the check passed, the schema listed
+    ``"required": ["id", "id"]`` under the serializer's description, and every call answered
+    ``id: This field is required.`` (found by the model review)."""
+    from rest_framework import serializers
+
+    class Shelve(serializers.Serializer):  # type: ignore[type-arg]
+        id = serializers.IntegerField(help_text="The shelf to put it on.")
+
+    def shelve(self: Any, id: int) -> None:  # noqa: A002 - the name is the point
+        """Shelve it."""
+
+    Order.shelve = shelve  # type: ignore[attr-defined]
+    try:
+        options: dict[str, Any] = {"serializer": Shelve} if style == "serializer" else {}
+        registered.append(register_model_action(Order, "shelve", name="broken.shelve", **options))
+        errors = model_tool_errors()
+        assert [error.id for error in errors] == ["mcp_tools.E034"], errors
+        assert "named like its lookup 'id'" in errors[0].msg
+    finally:
+        del Order.shelve  # type: ignore[attr-defined]
+
+
 def test_a_duplicate_toolset_name_raises_before_anything_is_registered(registered: list[Any]) -> None:
     class Clash(mcp_tools.ModelToolset):
         queryset = Order.objects.all()

@@ -157,6 +157,10 @@ class ModelAction(base.Declaration):
     def _serializer_input(self, lookup_type: Any, lookup_doc: str) -> InputSpec:
         assert self.serializer is not None
         schema = base.serializer_schema(self.serializer(), writable=True)
+        if self.lookup_arg in schema["properties"]:
+            # As for a parameter (_schemas): the lookup takes the argument, the serializer never gets it,
+            # and every call was "This field is required." under a schema requiring it twice.
+            raise TypeError(f"{self.model.__name__}.{self.method}'s serializer has a field named like its lookup {self.lookup_arg!r}")
         schema["properties"] = {self.lookup_arg: {**base.type_schema(lookup_type), "description": lookup_doc}, **schema["properties"]}
         schema["required"] = [self.lookup_arg, *schema.get("required", [])]
         validate = base.typed_validator(self.name, {self.lookup_arg: (lookup_type, inspect.Parameter.empty)})
