@@ -788,7 +788,10 @@ class ModelToolset:
         schema = base.serializer_schema(serializer, writable=True, partial=action == "update")
         if action == "create":
             return InputSpec(schema, lambda arguments: dict(arguments))
-        schema["properties"] = {lookup_arg: lookup_schema, **schema["properties"]}
+        # The lookup argument is the lookup only (update takes it out before the serializer sees the
+        # rest): a field of the serializer of that name (lookup_field = "slug") is not advertised over it.
+        fields = {name: prop for name, prop in schema["properties"].items() if name != lookup_arg}
+        schema["properties"] = {lookup_arg: lookup_schema, **fields}
         schema["required"] = [lookup_arg]
         return InputSpec(schema, base.typed_validator(name, {lookup_arg: (lookup_type, inspect.Parameter.empty)}))
 
