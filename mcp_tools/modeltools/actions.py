@@ -328,7 +328,7 @@ class ModelAction(base.Declaration):
     @staticmethod
     def _context(ctx: Any, obj: models.Model) -> dict[str, Any]:
         """The serializers' context: ``request`` as a DRF view gives it (``CurrentUserDefault`` reads its user)."""
-        return {"request": base.tool_request(ctx.user), "object": obj, "user": ctx.user}
+        return {"request": base.drf_request(ctx.user), "object": obj, "user": ctx.user}
 
     # -- checks ------------------------------------------------------------------------
     def tool_names(self) -> list[str]:

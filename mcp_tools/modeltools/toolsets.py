@@ -185,7 +185,7 @@ class ModelToolset:
         self.user = ctx.user
         self.principal = ctx.principal
         #: What a DRF view's ``self.request`` would give code written for one: ``.user`` and ``.method``.
-        self.request = base.tool_request(ctx.user, HTTP_METHODS.get(action, "POST"))
+        self.request = base.drf_request(ctx.user, HTTP_METHODS.get(action, "POST"))
 
     # -- hooks, as in a DRF view ------------------------------------------------------------
     def get_queryset(self) -> models.QuerySet[Any]:
