@@ -49,10 +49,21 @@ class NotRegistered(Exception):
 
 def _context_param(fn: Callable[..., Any], hints: dict[str, Any]) -> str | None:
     for param in inspect.signature(fn).parameters.values():
-        annotation = hints.get(param.name)
-        if annotation is ToolContext or (inspect.isclass(annotation) and issubclass(annotation, ToolContext)):
+        if is_context_hint(hints.get(param.name)):
             return param.name
     return None
+
+
+def is_context_hint(annotation: Any) -> bool:
+    """Whether a parameter annotated so receives the call's context: ``ToolContext`` (or a subclass), also
+    as ``ToolContext | None`` (a function its author also calls directly) or inside ``Annotated``. Those
+    were taken for an argument, and the tool could not be registered (pydantic has no schema for it)."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return is_context_hint(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        others = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        return len(others) == 1 and is_context_hint(others[0])
+    return inspect.isclass(annotation) and issubclass(annotation, ToolContext)
 
 
 def _result_type(annotation: Any) -> Any:
@@ -719,7 +730,8 @@ def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     The input schema comes from the parameters' type hints (or ``serializer``,
     a DRF ``Serializer`` class), descriptions from the docstring, and the
     output schema from the return annotation. A parameter annotated
-    :class:`~mcp_tools.ToolContext` receives the call's context. Sync
+    :class:`~mcp_tools.ToolContext` receives the call's context (also written
+    ``ctx: ToolContext | None = None``, for a function called directly too). Sync
     functions run in a worker thread, so they may use the ORM.
 
     ``background=True`` runs the tool on a Celery worker (``queue``,
