@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import functools
 import inspect
 import json
 import re
@@ -48,7 +49,7 @@ class NotRegistered(Exception):
 
 
 def _context_param(fn: Callable[..., Any], hints: dict[str, Any]) -> str | None:
-    for param in inspect.signature(fn).parameters.values():
+    for param in _parameters(fn):
         if is_context_hint(hints.get(param.name)):
             return param.name
     return None
@@ -79,9 +80,60 @@ def _result_type(annotation: Any) -> Any:
 
 def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
     try:
-        return typing.get_type_hints(fn, include_extras=True)
+        return typing.get_type_hints(_described(fn), include_extras=True)
     except Exception as exc:  # a hint that does not resolve is a programming error: say which
-        raise TypeError(f"Cannot resolve the type hints of {fn.__qualname__}: {exc}") from exc
+        raise TypeError(f"Cannot resolve the type hints of {_qualified(fn)}: {exc}") from exc
+
+
+# A tool, prompt or resource may be a callable object (an instance of a class with ``__call__``) or a
+# ``functools.partial``, not only a function: each failed at registration with an AttributeError
+# (``__qualname__``, ``__name__``), raised while the registry built its own message (found by the
+# author review). Its hints, docstring and name are read from what it runs.
+def _unwrapped(fn: Any) -> Any:
+    """``fn``, or the callable a ``functools.partial`` (nested too) calls."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn
+
+
+def _is_callable_object(fn: Any) -> bool:
+    return callable(fn) and not inspect.isroutine(fn) and not inspect.isclass(fn)
+
+
+def _described(fn: Any) -> Any:
+    """What holds ``fn``'s type hints: a function or method itself, a callable object's ``__call__``."""
+    target = _unwrapped(fn)
+    return type(target).__call__ if _is_callable_object(target) else target
+
+
+def _callable_name(fn: Any) -> str:
+    """The name ``fn`` is registered by when none is given: its function's, or a callable object's class's."""
+    target = _unwrapped(fn)
+    return str(getattr(target, "__name__", None) or type(target).__name__)
+
+
+def _callable_doc(fn: Any) -> str | None:
+    """``fn``'s docstring: its function's (not ``functools.partial``'s own), a callable object's class's or ``__call__``'s."""
+    target = _unwrapped(fn)
+    return getattr(target, "__doc__", None) or (getattr(_described(fn), "__doc__", None) if _is_callable_object(target) else None)
+
+
+def _qualified(fn: Any) -> str:
+    """``module.qualname`` of ``fn`` (of its function, or its class) for messages."""
+    target = _unwrapped(fn)
+    owner = type(target) if _is_callable_object(target) else target
+    return f"{getattr(owner, '__module__', '?')}.{getattr(owner, '__qualname__', owner)}"
+
+
+def _is_async(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(_described(fn))
+
+
+def _parameters(fn: Any) -> list[inspect.Parameter]:
+    """``fn``'s parameters, without those a ``functools.partial`` gives by keyword: the author's values,
+    which its signature still lists (keyword parameters with a default) and a client must not replace."""
+    given = fn.keywords if isinstance(fn, functools.partial) else {}
+    return [param for param in inspect.signature(fn).parameters.values() if param.name not in given]
 
 
 #: How a tool's OAuth scope appears among its permissions (checked by ``Principal.has_perms``).
@@ -347,7 +399,7 @@ class Registry:
         if tool.name in self._tools:
             existing = self._tools[tool.name].fn
             raise AlreadyRegistered(
-                f"A tool named {tool.name!r} is registered already (by {existing.__module__}.{existing.__qualname__})"
+                f"A tool named {tool.name!r} is registered already (by {_qualified(existing)})"
             )
         self._tools[tool.name] = tool
         self._changed("tools")
@@ -522,18 +574,18 @@ def make_tool(
     scopes: typing.Iterable[str] = (),
 ) -> Tool:
     """Build a :class:`Tool` from a function without registering it."""
-    tool_name = name if name is not None else fn.__name__
+    tool_name = name if name is not None else _callable_name(fn)
     hints = _hints(fn)
-    summary, param_docs = parse_param_docs(fn.__doc__)
+    summary, param_docs = parse_param_docs(_callable_doc(fn))
     context_param = _context_param(fn, hints)
     parameters = [
         p
-        for p in inspect.signature(fn).parameters.values()
+        for p in _parameters(fn)
         if p.name != context_param and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     ]
     # Read once (a generator given for them was used up by a check and the tool made with none: open to
     # everyone), and one string given for the list refused.
-    where = f"Tool {tool_name!r} ({getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)})"
+    where = f"Tool {tool_name!r} ({_qualified(fn)})"
     permissions, scopes = _names(where, "permissions", permissions), _names(where, "scopes", scopes)
     # One exception class is taken as a tuple of one, as Celery's autoretry_for reads it.
     retry_kinds: tuple[Any, ...] = (retry_on,) if isinstance(retry_on, type) else (retry_on,) if isinstance(retry_on, str) else tuple(retry_on)
@@ -546,9 +598,7 @@ def make_tool(
     except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError, NameError, TypeError, ValueError) as exc:
         # pydantic's own words name neither the tool nor its function (a parameter "_private" or
         # "model_config" cannot be a model field): the project would not start, and not say where.
-        raise ImproperlyConfigured(
-            f"Tool {tool_name!r} ({getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}): its arguments "
-            f"cannot make an input schema: {exc}") from exc
+        raise ImproperlyConfigured(f"{where}: its arguments cannot make an input schema: {exc}") from exc
     output_spec = output_from_annotation(_result_type(hints.get("return", inspect.Signature.empty)))
     if task_support is None:
         task_support = "optional" if background else "forbidden"
@@ -565,7 +615,7 @@ def make_tool(
         permissions=tuple(permissions) + tuple(SCOPE_PERMISSION_PREFIX + scope for scope in scopes),
         scopes=tuple(scopes),
         context_param=context_param,
-        is_async=inspect.iscoroutinefunction(fn),
+        is_async=_is_async(fn),
         background=background,
         task_support=task_support,
         queue=queue,
@@ -660,7 +710,7 @@ def _check_callable_and_texts(refuse: Callable[[str], typing.NoReturn], fn: Call
     """What a tool, a prompt and a resource each refuse alike: a generator function (``generator_refusal``
     says what to do instead), a positional-only parameter (each is called with keyword arguments: ``called``
     says who is), and metadata given as no string (a lazy translation is text too)."""
-    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+    if any(inspect.isgeneratorfunction(f) or inspect.isasyncgenfunction(f) for f in (fn, _described(fn))):
         refuse(generator_refusal)
     for parameter in parameters:
         if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
@@ -726,6 +776,9 @@ def tool(
 ) -> Callable[[F], F]: ...
 def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Register a function as an MCP tool: ``@tool`` or ``@tool(name=..., permissions=[...])``.
+    A callable object (its class names it) or a ``functools.partial`` (its keyword arguments
+    are fixed, not arguments a client sends) is taken as a function is, here and by
+    :func:`prompt` and :func:`resource`.
 
     The input schema comes from the parameters' type hints (or ``serializer``,
     a DRF ``Serializer`` class), descriptions from the docstring, and the
@@ -782,8 +835,8 @@ def resource(
     """
 
     def decorate(func: F) -> F:
-        summary, _ = parse_param_docs(func.__doc__)
-        _check_listed_options(f"Resource {uri!r} ({func.__module__}.{func.__qualname__})", func, what="resource",
+        summary, _ = parse_param_docs(_callable_doc(func))
+        _check_listed_options(f"Resource {uri!r} ({_qualified(func)})", func, what="resource",
                               title=title, description=description, mime_type=mime_type, annotations=annotations, name=name)
         is_template = "{" in uri
         context_param = _resource_context_param(func, uri)
@@ -793,12 +846,12 @@ def resource(
             Resource(
                 uri=None if is_template else uri,
                 uri_template=uri if is_template else None,
-                name=name or func.__name__,
+                name=name or _callable_name(func),
                 title=title,
                 description=description if description is not None else (summary or None),
                 mime_type=mime_type,
                 fn=func,
-                is_async=inspect.iscoroutinefunction(func),
+                is_async=_is_async(func),
                 permissions=_names(f"Resource {uri!r}", "permissions", permissions),
                 completions=_completers(f"Resource {uri!r}", completions),
                 annotations=annotations,
@@ -854,7 +907,7 @@ def _value_only(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _template_variables(uri: str, func: Callable[..., Any], context_param: str | None) -> None:
     """Refuse a URI template variable its function has no parameter for (every read was a TypeError,
     -32603): unless the function takes ``**kwargs``."""
-    parameters = inspect.signature(func).parameters
+    parameters = {param.name: param for param in _parameters(func)}
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
         return
     for variable in re.findall(r"\{\+?(\w+)\}", uri):
@@ -914,20 +967,20 @@ def prompt(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     def decorate(func: F) -> F:
         hints = _hints(func)
         context_param = _context_param(func, hints)
-        summary, param_docs = parse_param_docs(func.__doc__)
-        prompt_name = options.get("name") or func.__name__
-        _check_listed_options(f"Prompt {prompt_name!r} ({func.__module__}.{func.__qualname__})", func, what="prompt",
+        summary, param_docs = parse_param_docs(_callable_doc(func))
+        prompt_name = options.get("name") or _callable_name(func)
+        _check_listed_options(f"Prompt {prompt_name!r} ({_qualified(func)})", func, what="prompt",
                               title=options.get("title"), description=options.get("description"))
         arguments = []
         converters: dict[str, TypeAdapter[Any]] = {}
-        for param in inspect.signature(func).parameters.values():
+        for param in _parameters(func):
             if param.name == context_param or param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
                 continue  # *args / **kwargs name no argument a client could send
             argument: dict[str, Any] = {"name": param.name, "required": param.default is inspect.Parameter.empty}
             if param.name in param_docs:
                 argument["description"] = param_docs[param.name]
             arguments.append(argument)
-            converter = _prompt_converter(f"Prompt {prompt_name!r} ({func.__module__}.{func.__qualname__})", param.name, hints.get(param.name))
+            converter = _prompt_converter(f"Prompt {prompt_name!r} ({_qualified(func)})", param.name, hints.get(param.name))
             if converter is not None:
                 converters[param.name] = converter
         registry.register_prompt(
@@ -936,10 +989,10 @@ def prompt(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
                 title=options.get("title"),
                 description=options.get("description") if options.get("description") is not None else (summary or None),
                 fn=func,
-                is_async=inspect.iscoroutinefunction(func),
+                is_async=_is_async(func),
                 arguments=arguments,
-                permissions=_names(f"Prompt {options.get('name') or func.__name__!r}", "permissions", options.get("permissions", ())),
-                completions=_completers(f"Prompt {options.get('name') or func.__name__!r}", options.get("completions")),
+                permissions=_names(f"Prompt {prompt_name!r}", "permissions", options.get("permissions", ())),
+                completions=_completers(f"Prompt {prompt_name!r}", options.get("completions")),
                 context_param=context_param,
                 converters=converters,
             )
