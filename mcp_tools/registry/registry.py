@@ -267,6 +267,9 @@ class Resource:
     cache_ttl_ms: int = 0
     #: The parameter annotated :class:`~mcp_tools.ToolContext`, if any (a resource that asks, as prompts may).
     context_param: str | None = None
+    #: How a template variable's text becomes the value its parameter's hint names (as a prompt's
+    #: arguments, :attr:`Prompt.converters`); variables of ``str`` (or no) hint are not here.
+    converters: dict[str, TypeAdapter[Any]] = dataclasses.field(default_factory=dict)
     _pattern: re.Pattern[str] | None = None
 
     def __post_init__(self) -> None:
@@ -291,7 +294,7 @@ class Resource:
             # Matched with fullmatch: "$" would also match before a final newline.
             self._pattern = re.compile(pattern)
 
-    def match(self, uri: str) -> dict[str, str] | None:
+    def match(self, uri: str) -> dict[str, Any] | None:
         if self._pattern is None:
             return None
         found = self._pattern.fullmatch(uri)
@@ -303,7 +306,22 @@ class Resource:
             # "%00": no resource has it (no column can store it; PostgreSQL refused the handler's
             # query with an internal error, SQLite the value when the call was kept; found by a review).
             return None
-        return values
+        return self._converted(values)
+
+    def _converted(self, values: dict[str, str]) -> dict[str, Any] | None:
+        """The variables read as their parameters' hints say (``{pk}`` of ``pk: int`` is an int: it
+        was the string, found by the author review); None when a hint refuses its value, which then
+        names no resource of this template (a later one may serve it, as with Django's path converters)."""
+        converted: dict[str, Any] = dict(values)
+        for name, adapter in self.converters.items():
+            if name in values:
+                try:
+                    converted[name] = adapter.validate_python(values[name])
+                except pydantic.ValidationError:
+                    return None
+                if _date_read_from_number(values[name], converted[name]):
+                    return None
+        return converted
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"name": self.name}
@@ -352,7 +370,7 @@ class Prompt:
                 continue
             try:
                 converted[name] = adapter.validate_python(value)
-                if isinstance(value, str) and isinstance(converted[name], (datetime.date, datetime.time)) and _NUMBER_TEXT.fullmatch(value.strip()):
+                if _date_read_from_number(value, converted[name]):
                     # pydantic read "1700000000" (or "0") as a Unix timestamp; a prompt's date is ISO text
                     # (docs/protocol.md), as a tool's is (found by a review). Only when a date is what it became:
                     # an int | date argument's "5" is the int.
@@ -479,7 +497,7 @@ class Registry:
         """The resource registered at the fixed ``uri`` (not a template's match: :meth:`find_resource`)."""
         return self._resources.get(uri)
 
-    def find_resource(self, uri: str) -> tuple[Resource, dict[str, str]] | None:
+    def find_resource(self, uri: str) -> tuple[Resource, dict[str, Any]] | None:
         resource = self._resources.get(uri)
         if resource is not None:
             return resource, {}
@@ -817,7 +835,9 @@ def resource(
     cache_ttl_ms: int = 0,
 ) -> Callable[[F], F]:
     """Register a resource. A ``uri`` with ``{placeholders}`` registers a template;
-    the function then receives the placeholders as keyword arguments. A parameter annotated
+    the function then receives the placeholders as keyword arguments, each read as its
+    parameter's hint says, as a prompt's arguments are (``{pk}`` of ``pk: int`` is an int; a
+    value the hint refuses names no resource of the template). A parameter annotated
     :class:`~mcp_tools.ToolContext` receives the read's context (to ask the user, as a tool does).
 
     ``cache_ttl_ms`` is the ``ttlMs`` of its 2026-07-28 ``resources/read`` results: how long
@@ -840,8 +860,10 @@ def resource(
                               title=title, description=description, mime_type=mime_type, annotations=annotations, name=name)
         is_template = "{" in uri
         context_param = _resource_context_param(func, uri)
+        converters: dict[str, TypeAdapter[Any]] = {}
         if is_template:
             _template_variables(uri, func, context_param)
+            converters = _variable_converters(uri, func)
         registry.register_resource(
             Resource(
                 uri=None if is_template else uri,
@@ -857,6 +879,7 @@ def resource(
                 annotations=annotations,
                 cache_ttl_ms=_cache_ttl_ms(cache_ttl_ms),
                 context_param=context_param,
+                converters=converters,
             )
         )
         return func
@@ -913,6 +936,22 @@ def _template_variables(uri: str, func: Callable[..., Any], context_param: str |
     for variable in re.findall(r"\{\+?(\w+)\}", uri):
         if variable not in parameters or variable == context_param or parameters[variable].kind is inspect.Parameter.POSITIONAL_ONLY:
             raise ImproperlyConfigured(f"Resource {uri!r}: its function has no parameter {variable!r} for the URI's variable")
+
+
+def _variable_converters(uri: str, func: Callable[..., Any]) -> dict[str, TypeAdapter[Any]]:
+    """What reads each of a template's variables as its parameter's hint says (``_prompt_converter``: a
+    hint no string can be read as is ``ImproperlyConfigured``). Hints that do not resolve convert nothing:
+    the variables stay strings, as they were (see :func:`_resource_context_param`)."""
+    try:
+        hints = _hints(func)
+    except TypeError:
+        return {}
+    converters: dict[str, TypeAdapter[Any]] = {}
+    for variable in re.findall(r"\{\+?(\w+)\}", uri):
+        converter = _prompt_converter(f"Resource {uri!r} ({_qualified(func)})", variable, hints.get(variable), "a URI variable")
+        if converter is not None:
+            converters[variable] = converter
+    return converters
 
 
 def _resource_context_param(func: Callable[..., Any], uri: str) -> str | None:
@@ -1006,6 +1045,12 @@ def prompt(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
 _NUMBER_TEXT = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
+def _date_read_from_number(text: Any, value: Any) -> bool:
+    """Whether pydantic read ``text``, a number, as a date or time (a Unix timestamp): a prompt's
+    argument or a URI's variable is a date in ISO text only, as a tool's is (docs/protocol.md)."""
+    return isinstance(text, str) and isinstance(value, (datetime.date, datetime.time)) and bool(_NUMBER_TEXT.fullmatch(text.strip()))
+
+
 def _takes_none(adapter: TypeAdapter[Any]) -> bool:
     try:
         adapter.validate_python(None)
@@ -1018,14 +1063,14 @@ def _takes_none(adapter: TypeAdapter[Any]) -> bool:
 _TEXT_READABLE = frozenset({"string", "integer", "number", "boolean", "null"})
 
 
-def _prompt_converter(where: str, name: str, annotation: Any) -> TypeAdapter[Any] | None:
+def _prompt_converter(where: str, name: str, annotation: Any, what: str = "a prompt argument") -> TypeAdapter[Any] | None:
     """What reads a prompt argument's string as ``annotation`` says, None where it stays the string
     (``str``, ``Any``, no hint). A hint no string can be read as (a list, a model, ``Literal[1, 2]``,
     whose ``"1"`` is no 1) is ``ImproperlyConfigured``: it would only fail, or lie, on each call."""
     if annotation is None or annotation in (str, Any, object):
         return None
     annotation = _pydantic_compatible(annotation)
-    refusal = (f"{where}: its parameter {name!r} ({annotation!r}) cannot be read from the string a prompt argument is; "
+    refusal = (f"{where}: its parameter {name!r} ({annotation!r}) cannot be read from the string {what} is; "
                "annotate it str, int, float, bool, a date, a Literal or Enum of strings, or one of them | None")
     try:
         adapter: TypeAdapter[Any] = TypeAdapter(annotation)
