@@ -41,6 +41,11 @@ class Runtime(Protocol):
         layer below needs around it (Django's connection rules for a thread-insensitive sync tool)."""
         ...
 
+    async def tool_arguments(self, tool: Any, arguments: Any, principal: Any) -> dict[str, Any]:
+        """A registry tool's keyword arguments from the input the client's model gave it, validated as a
+        ``tools/call``'s are (a serializer's in a thread, with the caller in its context)."""
+        ...
+
     def failure_text(self, tool: Any, exc: Exception) -> str:
         """What the client's model reads when a tool it asked for raised ``exc`` (logging what it keeps back)."""
         ...

@@ -55,7 +55,9 @@ async def run_tool_use(ctx: ToolContext, tools: list[Tool], use: dict[str, Any])
         # (Offered, but the permission was taken away since: unknown now, as to tools/call.)
         return _error_result(use_id, f"Unknown tool {use.get('name')!r}")
     try:
-        kwargs = tool.validate_arguments(use.get("input") or {})
+        arguments = use.get("input") or {}
+        # A serializer's, as a tools/call validates it: in a thread, with the caller in its context.
+        kwargs = await ctx._inv.runtime.tool_arguments(tool, arguments, ctx.principal) if tool.input.threaded else tool.validate_arguments(arguments)
     except InvalidArguments as exc:  # the text a tools/call with these arguments answers
         return _error_result(use_id, exc.describe())
     except McpError as exc:

@@ -204,8 +204,9 @@ class Tool:
             self._wire = wire
         return self._wire
 
-    def validate_arguments(self, arguments: Any) -> dict[str, Any]:
-        """The handler's keyword arguments from a call's ``arguments`` (None is ``{}``).
+    def validate_arguments(self, arguments: Any, context: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The handler's keyword arguments from a call's ``arguments`` (None is ``{}``). A ``threaded``
+        input (a serializer's) is validated with ``context``, in a thread: ``server.core.tool_arguments``.
 
         Raises :class:`~mcp_tools.protocol.errors.InvalidArguments` where they fail the tool's
         validation, and a plain -32602 :class:`~mcp_tools.protocol.errors.McpError` where they are
@@ -215,7 +216,7 @@ class Tool:
             arguments = {}
         if not isinstance(arguments, dict):
             raise invalid_params(f"Invalid arguments for tool {self.name!r}: arguments must be an object")
-        return self.input.validate(arguments)
+        return self.input.validate(arguments, context) if self.input.threaded else self.input.validate(arguments)
 
     def shape_result(self, value: Any) -> dict[str, Any]:
         """Turn a handler's return value into a ``CallToolResult`` dict."""

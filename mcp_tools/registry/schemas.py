@@ -258,7 +258,13 @@ class InputSpec:
     """How a tool's arguments are validated and described."""
 
     schema: dict[str, Any]
-    validate: Callable[[dict[str, Any]], dict[str, Any]]
+    #: ``validate(arguments)``, or with ``threaded`` ``validate(arguments, context)``.
+    validate: Callable[..., dict[str, Any]]
+    #: Validation as a DRF view's (a serializer's): it may query the database (a relation's queryset,
+    #: a ``UniqueValidator``), so it runs in a thread, and it reads the caller from ``context``
+    #: (``context["request"].user``, as ``CurrentUserDefault`` does). It ran on the event loop without
+    #: one: such a tool failed every call with -32603 (found by the author review).
+    threaded: bool = False
     _schema_validator: Any = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -719,12 +725,12 @@ def input_from_serializer(name: str, serializer_class: type) -> InputSpec:
     required = [name for name in mapped.get("required", []) if name in properties]
     schema = mirrored_schema(name, {"type": "object", "properties": properties, **({"required": required} if required else {})})
 
-    def validate(arguments: dict[str, Any]) -> dict[str, Any]:
+    def validate(arguments: dict[str, Any], context: dict[str, Any] | None = None) -> dict[str, Any]:
         mistyped = argument_type_errors(properties, arguments)
         if mistyped:  # strict as JSON, as for type-hinted tools: never converted
             errors = [{"field": field, "message": " ".join(messages), "type": "json_type"} for field, messages in mistyped.items()]
             raise InvalidArguments(name, errors)
-        serializer = serializer_class(data=arguments)
+        serializer = serializer_class(data=arguments, context=context or {})
         if not serializer.is_valid():
             errors = [
                 {"field": field, "message": " ".join(str(m) for m in listed), "type": _error_code(listed)}
@@ -734,7 +740,7 @@ def input_from_serializer(name: str, serializer_class: type) -> InputSpec:
             raise InvalidArguments(name, errors)
         return dict(serializer.validated_data)
 
-    return InputSpec(schema=schema, validate=validate)
+    return InputSpec(schema=schema, validate=validate, threaded=True)
 
 
 def _error_code(messages: list[Any]) -> str:

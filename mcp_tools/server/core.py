@@ -207,6 +207,8 @@ async def resolve_target(method: str, params: dict[str, Any], principal: Princip
         if tool is None or (tool.permissions and not await permitted(principal, tool.permissions)):
             # A tool the caller may not use is indistinguishable from one that does not exist.
             raise invalid_params(f"Unknown tool: {name}")
+        if tool.input.threaded:
+            return await threads.run_sync(_tool_target, name, params, tool, caller_context(principal))
         return _tool_target(name, params, tool)
     if method == "prompts/get":
         name = params.get("name")
@@ -251,16 +253,36 @@ def target_now(method: str, params: dict[str, Any]) -> Target | None:
     if not isinstance(name, str):
         return None
     tool = registry.get_tool(name)
-    if tool is None or tool.permissions:
+    if tool is None or tool.permissions or tool.input.threaded:
         return None
     return _tool_target(name, params, tool)
 
 
-def _tool_target(name: str, params: dict[str, Any], tool: Tool) -> Target:
+def caller_context(principal: Principal) -> dict[str, Any]:
+    """What a DRF view gives its serializers, for a serializer tool's: ``request``, whose ``user`` is the
+    caller (what ``CurrentUserDefault`` reads; an MCP call has no HTTP request of its own to give), and
+    ``user``."""
+    from django.http import HttpRequest
+
+    request = HttpRequest()
+    request.method = "POST"
+    request.user = principal.user
+    return {"request": request, "user": principal.user}
+
+
+async def tool_arguments(tool: Tool, arguments: Any, principal: Principal) -> dict[str, Any]:
+    """``tool.validate_arguments(arguments)`` for ``principal``: a serializer's (``threaded``) as a DRF
+    view's, in a thread with the caller in its context."""
+    if not tool.input.threaded:
+        return tool.validate_arguments(arguments)
+    return await threads.run_sync(tool.validate_arguments, arguments, caller_context(principal))
+
+
+def _tool_target(name: str, params: dict[str, Any], tool: Tool, context: dict[str, Any] | None = None) -> Target:
     """The target of a ``tools/call`` of ``tool``, which the caller may use: its arguments validated
-    (a :func:`refused_target` if they fail)."""
+    (a :func:`refused_target` if they fail); a ``threaded`` input's in a thread, with ``context``."""
     try:
-        kwargs = tool.validate_arguments(params.get("arguments"))
+        kwargs = tool.validate_arguments(params.get("arguments"), context)
     except InvalidArguments as exc:
         return refused_target(name, params, exc)
     return Target("tools/call", name, tool_function(tool), tool.is_async, tool.context_param, kwargs, tool.shape_result,
@@ -544,6 +566,9 @@ class Runtime:
 
     def tool_function(self, tool: Any) -> Callable[..., Any]:
         return tool_function(tool)
+
+    async def tool_arguments(self, tool: Any, arguments: Any, principal: Any) -> dict[str, Any]:
+        return await tool_arguments(tool, arguments, principal)
 
     def failure_text(self, tool: Any, exc: Exception) -> str:
         if isinstance(exc, ToolError):  # the tool's own error, written for its caller: the model reads it
@@ -1292,7 +1317,7 @@ async def check_next_tool(result: dict[str, Any], rc: RequestContext) -> None:
         reason = f"arguments must be an object, not {type(arguments).__name__}"
     else:
         try:
-            tool.validate_arguments(arguments)
+            await tool_arguments(tool, arguments, rc.principal)
             # The wire form: what the client will hold to the schema (a date is its ISO string there).
             wire = json.loads(jsonrpc.dumps(arguments or {}))
             errors = tool.input.schema_errors(wire)
