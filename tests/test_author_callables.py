@@ -126,3 +126,28 @@ async def test_a_prompt_and_a_resource_may_be_callables_too() -> None:
         registry.unregister_prompt("author_topic")
         registry.unregister_prompt("scaled")
         registry.unregister_resource("author-callable://{topic}")
+
+
+class MathTools:
+    """Tools grouped in a class, each a ``staticmethod`` under the decorator."""
+
+    @staticmethod
+    async def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    @staticmethod
+    def mul(a: int, b: int) -> int:
+        return a * b
+
+
+@pytest.mark.parametrize("method, text", [("add", "5"), ("mul", "6")])
+async def test_a_staticmethod_in_a_class_body_is_a_tool_async_or_not(method: str, text: str) -> None:
+    # @mcp_tools.tool above @staticmethod: the decorator gets the staticmethod object. An async one was
+    # taken for sync: its coroutine, never awaited, was the result ("does not match its output schema").
+    tool = make_tool(MathTools.__dict__[method], name=f"author_math_{method}")
+    assert tool.is_async is (method == "add")
+    with registry.registered_temporarily(tool):
+        body = (await call_modern(APP, "tools/call", {"name": tool.name, "arguments": {"a": 2, "b": 3}})).json()
+    assert body["result"]["content"][0]["text"] == text, body
+    assert not body["result"].get("isError"), body

@@ -90,9 +90,11 @@ def _hints(fn: Callable[..., Any]) -> dict[str, Any]:
 # (``__qualname__``, ``__name__``), raised while the registry built its own message (found by the
 # author review). Its hints, docstring and name are read from what it runs.
 def _unwrapped(fn: Any) -> Any:
-    """``fn``, or the callable a ``functools.partial`` (nested too) calls."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
+    """``fn``, or the callable a ``functools.partial`` (nested too) calls, or a ``staticmethod``'s function
+    (``@tool`` above ``@staticmethod`` in a class body: an async one was taken for sync, and its coroutine,
+    never awaited, was the tool's result)."""
+    while isinstance(fn, (functools.partial, staticmethod)):
+        fn = fn.func if isinstance(fn, functools.partial) else fn.__func__
     return fn
 
 
