@@ -69,3 +69,36 @@ async def test_a_prompt_and_a_resource_take_an_optional_context_too() -> None:
     finally:
         registry.unregister_prompt("author_optional_ctx_prompt")
         registry.unregister_resource("author-ctx://{topic}")
+
+
+def _group_and_superuser_token() -> tuple[int, str]:
+    from django.contrib.auth.models import Group, User
+    from rest_framework.authtoken.models import Token
+
+    user = User.objects.create_superuser("author_ctx_admin", password="x")
+    return Group.objects.create(name="author-ctx").pk, Token.objects.create(user=user).key
+
+
+def _describe(self: object, ctx: ToolContext | None = None) -> str:
+    """Describe the group."""
+    return f"{getattr(self, 'name')} {isinstance(ctx, ToolContext)}"
+
+
+async def test_a_model_action_takes_an_optional_context_too() -> None:
+    from asgiref.sync import sync_to_async
+    from django.contrib.auth.models import Group
+
+    from mcp_tools.modeltools import unregister_model_action
+
+    pk, token = await sync_to_async(_group_and_superuser_token)()
+    Group.author_describe = _describe  # type: ignore[attr-defined]
+    action = mcp_tools.register_model_action(Group, "author_describe", name="author.groups.describe", read_only=True)
+    try:
+        tools = (await call_modern(APP, "tools/list", {}, token=token)).json()["result"]["tools"]
+        listed = next(tool for tool in tools if tool["name"] == "author.groups.describe")
+        assert "ctx" not in listed["inputSchema"]["properties"], listed
+        body = (await call_modern(APP, "tools/call", {"name": "author.groups.describe", "arguments": {"id": pk}}, token=token)).json()
+        assert body["result"]["content"] == [{"type": "text", "text": "author-ctx True"}], body
+    finally:
+        unregister_model_action(action)
+        del Group.author_describe  # type: ignore[attr-defined]

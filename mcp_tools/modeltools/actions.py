@@ -36,6 +36,7 @@ from rest_framework.exceptions import ValidationError as DRFValidationError
 from ..engine.context import ToolContext
 from ..engine.journal import derived_step_key
 from ..registry import AlreadyRegistered, registry
+from ..registry.registry import is_context_hint
 from ..registry.results import ToolError, ToolResult
 from ..registry.schemas import InputSpec, OutputSpec, input_from_signature, output_from_annotation, parse_param_docs
 from . import base
@@ -103,7 +104,7 @@ class ModelAction(base.Declaration):
         kept = []
         for param in params:
             annotation = hints.get(param.name)
-            if inspect.isclass(annotation) and issubclass(annotation, ToolContext):
+            if is_context_hint(annotation):  # also ToolContext | None = None, as for a tool
                 context = param.name
             elif param.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
                 kept.append(param)
