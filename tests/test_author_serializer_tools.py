@@ -97,3 +97,42 @@ async def test_the_model_may_call_such_a_tool_inside_sampling() -> None:
     assert not tool_result.get("isError"), tool_result
 
 
+
+
+# -- a serializer whose validated data the function cannot take is refused when the tool is made
+class NoteSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    note = serializers.CharField(required=False)
+    title = serializers.CharField(source="heading", required=False)
+    shown = serializers.CharField(read_only=True)
+
+
+def greet_all(name: str, note: str = "", heading: str = "") -> str:
+    return f"{name} {note} {heading}"
+
+
+def greet_any(name: str, **rest: Any) -> str:
+    return name
+
+
+def greet_without_note(name: str, heading: str = "") -> str:
+    return name
+
+
+def greet_needing_more(name: str, note: str, heading: str, extra: int) -> str:
+    return name
+
+
+def test_a_function_that_takes_the_serializers_data_is_a_tool() -> None:
+    for fn in (greet_all, greet_any):
+        assert set(make_tool(fn, serializer=NoteSerializer).input.schema["properties"]) == {"name", "note", "title"}
+
+
+@pytest.mark.parametrize("fn, missing", [(greet_without_note, "'note'"), (greet_needing_more, "'extra'")])
+def test_a_function_that_cannot_take_the_serializers_data_is_refused(fn: Any, missing: str) -> None:
+    # It registered; then every call that sent the optional "note" (or every call at all, for a
+    # required parameter no field gives) was "Internal error" (an unexpected or missing keyword argument).
+    from django.core.exceptions import ImproperlyConfigured
+
+    with pytest.raises(ImproperlyConfigured, match=missing):
+        make_tool(fn, serializer=NoteSerializer)

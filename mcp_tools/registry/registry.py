@@ -620,6 +620,8 @@ def make_tool(
         # pydantic's own words name neither the tool nor its function (a parameter "_private" or
         # "model_config" cannot be a model field): the project would not start, and not say where.
         raise ImproperlyConfigured(f"{where}: its arguments cannot make an input schema: {exc}") from exc
+    if serializer is not None:
+        _check_serializer_parameters(where, fn, parameters, serializer)
     output_spec = output_from_annotation(_result_type(hints.get("return", inspect.Signature.empty)))
     if task_support is None:
         task_support = "optional" if background else "forbidden"
@@ -649,6 +651,34 @@ def make_tool(
         icons=icons,
         thread_sensitive=thread_sensitive,
     )
+
+
+def _check_serializer_parameters(where: str, fn: Callable[..., Any], parameters: list[inspect.Parameter], serializer: type) -> None:
+    """Refuse a function that cannot take what ``serializer`` validates (its ``validated_data`` are the
+    keyword arguments): a writable field it has no parameter for (unless it takes ``**kwargs``), or a
+    parameter without a default that no field gives. Each registered, then failed its calls (those that
+    sent the optional field, or all of them) with "Internal error" (found by the author review)."""
+    try:
+        fields = list(serializer().fields.values())
+    except Exception:  # noqa: BLE001 - a serializer that cannot be made without arguments: not checked here
+        return
+    keys: set[str] = set()
+    for field in fields:
+        if field.read_only:
+            continue
+        if field.source == "*":  # its data is merged into the whole: keys this check cannot name
+            return
+        keys.add(str(field.source or field.field_name).split(".")[0])
+    names = {parameter.name for parameter in parameters}
+    takes_any = any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in _parameters(fn))
+    unknown = [] if takes_any else sorted(keys - names)
+    if unknown:
+        raise ImproperlyConfigured(f"{where}: its function has no parameter for {', '.join(map(repr, unknown))} of "
+                                   f"{serializer.__name__}'s validated data; add one (or **kwargs)")
+    missing = [parameter.name for parameter in parameters if parameter.default is inspect.Parameter.empty and parameter.name not in keys]
+    if missing:
+        raise ImproperlyConfigured(f"{where}: its parameter {', '.join(map(repr, missing))} has no default, and no field of "
+                                   f"{serializer.__name__} gives it")
 
 
 def _wire_annotations(annotations: Any) -> Any:
