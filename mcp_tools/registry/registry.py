@@ -881,7 +881,8 @@ def resource(
     The function returns ``str`` (text), ``bytes`` (blob), ready ``contents``
     (dicts with a ``uri`` and a ``text`` or ``blob``, or ``mcp_types`` resource contents
     models, alone or in a non-empty list), or any other value as JSON text (pydantic
-    models as their JSON; rows with a ``uri`` field, and ``[]``, too).
+    models as their JSON, dataclasses, dates, sets... as pydantic writes them; rows with a
+    ``uri`` field, and ``[]``, too).
     Variables are ``{name}`` (one path segment) or ``{+name}`` (the rest); other
     RFC 6570 operators raise ``ImproperlyConfigured``. ``completions`` maps a variable to its
     completer, as for :func:`prompt`.

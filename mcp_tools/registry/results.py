@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+import pydantic_core
 from django.utils.functional import Promise
 from pydantic import BaseModel
 
@@ -222,11 +223,17 @@ def call_tool_result(value: Any) -> dict[str, Any] | None:
 
 
 def json_text(value: Any) -> str:
-    """``value`` as JSON text: pydantic models (anywhere in it) as their JSON, anything else unknown as its ``str``."""
+    """``value`` as JSON text: pydantic models (anywhere in it) as their JSON, what pydantic writes as JSON
+    (a dataclass, a date, a set, a UUID, an Enum...) so, anything else unknown as its ``str``."""
     return json.dumps(value, ensure_ascii=False, default=_jsonable)
 
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", by_alias=True)  # as structuredContent dumps it
-    return str(value)
+    # A dataclass went out as its repr, a datetime as "2024-01-01 00:00:00", a set as "{1}" (found by the
+    # author review): what pydantic can write as JSON is written so, as structuredContent would be.
+    try:
+        return pydantic_core.to_jsonable_python(value, by_alias=True, fallback=str)
+    except ValueError:  # bytes that are no UTF-8: as before
+        return str(value)
