@@ -133,10 +133,12 @@ def check_deployment(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
 @register(Tags.compatibility)
 def check_background_broker(app_configs: Any = None, **kwargs: Any) -> list[Any]:
-    """Background tools need a Celery app with a broker (E020) whose transport loads (E021): else their calls never run."""
+    """Background tools need a Celery app with a broker (E020) whose transport loads (E021): else their calls never run.
+    So do tools with ``task_support``: a worker runs their task-augmented calls (a plain tool's passed the
+    check, then its 2025-11-25 tasks stayed working for good; found by the author review)."""
     from .registry import registry
 
-    background = sorted(tool.name for tool in registry.tools if tool.background)
+    background = sorted(tool.name for tool in registry.tools if tool.background or tool.task_support != "forbidden")
     if not background:
         return []
     from celery import current_app
@@ -144,8 +146,8 @@ def check_background_broker(app_configs: Any = None, **kwargs: Any) -> list[Any]
     if current_app.conf.broker_url:
         return broker_transport_problems(current_app)
     return [Error(
-        f"Background tools are registered ({', '.join(background[:5])}{', ...' if len(background) > 5 else ''}) "
-        "but no Celery broker is configured, so their calls would never run.",
+        f"Background tools are registered ({', '.join(background[:5])}{', ...' if len(background) > 5 else ''}; "
+        "background=True, or task_support for their task calls) but no Celery broker is configured, so their calls would never run.",
         # The import is the step most often missed: without it celery -A loads the app, the server never does.
         hint="Set up a Celery app (celery.py loading 'django.conf:settings' with namespace 'CELERY'), import it in the "
              "project's __init__.py ('from .celery import app as celery_app') and set CELERY_BROKER_URL; "
