@@ -228,6 +228,15 @@ def json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=_jsonable)
 
 
+def as_json_values(value: Any) -> Any:
+    """``value`` as the JSON values :func:`json_text` writes it as: for what the wire's own encoder writes,
+    which takes any other object for its ``str()`` (a ``ctx.log`` line's data: a pydantic model went out
+    as ``"name='x' level=0"``, found by the author review)."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return json.loads(json_text(value))
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", by_alias=True)  # as structuredContent dumps it

@@ -46,7 +46,7 @@ from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, MISSING_CLIENT_CAP
 from ..protocol.levels import at_least
 from ..protocol.schemas import InvalidSchema
 from ..registry import Prompt, Resource, Tool, registry
-from ..registry.results import Page, Pending, ToolError, content_block, content_to_wire, json_text
+from ..registry.results import Page, Pending, ToolError, as_json_values, content_block, content_to_wire, json_text
 from ..states import TERMINAL_STATUSES, CallStatus
 from ..store.sql import UnstorableValue
 from . import threads, tokens
@@ -556,7 +556,7 @@ class Runtime:
         minimum = rc.log_level if rc.current_log_level is None else await rc.current_log_level()
         if minimum is None or not at_least(level, minimum):
             return
-        params: dict[str, Any] = {"level": level, "data": data}
+        params: dict[str, Any] = {"level": level, "data": as_json_values(data)}
         if logger_name:
             params["logger"] = logger_name
         await rc.emit(jsonrpc.notification_message("notifications/message", params))
