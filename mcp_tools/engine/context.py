@@ -193,6 +193,13 @@ def _model_elicitation_schema(schema: type[BaseModel]) -> dict[str, Any]:
     """``requestedSchema`` for a model; a ``TypeError`` naming the field when a field is none of
     the spec's form fields (a union such as ``int | str``, a nested model): a programming error that
     the tool's first run shows, where the wire form would be one no client can render."""
+    return _model_form(schema, single_choices=True)
+
+
+def _model_form(schema: type[BaseModel], *, single_choices: bool) -> dict[str, Any]:
+    """:func:`_model_elicitation_schema`; ``single_choices=False``: as releases before the author review
+    sent it, a field of one allowed value (``Literal["yes"]``, pydantic's ``const``) as free text (its
+    ``const`` dropped: every other answer was refused), for :func:`_earlier_model_elicitation_schemas`."""
     # Cached: handlers replay every answered step on every round, and generating a
     # model's JSON schema dominated replay time (docs/performance-durable.md).
     # An ``X | None = None`` field's "default": null goes: the spec's primitive schemas take a
@@ -201,7 +208,11 @@ def _model_elicitation_schema(schema: type[BaseModel]) -> dict[str, Any]:
     # required already says the field may be left out.
     raw = schema.model_json_schema(schema_generator=_FormJsonSchema)
     result = _wire_schema(raw, keep_null_defaults=False)
+    inlined = _inlined_properties(raw) if single_choices else {}
     for name, prop in result["properties"].items():
+        const = inlined.get(name, {}).get("const")
+        if isinstance(const, str) and "enum" not in prop:
+            prop = {**prop, "enum": [const]}  # the one-option choice it is
         enums = [prop.get("enum"), (prop.get("items") or {}).get("enum") if isinstance(prop.get("items"), dict) else None]
         if prop.get("type") not in _FORM_TYPES or any(e is not None and not all(isinstance(v, str) for v in e) for e in enums) or (
                 prop.get("type") == "array" and not _multi_select_items(prop.get("items"))):
@@ -259,9 +270,13 @@ def _earlier_model_elicitation_schemas(schema: type[BaseModel]) -> tuple[dict[st
     except TypeError:  # no form now: each form it was sent in before is an earlier one
         current = None
     forms: list[dict[str, Any]] = []
-    # The form as sent until the spec's formats and number defaults were kept to (formats such as
-    # "uuid" and a Decimal's default as text included), then the older ones.
-    candidates = [_wire_schema(schema.model_json_schema(schema_generator=_FormJsonSchema), keep_null_defaults=False)]
+    # The form as sent until a field of one value became a one-option enum, the form as sent until the
+    # spec's formats and number defaults were kept to (formats such as "uuid" and a Decimal's default as
+    # text included), then the older ones.
+    candidates: list[dict[str, Any]] = []
+    if current is not None:
+        candidates.append(_model_form(schema, single_choices=False))
+    candidates += [_wire_schema(schema.model_json_schema(schema_generator=_FormJsonSchema), keep_null_defaults=False)]
     candidates += [_wire_schema(raw, keep_null_defaults=keep_null_defaults, nested_refs=False) for keep_null_defaults in (False, True)]
     for form in candidates:
         if form != current and form not in forms:
