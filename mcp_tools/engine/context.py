@@ -370,8 +370,35 @@ def _as_messages(messages: str | Sequence[dict[str, Any]]) -> list[dict[str, Any
     """Sampling messages from a plain prompt (one user message) or a list of message dicts."""
     messages = _text(messages)
     if isinstance(messages, str):
-        return [{"role": "user", "content": {"type": "text", "text": messages}}]
-    return [_text(dict(message)) for message in messages]
+        return [{"role": "user", "content": _text_block(messages)}]
+    return [_as_message(message) for message in messages]
+
+
+def _text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _as_message(message: Any) -> dict[str, Any]:
+    """One sampling message as the spec's ``SamplingMessage``: a message's content written as a prompt's may
+    be (plain text, a text block of it; a block, or the message, an ``mcp_types`` model, its JSON). Text
+    and models went out as they were, which the official client refused (found by the author review)."""
+    if isinstance(message, BaseModel):
+        return message.model_dump(by_alias=True, exclude_none=True, mode="json")
+    message = dict(message)
+    content = message.get("content")
+    if isinstance(content, list):
+        message["content"] = [_as_block(block) for block in content]
+    elif content is not None:
+        message["content"] = _as_block(content)
+    return message
+
+
+def _as_block(block: Any) -> Any:
+    if isinstance(block, str):
+        return _text_block(block)
+    if isinstance(block, BaseModel):
+        return block.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return block
 
 
 class ToolContext:
