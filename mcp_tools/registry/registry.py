@@ -222,6 +222,7 @@ class Tool:
 
     def shape_result(self, value: Any) -> dict[str, Any]:
         """Turn a handler's return value into a ``CallToolResult`` dict."""
+        value = results.lazy_text(value)
         if isinstance(value, results.ToolResult):
             # Hand-built results (every model tool's) carry no NaN or infinity, which no outputSchema's
             # number admits. Not checked against the whole schema: a model tool's schema says what its

@@ -222,6 +222,12 @@ def call_tool_result(value: Any) -> dict[str, Any] | None:
 
 
 
+def lazy_text(value: Any) -> Any:
+    """``value``, a lazy translation (``gettext_lazy``, no ``str``) as its text: a tool's value went out
+    JSON-quoted, a resource's as JSON, a prompt's as one message per character (found by the author review)."""
+    return str(value) if isinstance(value, Promise) else value
+
+
 def json_text(value: Any) -> str:
     """``value`` as JSON text: pydantic models (anywhere in it) as their JSON, what pydantic writes as JSON
     (a dataclass, a date, a set, a UUID, an Enum...) so, anything else unknown as its ``str``."""

@@ -46,7 +46,7 @@ from ..protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, MISSING_CLIENT_CAP
 from ..protocol.levels import at_least
 from ..protocol.schemas import InvalidSchema
 from ..registry import Prompt, Resource, Tool, registry
-from ..registry.results import Page, Pending, ToolError, as_json_values, content_block, content_to_wire, json_text
+from ..registry.results import Page, Pending, ToolError, as_json_values, content_block, content_to_wire, json_text, lazy_text
 from ..states import TERMINAL_STATUSES, CallStatus
 from ..store.sql import UnstorableValue
 from . import threads, tokens
@@ -329,12 +329,14 @@ def shape_prompt(prompt: Prompt, value: Any) -> dict[str, Any]:
     # them. A 2-tuple of messages is two.
     if value is None:  # a missing return: the prompt's bug, not an empty prompt (a list, even empty, says so)
         raise TypeError(f"Prompt {prompt.name!r} returned None; return a string, a message or a list of them")
+    value = lazy_text(value)
     single = isinstance(value, (str, dict)) or (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str))
     items = [value] if single else list(value)
     messages: list[dict[str, Any]] = []
     role: Any
     content: Any
     for item in items:
+        item = lazy_text(item)
         if isinstance(item, str):
             role, content = "user", item
         elif isinstance(item, tuple) and len(item) == 2:
@@ -345,7 +347,7 @@ def shape_prompt(prompt: Prompt, value: Any) -> dict[str, Any]:
             raise TypeError(f"Prompt {prompt.name!r} returned an unsupported message: {item!r}")
         if role not in PROMPT_ROLES:
             raise TypeError(f"Prompt {prompt.name!r} returned a message with role {role!r}; use 'user' or 'assistant'")
-        block = content_block(content_to_wire(content))  # a block of a known type with its keys (the client refused others)
+        block = content_block(content_to_wire(lazy_text(content)))  # a block of a known type with its keys (the client refused others)
         if block is None:
             raise TypeError(f"Prompt {prompt.name!r} returned a message whose content is not a content block: {content!r}")
         messages.append({"role": role, "content": block})
@@ -372,6 +374,7 @@ def shape_resource(resource: Resource, uri: str, value: Any) -> dict[str, Any]:
     import base64
 
     mime = resource.mime_type
+    value = lazy_text(value)
     if isinstance(value, mcp_types.ResourceContents):
         value = [value]
     if isinstance(value, list) and value and all(_is_resource_contents(item) for item in value):
