@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -125,6 +126,15 @@ class Pending:
     progress: float | None = None
     total: float | None = None
     poll_seconds: float = 1.0
+
+    def __post_init__(self) -> None:
+        # 0 or less re-ran the tool without a pause for the whole CONVERGE_WAIT_SECONDS (thousands of runs
+        # for one call); text failed the call after its first run (found by the author review).
+        seconds = self.poll_seconds
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise TypeError(f"Pending.poll_seconds must be a number of seconds, not {seconds!r}")
+        if not (math.isfinite(seconds) and seconds > 0):
+            raise ValueError(f"Pending.poll_seconds must be a number of seconds above 0, not {seconds!r}")
 
 
 def text(value: str) -> dict[str, Any]:
