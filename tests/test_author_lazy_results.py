@@ -53,3 +53,14 @@ async def test_a_lazy_text_is_answered_as_text() -> None:
     assert [(m["role"], m["content"]["text"]) for m in prompt["messages"]] == [("user", "First"), ("assistant", "Second")], prompt
     assert [m["content"]["text"] for m in single["messages"]] == ["Only"], single
     assert resource["contents"] == [{"uri": "author-lazy://text", "text": "Resource text", "mimeType": "text/plain"}], resource
+
+
+def lazy_tool_result() -> mcp_tools.ToolResult:
+    return mcp_tools.ToolResult(content=[_("Done"), "plain"])
+
+
+async def test_a_hand_built_results_lazy_text_is_a_text_block() -> None:
+    # "Not a content block: 'Done'" (a TypeError): the call answered "Internal error".
+    with registry.registered_temporarily(make_tool(lazy_tool_result, name="author_lazy_tool_result")):
+        result = (await call_modern(APP, "tools/call", {"name": "author_lazy_tool_result", "arguments": {}})).json()["result"]
+    assert result["content"] == [{"type": "text", "text": "Done"}, {"type": "text", "text": "plain"}], result

@@ -162,6 +162,7 @@ def _b64(data: bytes | str) -> str:
 
 
 def content_to_wire(item: Any) -> dict[str, Any]:
+    item = lazy_text(item)  # a ToolResult's or a prompt's text may be a lazy translation
     if isinstance(item, dict):
         return item
     if isinstance(item, BaseModel):
