@@ -206,7 +206,7 @@ def _model_form(schema: type[BaseModel], *, single_choices: bool) -> dict[str, A
     # default of their own type only (StringSchema.default?: string...), and clients that check
     # requests against them (the TypeScript SDK) refuse the whole elicitation for it. Not being
     # required already says the field may be left out.
-    raw = schema.model_json_schema(schema_generator=_FormJsonSchema)
+    raw = _json_schema(schema, _FormJsonSchema)
     result = _wire_schema(raw, keep_null_defaults=False)
     inlined = _inlined_properties(raw) if single_choices else {}
     for name, prop in result["properties"].items():
@@ -222,6 +222,21 @@ def _model_form(schema: type[BaseModel], *, single_choices: bool) -> dict[str, A
                 f"boolean or enum of strings, or a list of enum values; X | None for an optional one)")
         result["properties"][name] = _spec_field(prop)
     return result
+
+
+def _json_schema(model: type[BaseModel], generator: type[GenerateJsonSchema] = GenerateJsonSchema) -> dict[str, Any]:
+    """``model``'s JSON schema with every value JSON can write: a title or description given as a lazy
+    translation (``Field(title=gettext_lazy(...))``, which pydantic leaves as it is) as its text. The
+    proxy failed the call with -32603, the journal unable to write it (found by the author review)."""
+    return typing.cast(dict[str, Any], _json_values(model.model_json_schema(schema_generator=generator)))
+
+
+def _json_values(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {key: _json_values(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_json_values(item) for item in node]
+    return node if node is None or isinstance(node, (str, int, float, bool)) else str(node)
 
 
 def _multi_select_items(items: Any) -> bool:
@@ -264,7 +279,7 @@ def _earlier_model_elicitation_schemas(schema: type[BaseModel]) -> tuple[dict[st
     :func:`_model_elicitation_schema`'s. They inlined a property's own ``$ref`` alone (an enum in
     a list's items or in an ``Optional`` kept its ref into ``$defs``, which was not sent), and the
     first of them kept an optional field's ``"default": null`` too."""
-    raw = schema.model_json_schema()
+    raw = _json_schema(schema)
     try:
         current: dict[str, Any] | None = _model_elicitation_schema(schema)
     except TypeError:  # no form now: each form it was sent in before is an earlier one
@@ -276,7 +291,7 @@ def _earlier_model_elicitation_schemas(schema: type[BaseModel]) -> tuple[dict[st
     candidates: list[dict[str, Any]] = []
     if current is not None:
         candidates.append(_model_form(schema, single_choices=False))
-    candidates += [_wire_schema(schema.model_json_schema(schema_generator=_FormJsonSchema), keep_null_defaults=False)]
+    candidates += [_wire_schema(_json_schema(schema, _FormJsonSchema), keep_null_defaults=False)]
     candidates += [_wire_schema(raw, keep_null_defaults=keep_null_defaults, nested_refs=False) for keep_null_defaults in (False, True)]
     for form in candidates:
         if form != current and form not in forms:
@@ -300,7 +315,7 @@ def _model_answer_schema(schema: type[BaseModel]) -> dict[str, Any] | None:
     """The model's whole JSON schema when its fields assert more than ``requestedSchema`` can carry
     (``pattern``, ``exclusiveMinimum``, ``multipleOf``...), else None: an answer is checked against
     it when it arrives, so one that the model would refuse on replay is refused then instead."""
-    raw = schema.model_json_schema()
+    raw = _json_schema(schema)
     said = _WIRE_KEYWORDS | _ANNOTATIONS
     return raw if any(not said.issuperset(prop) or prop.get("format", "email") not in _FORM_FORMATS
                       for prop in _inlined_properties(raw).values()) else None
