@@ -29,6 +29,8 @@ class Agree(BaseModel):
 
 
 async def lazy_questions(ctx: ToolContext) -> str:
+    # A progress message kept on the call's row: the row could not be written ("type '__proxy__' is not supported").
+    await ctx.report_progress(1, 2, _("Half way"))
     answers = await ctx.gather(
         ctx.elicit(_("Agree?"), schema=Agree),
         ctx.elicit_url(_("Sign in"), "https://example.com/sign-in"),
