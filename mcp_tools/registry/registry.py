@@ -231,8 +231,8 @@ class Tool:
                 self.output.check_finite(value.structured_content)
             return value.to_wire()
         if self.output.mode == "text" or self.output.adapter is None:
-            if isinstance(value, (str, Promise)):  # a lazy translation is text too, not a JSON value
-                return {"content": [{"type": "text", "text": str(value)}]}
+            if isinstance(value, str):
+                return {"content": [{"type": "text", "text": value}]}
             if value is None:
                 return {"content": []}
             # Content the author built: a whole CallToolResult dict, blocks, or one block. Only what

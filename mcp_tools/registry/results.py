@@ -167,8 +167,8 @@ def content_to_wire(item: Any) -> dict[str, Any]:
         return item
     if isinstance(item, BaseModel):
         return item.model_dump(by_alias=True, exclude_none=True, mode="json")
-    if isinstance(item, (str, Promise)):  # Django's lazy translations too
-        return text(str(item))
+    if isinstance(item, str):
+        return text(item)
     raise TypeError(f"Not a content block: {item!r}")
 
 
