@@ -22,7 +22,15 @@ class McpToolsConfig(SimpleMcpToolsConfig):
 
     def ready(self) -> None:
         super().ready()
+        from django.core.exceptions import ImproperlyConfigured
+
         from .conf import mcp_settings
 
-        if mcp_settings.AUTODISCOVER:
+        try:
+            discover = mcp_settings.AUTODISCOVER
+        except ImproperlyConfigured:
+            # A value that is no flag ("False" is true) discovers nothing: raised here, it ended
+            # django.setup() with a traceback, and manage.py check never got to report E010.
+            discover = False
+        if discover:
             autodiscover_modules("mcp_tools")

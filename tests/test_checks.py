@@ -564,3 +564,20 @@ def test_mounting_the_endpoint_without_the_app_installed_says_to_install_it(monk
     with override_settings(INSTALLED_APPS=without_app), pytest.raises(ImproperlyConfigured, match="add 'mcp_tools' to INSTALLED_APPS"):
         build()
     assert build()  # installed: mounts as before
+
+
+@pytest.mark.parametrize("value", ["False", 0, None])
+def test_an_autodiscover_that_is_no_flag_is_reported_by_the_check_not_raised_at_set_up(value: Any) -> None:
+    """Found by the stdio review: ``MCP_TOOLS["AUTODISCOVER"] = "False"`` ended ``django.setup()`` (the app's
+    ready()) with an ImproperlyConfigured traceback, so ``manage.py check`` never reported its E010 and
+    every command (``mcp_stdio`` included) failed the same way. Such a value discovers nothing; the check
+    (which every management command runs first) says why."""
+    from django.apps import apps
+
+    from mcp_tools.registry import registry
+
+    before = {tool.name for tool in registry.tools}
+    with mcp(AUTODISCOVER=value):
+        apps.get_app_config("mcp_tools").ready()  # what django.setup() runs
+        assert ids(checks.run_checks()).count("mcp_tools.E010") == 1
+    assert {tool.name for tool in registry.tools} == before
