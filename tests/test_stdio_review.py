@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -174,6 +175,22 @@ async def test_a_message_of_exactly_the_body_limit_is_served_whatever_its_line_e
     writer = io.BytesIO()
     raw = (json.dumps(INIT) + line_end + ping_line_of(1000) + line_end).encode()
     with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "MAX_BODY_BYTES": 1000}):
+        await StdioServer(ANONYMOUS, io.BytesIO(raw), writer, grace=2).serve()
+    written = [json.loads(line) for line in writer.getvalue().splitlines() if line.strip()]
+    assert answered(written, 3) == {"jsonrpc": "2.0", "id": 3, "result": {}}, written
+
+
+@pytest.mark.parametrize("limit", [sys.maxsize, 10**30])
+async def test_a_body_limit_past_what_a_read_takes_still_serves(limit: int) -> None:
+    """Found by the stdio review: ``MAX_BODY_BYTES = sys.maxsize`` (meant as "no limit") passes the check
+    (a positive integer), and the reader thread's ``readline(limit + 2)`` raised OverflowError at the
+    first line: mcp_stdio logged a traceback and ended at once, serving nothing."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    writer = io.BytesIO()
+    raw = (json.dumps(INIT) + "\n" + PING_3 + "\n").encode()
+    with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "MAX_BODY_BYTES": limit}):
         await StdioServer(ANONYMOUS, io.BytesIO(raw), writer, grace=2).serve()
     written = [json.loads(line) for line in writer.getvalue().splitlines() if line.strip()]
     assert answered(written, 3) == {"jsonrpc": "2.0", "id": 3, "result": {}}, written

@@ -162,11 +162,13 @@ class StdioServer:
         and with all of its threads busy no line (a ping, ``notifications/cancelled``) was read.
         """
         limit = int(mcp_settings.MAX_BODY_BYTES)
+        # The limit's bytes, and a line end (CRLF: two) past them; no more than a read can be asked
+        # for (a limit of sys.maxsize, "no limit", raised OverflowError at the first line).
+        size = min(limit + 2, sys.maxsize)
         while True:
             line: bytes | None
             try:
-                # The limit's bytes, and a line end (CRLF: two) past them.
-                line = self.reader.readline(limit + 2)
+                line = self.reader.readline(size)
                 if len(line.rstrip(b"\r\n")) > limit:
                     # A line past MAX_BODY_BYTES, as HTTP refuses a body: read to its end in bounded
                     # pieces and dropped (unbounded, a 20 MB line was held whole, then parsed).
