@@ -16,6 +16,7 @@ import io
 import json
 import os
 import signal
+import sys
 from decimal import Decimal
 from typing import Any
 
@@ -260,3 +261,40 @@ def test_a_grace_the_setting_would_refuse_is_refused_by_the_command(grace: str) 
 
     with pytest.raises(CommandError, match="--grace must be a finite number of seconds >= 0"):
         call_command("mcp_stdio", "--grace", grace)
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+async def test_a_signal_ends_the_server_when_the_client_does_not_read_stdout(django_db_setup: None, signal_number: int) -> None:
+    """Found by the stdio review: a client that stopped reading stdout (hung, or gone with its pipe
+    held open) filled the pipe, and the reply being written blocked the event loop's thread, where the
+    SIGTERM / SIGINT handler runs: the signal never ended the server (docs: "SIGTERM ends it at once")
+    and it waited for ever. The lines are written off the loop now; once stopped, a line the client
+    has not taken for a second gives the output up and the process exits."""
+    from tests.stdio_harness import INITIALIZED, ROOT, init_message
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.stdio_settings", "PYTHONPATH": str(ROOT)}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "manage.py", "mcp_stdio", cwd=ROOT, env=env,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert proc.stdin and proc.stdout
+    try:
+        proc.stdin.write(json.dumps(init_message()).encode() + b"\n")
+        await asyncio.wait_for(proc.stdout.readline(), 30)  # started; its stdout is never read again
+        for message in [INITIALIZED, *(call(n, "chatty", {"text": "x" * 200_000}) for n in range(4))]:
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+        await proc.stdin.drain()
+        await asyncio.sleep(3)  # the replies fill the pipe
+        assert proc.returncode is None
+        proc.send_signal(signal_number)
+        # Its exit, not proc.wait(), which also waits for the unread stdout to be read to its end.
+        for _ in range(100):
+            if proc.returncode is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert proc.returncode == 0, "the signal did not end the server"
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await asyncio.wait_for(proc.stdout.read(), 30)  # to its end: the pipe closes, and wait() returns
+        await asyncio.wait_for(proc.wait(), 30)

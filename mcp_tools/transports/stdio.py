@@ -31,12 +31,14 @@ inactive or deleted is refused (``-32600 Unauthorized``, what HTTP answers with 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import functools
 import logging
 import os
 import sys
 import threading
+import time
 from typing import Any, BinaryIO
 
 from ..conf import mcp_settings
@@ -52,6 +54,9 @@ logger = logging.getLogger("mcp_tools.stdio")
 
 #: How much of a line past ``MAX_BODY_BYTES`` is read at a time while it is skipped.
 _SKIP_CHUNK_BYTES = 64 * 1024
+#: Once stopped (SIGTERM / SIGINT), a line the client has not taken for this long means it reads no
+#: more: nothing else is written, and the server ends without waiting for it.
+STALLED_OUTPUT_SECONDS = 1.0
 
 
 def current_user(user: Any) -> Any | None:
@@ -119,23 +124,64 @@ class StdioServer:
         self.initialized = False
         self.log_level = "info"
         self.running: dict[Any, asyncio.Task[None]] = {}
-        self._write_lock = asyncio.Lock()
+        #: Writes the lines, off the loop: a client that stops reading stdout fills the pipe and blocks
+        #: the write, which on the loop's thread held the loop, SIGTERM's handler included, for good.
+        self._writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-tools-stdio-writer")
+        #: When the writer thread began the line it is writing (``time.monotonic()``); None between lines.
+        self._writing_since: float | None = None
+        #: Done when the output is given up (stopped, and the client took no line for STALLED_OUTPUT_SECONDS).
+        self._output_gone: asyncio.Future[None] | None = None
+        #: Set once :meth:`serve` has finished the requests accepted.
+        self._served = False
 
     async def write(self, message: dict[str, Any]) -> None:
         """Write one message as a line of UTF-8 JSON (nothing once the client closed its end)."""
-        data = jsonrpc.dumps(message) + b"\n"
-        async with self._write_lock:
-            if self._output_closed:
-                return
-            try:
-                self.writer.write(data)
-                self.writer.flush()
-            except OSError:  # BrokenPipeError among them: the client closed stdout
-                self._output_closed = True
-            except ValueError:
-                if not self.writer.closed:
-                    raise
-                self._output_closed = True  # "I/O operation on closed file"
+        await self._written(self._hand_over(message))
+
+    def _hand_over(self, message: dict[str, Any]) -> asyncio.Future[None]:
+        """Give the writer thread one message to write, after those given before: written even if
+        whoever waits for it (:meth:`_written`) is cancelled meanwhile."""
+        loop = asyncio.get_running_loop()
+        if self._output_gone is None:
+            self._output_gone = loop.create_future()
+        return loop.run_in_executor(self._writer, self._write_line, jsonrpc.dumps(message) + b"\n")
+
+    async def _written(self, line: asyncio.Future[None]) -> None:
+        """Until the line handed over is written, or the output given up (:meth:`_watch_output`)."""
+        assert self._output_gone is not None
+        await asyncio.wait((line, self._output_gone), return_when=asyncio.FIRST_COMPLETED)
+
+    def _write_line(self, data: bytes) -> None:
+        """The writer thread: one line, flushed."""
+        if self._output_closed:
+            return
+        self._writing_since = time.monotonic()
+        try:
+            self.writer.write(data)
+            self.writer.flush()
+        except OSError:  # BrokenPipeError among them: the client closed stdout
+            self._output_closed = True
+        except ValueError:
+            if not self.writer.closed:
+                logger.exception("Writing a message failed")
+            self._output_closed = True  # "I/O operation on closed file"
+        finally:
+            self._writing_since = None
+
+    def _watch_output(self) -> None:
+        """Stopped: give the output up once a line has waited STALLED_OUTPUT_SECONDS for the client to
+        take it (it reads no more), so the requests in flight end and the process exits; else look again."""
+        if self._served:
+            return
+        since = self._writing_since
+        if since is not None and time.monotonic() - since >= STALLED_OUTPUT_SECONDS:
+            logger.warning("The client has not read stdout for %.0f s since the server was stopped: nothing more is written",
+                           STALLED_OUTPUT_SECONDS)
+            self._output_closed = True
+            if self._output_gone is not None and not self._output_gone.done():
+                self._output_gone.set_result(None)
+            return
+        asyncio.get_running_loop().call_later(0.1, self._watch_output)
 
     async def serve(self) -> None:
         """Serve until the input ends (or :meth:`stop`), then finish the requests accepted."""
@@ -154,6 +200,7 @@ class StdioServer:
             except Exception:  # no line may end the server
                 logger.exception("Unhandled error serving a line of input")
         await self.finish_accepted()
+        self._served = True
 
     def _read_lines(self, loop: asyncio.AbstractEventLoop) -> None:
         """The reader thread: each line of input into the queue, then ``b""`` at its end.
@@ -194,6 +241,8 @@ class StdioServer:
         self.grace = 0.0
         self._deadline = f"before the server was stopped ({signal_name})"
         self._lines.put_nowait(b"")
+        with contextlib.suppress(RuntimeError):  # no running loop: nothing was written yet
+            self._watch_output()
         if self.closing:
             # stdin closed first (as the official client does before its SIGTERM): the grace
             # period being waited out ends now.
@@ -339,6 +388,7 @@ class StdioServer:
 
     async def run(self, message: jsonrpc.Message) -> None:
         # The reply goes out before the request's thread (if it made one) closes its connections.
+        replied = False
         async with RequestThread():
             try:
                 context = self.context(await self.current_principal(), message.id, message.params)
@@ -346,7 +396,9 @@ class StdioServer:
                 if message.method == "logging/setLevel":
                     # Only after dispatch accepted the level: a refused request changes nothing.
                     self.log_level = message.params["level"]
-                await self.write(jsonrpc.result_message(message.id, result))
+                line = self._hand_over(jsonrpc.result_message(message.id, result))
+                replied = True  # a cancel while it is written (shutdown) sends no second reply
+                await self._written(line)
             except McpError as exc:
                 await self.write(jsonrpc.error_message(message.id, exc))
             except asyncio.CancelledError as exc:
@@ -354,7 +406,7 @@ class StdioServer:
                 # if the input closed meanwhile. Cancelled at shutdown: the client is still reading
                 # stdout and waits for one. Nobody cancelled it (code outside a tool call, a completer
                 # say, raised a library's CancelledError): a failure, answered as any other.
-                if message.id in self.cancelled_by_client:
+                if message.id in self.cancelled_by_client or replied:
                     pass
                 elif self.closing:
                     await self.write(jsonrpc.error_message(message.id, McpError(
