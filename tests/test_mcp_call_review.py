@@ -121,3 +121,26 @@ def test_a_form_array_with_too_few_items_is_asked_again() -> None:
         out, _ = run("mcp_call", "ask_toppings", typed="accept\ncheese\ncheese,olives\n")
     assert "field 'toppings': ['cheese'] is too short" in out, out
     assert out.rstrip().endswith("cheese+olives")
+
+
+def halve(x: float) -> float:
+    """Half of x."""
+    return x / 2
+
+
+@pytest.mark.parametrize("typed", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_a_number_json_does_not_have_is_refused_not_a_database_traceback(typed: str) -> None:
+    """Found by the stdio review: ``mcp_call halve --arg x=NaN`` (or ``--json-args '{"x": Infinity}'``)
+    read the value with json.loads, which takes NaN, Infinity and 1e400 (the wire refuses them, -32700);
+    a call that writes a row (RECORD_ALL_CALLS, a slow or suspending call) then failed with the
+    database's IntegrityError traceback (SQLite: CHECK constraint failed: JSON_VALID("arguments"))."""
+    from django.conf import settings
+    from django.core.management.base import CommandError
+    from django.test import override_settings
+
+    with registry.registered_temporarily(make_tool(halve)):
+        with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "RECORD_ALL_CALLS": True}):
+            with pytest.raises(CommandError, match="valid number"):
+                run("mcp_call", "halve", "--arg", f"x={typed}")
+            with pytest.raises(CommandError, match="--json-args is not valid JSON"):
+                run("mcp_call", "halve", "--json-args", f'{{"x": {typed}}}')

@@ -87,6 +87,13 @@ _scan_once = _DECODER.scan_once  # type: ignore[attr-defined]  # set in JSONDeco
 _whitespace = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]
 
 
+def loads_text(text: str) -> Any:
+    """JSON text read as a message's JSON is (``ValueError`` else): NaN, Infinity and numbers past a
+    double's range are refused, as they are on the wire (-32700), never read into values no JSON
+    column can store."""
+    return _DECODER.decode(text)
+
+
 def _loads_object_text(text: str) -> Any:
     """``json.loads(text)`` for a text that starts with ``{``: the same decoder and errors,
     without the BOM and leading-whitespace checks that such a text cannot need."""

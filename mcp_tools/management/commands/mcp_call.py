@@ -414,11 +414,15 @@ def parse_arguments(pairs: list[str], json_args: str | None, schema: dict[str, A
     """Tool arguments from ``--json-args`` then ``--arg k=v`` (a value is JSON unless the field takes
     only text, :func:`takes_text`: ``note=123`` is the text ``"123"`` for a ``str | None`` field)."""
     arguments: dict[str, Any] = {}
+    # Read as the wire reads JSON: NaN, Infinity and 1e400 are no JSON numbers (json.loads took them, and a
+    # call that writes a row failed with the database's IntegrityError traceback).
     if json_args:
         try:
-            loaded = json.loads(json_args)
+            loaded = jsonrpc.loads_text(json_args)
         except json.JSONDecodeError as exc:
             raise CommandError(f"--json-args is not valid JSON: {exc.msg} (at character {exc.pos})") from None
+        except ValueError as exc:
+            raise CommandError(f"--json-args is not valid JSON: {exc}") from None
         if not isinstance(loaded, dict):
             raise CommandError("--json-args must be a JSON object")
         arguments.update(loaded)
@@ -433,9 +437,9 @@ def parse_arguments(pairs: list[str], json_args: str | None, schema: dict[str, A
             arguments[key] = raw
             continue
         try:
-            arguments[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            arguments[key] = raw  # the server says what is wrong with it
+            arguments[key] = jsonrpc.loads_text(raw)
+        except ValueError:  # not JSON (or NaN, Infinity): the text, and the server says what is wrong with it
+            arguments[key] = raw
     if jsonrpc.unstorable_string(arguments) is not None:
         # Bytes that are not UTF-8 in argv arrive as lone surrogates (Python's surrogateescape).
         raise CommandError("An argument holds U+0000 or text that is not UTF-8, which no call can store")
