@@ -30,7 +30,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         for dotted in classes:
             try:
                 import_string(dotted) if isinstance(dotted, str) else dotted
-            except (ImportError, ValueError) as exc:  # ValueError: import_module("") for a path such as ".Auth"
+            except (ImportError, ValueError, TypeError) as exc:  # import_module("") for ".Auth", a relative ".x" for ".x.Auth"
                 problems.append(Error(f"MCP_TOOLS['AUTHENTICATION_CLASSES'] cannot import {dotted!r}: {exc}.", id="mcp_tools.E004"))
     problems.extend(token_model_problems(classes))
     for name, rule in ACCEPTS.items():  # every key's type and range: E003-E006, E008-E011
@@ -260,7 +260,7 @@ def check_oauth(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 
     try:
         cls = import_string(verifier) if isinstance(verifier, str) else verifier
-    except ImportError as exc:
+    except (ImportError, ValueError, TypeError) as exc:  # as E004's: a path such as ".Verifier" or ".x.Verifier"
         problems.append(Error(f"MCP_TOOLS['OAUTH']['TOKEN_VERIFIER'] cannot import {verifier!r}: {exc}.",
                               hint="For django-oauth-toolkit: pip install '/path/to/django-mcp-tools[oauth]' (a checkout).", id="mcp_tools.E042"))
     else:
@@ -308,7 +308,7 @@ def mcp_authenticators(configured: Any) -> tuple[str, list[tuple[str, Any]]] | N
             classes = [import_string(path) if isinstance(path, str) else path for path in configured]
         else:
             return None  # E004
-    except (ImportError, ValueError):
+    except (ImportError, ValueError, TypeError):  # E004 (a path such as ".x.Auth")
         return None
     source = "MCP_TOOLS['AUTHENTICATION_CLASSES']" if configured is not None else "REST_FRAMEWORK['DEFAULT_AUTHENTICATION_CLASSES']"
     named = []

@@ -581,3 +581,23 @@ def test_an_autodiscover_that_is_no_flag_is_reported_by_the_check_not_raised_at_
         apps.get_app_config("mcp_tools").ready()  # what django.setup() runs
         assert ids(checks.run_checks()).count("mcp_tools.E010") == 1
     assert {tool.name for tool in registry.tools} == before
+
+
+@pytest.mark.parametrize("verifier", [".Verifier", ".oauth.Verifier"])
+def test_a_token_verifier_path_with_an_empty_module_name_is_reported_not_raised(verifier: str) -> None:
+    """Found by the stdio review: ``OAUTH["TOKEN_VERIFIER"] = ".Verifier"`` made import_string raise
+    ValueError ("Empty module name"), which the check did not catch: ``manage.py check``, and every
+    command that runs the checks first (``mcp_stdio`` among them), ended with its traceback."""
+    from mcp_tools.checks import check_oauth
+
+    oauth = {"AUTHORIZATION_SERVERS": ["/o"], "TOKEN_VERIFIER": verifier, "RESOURCE": "https://shop.example/mcp"}
+    with mcp(OAUTH=oauth):
+        assert ids(check_oauth()) == ["mcp_tools.E042"]
+
+
+@pytest.mark.parametrize("path", [".Auth", ".authentication.Auth"])
+def test_an_authentication_class_path_starting_with_a_dot_is_reported_not_raised(path: str) -> None:
+    """Found by the stdio review: ``".authentication.Auth"`` made import_string raise TypeError (a
+    relative import without a package), which E004 did not catch: ``manage.py check`` ended with it."""
+    with mcp(AUTHENTICATION_CLASSES=[path]):
+        assert ids(check_settings(None)) == ["mcp_tools.E004"]
