@@ -207,8 +207,11 @@ TEXT_OR_NONE = Accepts(_text(none=True), "None or a string", "mcp_tools.E011")
 ACCEPTS: dict[str, Accepts] = {
     # No query or fragment: a request's path never holds them, so the endpoint was never reached at such a
     # PATH, which the demo advertised (found by a review).
-    "PATH": Accepts(lambda value: isinstance(value, str) and value.startswith("/") and not any(c in value for c in " ?#"),
-                    "a URL path starting with '/', without spaces, '?' or '#'", "mcp_tools.E003"),
+    # Nor whitespace or control characters: a trailing newline (a path read from a file or an environment
+    # variable) passed, and the endpoint answered 404 at the path meant (found by the stdio review).
+    "PATH": Accepts(lambda value: isinstance(value, str) and value.startswith("/") and not any(c in value for c in "?#")
+                    and all(c.isprintable() and not c.isspace() for c in value),
+                    "a URL path starting with '/', without whitespace, control characters, '?' or '#'", "mcp_tools.E003"),
     "SERVER_NAME": Accepts(_text(empty=False), "a non-empty string", "mcp_tools.E011"),
     # A number would go out as one in serverInfo, which clients type as a string.
     "SERVER_TITLE": TEXT_OR_NONE,

@@ -242,6 +242,9 @@ REFUSED: list[tuple[str, Any, str]] = [
     # part was never reached (a request's path holds none).
     ("PAGE_SIZE", 2**63 - 1, "mcp_tools.E006"), ("EVENT_RETENTION", 2**64, "mcp_tools.E006"),
     ("PATH", "/api/mcp?v=1", "mcp_tools.E003"), ("PATH", "/api/mcp#x", "mcp_tools.E003"),
+    # Found by the stdio review: a trailing newline (a path read from a file or an environment variable)
+    # passed, and the endpoint was not served at the path meant (404).
+    ("PATH", "/mcp\n", "mcp_tools.E003"), ("PATH", "/mcp\t", "mcp_tools.E003"), ("PATH", "/mcp\x00", "mcp_tools.E003"),
 ]
 
 #: Values at the edges of what each key accepts (0 where docs/settings.md gives 0 a meaning, None where None has one).
