@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 from django.utils.module_loading import import_string
 
-from .conf import ACCEPTS, DEFAULTS, problem, read_origins
+from .conf import ACCEPTS, DEFAULTS, problem, read_origins, visible_text
 
 
 @register(Tags.compatibility)
@@ -251,7 +251,7 @@ def check_oauth(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                               hint=f"Valid keys: {', '.join(sorted(OAUTH_DEFAULTS))}.", id="mcp_tools.E040"))
     servers = config.get("AUTHORIZATION_SERVERS")
     if not isinstance(servers, (list, tuple)) or not servers or not all(
-        isinstance(s, str) and (s.startswith("/") or s.startswith(("https://", "http://"))) for s in servers
+        isinstance(s, str) and visible_text(s) and (s.startswith("/") or s.startswith(("https://", "http://"))) for s in servers
     ):
         problems.append(Error("MCP_TOOLS['OAUTH']['AUTHORIZATION_SERVERS'] must list at least one issuer URL "
                               "(or a path of this site starting with '/').", id="mcp_tools.E041"))
@@ -274,7 +274,7 @@ def check_oauth(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     resource = config.get("RESOURCE")
     # A query too: RFC 8707 2 says a resource SHOULD NOT have one, and here it would name a resource
     # the metadata does not describe (its path-suffixed URL, RFC 9728 3.1, is made of the path alone).
-    if resource is not None and (not isinstance(resource, str) or "#" in resource or "?" in resource
+    if resource is not None and (not isinstance(resource, str) or not visible_text(resource) or "#" in resource or "?" in resource
                                  or not resource.startswith(("https://", "http://"))):
         problems.append(Error("MCP_TOOLS['OAUTH']['RESOURCE'] must be an absolute URI without a query or a fragment "
                               "(RFC 8707 2: a resource MUST NOT have a fragment and SHOULD NOT have a query; the "

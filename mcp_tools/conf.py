@@ -178,6 +178,12 @@ def _text(*, none: bool = False, empty: bool = True) -> Callable[[Any], bool]:
     return lambda value: none if value is None else isinstance(value, (str, Promise)) and (empty or bool(str(value)))
 
 
+def visible_text(value: str) -> bool:
+    """``value`` holds no whitespace and no control character: a path or URL, not one with a trailing
+    newline (read from a file or an environment variable), which passed and matched nothing."""
+    return all(c.isprintable() and not c.isspace() for c in value)
+
+
 def _header_name(value: Any) -> bool:
     # RFC 9110 field name (a token): what a client can send and the transport can look up.
     return value is None or isinstance(value, str) and bool(value) and all(c in _TOKEN_CHARS for c in value.lower())
@@ -210,7 +216,7 @@ ACCEPTS: dict[str, Accepts] = {
     # Nor whitespace or control characters: a trailing newline (a path read from a file or an environment
     # variable) passed, and the endpoint answered 404 at the path meant (found by the stdio review).
     "PATH": Accepts(lambda value: isinstance(value, str) and value.startswith("/") and not any(c in value for c in "?#")
-                    and all(c.isprintable() and not c.isspace() for c in value),
+                    and visible_text(value),
                     "a URL path starting with '/', without whitespace, control characters, '?' or '#'", "mcp_tools.E003"),
     "SERVER_NAME": Accepts(_text(empty=False), "a non-empty string", "mcp_tools.E011"),
     # A number would go out as one in serverInfo, which clients type as a string.

@@ -604,3 +604,19 @@ def test_an_authentication_class_path_starting_with_a_dot_is_reported_not_raised
     relative import without a package), which E004 did not catch: ``manage.py check`` ended with it."""
     with mcp(AUTHENTICATION_CLASSES=[path]):
         assert ids(check_settings(None)) == ["mcp_tools.E004"]
+
+
+@pytest.mark.parametrize(("key", "value", "check_id"), [
+    ("RESOURCE", "https://shop.example/mcp\n", "mcp_tools.E043"),
+    ("AUTHORIZATION_SERVERS", ["https://auth.example\n"], "mcp_tools.E041"),
+])
+def test_an_oauth_url_with_a_trailing_newline_is_refused(key: str, value: Any, check_id: str) -> None:
+    """Found by the stdio review: a URL read from a file or an environment variable with its newline
+    passed E041 / E043, and the metadata document then named ``"https://shop.example/mcp\\n"`` as the
+    resource, which no client called (RFC 9728 3.3: clients refuse such metadata)."""
+    from mcp_tools.checks import check_oauth
+
+    oauth = {"AUTHORIZATION_SERVERS": ["/o"], "TOKEN_VERIFIER": "mcp_tools.contrib.oauth_toolkit.OAuthToolkitVerifier",
+             "RESOURCE": "https://shop.example/mcp", key: value}
+    with mcp(OAUTH=oauth):
+        assert ids(check_oauth()) == [check_id]
