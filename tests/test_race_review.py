@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
@@ -216,23 +217,26 @@ async def race_ask_then_note(ctx: ToolContext, tag: str) -> str:
 async def _client_leaves_at_write(monkeypatch: pytest.MonkeyPatch, write: str, params: dict[str, Any], method: str = "tools/call",
                                   capabilities: dict[str, Any] | None = None, token: str | None = None) -> None:
     """A 2026-07-28 request (a tools/call) of ``params`` whose client leaves (closes its connection) just after the
-    store's ``write`` committed, before its value is back from the store's thread (where the write runs to its end)."""
+    store's ``write`` committed, before its value is back from the store's thread (where the write runs to its end).
+    The write runs in the store's thread (as on PostgreSQL or MariaDB; SQLite's lane runs it on the loop, where
+    no stop can land midway), which waits there once it committed, until the client is gone."""
     from mcp_tools import store
     from tests.asgi_client import http_scope, modern_message, receive_then_disconnect
 
     gone = asyncio.Event()
-    real = getattr(store, write)
+    loop = asyncio.get_running_loop()
+    real = getattr(store.sync_calls, write)
 
-    async def write_then_client_gone(*args: Any, **kwargs: Any) -> Any:
-        value = await real(*args, **kwargs)  # committed...
-        gone.set()  # ...and the client leaves before the value is back
-        await asyncio.sleep(0.5)
+    def write_then_client_gone(*args: Any, **kwargs: Any) -> Any:
+        value = real(*args, **kwargs)  # committed...
+        loop.call_soon_threadsafe(gone.set)  # ...and the client leaves before the value is back
+        time.sleep(0.5)
         return value
 
     async def send(event: dict[str, Any]) -> None:
         pass
 
-    monkeypatch.setattr(store, write, write_then_client_gone)
+    monkeypatch.setattr(store, write, store.db(write_then_client_gone))
     headers = post_headers(token=token, extra={"mcp-method": method, "mcp-name": params.get("name") or params["taskId"]})
     body = json.dumps(modern_message(method, params, capabilities=capabilities)).encode()
     await asyncio.wait_for(APP(http_scope("POST", "/mcp", headers), receive_then_disconnect(body, gone), send), 20)

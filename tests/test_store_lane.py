@@ -14,6 +14,7 @@ import asyncio
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -551,3 +552,29 @@ async def test_a_checkpoint_that_readers_keep_from_finishing_is_not_asked_for_ag
     logged = log_frames(lane)
     await store.record_progress(call_id, 10, None, "")
     assert log_frames(lane) < logged  # copied back this time: the next commit restarted the log
+
+
+async def test_a_write_stopped_while_the_lane_opens_hands_the_opening_to_nobody(monkeypatch: pytest.MonkeyPatch) -> None:
+    """core.written hands a write's value to its caller when the write's run is stopped while the write runs
+    in the store's thread; the lane's own opening (first use, or past CONN_MAX_AGE) is no write of the
+    caller's: a stop then hands over the write's value or nothing (it handed over the lane, taken for the call's id or a won round)."""
+    from mcp_tools.server import core
+
+    opening = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    real_open = lane_module._open
+
+    def slow_open(alias: str) -> Any:
+        loop.call_soon_threadsafe(opening.set)
+        time.sleep(0.3)
+        return real_open(alias)
+
+    monkeypatch.setattr(lane_module, "_open_in_store_thread", hop.db(slow_open))
+    handed: list[Any] = []
+    write = asyncio.ensure_future(core.written(store.create_call([], **new_call_fields()), handed.append))
+    await asyncio.wait_for(opening.wait(), 5)
+    write.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await write
+    rows = [str(pk) for pk in await sync_to_async(lambda: list(ToolCall.objects.values_list("pk", flat=True)))()]
+    assert handed == rows, (handed, rows)  # the call's id if its row was written, else nothing

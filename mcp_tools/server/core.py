@@ -637,16 +637,12 @@ T = TypeVar("T")
 
 
 async def written(write: Awaitable[T], stopped: Callable[[T], None]) -> T:
-    """The value of a store ``write``; when its run is stopped (the client left) while the write is in
-    flight, the write ends all the same (it runs in the store's thread), so its value goes to
-    ``stopped`` before the stop goes on: what the write did decides what the stop ends."""
-    running = asyncio.ensure_future(write)
-    try:
-        return await asyncio.shield(running)
-    except asyncio.CancelledError:
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            stopped(await asyncio.shield(running))
-        raise
+    """The value of a store ``write`` (one store call); when its run is stopped (the client left) while the
+    write is in flight, the write ends all the same (it runs in a store thread), so its value goes to
+    ``stopped`` before the stop goes on: what the write did decides what the stop ends
+    (:func:`store.handing_over <mcp_tools.store.hop.handing_over>`: no task of its own, a round's cost)."""
+    with store.handing_over(stopped):
+        return await write
 
 
 async def claim(inv: engine.Invocation) -> None:

@@ -18,7 +18,7 @@ from .calls import OnceFailedElsewhere
 from . import calls as sync_calls, sessions as sync_sessions
 from .hop import (
     DATABASE_UNAVAILABLE, alive_blocking, close_old_thread_connections, close_store_thread_connections, close_thread_connections, database_unreachable,
-    db, db_alive, longest_conn_max_age,
+    db, db_alive, handing_over, longest_conn_max_age,
 )
 from .lane import close_lanes, in_lane
 
@@ -28,7 +28,7 @@ LAZY_ROWS: tuple[type, ...] = (QuerySet, RawQuerySet)
 
 __all__ = [
     "LAZY_ROWS", "CallNotLive", "DATABASE_UNAVAILABLE", "OnceFailedElsewhere", "advance", "take_over_round", "touch_live", "tasks_of", "commit_round", "claim_for_worker", "renew_lease", "renew_lease_blocking", "answer_step", "append_event", "append_response_event", "call_for_stream", "call_progress_token", "call_request_id", "client_cancelled_request", "CLIENT_CANCELLED", "call_tool_name", "last_progress_on_stream", "session_calls", "live_session_call", "call_status", "claim_round",
-    "close_connections", "close_old_thread_connections", "close_thread_connections", "create_call", "database_unreachable", "create_session", "db", "db_alive", "in_lane", "delete_session", "events_after", "payloads_through", "last_event_of_stream", "get_session", "load_call", "longest_conn_max_age", "touch_session",
+    "close_connections", "close_old_thread_connections", "close_thread_connections", "create_call", "database_unreachable", "create_session", "db", "db_alive", "handing_over", "in_lane", "delete_session", "events_after", "payloads_through", "last_event_of_stream", "get_session", "load_call", "longest_conn_max_age", "touch_session",
     "record_once", "check_once", "record_failed_once", "run_once", "save_round", "set_session_log_level", "stream_of_event", "subscribe",
     "subscribers", "subscriptions_updated_since", "active_users_of", "sync_calls", "sync_sessions", "unsubscribe", "end_call", "expire_overdue", "record_progress", "record_progress_relayed", "set_stream",
 ]

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import functools
 import logging
@@ -52,7 +53,7 @@ import queue
 import select
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 from django.db import InterfaceError, OperationalError, close_old_connections, connections
@@ -236,9 +237,37 @@ def _in_thread(thread: _Thread, fn: Callable[P, R]) -> Callable[P, Any]:
         future: asyncio.Future[R] = loop.create_future()
         context = contextvars.copy_context()
         thread.queue().put((functools.partial(context.run, _job, fn, args, kwargs), loop, future))
-        return await future
+        stopped = _on_stop.get()
+        if stopped is None:
+            return await future
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            # Stopped while the job runs: it runs to its end all the same, and its value decides what the stop ends.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                stopped(await asyncio.shield(future))
+            raise
 
     return in_thread
+
+
+#: What a coroutine stopped (a ``CancelledError``) while its store job runs in a thread does with the
+#: job's value, set by :func:`handing_over`.
+_on_stop: contextvars.ContextVar[Callable[[Any], None] | None] = contextvars.ContextVar("mcp_tools_store_on_stop", default=None)
+
+
+@contextlib.contextmanager
+def handing_over(stopped: Callable[[Any], None] | None) -> Iterator[None]:
+    """Within it, a store call whose coroutine is stopped while its job runs in a store thread (where
+    the job runs to its end all the same) waits for the job and hands its value to ``stopped`` before
+    the stop goes on. A job in the loop's SQLite lane (:mod:`.lane`) cannot be stopped midway: a stop
+    lands before it starts, and nothing was done. No task per call: a round's writes take this path.
+    None: no job within hands anything over (the lane's own opening, which is not the caller's job)."""
+    token = _on_stop.set(stopped)
+    try:
+        yield
+    finally:
+        _on_stop.reset(token)
 
 
 def db(fn: Callable[P, R]) -> Callable[P, Any]:

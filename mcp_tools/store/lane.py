@@ -70,7 +70,7 @@ from django.dispatch import receiver
 
 from ..conf import mcp_settings
 from . import sql
-from .hop import db
+from .hop import db, handing_over
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -415,7 +415,8 @@ async def _lane() -> Lane | None:
     if _retry_at.get(alias, 0.0) > time.monotonic():
         return None
     try:
-        opened = await _open_in_store_thread(alias)
+        with handing_over(None):  # not the caller's job: a stop here hands nothing over (hop.handing_over)
+            opened = await _open_in_store_thread(alias)
     except Exception as exc:  # the store's thread takes the work; try again later
         _retry_at[alias] = time.monotonic() + RETRY_OPEN_SECONDS
         logger.info("no SQLite lane for database %r yet: %s", alias, exc)

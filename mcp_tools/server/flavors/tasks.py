@@ -32,6 +32,7 @@ related-task ``_meta`` (its stream resumed with ``Last-Event-ID`` goes on as it,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -266,7 +267,13 @@ async def update(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
             raise invalid_params(f"Invalid input response for {key!r}: {exc}", {"key": key}) from None
     # To their end, also when the client leaves meanwhile (its connection closed): answers recorded and
     # the task left waiting, with nothing pending and nobody to queue it, would hold it forever.
-    await core.written(_take_answers(str(row.id), {pending[key].seq: answer for key, answer in responses.items()}), _nothing)
+    taking = asyncio.ensure_future(_take_answers(str(row.id), {pending[key].seq: answer for key, answer in responses.items()}))
+    try:
+        await asyncio.shield(taking)
+    except asyncio.CancelledError:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await asyncio.shield(taking)
+        raise
     return {}
 
 
@@ -276,10 +283,6 @@ async def _take_answers(call_id: str, answers: dict[int, Any]) -> None:
         await store.answer_step(call_id, seq, "done", answer, None)
     await background.go_on_if_answered(call_id)
     await wakeups.notify(call_id)
-
-
-def _nothing(value: Any) -> None:
-    """A stop of the request changes nothing once the answers are in (:func:`core.written`)."""
 
 
 async def cancel(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]:
