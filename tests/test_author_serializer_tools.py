@@ -136,3 +136,29 @@ def test_a_function_that_cannot_take_the_serializers_data_is_refused(fn: Any, mi
 
     with pytest.raises(ImproperlyConfigured, match=missing):
         make_tool(fn, serializer=NoteSerializer)
+
+
+# -- a serializer whose validate() reshapes its data: the function takes what validate() returns
+class SignupSerializer(serializers.Serializer):
+    password = serializers.CharField()
+    password2 = serializers.CharField()
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["password"] != attrs.pop("password2"):  # DRF's usual confirmation field: not the function's
+            raise serializers.ValidationError("The passwords differ.")
+        attrs["strength"] = len(attrs["password"])  # and one it adds
+        return attrs
+
+
+def signup(password: str, strength: int) -> str:
+    return f"signed up, strength {strength}"
+
+
+async def test_a_serializer_whose_validate_pops_and_adds_keys_is_a_tool_whose_calls_work() -> None:
+    # The parameter check stopped the project with ImproperlyConfigured ("no parameter for 'password2'"):
+    # the function takes validate()'s result, which has no password2 and has a strength (found by the revB review).
+    with registry.registered_temporarily(make_tool(signup, serializer=SignupSerializer)):
+        answer = (await call_modern(APP, "tools/call", {"name": "signup", "arguments": {"password": "abc", "password2": "abc"}})).json()
+        assert answer["result"]["content"][0]["text"] == "signed up, strength 3"
+        refused = (await call_modern(APP, "tools/call", {"name": "signup", "arguments": {"password": "abc", "password2": "x"}})).json()
+        assert "The passwords differ." in str(refused)
