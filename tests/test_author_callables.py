@@ -151,3 +151,34 @@ async def test_a_staticmethod_in_a_class_body_is_a_tool_async_or_not(method: str
         body = (await call_modern(APP, "tools/call", {"name": tool.name, "arguments": {"a": 2, "b": 3}})).json()
     assert body["result"]["content"][0]["text"] == text, body
     assert not body["result"].get("isError"), body
+
+
+class audited:  # noqa: N801 - a decorator, named as one
+    """A decorator written as a class: the object it makes wraps the function (``functools.update_wrapper``)."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+
+@audited
+def audited_total(a: int, b: int = 2) -> dict[str, int]:
+    """Add two numbers."""
+    return {"total": a + b}
+
+
+async def test_a_decorator_written_as_a_class_keeps_its_functions_schema() -> None:
+    # Its hints were read from the class's __call__ (*args, **kwargs) since callable objects became tools:
+    # "a" lost its type (any value went through: "2" too) and the tool its output schema and structuredContent
+    # (found by the revB review; before, they were the wrapped function's).
+    tool = make_tool(audited_total)
+    assert tool.input.schema["properties"]["a"] == {"type": "integer"}, tool.input.schema
+    assert tool.output is not None and tool.output.schema is not None
+    with registry.registered_temporarily(tool):
+        body = (await call_modern(APP, "tools/call", {"name": "audited_total", "arguments": {"a": 1}})).json()
+        assert body["result"]["structuredContent"] == {"result": {"total": 3}}, body
+        refused = (await call_modern(APP, "tools/call", {"name": "audited_total", "arguments": {"a": "1"}})).json()
+        assert "error" in refused or refused["result"].get("isError"), refused

@@ -103,9 +103,12 @@ def _is_callable_object(fn: Any) -> bool:
 
 
 def _described(fn: Any) -> Any:
-    """What holds ``fn``'s type hints: a function or method itself, a callable object's ``__call__``."""
+    """What holds ``fn``'s type hints: a function or method itself, a callable object's ``__call__``, unless
+    the object wraps a function (``functools.update_wrapper``, as a decorator written as a class does): it
+    has that function's hints, as ``inspect.signature`` has its parameters (read from ``__call__``'s
+    ``*args, **kwargs``, such a tool lost its argument types and output schema; found by the revB review)."""
     target = _unwrapped(fn)
-    return type(target).__call__ if _is_callable_object(target) else target
+    return type(target).__call__ if _is_callable_object(target) and not hasattr(target, "__wrapped__") else target
 
 
 def _callable_name(fn: Any) -> str:
@@ -128,7 +131,9 @@ def _qualified(fn: Any) -> str:
 
 
 def _is_async(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(_described(fn))
+    target = _unwrapped(fn)
+    return (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(_described(fn))
+            or (_is_callable_object(target) and inspect.iscoroutinefunction(type(target).__call__)))
 
 
 def _parameters(fn: Any) -> list[inspect.Parameter]:
