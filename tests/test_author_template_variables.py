@@ -85,3 +85,22 @@ def test_a_hint_no_uri_variable_can_be_read_as_is_refused_at_registration() -> N
         def bulk(ids: list[int]) -> str:
             return ""
     assert registry.get_template("author-shop://bulk/{ids}") is None
+
+
+class Slug(str):
+    """A slug, as a project's own code may type one: a class pydantic has no schema for."""
+
+
+def article(slug: Slug) -> str:
+    return f"article {slug.upper()}"
+
+
+async def test_a_variable_hinted_by_a_class_pydantic_cannot_read_stays_the_string_it_was() -> None:
+    # Since variables were converted, such a template stopped the project (ImproperlyConfigured, "cannot be
+    # read from the string a URI variable is"); it served its reads before, with the string (the revB review).
+    mcp_tools.resource("author-blog://articles/{slug}", mime_type="text/plain")(article)
+    try:
+        got = await read("author-blog://articles/hello")
+        assert got["result"]["contents"][0]["text"] == "article HELLO", got
+    finally:
+        registry.unregister_resource("author-blog://articles/{slug}")

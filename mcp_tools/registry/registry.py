@@ -1001,10 +1001,27 @@ def _variable_converters(uri: str, func: Callable[..., Any]) -> dict[str, TypeAd
         return {}
     converters: dict[str, TypeAdapter[Any]] = {}
     for variable in re.findall(r"\{\+?(\w+)\}", uri):
+        if _no_schema_for(hints.get(variable)):
+            # A class pydantic cannot read (a str subclass, class Slug(str)): the variable stays the string it
+            # always was. Refused, a template that served its reads stopped the project (found by the revB review).
+            continue
         converter = _prompt_converter(f"Resource {uri!r} ({_qualified(func)})", variable, hints.get(variable), "a URI variable")
         if converter is not None:
             converters[variable] = converter
     return converters
+
+
+def _no_schema_for(annotation: Any) -> bool:
+    """Whether pydantic has no schema for ``annotation`` (a class of the project's own, not a hint it reads)."""
+    if annotation is None:
+        return False
+    try:
+        TypeAdapter(_pydantic_compatible(annotation))
+    except pydantic.PydanticSchemaGenerationError:
+        return True
+    except Exception:  # noqa: BLE001 - any other refusal is _prompt_converter's to report
+        return False
+    return False
 
 
 def _resource_context_param(func: Callable[..., Any], uri: str) -> str | None:
