@@ -109,3 +109,30 @@ async def test_progress_and_logs_inside_a_model_actions_transaction_still_go_out
     done = await call("ctxchange.rows.chatty", {"id": pk})
     assert done.get("isError") is not True, done
     assert done["content"][0]["text"] == "told"
+
+
+def logged_effect(ctx: ToolContext) -> str:
+    """A sync tool whose once effect logs what it did."""
+
+    def effect() -> str:
+        ctx.log("info", "mailed")
+        return "done"
+
+    done = str(ctx.once("mail", effect))
+    ctx.log("info", "after")
+    return done
+
+
+async def test_a_log_line_inside_a_once_function_goes_out_when_it_returns() -> None:
+    # Since ctx steps were refused inside a once function, this call answered -32603 (RuntimeError); before,
+    # the line went out and the call answered (found by the revB review). It is sent once the effect returns.
+    from mcp_tools.registry import make_tool, registry
+
+    params: dict[str, Any] = {"name": "ctxchange_logged_effect", "arguments": {}, "_meta": {"io.modelcontextprotocol/logLevel": "info"}}
+    with registry.registered_temporarily(make_tool(logged_effect, name="ctxchange_logged_effect")):
+        from demo_site.asgi import application
+
+        response = await asyncio.wait_for(call_modern(application, "tools/call", params), 20)
+    assert response.json()["result"]["content"][0]["text"] == "done", response.json()
+    logs = [m["params"]["data"] for m in response.sse_messages() if m.get("method") == "notifications/message"]
+    assert logs == ["mailed", "after"], logs

@@ -962,6 +962,8 @@ def _gatherable(requests: tuple[Any, ...]) -> list[StepRequest[Any]]:
 #: What a sync handler's run is inside of where it may make no ``ctx`` step (``Invocation.state``):
 #: a ``ctx.once`` function, a model action's method (:meth:`SyncToolContext._refusing_steps`).
 _STEPS_REFUSED = "mcp_tools.steps_refused"
+#: The ``ctx.log`` lines a sync ``ctx.once`` function made, sent once it returns (``Invocation.state``).
+_LOGS_HELD = "mcp_tools.logs_held"
 
 
 class SyncToolContext(ToolContext):
@@ -983,7 +985,7 @@ class SyncToolContext(ToolContext):
             # that journals it: this step's store work would queue behind that function, waiting on
             # itself, and every durable call of the process behind both (a confirmed model action's
             # method that took ``ctx`` and made a step hung the server).
-            raise RuntimeError(f"{inside} cannot make ctx steps (once, elicit, sample, progress, log): it runs in "
+            raise RuntimeError(f"{inside} cannot make ctx steps (once, elicit, sample, progress): it runs in "
                                "the store's thread, inside the transaction that journals it. Make them before or after.")
         if step == "once":
             # From code that holds a database transaction of its own (a model action's method): the
@@ -1039,8 +1041,20 @@ class SyncToolContext(ToolContext):
 
     def once(self, key: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         self._go_on("once")
-        with self._refusing_steps(f"The function of ctx.once({key!r}, ...)"):  # a step made by ``fn`` is refused
-            return async_to_sync(super().once)(key, fn, *args, **kwargs)
+        held: list[tuple[str, Any, str | None]] = []
+        outer_held = self._inv.state.get(_LOGS_HELD)
+        if outer_held is None:
+            self._inv.state[_LOGS_HELD] = held
+        try:
+            with self._refusing_steps(f"The function of ctx.once({key!r}, ...)"):  # a step made by ``fn`` is refused
+                return async_to_sync(super().once)(key, fn, *args, **kwargs)
+        finally:
+            if outer_held is None:
+                self._inv.state.pop(_LOGS_HELD, None)
+                # Its log lines, held while it ran (they went out before steps there were refused; found by
+                # the revB review), go out now, whether it returned or raised.
+                for level, data, logger in held:
+                    async_to_sync(super().log)(level, data, logger)
 
     def report_progress(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         self._go_on()
@@ -1050,9 +1064,18 @@ class SyncToolContext(ToolContext):
         if not self._inv.in_worker:
             raise Defer()
 
-    def log(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def log(self, level: str, data: Any, logger: str | None = None) -> None:  # type: ignore[override]
+        held = self._inv.state.get(_LOGS_HELD)
+        refused = self._inv.state.get(_STEPS_REFUSED)
+        if held is not None and refused is not None and not refused[1] and not self._inv.stopped:
+            # From a ctx.once function: sent when it returns (sending it from the store's thread could wait
+            # on that thread); a log line is no journaled step, so the function may make one.
+            if level not in LOG_LEVELS:
+                raise ValueError(f"Unknown log level {level!r}; use one of {', '.join(LOG_LEVELS)}")
+            held.append((level, data, logger))
+            return
         self._go_on()
-        async_to_sync(super().log)(*args, **kwargs)
+        async_to_sync(super().log)(level, data, logger)
 
     def info(self, data: Any) -> None:  # type: ignore[override]
         self.log("info", data)
