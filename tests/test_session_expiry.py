@@ -171,3 +171,46 @@ async def test_a_request_that_runs_longer_than_the_idle_limit_keeps_its_session(
             assert await ping(session) == 200
     finally:
         registry.unregister_tool("s38_long_wait")
+
+
+async def test_requests_that_run_at_once_write_their_session_at_most_24_times_per_idle_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the review of this session's fixes: since a running request records its session in use
+    (1f4372c), each waiting request of a session wrote ``last_seen_at`` every 24th of the limit, whatever the
+    others did: five requests at once, five times the writes docs/settings.md bounds ("written at most 24
+    times in this span"). Counted as the rows each UPDATE of a session changed, however it is written."""
+    import mcp_tools
+    from django.conf import settings
+    from django.db.models.query import QuerySet
+    from django.test import override_settings
+
+    from mcp_tools.registry import registry
+
+    writes: list[int] = []
+    update = QuerySet.update
+
+    def counted(self: QuerySet, **kwargs: object) -> int:
+        changed = update(self, **kwargs)
+        if self.model is McpSession and "last_seen_at" in kwargs:
+            writes.append(changed)
+        return changed
+
+    monkeypatch.setattr(QuerySet, "update", counted)
+
+    @mcp_tools.tool(name="s38_busy_wait")
+    async def busy_wait() -> str:
+        await asyncio.sleep(1.2)
+        return "done"
+
+    try:
+        # A 24th of the limit: 0.1 s. In 1.2 s the session may be written about 12 times, not 5 x 12.
+        with override_settings(MCP_TOOLS={**settings.MCP_TOOLS, "SESSION_IDLE_SECONDS": 2.4}):
+            sessions.clear()
+            session = await open_session()
+            headers = post_headers(version=HANDSHAKE, session=session)
+            calls = [post_json(APP, handshake_message("tools/call", {"name": "s38_busy_wait", "arguments": {}}), headers)
+                     for _ in range(5)]
+            answers = await asyncio.gather(*calls)
+        assert [answer.json()["result"]["content"][0]["text"] for answer in answers] == ["done"] * 5
+        assert sum(writes) <= 12 + 4, writes  # and a few of the requests' starts
+    finally:
+        registry.unregister_tool("s38_busy_wait")

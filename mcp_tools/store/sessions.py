@@ -28,14 +28,21 @@ def get_session(session_id: str) -> Any:
     return McpSession.objects.filter(id=session_id).first()
 
 
-def touch_session(session_id: str) -> bool:
+def touch_session(session_id: str, *, unless_within: float | None = None) -> bool:
     """Record that the session was used now (``last_seen_at``), which keeps it from expiring; False
-    when it is gone."""
+    when it is gone. ``unless_within``: not if it was recorded within that many seconds (by anyone:
+    another request, another process), False then too."""
+    from datetime import timedelta
+
     from django.utils import timezone
 
     from ..models import McpSession
 
-    return bool(McpSession.objects.filter(id=session_id).update(last_seen_at=timezone.now()))
+    now = timezone.now()
+    rows = McpSession.objects.filter(id=session_id)
+    if unless_within is not None:
+        rows = rows.filter(last_seen_at__lt=now - timedelta(seconds=unless_within))
+    return bool(rows.update(last_seen_at=now))
 
 
 def purge_idle_sessions(idle_seconds: float, *, dry_run: bool = False,

@@ -1652,7 +1652,10 @@ class _Handler:
 
     async def _touch_session(self) -> None:
         try:
-            await store.touch_session(self.rc.session_id or "")
+            # Not if anyone recorded it within the interval: the session's other requests, its GET stream, another
+            # process. One write per interval per session, not one per waiting request (docs/settings.md: at
+            # most 24 per SESSION_IDLE_SECONDS).
+            await store.touch_session(self.rc.session_id or "", unless_within=sessions.in_use_every())
         except Exception:  # the database cannot be reached now: the next pass writes it
             logger.warning("Could not record session %s in use", self.rc.session_id, exc_info=True)
         if self.running:
