@@ -263,6 +263,29 @@ def test_a_grace_the_setting_would_refuse_is_refused_by_the_command(grace: str) 
         call_command("mcp_stdio", "--grace", grace)
 
 
+async def _initialized_with_raw_pipes(*args: str) -> asyncio.subprocess.Process:
+    """``manage.py mcp_stdio`` on plain pipes (a client that may stop reading its stdout), initialized."""
+    from tests.stdio_harness import INITIALIZED, ROOT, init_message
+
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.stdio_settings", "PYTHONPATH": str(ROOT)}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "manage.py", "mcp_stdio", *args, cwd=ROOT, env=env,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert proc.stdout
+    await _send(proc, init_message())
+    await asyncio.wait_for(proc.stdout.readline(), 30)
+    await _send(proc, INITIALIZED)
+    return proc
+
+
+async def _send(proc: asyncio.subprocess.Process, *messages: dict[str, Any]) -> None:
+    assert proc.stdin
+    for message in messages:
+        proc.stdin.write(json.dumps(message).encode() + b"\n")
+    await proc.stdin.drain()
+
+
 @pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 async def test_a_signal_ends_the_server_when_the_client_does_not_read_stdout(django_db_setup: None, signal_number: int) -> None:
     """Found by the stdio review: a client that stopped reading stdout (hung, or gone with its pipe
@@ -270,20 +293,11 @@ async def test_a_signal_ends_the_server_when_the_client_does_not_read_stdout(dja
     SIGTERM / SIGINT handler runs: the signal never ended the server (docs: "SIGTERM ends it at once")
     and it waited for ever. The lines are written off the loop now; once stopped, a line the client
     has not taken for a second gives the output up and the process exits."""
-    from tests.stdio_harness import INITIALIZED, ROOT, init_message
-
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.stdio_settings", "PYTHONPATH": str(ROOT)}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "manage.py", "mcp_stdio", cwd=ROOT, env=env,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-    )
+    proc = await _initialized_with_raw_pipes()
     assert proc.stdin and proc.stdout
     try:
-        proc.stdin.write(json.dumps(init_message()).encode() + b"\n")
-        await asyncio.wait_for(proc.stdout.readline(), 30)  # started; its stdout is never read again
-        for message in [INITIALIZED, *(call(n, "chatty", {"text": "x" * 200_000}) for n in range(4))]:
-            proc.stdin.write(json.dumps(message).encode() + b"\n")
-        await proc.stdin.drain()
+        # Its stdout is not read again.
+        await _send(proc, *(call(n, "chatty", {"text": "x" * 200_000}) for n in range(4)))
         await asyncio.sleep(3)  # the replies fill the pipe
         assert proc.returncode is None
         proc.send_signal(signal_number)
@@ -297,4 +311,52 @@ async def test_a_signal_ends_the_server_when_the_client_does_not_read_stdout(dja
         if proc.returncode is None:
             proc.kill()
         await asyncio.wait_for(proc.stdout.read(), 30)  # to its end: the pipe closes, and wait() returns
+        await asyncio.wait_for(proc.wait(), 30)
+
+
+async def test_a_reply_being_written_when_the_server_is_stopped_reaches_a_client_that_reads_it(django_db_setup: None) -> None:
+    """Found by the review of this session's fixes: since lines are written by a writer thread (4582395), a
+    SIGTERM while a long reply was being written to a client that had not read it yet (it reads it at once
+    after, well within the second docs/protocol.md gives a line once the server is stopped) cut the reply
+    short: the request was cancelled as its line went out (so no other reply came), and the process exited
+    under the writer thread. Before that commit the reply was written whole, then the server stopped."""
+    proc = await _initialized_with_raw_pipes()
+    assert proc.stdin and proc.stdout
+    try:
+        await _send(proc, call(1, "chatty", {"text": "x" * 1_000_000}))
+        await asyncio.sleep(0.6)  # the reply fills the pipe and waits for the client (under a second)
+        proc.send_signal(signal.SIGTERM)
+        out = await asyncio.wait_for(proc.stdout.read(), 30)  # the client reads now, to the end
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    lines = out.split(b"\n")
+    assert lines[-1] == b"", f"a line cut short: {len(lines[-1])} bytes of it"
+    replies = [json.loads(line) for line in lines[:-1]]
+    assert [reply.get("id") for reply in replies] == [1], [str(reply)[:200] for reply in replies]
+
+
+async def test_the_grace_period_still_ends_the_server_when_the_client_does_not_read_stdout(django_db_setup: None) -> None:
+    """The other side of the test above: the server waits, after the requests accepted, for the line being
+    written, but a client that closed stdin and reads no more does not keep it past the grace period
+    (docs/settings.md: "the rest are then cancelled and answered with an error, and the process exits"):
+    once that is over, a line the client takes nothing of for a second gives the output up, as after a
+    signal."""
+    proc = await _initialized_with_raw_pipes("--grace", "0.5")
+    assert proc.stdin and proc.stdout
+    try:
+        await _send(proc, call(1, "chatty", {"text": "x" * 1_000_000}))
+        await asyncio.sleep(1)  # the reply fills the pipe; stdout is not read again
+        proc.stdin.close()
+        for _ in range(100):  # its exit, not proc.wait(), which also waits for stdout to be read to its end
+            if proc.returncode is not None:
+                break
+            await asyncio.sleep(0.1)
+        assert proc.returncode == 0, "the grace period did not end the server"
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await asyncio.wait_for(proc.stdout.read(), 30)
         await asyncio.wait_for(proc.wait(), 30)

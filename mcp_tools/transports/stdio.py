@@ -133,6 +133,8 @@ class StdioServer:
         self._output_gone: asyncio.Future[None] | None = None
         #: Set once :meth:`serve` has finished the requests accepted.
         self._served = False
+        #: The line handed to the writer thread last: those before it are written first.
+        self._last_line: asyncio.Future[None] | None = None
 
     async def write(self, message: dict[str, Any]) -> None:
         """Write one message as a line of UTF-8 JSON (nothing once the client closed its end)."""
@@ -144,7 +146,8 @@ class StdioServer:
         loop = asyncio.get_running_loop()
         if self._output_gone is None:
             self._output_gone = loop.create_future()
-        return loop.run_in_executor(self._writer, self._write_line, jsonrpc.dumps(message) + b"\n")
+        line = self._last_line = loop.run_in_executor(self._writer, self._write_line, jsonrpc.dumps(message) + b"\n")
+        return line
 
     async def _written(self, line: asyncio.Future[None]) -> None:
         """Until the line handed over is written, or the output given up (:meth:`_watch_output`)."""
@@ -175,7 +178,7 @@ class StdioServer:
             return
         since = self._writing_since
         if since is not None and time.monotonic() - since >= STALLED_OUTPUT_SECONDS:
-            logger.warning("The client has not read stdout for %.0f s since the server was stopped: nothing more is written",
+            logger.warning("The client has not read stdout for %.0f s as the server ends: nothing more is written",
                            STALLED_OUTPUT_SECONDS)
             self._output_closed = True
             if self._output_gone is not None and not self._output_gone.done():
@@ -200,6 +203,11 @@ class StdioServer:
             except Exception:  # no line may end the server
                 logger.exception("Unhandled error serving a line of input")
         await self.finish_accepted()
+        if self._last_line is not None:
+            # A request cancelled at shutdown while its reply was being written sends no other: that line goes
+            # out whole before the process exits (it exited under the writer thread, the reply cut short), unless
+            # the output is given up (stopped, the client taking nothing for STALLED_OUTPUT_SECONDS).
+            await self._written(self._last_line)
         self._served = True
 
     def _read_lines(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -269,6 +277,10 @@ class StdioServer:
             return
         grace = float(mcp_settings.STDIO_SHUTDOWN_GRACE_SECONDS if self.grace is None else self.grace)
         _, late = await asyncio.wait(pending, timeout=max(grace, 0.0))
+        if late and not self._stopped:
+            # The grace period is over: a client taking nothing of a line for STALLED_OUTPUT_SECONDS no longer
+            # holds the exit (serve waits for the line being written), as after a signal (stop arms it).
+            self._watch_output()
         # Each cancelled request writes its error reply on the way out (see run()). A cancel is
         # sent again while a request goes on: one can be lost on the way (Python 3.11's
         # asyncio.wait_for returns the result of what it waited for when that completes as the
