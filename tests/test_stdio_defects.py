@@ -360,3 +360,35 @@ async def test_the_grace_period_still_ends_the_server_when_the_client_does_not_r
             proc.kill()
         await asyncio.wait_for(proc.stdout.read(), 30)
         await asyncio.wait_for(proc.wait(), 30)
+
+
+async def test_a_long_reply_a_slow_client_is_reading_when_the_server_is_stopped_is_written_whole(django_db_setup: None) -> None:
+    """Found by the review of this session's fixes: once stopped, the server gives its output up when "a line
+    the client has not taken for a second" (docs/protocol.md) waits, but it timed the line from when its
+    writing began: a client reading a long reply steadily, only slowly, had it cut short by a SIGTERM that came
+    a second or more into the reply, though it was taking the line all along."""
+    proc = await _initialized_with_raw_pipes()
+    assert proc.stdout
+    out = b""
+    try:
+        await _send(proc, call(1, "chatty", {"text": "x" * 3_000_000}))
+        loop = asyncio.get_running_loop()
+        signal_at = loop.time() + 1.5
+        while True:  # about 640 KB a second: the 3 MB reply takes some 5 s
+            chunk = await asyncio.wait_for(proc.stdout.read(32 * 1024), 30)
+            if not chunk:
+                break
+            out += chunk
+            if signal_at is not None and loop.time() >= signal_at:
+                proc.send_signal(signal.SIGTERM)
+                signal_at = None
+            await asyncio.sleep(0.05)
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert signal_at is None, "the reply ended before the signal"
+    lines = out.split(b"\n")
+    assert lines[-1] == b"", f"a line cut short: {len(lines[-1])} bytes of it"
+    assert [json.loads(line).get("id") for line in lines[:-1]] == [1]

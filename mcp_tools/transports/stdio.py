@@ -54,9 +54,11 @@ logger = logging.getLogger("mcp_tools.stdio")
 
 #: How much of a line past ``MAX_BODY_BYTES`` is read at a time while it is skipped.
 _SKIP_CHUNK_BYTES = 64 * 1024
-#: Once stopped (SIGTERM / SIGINT), a line the client has not taken for this long means it reads no
+#: Once stopped (SIGTERM / SIGINT), a line the client has taken nothing of for this long means it reads no
 #: more: nothing else is written, and the server ends without waiting for it.
 STALLED_OUTPUT_SECONDS = 1.0
+#: A line is written this much at a time: a client taking a long line slowly, piece by piece, is not stalled.
+_WRITE_CHUNK_BYTES = 64 * 1024
 
 
 def current_user(user: Any) -> Any | None:
@@ -127,7 +129,7 @@ class StdioServer:
         #: Writes the lines, off the loop: a client that stops reading stdout fills the pipe and blocks
         #: the write, which on the loop's thread held the loop, SIGTERM's handler included, for good.
         self._writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp-tools-stdio-writer")
-        #: When the writer thread began the line it is writing (``time.monotonic()``); None between lines.
+        #: When the writer thread began the piece of a line it is writing (``time.monotonic()``); None between lines.
         self._writing_since: float | None = None
         #: Done when the output is given up (stopped, and the client took no line for STALLED_OUTPUT_SECONDS).
         self._output_gone: asyncio.Future[None] | None = None
@@ -158,9 +160,13 @@ class StdioServer:
         """The writer thread: one line, flushed."""
         if self._output_closed:
             return
-        self._writing_since = time.monotonic()
         try:
-            self.writer.write(data)
+            # Timed per piece: timed from the line's start, a long reply a slow client was reading all along
+            # was given up (cut short) by a stop that came a second into it.
+            for start in range(0, len(data), _WRITE_CHUNK_BYTES):
+                self._writing_since = time.monotonic()
+                self.writer.write(data[start:start + _WRITE_CHUNK_BYTES])
+            self._writing_since = time.monotonic()
             self.writer.flush()
         except OSError:  # BrokenPipeError among them: the client closed stdout
             self._output_closed = True
