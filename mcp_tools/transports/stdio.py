@@ -36,6 +36,7 @@ import contextlib
 import functools
 import logging
 import os
+import select
 import sys
 import threading
 import time
@@ -59,6 +60,8 @@ _SKIP_CHUNK_BYTES = 64 * 1024
 STALLED_OUTPUT_SECONDS = 1.0
 #: A line is written this much at a time: a client taking a long line slowly, piece by piece, is not stalled.
 _WRITE_CHUNK_BYTES = 64 * 1024
+#: A write this long to a pipe ``select`` says is writable does not block (POSIX's atomic pipe write).
+_PIPE_BUF = getattr(select, "PIPE_BUF", 512)
 
 
 def current_user(user: Any) -> Any | None:
@@ -148,13 +151,33 @@ class StdioServer:
         loop = asyncio.get_running_loop()
         if self._output_gone is None:
             self._output_gone = loop.create_future()
-        line = self._last_line = loop.run_in_executor(self._writer, self._write_line, jsonrpc.dumps(message) + b"\n")
+        data = jsonrpc.dumps(message) + b"\n"
+        if self._fits_now(data):
+            # Most lines: nothing before them waits for the thread, and the pipe has room for the whole line
+            # (PIPE_BUF bytes at least), so the write cannot block: written here, without a thread hop (each
+            # line going through the thread doubled the cost of a ping).
+            self._write_line(data)
+            done: asyncio.Future[None] = loop.create_future()
+            done.set_result(None)
+            return done
+        line = self._last_line = loop.run_in_executor(self._writer, self._write_line, data)
         return line
+
+    def _fits_now(self, data: bytes) -> bool:
+        """Whether ``data`` can be written on the loop: no earlier line is still the writer thread's, and
+        stdout is a pipe (or file) with room for it now (``select``; not where it cannot say, on Windows)."""
+        if len(data) > _PIPE_BUF or (self._last_line is not None and not self._last_line.done()) or self._output_closed:
+            return False
+        try:
+            return bool(select.select([], [self.writer.fileno()], [], 0)[1])
+        except (OSError, ValueError, AttributeError):  # no file descriptor (a BytesIO, no fileno), or one select cannot take
+            return False
 
     async def _written(self, line: asyncio.Future[None]) -> None:
         """Until the line handed over is written, or the output given up (:meth:`_watch_output`)."""
         assert self._output_gone is not None
-        await asyncio.wait((line, self._output_gone), return_when=asyncio.FIRST_COMPLETED)
+        if not line.done():  # written on the loop already (_fits_now): asyncio.wait would still take a turn of it
+            await asyncio.wait((line, self._output_gone), return_when=asyncio.FIRST_COMPLETED)
 
     def _write_line(self, data: bytes) -> None:
         """The writer thread: one line, flushed."""
