@@ -126,3 +126,23 @@ async def test_a_lazy_text_returned_is_answered_as_its_text(handler: Any) -> Non
         done = await rpc("tools/call", {"name": handler.__name__, "arguments": {}})
     assert done["content"] == [{"type": "text", "text": "Done"}], done
     assert not done.get("isError"), done
+
+
+def test_text_converts_lazy_texts_beside_values_json_has_no_form_for_and_leaves_plain_structures_as_they_are() -> None:
+    """``_text`` skips its walk where orjson takes the structure (no lazy text in it): the structure itself
+    comes back. Where orjson refuses it (a lazy text, or a Decimal beside one), the walk converts the texts
+    and keeps every other value as it was."""
+    from decimal import Decimal
+
+    from mcp_tools.engine.context import _text
+
+    plain = {"type": "object", "properties": {"n": {"type": "integer", "title": "N", "enum": [1, 2]}}}
+    assert _text(plain) is plain
+    mixed = {"type": "object", "properties": {"n": {"type": "number", "title": _("Amount"), "minimum": Decimal("0.5")}},
+             "required": [_("n")]}
+    converted = _text(mixed)
+    assert converted == {"type": "object", "properties": {"n": {"type": "number", "title": "Amount", "minimum": Decimal("0.5")}},
+                         "required": ["n"]}
+    assert type(converted["properties"]["n"]["title"]) is str and type(converted["required"][0]) is str
+    decimal_only = {"minimum": Decimal("1")}
+    assert _text(decimal_only) is decimal_only
