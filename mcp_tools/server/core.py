@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import mcp_types
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from .. import engine, store
