@@ -291,6 +291,11 @@ class ModelToolset:
             if not model._base_manager.db_manager(alias).select_for_update().filter(pk=obj.pk).exists():
                 raise base.not_found(model, self.lookup_field, lookup)
             obj.refresh_from_db(using=alias)
+            # get_object asked the object's permissions of the row before this transaction: asked
+            # again of the locked row, a permission it no longer gives (a rule that reads the row,
+            # one revoked meanwhile) refuses the update as get_object would, nothing written.
+            base.check_object(self.user, self.action_permissions(self.action), obj,
+                              base.object_permissions_enabled(self.object_permissions), self.action, (self.lookup_field, lookup))
             serializer = self.get_serializer(obj, data=arguments, partial=True)
             return self._save(serializer, self.perform_update)
 
