@@ -1288,15 +1288,22 @@ class McpEndpoint:
             # and a client would start a new one); only this stream cannot be resumed (its events trimmed).
             raise HttpError(400, McpError(INVALID_REQUEST, "Unknown Last-Event-ID"))
         stream_id = found[1]
+        call_id = None if stream_id.startswith(STANDALONE_STREAM_PREFIX) else await store.call_for_stream(stream_id)
+        # Whether the caller may still use what the call runs (a permission taken away since it started).
+        refused = await session_flavor.refused_on_resume(call_id, caller.principal) if call_id is not None else None
         response.stream_id = stream_id
         response.streaming = True
         await response._send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + response._base_headers()})
         # Some servers send headers only with the first body bytes: send a comment now.
         await response._send({"type": "http.response.body", "body": b": resumed\n\n", "more_body": True})
+        events = await store.events_after(stream_id, last_event_id)
+        if refused is not None and call_id is not None:
+            await self.refuse_resumed(response, stream_id, call_id, events, refused)
+            return
         already_sent: set[str] = set()  # our requests the replay carries now (and, below, those the client had)
         answered: set[Any] = set()  # ids of the responses the stream carried: seen by the client, or replayed now
         replayed_updates: set[str] = set()  # the resources whose updates the replay carries
-        for event_id, payload in await store.events_after(stream_id, last_event_id):
+        for event_id, payload in events:
             if payload:
                 kind, message_id = _kind_and_id(payload)
                 if kind == "notification" and '"notifications/resources/updated"' in payload:
@@ -1326,7 +1333,6 @@ class McpEndpoint:
             # updates made while no stream was open to carry them are told (at most one per URI).
             await self.standalone(receive, response, caller, missed_since=(last_event_id, replayed_updates))
             return
-        call_id = await store.call_for_stream(stream_id)
         request_id = jsonrpc.id_from_text(await store.call_request_id(call_id)) if call_id is not None else None
         if call_id is None or (request_id is not None and request_id in answered):
             # Nothing runs on this stream, or it carried its response already (before last_event_id,
@@ -1396,6 +1402,22 @@ class McpEndpoint:
             watcher.cancel()
             if registered is not None:
                 cancellation.unregister(registered, stopper)
+
+    @staticmethod
+    async def refuse_resumed(response: Response, stream_id: str, call_id: str, events: list[tuple[int, str]], refused: McpError) -> None:
+        """End a resumed stream whose call the caller may no longer use (a permission taken away since it
+        started): its request is answered as a new request of it would be ("Unknown tool"), as a
+        task's ``tasks/result`` answers "Unknown task"; nothing it missed is replayed, the call not
+        followed. A client that has the response already (the stream carried it at or before
+        ``Last-Event-ID``: a POST stream's last event) gets nothing more: one response per request."""
+        if not any(_kind_and_id(payload)[0] == "response" for _, payload in events if payload):
+            newest = await store.last_event_of_stream(stream_id)
+            if newest and _kind_and_id(newest)[0] == "response":
+                await response._send({"type": "http.response.body", "body": b""})
+                return
+        logger.info("Refused to resume the stream of call %s: %s", call_id, refused.message)
+        request_id = jsonrpc.id_from_text(await store.call_request_id(call_id))
+        await response.finish(jsonrpc.error_message(request_id, refused))
 
     async def standalone(self, receive: Any, response: Response, caller: StreamCaller,
                          missed_since: tuple[int, set[str]] | None = None) -> None:

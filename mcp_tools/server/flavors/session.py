@@ -28,7 +28,7 @@ from ...engine.journal import Journal, Step
 from ...interprocess import cancellation, wakeups
 from ...protocol import jsonrpc
 from ...protocol.answers import InvalidAnswer, checked_step_answer
-from ...protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError
+from ...protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, McpError, ResourceNotFound
 from .. import background, core
 from ..threads import release_request_thread
 from ..context import RequestContext, StreamPaused, ends_when_stopped
@@ -320,6 +320,23 @@ async def continue_call(call_id: str, rc: RequestContext, already_sent: set[str]
         return await resumed_as(call_id, rc, already_sent)
     _record_served_as(rc)
     return await follow(call_id, rc, already_sent)
+
+
+async def refused_on_resume(call_id: str, principal: Any) -> McpError | None:
+    """Why a stream resumed with ``Last-Event-ID`` may not carry call ``call_id`` for ``principal`` now,
+    or None: the caller may no longer use what it runs (a permission taken away, a token without the
+    scope), answered as :func:`core.resolve_target` answers a new request of it. A task's
+    ``tasks/result`` stream is its flavor's (:data:`RESUMED_BY_FLAVOR`: "Unknown task")."""
+    loaded = await store.load_call(call_id)
+    if loaded is None or loaded[0].flavor in RESUMED_BY_FLAVOR:
+        return None
+    row = loaded[0]
+    name = str(row.arguments.get("uri" if row.method == "resources/read" else "name", ""))
+    if await core.may_use(principal, row.method, name):
+        return None
+    if row.method == "resources/read":
+        return ResourceNotFound(name).for_handshake_era()  # a session's: the 2025-11-25 code
+    return McpError(INVALID_PARAMS, f"Unknown {'prompt' if row.method == 'prompts/get' else 'tool'}: {name}")
 
 
 async def follow(
