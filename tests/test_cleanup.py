@@ -227,3 +227,25 @@ def test_a_finished_call_a_stream_carries_is_kept_while_its_stream_can_be_resume
     ToolCall.objects.filter(id=stale.id).update(stream_id="stream-2")
     call_command("mcp_cleanup", stdout=StringIO())
     assert set(ToolCall.objects.values_list("id", flat=True)) == {carried.id}  # not plain, nor stale
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("dry_run", [False, True], ids=["run", "dry-run"])
+def test_the_report_says_which_finished_calls_it_kept_for_their_stream(settings, dry_run: bool) -> None:  # type: ignore[no-untyped-def]
+    """``mcp_cleanup --days 0`` said "Deleted 1 finished call(s) ... older than 0 seconds" and nothing
+    else, while it kept the finished call a 2025-11-25 stream carried (until CALL_TTL, test above): an
+    operator read that every finished call was gone. The report now says what it kept, and why."""
+    settings.MCP_TOOLS = {**settings.MCP_TOOLS, "CALL_TTL": 86400}
+    carried = _aged(CallStatus.COMPLETED, 1 / 24)
+    ToolCall.objects.filter(id=carried.id).update(stream_id="stream-1")
+    _aged(CallStatus.COMPLETED, 1 / 24)  # a call no stream carried: deleted
+    out = StringIO()
+    call_command("mcp_cleanup", "--days", "0", *(["--dry-run"] if dry_run else []), stdout=out)
+    verb, kept = ("Dry run: would delete", "Dry run: would keep") if dry_run else ("Deleted", "Kept")
+    lines = out.getvalue().splitlines()
+    assert lines[-2:] == [
+        f"{verb} 1 finished call(s) and 2 step(s) older than 0 seconds.",
+        f"{kept} 1 finished call(s) a 2025-11-25 stream carried, until their stream can no longer be resumed "
+        "(CALL_TTL, 1 day after they ended).",
+    ], lines
+    assert ToolCall.objects.filter(id=carried.id).exists()

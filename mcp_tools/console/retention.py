@@ -29,6 +29,8 @@ BATCH = 500
 class Purged:
     calls: int
     steps: int
+    #: Calls past the cutoff kept because a 2025-11-25 stream carried them and can still be resumed.
+    kept: int = 0
 
 
 def retention_seconds() -> float | None:
@@ -59,11 +61,14 @@ def purge_finished_calls(older_than_seconds: float, *, dry_run: bool = False, ba
         return Purged(0, 0)
     finished = ToolCall.objects.filter(status__in=list(TERMINAL_STATUSES), updated_at__lt=cutoff)
     resumable_since = now - timedelta(seconds=int(mcp_settings.CALL_TTL))
+    kept = 0
     if resumable_since < cutoff:
-        finished = finished.exclude(~Q(stream_id=""), updated_at__gte=resumable_since)
+        resumable = Q(~Q(stream_id=""), updated_at__gte=resumable_since)
+        kept = finished.filter(resumable).count()  # told in the report: not deleted, though past the cutoff
+        finished = finished.exclude(resumable)
     if dry_run:
-        return Purged(finished.count(), CallStep.objects.filter(call__in=finished.values("pk")).count())
-    purged = Purged(0, 0)
+        return Purged(finished.count(), CallStep.objects.filter(call__in=finished.values("pk")).count(), kept)
+    purged = Purged(0, 0, kept)
     while True:
         ids = list(finished.order_by().values_list("pk", flat=True)[:batch])
         if not ids:
@@ -95,6 +100,11 @@ class CleanupReport:
     #: Working calls whose server stopped under them, that no client can resume, marked ``cancelled``
     #: (:meth:`~mcp_tools.managers.ToolCallManager.abandoned`).
     cancelled_calls: int = 0
+    #: Finished calls past ``keep_seconds`` kept all the same: a 2025-11-25 stream carried them and can
+    #: still be resumed (``CALL_TTL`` after they ended); None when finished calls are kept.
+    kept_calls: int | None = None
+    #: ``CALL_TTL``, how long after it ended such a call is kept.
+    call_ttl: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -128,8 +138,8 @@ def cleanup(*, keep_seconds: float | None = FROM_SETTINGS, dry_run: bool = False
         cancelled = ToolCall.objects.cancel_abandoned()
         events = StreamEvent.objects.purge_older_than(call_ttl)
     sessions = None if idle_seconds is None else purge_idle(idle_seconds, dry_run=dry_run)
-    finished = steps = None
+    finished = steps = kept = None
     if keep is not None:
         purged = purge_finished_calls(keep, dry_run=dry_run)
-        finished, steps = purged.calls, purged.steps
-    return CleanupReport(expired, events, sessions, finished, steps, idle_seconds, keep, cancelled)
+        finished, steps, kept = purged.calls, purged.steps, purged.kept
+    return CleanupReport(expired, events, sessions, finished, steps, idle_seconds, keep, cancelled, kept, call_ttl)

@@ -62,3 +62,8 @@ class Command(BaseCommand):
             return
         self.stdout.write(f"{verb} {report.finished_calls} finished call(s) and {report.steps} step(s) "
                           f"older than {readable_duration(report.keep_seconds)}.")
+        if report.kept_calls and report.call_ttl is not None:
+            # Older than that too, but left: their client may still resume the stream for the answer.
+            kept = "Dry run: would keep" if dry_run else "Kept"
+            self.stdout.write(f"{kept} {report.kept_calls} finished call(s) a 2025-11-25 stream carried, until their stream "
+                              f"can no longer be resumed (CALL_TTL, {readable_duration(report.call_ttl)} after they ended).")
