@@ -542,6 +542,15 @@ def expire_overdue(call_id: Any = None) -> int:
     return ToolCall.objects.expire_overdue(call_id)
 
 
+def queued_for_a_worker(principal: str, tool_name: str, since: Any) -> bool:
+    """Whether a live background call of ``principal``'s to ``tool_name``, made at or after ``since``,
+    waits for a worker to take it (no worker has claimed it): what ``mcp_call`` tells its operator."""
+    from ..models import ToolCall
+
+    return ToolCall.objects.filter(principal=principal, tool_name=tool_name, background=True, status=CallStatus.WORKING,
+                                   worker="", created_at__gte=since).exists()
+
+
 def not_queued(call_id: Any, task_id: str) -> bool:
     """The broker refused the task ``task_id`` of a queued call: the row says nothing is queued for it
     (no task id, no queue deadline), and the next sweep queues it again. Not once a worker took it

@@ -23,12 +23,14 @@ import itertools
 import json
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO, TypeVar
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser, OutputWrapper
+from django.utils import timezone
 
 from mcp_tools.protocol import jsonrpc
 from mcp_tools.protocol.errors import INVALID_PARAMS
@@ -42,6 +44,9 @@ ACTIONS = {"a": "accept", "accept": "accept", "d": "decline", "decline": "declin
 YES = {"y", "yes", "true", "1", "on"}
 NO = {"n", "no", "false", "0", "off"}
 _request_ids = itertools.count(1)
+#: Seconds a call may go without progress before the command looks whether it sits queued for a Celery
+#: worker nobody runs, and says so (once; it keeps waiting).
+WORKER_NOTE_SECONDS = 5.0
 
 
 # -- the operator on the terminal ---------------------------------------------------------
@@ -290,11 +295,19 @@ def principal_for(username: str | None) -> Any:
 class InProcessCaller:
     """``tools/list`` and ``tools/call`` through the server's method table, as one principal."""
 
-    def __init__(self, principal: Any, answerer: TerminalAnswerer, notices: OutputWrapper, max_rounds: int = 50) -> None:
+    def __init__(self, principal: Any, answerer: TerminalAnswerer, notices: OutputWrapper, max_rounds: int = 50,
+                 worker_note_seconds: float | None = None) -> None:
         self.principal = principal
         self.answerer = answerer
         self.notices = notices
         self.max_rounds = max_rounds
+        self.worker_note_seconds = WORKER_NOTE_SECONDS if worker_note_seconds is None else worker_note_seconds
+        #: When the call was last heard of (a round started, a notification came): see :meth:`tell_if_queued`.
+        self.last_heard = time.monotonic()
+        #: Whether the operator was told the call waits for a Celery worker (once a command).
+        self.told_queued = False
+        #: When the command started: the calls it makes are made since (a later page's too).
+        self.since = timezone.now()
         #: The ``requestState`` of the round a call waits at while the operator is asked;
         #: None when no call waits. This command is the call's only client: if it stops
         #: there, :meth:`give_up` ends the call instead of leaving it waiting for CALL_TTL.
@@ -321,6 +334,7 @@ class InProcessCaller:
 
     async def notice(self, message: dict[str, Any]) -> None:
         """Progress and log notifications of the running tool, on stderr."""
+        self.last_heard = time.monotonic()
         params = message.get("params") or {}
         plain = str  # not the stderr wrapper's error style: these are no errors
         if message.get("method") == "notifications/progress":
@@ -350,6 +364,8 @@ class InProcessCaller:
         asked: dict[str, Any] = {}
         responses: dict[str, Any] = {}
         for _ in range(self.max_rounds):
+            self.last_heard = time.monotonic()
+            watcher = asyncio.ensure_future(self.tell_if_queued(name))
             try:
                 result = await self.request("tools/call", params)
             except RefusedAnswer as refused:
@@ -360,6 +376,8 @@ class InProcessCaller:
                 responses = {**responses, refused.key: await in_prompt_thread(self.answerer.answer, refused.key, request)}
                 params = {**call, "inputResponses": responses, "requestState": self.waiting_state}
                 continue
+            finally:
+                watcher.cancel()
             if result.get("resultType") != "input_required":
                 self.waiting_state = None
                 return result
@@ -369,6 +387,29 @@ class InProcessCaller:
             params = {**call, "inputResponses": responses, "requestState": result.get("requestState")}
         raise CommandError(f"{name} still asked for input after {self.max_rounds} rounds")
 
+    async def tell_if_queued(self, name: str) -> None:
+        """Once the call has gone ``worker_note_seconds`` without progress, and whenever it goes that long
+        again, look whether it sits queued for a Celery worker (a handler that awaited ``ctx.defer()``, a
+        background tool): then say so on stderr, with how to start a worker, once; the wait goes on.
+        With no worker consuming the queue the command waited in silence until the call expired."""
+        from mcp_tools import store
+
+        while not self.told_queued:
+            left = self.last_heard + self.worker_note_seconds - time.monotonic()
+            if left > 0:
+                await asyncio.sleep(left)
+                continue
+            try:
+                queued = await store.db(store.sync_calls.queued_for_a_worker)(self.principal.id, name, self.since)
+            except Exception:  # noqa: BLE001 - a note not given; the call's own request reports the database
+                return
+            if queued:
+                self.told_queued = True
+                self.notices.write(f"({name} waits for a Celery worker: none has taken the call yet. Start one beside the server, "
+                                   f"e.g. {worker_command(name)} (docs/background.md); Ctrl-C cancels the call)\n", str, ending="")
+                return
+            self.last_heard = time.monotonic()  # not queued (it runs here, or a worker has it): look again later
+
     def give_up(self, reason: str) -> None:
         """End the call left waiting for input (cancelled), if there is one; sync code, after the loop."""
         from mcp_tools.server import core
@@ -376,6 +417,18 @@ class InProcessCaller:
         state, self.waiting_state = self.waiting_state, None
         if state is not None:
             core.abandon_sync(state, self.principal, f"mcp_call stopped while the tool waited for input: {reason}")
+
+
+def worker_command(name: str) -> str:
+    """The command that starts a worker for tool ``name``'s queue: ``celery -A <the Celery app> worker [-Q <queue>]``."""
+    try:
+        from celery import current_app
+
+        project = current_app.main or "yourproject"
+    except ImportError:
+        project = "yourproject"
+    tool = registry.get_tool(name)
+    return f"celery -A {project} worker" + (f" -Q {tool.queue}" if tool is not None and tool.queue else "")
 
 
 def format_error_data(data: Any) -> str:
