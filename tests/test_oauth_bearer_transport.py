@@ -198,3 +198,25 @@ def test_check_warns_of_a_bearer_authenticator_used_for_mcp() -> None:
     # OAuth off: DRF's authenticators are MCP's authentication, DOT's among them.
     with override_settings(MCP_TOOLS={"AUTHENTICATION_CLASSES": [DOT_DRF]}):
         assert check_oauth() == []
+
+
+@pytest.mark.parametrize(("body", "headers", "expected"), [
+    (modern_message("tools/call", RESTOCK, request_id=77), {}, {"id": 77}),
+    (modern_message("tools/call", RESTOCK, request_id="r-1"), {"content-type": "text/plain"}, {"id": "r-1"}),  # 400 before 415
+    ({"jsonrpc": "2.0", "method": "notifications/initialized"}, {}, {}),  # a notification: no id
+    (b"{not json", {}, {"id": None}),
+], ids=["request", "request-wrong-content-type", "notification", "not-json"])
+async def test_query_access_token_is_refused_with_the_requests_id(body: Any, headers: dict[str, str], expected: dict[str, Any]) -> None:
+    """The 400 for ``?access_token=`` came before the body was read, so it said ``"id": null`` for a
+    request that had an id (found from the known-defects list, with the raw ASGI client). The body is
+    read (bounded by MAX_BODY_BYTES, as any POST's) for its id; the refusal still comes first, whatever
+    else is wrong with the request."""
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    with oauth_on([DOT_DRF]):
+        response = await request(site(b"access_token=abc"), "POST", "/mcp",
+                                 headers=post_headers(extra={"mcp-method": "tools/call", "mcp-name": "restock", **headers}), body=raw)
+    assert response.status == 400, (response.status, response.body[:300])
+    assert challenge(response)["error"] == "invalid_request"
+    answer = response.json()
+    assert {key: value for key, value in answer.items() if key == "id"} == expected, answer
+    assert answer["error"]["code"] == -32600, answer

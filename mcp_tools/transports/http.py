@@ -839,7 +839,12 @@ class McpEndpoint:
                         await response.json(204, None, preflight_headers(origin, headers))
                         return
                     response.cors = cors_headers(origin)
-                refuse_query_token(scope, headers)  # anonymous requests too (anonymous_at_once skips authenticate)
+                try:
+                    refuse_query_token(scope, headers)  # anonymous requests too (anonymous_at_once skips authenticate)
+                except HttpError as refused:
+                    if method == "POST":
+                        await self.name_the_request(receive, headers, refused)
+                    raise
                 version_header = headers.get("mcp-protocol-version")
                 if method == "POST":
                     await self.post(scope, receive, headers, response)
@@ -907,6 +912,25 @@ class McpEndpoint:
                 chunks.append(chunk)
                 return b"".join(chunks)
             chunks.append(chunk)
+
+    async def name_the_request(self, receive: Any, headers: dict[str, str], refused: HttpError) -> None:
+        """Give ``refused``, a POST's refusal before its body was read (``?access_token=``), the id of
+        the request the body holds, as :meth:`post` gives its own refusals: none for a notification or a
+        response, null for a body that names no request. The body is read as any POST's is (bounded by
+        ``MAX_BODY_BYTES``); one larger than that is not read, and the refusal says null."""
+        try:
+            body = await self.read_body(receive, headers)
+        except HttpError:
+            return
+        try:
+            message = jsonrpc.parse_body(body)
+        except jsonrpc.InvalidMessage as exc:
+            refused.request_id = exc.request_id
+            return
+        if message.kind != "request":
+            refused.answers_no_request = True
+        else:
+            refused.request_id = message.id
 
     async def post(self, scope: dict[str, Any], receive: Any, headers: dict[str, str], response: Response) -> None:
         if media_type(headers.get("content-type", "")) != "application/json":
