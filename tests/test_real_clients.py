@@ -290,6 +290,35 @@ async def test_sampling_with_server_side_calculator(server_url: str, mode: str) 
     assert result.content[0].text == f"The answer is {tool_results[0]}"
 
 
+async def test_a_model_told_to_use_a_tool_can_still_answer(start_server: type[LiveServer], mode: str) -> None:
+    """``tool_choice={"mode": "required"}`` was sent with every turn of the loop: a model that obeys it
+    (this one calls the calculator whenever the request says "required") never gave its answer, and
+    the call failed once the model had asked for SAMPLING_MAX_TOOL_CALLS calls. The first turn is
+    "required", the turn after the calculator's result "auto", and the model answers."""
+    choices: list[str | None] = []
+
+    async def model(ctx: ClientRequestContext, params: t.CreateMessageRequestParams) -> t.CreateMessageResultWithTools | t.CreateMessageResult:
+        choices.append(params.tool_choice.mode if params.tool_choice is not None else None)
+        if params.tool_choice is not None and params.tool_choice.mode == "required":
+            return t.CreateMessageResultWithTools(
+                role="assistant", model="fake", stop_reason="toolUse",
+                content=[t.ToolUseContent(id=f"call_{len(choices)}", name="calculator", input={"expression": "6*7"})],
+            )
+        results = [block for block in _blocks(params.messages[-1]) if isinstance(block, t.ToolResultContent)]
+        text = "".join(block.text for block in results[0].content if isinstance(block, t.TextContent))
+        return t.CreateMessageResult(role="assistant", model="fake", stop_reason="endTurn", content=t.TextContent(text=f"It is {text}"))
+
+    url = start_server(server="uvicorn", app="tests.live_extras_asgi:application").start().url
+    async with sdk_client(
+        url, mode, sampling_callback=model, sampling_capabilities=t.SamplingCapability(tools=t.SamplingToolsCapability()),
+    ) as client:
+        await client.list_tools()
+        result = await client.call_tool("live_ask_must_calculate", {"question": "What is six times seven?"})
+    assert result.is_error is False, result
+    assert choices == ["required", "auto"], choices
+    assert "42" in result.content[0].text, result
+
+
 # -- errors --------------------------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ permission and argument checks (the same as a direct ``tools/call``) and the ref
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from typing import Any
 
@@ -426,3 +427,69 @@ async def test_a_tool_whose_value_cannot_be_its_result_is_an_error_result_for_th
     results = await tool_results(unshapeable_agent, make_tool(unshapeable), answer=uses(
         {"type": "tool_use", "id": "u1", "name": "unshapeable", "input": {}}))
     assert results[0]["isError"] is True, results
+
+
+# -- toolChoice "required": the first turn's, not every turn's ------------------------------------
+
+async def agent_required(ctx: ToolContext) -> str:
+    return (await ctx.sample("find it", tools=["lookup_rv"], tool_choice={"mode": "required"}, key="s")).text
+
+
+async def test_a_required_tool_choice_holds_for_the_first_turn_only() -> None:
+    """toolChoice "required" (client/sampling: the model MUST use at least one tool before completing)
+    was sent again with every tool result: a model that obeys it can never give its final answer, and
+    the loop ran to SAMPLING_MAX_TOOL_CALLS, failing the call. Once the model has used a tool the
+    requirement is met: the later turns are sent "auto" and its final answer ends the loop."""
+    RAN.clear()
+    with registry.registered_temporarily(make_tool(agent_required), make_tool(lookup_rv)):
+        params = {"name": "agent_required", "arguments": {}}
+        first = await rpc("tools/call", params)
+        (key,) = first["inputRequests"]
+        second = await rpc("tools/call", {**params, "requestState": first["requestState"],
+                                          "inputResponses": {key: uses(lookup("0", "u1"))}})
+        (key2,) = second["inputRequests"]
+        third = await rpc("tools/call", {**params, "requestState": second["requestState"], "inputResponses": {key2: DONE}})
+    assert first["inputRequests"][key]["params"]["toolChoice"] == {"mode": "required"}, first
+    assert second["inputRequests"][key2]["params"]["toolChoice"] == {"mode": "auto"}, second
+    assert RAN == ["lookup:0"], RAN
+    assert third.get("isError") is not True and third["content"][0]["text"] == "all found", third
+
+
+def test_a_later_turn_journaled_required_by_an_earlier_release_still_replays() -> None:
+    """A call in flight across the upgrade: its turn 1 was journaled (and sent) with "required". It is
+    the same step on replay, not a NonDeterministicHandler, and keeps what it journaled."""
+    from asgiref.sync import async_to_sync
+
+    from mcp_tools.engine import Invocation, NeedsInput, run
+    from mcp_tools.engine.journal import Journal, Step, derived_step_key, digest
+
+    tool = make_tool(lookup_rv)
+
+    class Runtime:
+        def resolve_tools(self, tools: Any) -> list[Any]:
+            return [tool]
+
+        def sampling_limits(self) -> tuple[int, int]:
+            return 16, 8
+
+    described = {"tools": [{"name": tool.name, "description": tool.description, "inputSchema": tool.input.schema}],
+                 "toolChoice": {"mode": "required"}}
+    asked = [{"role": "user", "content": {"type": "text", "text": "find it"}}]
+    turn0 = {"method": "sampling/createMessage", "params": {"messages": asked, "maxTokens": 1000, **described}}
+    answer = uses(lookup("0", "u1"))
+    result = {"type": "tool_result", "toolUseId": "u1", "content": [{"type": "text", "text": "found 0"}]}
+    turn1 = {"method": "sampling/createMessage", "params": {"messages": [
+        *asked, {"role": "assistant", "content": answer["content"]}, {"role": "user", "content": [result]}],
+        "maxTokens": 1000, **described}}
+    run_key = derived_step_key("s", 0, "tool_use", hashlib.sha256(b"u1").hexdigest()[:32])
+    journal = Journal([
+        Step(seq=0, kind="sample", key="s", digest=digest(["sample", turn0]), request=turn0, response=answer, status="done"),
+        Step(seq=1, kind="once", key=run_key, digest=digest(["once", run_key]), response=result, status="done"),
+        Step(seq=2, kind="sample", key="s.1", digest=digest(["sample", turn1]), request=turn1),
+    ])
+    inv = Invocation(fn=agent_required, is_async=True, kwargs={}, context_param="ctx", principal=None,
+                     protocol_version="2026-07-28", client_capabilities=CAPS,
+                     runtime=Runtime(), journal=journal)  # type: ignore[arg-type]
+    outcome = async_to_sync(run)(inv)
+    assert isinstance(outcome, NeedsInput), outcome
+    assert [step.request for step in outcome.pending] == [turn1]

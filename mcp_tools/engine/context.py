@@ -653,13 +653,15 @@ class ToolContext:
         sampling_caps = self.client_capabilities.get("sampling")
         return isinstance(sampling_caps, dict) and "context" in sampling_caps
 
-    def _sampling_request(self, params: dict[str, Any], key: str, asked: dict[str, Any] | None = None) -> StepRequest[dict[str, Any]]:
+    def _sampling_request(self, params: dict[str, Any], key: str, asked: dict[str, Any] | None = None,
+                          earlier: Sequence[dict[str, Any]] = ()) -> StepRequest[dict[str, Any]]:
         """A ``sampling/createMessage`` step; an ``includeContext`` this client may not be sent stays
         only where its own journal entry holds it (:attr:`StepRequest.journaled_only`). ``asked``: what
-        the handler asked, when ``params`` offer fewer tools (:attr:`StepRequest.asked_params`)."""
+        the handler asked, when ``params`` offer fewer tools (:attr:`StepRequest.asked_params`);
+        ``earlier``: what earlier releases asked instead (:attr:`StepRequest.earlier_params`)."""
         journaled_only = None if self._may_include_context(params.get("includeContext")) else "includeContext"
         return StepRequest(self, "sample", "sampling/createMessage", params, key, lambda answer: answer,
-                           journaled_only=journaled_only, asked_params=asked)
+                           journaled_only=journaled_only, asked_params=asked, earlier_params=earlier)
 
     async def sample(
         self,
@@ -683,6 +685,11 @@ class ToolContext:
         ``tool_use`` the model asks for is validated, permission-checked and
         run here, its result sent back, until the model ends its turn.
 
+        ``tool_choice`` ``{"mode": "required"}`` ("the model MUST use at least one tool before
+        completing") is sent with the first turn only: the loop goes on only after the model used a
+        tool, so the later turns are sent ``{"mode": "auto"}`` and the model can give its answer.
+        ``"auto"`` and ``"none"`` are sent with every turn.
+
         ``include_context`` ``"thisServer"`` or ``"allServers"`` (deprecated by the spec) is sent
         only to a client that declares ``sampling.context`` (or speaks a version older than
         2025-11-25); to others the request goes without it, which they read as ``"none"``.
@@ -700,14 +707,13 @@ class ToolContext:
                 raise ValueError(f"ctx.sample() got {len(tool_objects)} tools; the limit is {max_tools} (SAMPLING_MAX_TOOLS)")
         offered = await tools_the_caller_may_use(self, tool_objects) if tool_objects else []
 
-        def described(chosen: list[Any]) -> dict[str, Any]:
+        def described(chosen: list[Any], choice: dict[str, Any] | None) -> dict[str, Any]:
             tools_params = {"tools": [{"name": t.name, "description": t.description, "inputSchema": t.input.schema} for t in chosen]}
-            return {**tools_params, "toolChoice": tool_choice} if tool_choice is not None else tools_params
+            return {**tools_params, "toolChoice": choice} if choice is not None else tools_params
 
-        # The step is what the handler asked (its digest); the model is shown only the tools its caller
-        # may use, none at all (no tools, no toolChoice) when that is none of them.
-        asked_tools = described(tool_objects) if tool_objects else None
-        offered_tools = described(offered) if offered else {}
+        # "required" is met once the model used a tool, which every turn after the first follows:
+        # sent again, a model that obeys it could never answer (the loop ran to its call budget).
+        later_choice = {**tool_choice, "mode": "auto"} if tool_choice is not None and tool_choice.get("mode") == "required" else tool_choice
         call_budget = max_tool_calls if max_tool_calls is not None else default_max_calls
         conversation = _as_messages(messages)
         base_key = self._key("sample", key)
@@ -724,9 +730,16 @@ class ToolContext:
             ):
                 if value is not None:
                     params[name] = value
-            asked = {**params, **asked_tools} if asked_tools is not None and len(offered) != len(tool_objects) else None
-            params.update(offered_tools)
-            answer = await self._sampling_request(params, base_key if turn == 0 else derived_step_key(base_key, turn), asked)
+            # The step is what the handler asked (its digest); the model is shown only the tools its caller
+            # may use, none at all (no tools, no toolChoice) when that is none of them.
+            choice = tool_choice if turn == 0 else later_choice
+            asked = {**params, **described(tool_objects, choice)} if tool_objects and len(offered) != len(tool_objects) else None
+            params.update(described(offered, choice) if offered else {})
+            # A later turn journaled by an earlier release, which sent "required" with every turn (a call
+            # in flight across the upgrade), is this step on replay and keeps what it journaled.
+            digested = asked if asked is not None else params
+            earlier = [{**digested, "toolChoice": tool_choice}] if choice is not tool_choice and "toolChoice" in digested else []
+            answer = await self._sampling_request(params, base_key if turn == 0 else derived_step_key(base_key, turn), asked, earlier)
             content = answer.get("content")
             blocks = content if isinstance(content, list) else [content]
             uses = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
