@@ -449,3 +449,50 @@ async def test_a_resumed_call_s_page_read_after_token_ttl_still_leads_to_the_nex
     # ... whose own token is good from then, not from when the worker sealed it.
     again = await modern("tools/call", {**call, "resumeToken": page["result"]["nextResumeToken"]}, RESUMES)
     assert "error" not in again, again
+
+
+# -- a 2025-11-25 request with `task` and the token of a call that is no task ---------------------
+
+
+async def as_user(token: str, session: str | None, method: str, params: dict[str, Any], capabilities: dict[str, Any]) -> dict[str, Any]:
+    """One request of the holder of ``token``: 2026-07-28 without a ``session``, else in that 2025-11-25 session."""
+    from tests.asgi_client import HANDSHAKE, handshake_message, post_headers, post_json
+
+    if session is None:
+        r = await call_modern(APP, method, params, capabilities=capabilities, token=token)
+    else:
+        r = await post_json(APP, handshake_message(method, params), post_headers(version=HANDSHAKE, session=session, token=token))
+    assert r.status == 200, (r.status, r.body)
+    answer: dict[str, Any] = r.json()
+    return answer
+
+
+@pytest.mark.parametrize("run", [False, True], ids=["running", "completed"])
+async def test_a_2025_task_request_with_the_token_of_a_call_that_is_no_task_is_refused(queued: list[str], run: bool) -> None:
+    """A 2025-11-25 ``tools/call`` carrying ``task`` and the resume token of a background call (one the
+    same user's 2026-07-28 client follows with tokens) answered that call's status, or its result: a
+    CallToolResult to a task-augmented request, which a receiver that accepts it MUST answer with a
+    CreateTaskResult (2025-11-25, Tasks). The call is no task (only calls created as tasks are:
+    docs/protocol.md) and does not become one, so the request is refused (-32602), the call untouched:
+    the token still follows it, from either era."""
+    from tests.asgi_client import HANDSHAKE, handshake_message, post_headers, post_json
+    from tests.clients import create_user_with_token
+
+    user = await sync_to_async(create_user_with_token)("two-clients")
+    arguments = {"name": "slow_compute", "arguments": {"seconds": 0}}
+    token = (await as_user(user, None, "tools/call", arguments, RESUMES))["result"]["nextResumeToken"]
+    [call_id] = queued
+    if run:
+        assert await background.run_in_worker(call_id, "w1") == "finished"
+    opened = await post_json(APP, handshake_message("initialize", {"protocolVersion": HANDSHAKE, "capabilities": {"tasks": {}},
+                                                                   "clientInfo": {"name": "t", "version": "1"}}),
+                             post_headers(version=None, token=user))
+    session = opened.header("mcp-session-id")
+    refused = await as_user(user, session, "tools/call", {**arguments, "task": {}, "resumeToken": token}, {})
+    assert refused.get("error", {}).get("code") == -32602, refused
+    assert "not a task" in refused["error"]["message"], refused
+    row = await ToolCall.objects.aget(id=call_id)
+    assert not row.is_task and row.status == ("completed" if run else "working") and queued == [call_id]  # queued once, not again
+    for followed in (await as_user(user, session, "tools/call", {**arguments, "resumeToken": token}, {}),
+                     await as_user(user, None, "tools/call", {**arguments, "resumeToken": token}, RESUMES)):
+        assert "error" not in followed and ("nextResumeToken" in followed["result"]) is not run, followed

@@ -74,7 +74,8 @@ async def resume(
     including the additional requested information", its resumeToken among it), once the
     token is found the caller's, for this tool and these arguments.
     ``as_task`` starts the next page or poll as a task (a 2025-11-25 request that asks for one), on a
-    worker, whatever the tool: its answer is the task's, not the page.
+    worker, whatever the tool: its answer is the task's, not the page. Such a request with the token
+    of a running (or ended) call is refused (-32602): that call is no task.
     """
     target = await core.resolve_target("tools/call", params, rc.principal)
     try:
@@ -99,6 +100,11 @@ async def resume(
     if loaded is None:
         raise invalid()
     row, _ = loaded
+    if as_task is not None:
+        # A 2025-11-25 request with ``task``: a receiver that accepts it MUST answer a CreateTaskResult,
+        # but the token follows a call that is no task (only calls created as tasks are), and does not
+        # become one. Answered its status or result, the client got a CallToolResult it had not asked for.
+        raise invalid_params("This resumeToken follows a call that is not a task: send it without task")
     if await session_flavor.expire_if_overdue(row):
         # Past its expiry, nothing holding that off (a worker's lease): it reads as it is now, expired,
         # not as the sweep will leave it. Read as live, it asked its question again, whose answer the
