@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +61,10 @@ class RequestContext:
     #: The request's own side stopped its handler (the client's ``notifications/cancelled``, a closed
     #: stream): set by the transport before it cancels.
     cancel_requested: bool = False
+    #: The calls whose requests to the client this connection wrote (a stdio process's, which has no
+    #: session id to scope them by): a response naming another call's request is refused, but for a
+    #: task's, which belongs to its caller. None: not scoped so (HTTP scopes by ``session_id``).
+    own_calls: Container[str] | None = None
 
 
 def ends_when_stopped(rc: RequestContext, exc: BaseException, task: asyncio.Task[Any] | None) -> bool:

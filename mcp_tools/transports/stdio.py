@@ -140,6 +140,10 @@ class StdioServer:
         self._served = False
         #: The line handed to the writer thread last: those before it are written first.
         self._last_line: asyncio.Future[None] | None = None
+        #: The calls whose requests to the client (elicitation, sampling, roots) this process wrote: the
+        #: client's responses may answer only those (:attr:`RequestContext.own_calls`). Another
+        #: ``mcp_stdio`` process of the same user answered them too: a stdio process has no session id.
+        self.own_calls: set[str] = set()
 
     async def write(self, message: dict[str, Any]) -> None:
         """Write one message as a line of UTF-8 JSON (nothing once the client closed its end)."""
@@ -152,6 +156,10 @@ class StdioServer:
         if self._output_gone is None:
             self._output_gone = loop.create_future()
         data = jsonrpc.dumps(message) + b"\n"
+        if "method" in message and "id" in message:  # a request of ours (a reply has no method)
+            asked = session_flavor.parse_step_request_id(message["id"])
+            if asked is not None:
+                self.own_calls.add(asked[0])
         if self._fits_now(data):
             # Most lines: nothing before them waits for the thread, and the pipe has room for the whole line
             # (PIPE_BUF bytes at least), so the write cannot block: written here, without a thread hop (each
@@ -424,7 +432,7 @@ class StdioServer:
             client_capabilities=self.capabilities, request_id=request_id, log_level=self.log_level,
             current_log_level=self.current_log_level,
             progress_token=jsonrpc.progress_token(meta),
-            emit=self.write, flavor="stdio",
+            emit=self.write, flavor="stdio", own_calls=self.own_calls,
         )
 
     async def run(self, message: jsonrpc.Message) -> None:

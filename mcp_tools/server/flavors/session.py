@@ -538,9 +538,11 @@ async def accept_client_response(message: dict[str, Any], rc: RequestContext) ->
     # A task belongs to its caller, not to the session that started it: its requests reach any of
     # the caller's streams (tasks/result), and an answer from there counts. Any other call is its
     # session's (a background call held on its stream too), and a stdio call its process's: an HTTP
-    # session of the same user answered both (found by a review).
+    # session of the same user answered both (found by a review), and so did another stdio process
+    # of the same user (no session id: the process knows the calls whose requests it wrote).
     if row.principal != rc.principal.id or not row.is_task and (
-            (row.flavor == "stdio") != (rc.flavor == "stdio") or (row.session_id and row.session_id != (rc.session_id or ""))):
+            (row.flavor == "stdio") != (rc.flavor == "stdio") or (row.session_id and row.session_id != (rc.session_id or ""))
+            or (rc.own_calls is not None and call_id not in rc.own_calls)):
         logger.warning("Refused a response for call %s from another principal or session", call_id)
         return _not_waiting()
     if not answered_in_session(row):
