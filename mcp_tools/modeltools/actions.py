@@ -242,7 +242,7 @@ class ModelAction(base.Declaration):
             if isinstance(data, ToolResult):
                 return data
         else:
-            data = self._apply(obj, arguments, ctx)
+            data = self._apply(obj, arguments, ctx, lookup=lookup)
         if isinstance(data, dict) and "__changed__" in data:
             raise ToolError(changed)
         if isinstance(data, dict) and "__error__" in data:
@@ -266,21 +266,33 @@ class ModelAction(base.Declaration):
                     if p.default is not inspect.Parameter.empty} if fn is not None else {}
         return base.confirm_message(self.confirm, f"{self._title()} {obj}?", **{**defaults, **arguments, "obj": obj})
 
-    def _apply(self, obj: models.Model, arguments: dict[str, Any], ctx: Any, asked: str | None = None) -> dict[str, Any]:
+    def _apply(self, obj: models.Model, arguments: dict[str, Any], ctx: Any, asked: str | None = None,
+               lookup: Any = None) -> dict[str, Any]:
         """Run the method in a transaction; with ``asked`` (the question the user said yes to), on
-        the row as it is now, locked, unless it is gone or the question would now read otherwise."""
+        the row as it is now, locked, unless it is gone or the question would now read otherwise.
+        Without (no confirmation), an action that writes runs on its row locked and asked its object
+        permissions again: refused as :meth:`run` refuses (``lookup`` is the value it was asked by)."""
         fn = self.function()
         assert fn is not None
         _, _, context_param = self._method_parameters(fn)
         call_arguments = {**arguments, context_param: ctx} if context_param is not None else arguments
+        model, alias = type(obj), write_alias(type(obj), obj)
         try:
-            with transaction.atomic(using=write_alias(type(obj), obj)):
+            with transaction.atomic(using=alias):
                 if asked is not None:
                     obj = current_row(self.get_queryset(ctx), obj)
                     # Gone, out of the queryset, read otherwise, or no longer the caller's to act on
                     # (an object permission that depends on the row): not what the user said yes to.
                     if obj is None or self._question(obj, arguments) != asked or self._refusal(ctx, obj) is not None:
                         return {"__changed__": True}  # journaled: a replay answers the same
+                elif not self.read_only:
+                    # run asked the object's permissions of the row before this transaction: a
+                    # permission gone by now (a rule that reads the row, one revoked) refuses the action.
+                    if not model._base_manager.db_manager(alias).select_for_update().filter(pk=obj.pk).exists():
+                        raise base.not_found(model, self.lookup_field, lookup)
+                    obj.refresh_from_db(using=alias)
+                    base.check_object(ctx.user, self.permissions, obj, base.object_permissions_enabled(self.object_permissions),
+                                      self.method.replace("_", " "), (self.lookup_field, lookup))
                 # In its transaction (and, confirmed, in the store's thread): a ctx.once there would wait on
                 # its locks, or on itself, and hold the store's thread for every call (refused: RuntimeError).
                 with base.refusing_once(ctx, f"The method {self.model.__name__}.{self.method} of the model action {self.name!r}"):

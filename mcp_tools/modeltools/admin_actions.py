@@ -141,14 +141,25 @@ def _tool(toolset: type[ModelToolset], model_admin: Any, func: Any, name: str, d
         if missing:  # like a missing row, whether it does not exist or lies outside the queryset
             raise base.not_found(model, field, missing[0])
         enabled = base.object_permissions_enabled(toolset.object_permissions)
+        checked: dict[Any, Any] = {}  # the primary key of each row asked, and its lookup value
         for obj in queryset:
-            base.check_object(ctx.user, permissions, obj, enabled, name.replace("_", " "), (field, base.value_at(obj, field)))
+            checked[obj.pk] = base.value_at(obj, field)
+            base.check_object(ctx.user, permissions, obj, enabled, name.replace("_", " "), (field, checked[obj.pk]))
         messages = _Messages()
         request._messages = messages  # type: ignore[attr-defined]
         using = queryset.db  # where the action's writes go (the routers' write alias)
 
         def act() -> None:
             with transaction.atomic(using=using):
+                # The rows were asked their object permissions before this transaction: locked until the
+                # action commits and asked again, a permission gone by now (a rule that reads the row, one
+                # revoked) refuses the action as above, nothing written.
+                list(model._base_manager.db_manager(using).select_for_update().filter(pk__in=checked).values_list("pk", flat=True))
+                current = {obj.pk: obj for obj in queryset.all()}
+                for pk, value in checked.items():
+                    if pk not in current:  # gone, or out of the queryset, meanwhile
+                        raise base.not_found(model, field, value)
+                    base.check_object(ctx.user, permissions, current[pk], enabled, name.replace("_", " "), (field, value))
                 answer = func(model_admin, request, queryset)
                 if isinstance(answer, HttpResponseBase):
                     transaction.set_rollback(True, using=using)

@@ -312,7 +312,7 @@ class ModelToolset:
             if isinstance(done, ToolResult):
                 return done
         else:
-            done = self._destroy(obj)
+            done = self._destroy(obj, lookup=arguments[self.get_lookup_arg()])
         if done is False:  # the row changed or went after the user said yes (journaled: a replay answers the same)
             raise ToolError(changed)
         if isinstance(done, dict):  # the database refused (journaled as such: a replay answers the same)
@@ -323,17 +323,28 @@ class ModelToolset:
         """What the user is asked before ``obj`` is deleted (it shows the row)."""
         return base.confirm_message(self.confirm_delete, f"Delete {base.verbose(type(obj))} {obj}? This cannot be undone.", obj=obj)
 
-    def _destroy(self, obj: Any, asked: str | None = None) -> bool | dict[str, builtins.list[str]]:
+    def _destroy(self, obj: Any, asked: str | None = None, lookup: Any = None) -> bool | dict[str, builtins.list[str]]:
         """Delete ``obj``: True, or the errors of a delete the database refused (rows still refer to it).
         With ``asked`` (the question the user said yes to), the row as it is now, locked: False if it
-        is gone or the question would now read otherwise."""
+        is gone or the question would now read otherwise. Without (no confirmation), the row locked
+        and asked its object permissions again, as an update's is: refused as :meth:`get_object`
+        refuses (``lookup`` is the value it was asked by), nothing deleted."""
+        model, alias = type(obj), write_alias(type(obj), obj)
         try:
-            with transaction.atomic(using=write_alias(type(obj), obj)):
+            with transaction.atomic(using=alias):
                 if asked is not None:
                     obj = current_row(self.get_queryset(), obj)
                     # Gone, out of the queryset, read otherwise, or no longer the caller's to delete.
                     if obj is None or self._delete_question(obj) != asked or self._refusal(obj) is not None:
                         return False
+                else:
+                    # get_object asked the object's permissions of the row before this transaction: a
+                    # permission gone by now (a rule that reads the row, one revoked) refuses the delete.
+                    if not model._base_manager.db_manager(alias).select_for_update().filter(pk=obj.pk).exists():
+                        raise base.not_found(model, self.lookup_field, lookup)
+                    obj.refresh_from_db(using=alias)
+                    base.check_object(self.user, self.action_permissions(self.action), obj,
+                                      base.object_permissions_enabled(self.object_permissions), self.action, (self.lookup_field, lookup))
                 with base.refusing_once(self.ctx, f"{type(self).__qualname__}.perform_destroy"):  # in the transaction
                     self.perform_destroy(obj)
         except IntegrityError as exc:  # ProtectedError and RestrictedError are IntegrityErrors
