@@ -306,6 +306,9 @@ async def _run_on_worker(inv: engine.Invocation, target: core.Target, rc: Reques
 #: How a stream resumed with ``Last-Event-ID`` goes on for a call of another flavor (``flavor`` -> function
 #: of :func:`continue_call`'s arguments): the tasks flavor, which builds on this module, registers its own.
 RESUMED_BY_FLAVOR: dict[str, Callable[[str, RequestContext, set[str]], Awaitable[dict[str, Any] | None]]] = {}
+#: Why such a stream may not go on for the caller who resumed it (``flavor`` -> function of the call's row
+#: and that principal: the error its request is answered, or None), asked before anything is replayed.
+REFUSED_ON_RESUME_BY_FLAVOR: dict[str, Callable[[Any, Any], Awaitable[McpError | None]]] = {}
 
 
 async def continue_call(call_id: str, rc: RequestContext, already_sent: set[str]) -> dict[str, Any] | None:
@@ -326,11 +329,15 @@ async def refused_on_resume(call_id: str, principal: Any) -> McpError | None:
     """Why a stream resumed with ``Last-Event-ID`` may not carry call ``call_id`` for ``principal`` now,
     or None: the caller may no longer use what it runs (a permission taken away, a token without the
     scope), answered as :func:`core.resolve_target` answers a new request of it. A task's
-    ``tasks/result`` stream is its flavor's (:data:`RESUMED_BY_FLAVOR`: "Unknown task")."""
+    ``tasks/result`` stream is its flavor's (:data:`REFUSED_ON_RESUME_BY_FLAVOR`: "Unknown task")."""
     loaded = await store.load_call(call_id)
-    if loaded is None or loaded[0].flavor in RESUMED_BY_FLAVOR:
+    if loaded is None:
         return None
     row = loaded[0]
+    if row.flavor in REFUSED_ON_RESUME_BY_FLAVOR:
+        return await REFUSED_ON_RESUME_BY_FLAVOR[row.flavor](row, principal)
+    if row.flavor in RESUMED_BY_FLAVOR:
+        return None
     name = str(row.arguments.get("uri" if row.method == "resources/read" else "name", ""))
     if await core.may_use(principal, row.method, name):
         return None

@@ -200,17 +200,28 @@ async def created(call_id: str) -> dict[str, Any]:
     return {"resultType": "task", **task_fields(loaded[0])}
 
 
+async def _owned_by(row: Any, principal: Any) -> bool:
+    """Whether ``row`` is a task ``principal`` may reach now."""
+    # Someone else's task is indistinguishable from one that does not exist; so is a task of a
+    # tool the caller may not call now (a token without its scope, a permission taken away), and
+    # a call that is no task (a background call held on its stream, or resumed with tokens).
+    return bool(row.principal == principal.id and row.is_task and await core.may_use(principal, "tools/call", row.tool_name))
+
+
+async def refused_on_resume(row: Any, principal: Any) -> McpError | None:
+    """Why a task's ``tasks/result`` stream resumed with ``Last-Event-ID`` may not go on for ``principal``
+    (the answer its request gets, "Unknown task", as :func:`_own_task` gives it), or None: asked
+    before the replay, so that a caller refused is sent nothing the stream missed."""
+    return None if await _owned_by(row, principal) else invalid_params("Unknown task", {"taskId": str(row.id)})
+
+
 async def _own_task(params: dict[str, Any], rc: RequestContext) -> tuple[Any, Any]:
     task_id = params.get("taskId")
     if not isinstance(task_id, str) or not task_id:
         raise invalid_params('"taskId" must be a non-empty string')
     # The id exactly as the task was given it: another spelling of its UUID is another, unknown, id.
     loaded = await store.load_call(task_id) if session.is_call_id(task_id) else None
-    if loaded is None or loaded[0].principal != rc.principal.id or not loaded[0].is_task \
-            or not await core.may_use(rc.principal, "tools/call", loaded[0].tool_name):
-        # Someone else's task is indistinguishable from one that does not exist; so is a task of a
-        # tool the caller may not call now (a token without its scope, a permission taken away), and
-        # a call that is no task (a background call held on its stream, or resumed with tokens).
+    if loaded is None or not await _owned_by(loaded[0], rc.principal):
         raise invalid_params("Unknown task", {"taskId": task_id})
     if await session.expire_if_overdue(loaded[0]):
         # Its ttl ran out and nothing ended it yet (it waits for input or a worker, or its worker has
@@ -427,6 +438,7 @@ async def continue_result(call_id: str, rc: RequestContext, already_sent: set[st
 
 
 session.RESUMED_BY_FLAVOR["task"] = continue_result
+session.REFUSED_ON_RESUME_BY_FLAVOR["task"] = refused_on_resume
 
 
 async def _carry(row: Any, rc: RequestContext, already_sent: set[str]) -> dict[str, Any]:
