@@ -133,7 +133,22 @@ def _qualified(fn: Any) -> str:
 def _is_async(fn: Any) -> bool:
     target = _unwrapped(fn)
     return (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(_described(fn))
-            or (_is_callable_object(target) and inspect.iscoroutinefunction(type(target).__call__)))
+            or (_is_callable_object(target) and inspect.iscoroutinefunction(type(target).__call__))
+            or _wraps_a_coroutine_function(target))
+
+
+def _wraps_a_coroutine_function(fn: Any) -> bool:
+    """Whether ``fn`` is a sync wrapper (``functools.wraps``, nested too; a decorator written as a class
+    with ``functools.update_wrapper``) of an ``async def`` function: a decorator written without async in
+    mind, whose call returns the coroutine. Taken for sync, it ran in a thread and its result was the
+    coroutine, never awaited (the caller got the text ``"<coroutine object ...>"``): it runs as the
+    async function it wraps, in the event loop, its result awaited."""
+    if not hasattr(fn, "__wrapped__"):
+        return False
+    try:
+        return inspect.iscoroutinefunction(inspect.unwrap(fn))
+    except ValueError:  # a __wrapped__ cycle
+        return False
 
 
 def _parameters(fn: Any) -> list[inspect.Parameter]:
