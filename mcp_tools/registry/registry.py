@@ -955,10 +955,16 @@ def resource(
     return decorate
 
 
+#: The parameter a completer names to be given the caller (:class:`~mcp_tools.server.auth.Principal`: its
+#: ``user``, ``scopes``), as a tool names one for its ``ctx``: optional, by keyword.
+COMPLETER_CALLER_PARAM = "principal"
+
+
 def _completers(where: str, given: dict[str, Callable[..., Any]] | None) -> dict[str, Callable[..., Any]]:
     """Each completer as it is called, ``fn(value, arguments)``: one written with the value alone is
     called with it alone (it failed every completion with a TypeError, -32603); one that takes
-    neither form is refused here, naming it."""
+    neither form is refused here, naming it. One with a ``principal`` parameter is given the caller
+    by that keyword (:func:`takes_caller`): to leave out what the caller may not see."""
     completers: dict[str, Callable[..., Any]] = {}
     for argument, fn in (given or {}).items():
         try:
@@ -966,19 +972,44 @@ def _completers(where: str, given: dict[str, Callable[..., Any]] | None) -> dict
         except (TypeError, ValueError):  # a builtin without one: taken as given
             completers[argument] = fn
             continue
+        caller = signature.parameters.get(COMPLETER_CALLER_PARAM)
+        extra = {COMPLETER_CALLER_PARAM: None} if caller is not None and caller.kind in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY) else {}
         try:
-            signature.bind("", {})
-            completers[argument] = fn
+            signature.bind("", {}, **extra)
+            completers[argument] = _given_the_caller(fn) if extra else fn
             continue
         except TypeError:
             pass
         try:
-            signature.bind("")
+            signature.bind("", **extra)
         except TypeError:
             raise ImproperlyConfigured(
                 f"{where}: the completer of {argument!r} must take (value, arguments) or (value), not {signature}") from None
-        completers[argument] = _value_only(fn)
+        completers[argument] = _given_the_caller(fn, value_only=True) if extra else _value_only(fn)
     return completers
+
+
+def takes_caller(completer: Callable[..., Any]) -> bool:
+    """Whether a completer (as :func:`_completers` keeps it) is called with the caller: ``fn(value, arguments, principal)``."""
+    return bool(getattr(completer, "_mcp_takes_caller", False))
+
+
+def _given_the_caller(fn: Callable[..., Any], value_only: bool = False) -> Callable[..., Any]:
+    """``fn(value, arguments, principal=...)`` (``fn(value, principal=...)``: ``value_only``) as
+    ``(value, arguments, principal)``; async if ``fn`` is."""
+    def given(value: str, arguments: dict[str, Any]) -> tuple[Any, ...]:
+        return (value,) if value_only else (value, arguments)
+
+    complete: Any
+    if inspect.iscoroutinefunction(fn):
+        async def complete(value: str, arguments: dict[str, Any], principal: Any) -> Any:
+            return await fn(*given(value, arguments), **{COMPLETER_CALLER_PARAM: principal})
+    else:
+        def complete(value: str, arguments: dict[str, Any], principal: Any) -> Any:
+            return fn(*given(value, arguments), **{COMPLETER_CALLER_PARAM: principal})
+    complete._mcp_takes_caller = True
+    return typing.cast(Callable[..., Any], complete)
 
 
 def _value_only(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -1080,7 +1111,8 @@ def prompt(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     refuses answered ``-32602`` naming the argument; a hint no string can be read as (a list, a model)
     raises ``ImproperlyConfigured``.
     ``completions`` maps an argument name to ``fn(value, arguments)``, sync or async, returning
-    every match as a list of strings, or :class:`~mcp_tools.Completions` when it lists only some.
+    every match as a list of strings, or :class:`~mcp_tools.Completions` when it lists only some;
+    a ``principal`` parameter, if it names one, is given the caller (``principal.user``).
 
     The function returns a message or a list of messages: a string (a user
     message), a ``{"role": ..., "content": ...}`` dict or a ``(role, content)``

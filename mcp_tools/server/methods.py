@@ -26,6 +26,7 @@ from ..protocol import versions
 from ..protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, McpError, ResourceNotFound, invalid_params, method_not_found
 from ..protocol.levels import LOG_LEVELS
 from ..registry import registry
+from ..registry.registry import takes_caller
 from ..registry.results import Completions
 from . import sessions, threads
 from .context import RequestContext
@@ -343,10 +344,12 @@ async def complete(params: dict[str, Any], rc: RequestContext) -> dict[str, Any]
     found: Any = ()
     if completer is not None:
         try:
+            # The caller, to a completer that names it (registry.takes_caller): to leave out what they may not see.
+            given = (value, context_args, rc.principal) if takes_caller(completer) else (value, context_args)
             if asyncio.iscoroutinefunction(completer):
-                found = await completer(value, context_args)
+                found = await completer(*given)
             else:
-                found = await sync_to_async(completer, thread_sensitive=True)(value, context_args)
+                found = await sync_to_async(completer, thread_sensitive=True)(*given)
             # Rows (a values_list QuerySet, Completions of one) read on a thread, not on the loop here.
             if holds_lazy_rows(found):
                 found = await threads.run_sync(list, found)
