@@ -942,6 +942,19 @@ class ToolContext:
         await self.log("info", data)
 
 
+def wraps_a_coroutine_function(fn: Any) -> bool:
+    """Whether ``fn`` is a sync wrapper (``functools.wraps``, nested too; a decorator written as a class
+    with ``functools.update_wrapper``) of an ``async def`` function: a decorator written without async in
+    mind, whose call returns the coroutine. It runs as the async function it wraps, its result awaited
+    (a tool, prompt, resource, completer or ``ctx.once`` effect)."""
+    if not hasattr(fn, "__wrapped__"):
+        return False
+    try:
+        return inspect.iscoroutinefunction(inspect.unwrap(fn))
+    except ValueError:  # a __wrapped__ cycle
+        return False
+
+
 def _storable_result(key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn``, sync or async as it is, raising :class:`UnstorableOnceValue` for a value its journal
     entry cannot hold (:func:`~mcp_tools.engine.journal.unstorable_part`).
@@ -961,7 +974,9 @@ def _storable_result(key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         return value
 
     # The runtime's own test of an async effect (server.core.Runtime._run_once): the wrapper is what it tests.
-    if asyncio.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
+    # A sync decorator (functools.wraps) around an async function is that async function: it returned
+    # the coroutine in the store's thread, refused there ("returns an awaitable"), as a tool's was taken for sync.
+    if asyncio.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)) or wraps_a_coroutine_function(fn):
 
         async def checked_async(*args: Any, **kwargs: Any) -> Any:
             return check(await fn(*args, **kwargs))

@@ -26,7 +26,7 @@ from django.utils.functional import Promise
 import pydantic
 from pydantic import BaseModel, TypeAdapter
 
-from ..engine.context import ToolContext
+from ..engine.context import ToolContext, wraps_a_coroutine_function
 from ..protocol.errors import invalid_params
 from . import results
 from .param_headers import header_properties
@@ -138,17 +138,10 @@ def _is_async(fn: Any) -> bool:
 
 
 def _wraps_a_coroutine_function(fn: Any) -> bool:
-    """Whether ``fn`` is a sync wrapper (``functools.wraps``, nested too; a decorator written as a class
-    with ``functools.update_wrapper``) of an ``async def`` function: a decorator written without async in
-    mind, whose call returns the coroutine. Taken for sync, it ran in a thread and its result was the
-    coroutine, never awaited (the caller got the text ``"<coroutine object ...>"``): it runs as the
-    async function it wraps, in the event loop, its result awaited."""
-    if not hasattr(fn, "__wrapped__"):
-        return False
-    try:
-        return inspect.iscoroutinefunction(inspect.unwrap(fn))
-    except ValueError:  # a __wrapped__ cycle
-        return False
+    """A sync wrapper of an ``async def`` function (:func:`~mcp_tools.engine.context.wraps_a_coroutine_function`):
+    taken for sync, it ran in a thread and its result was the coroutine, never awaited (the caller got
+    the text ``"<coroutine object ...>"``); it runs as the async function it wraps, in the event loop."""
+    return wraps_a_coroutine_function(fn)
 
 
 def _parameters(fn: Any) -> list[inspect.Parameter]:
@@ -967,6 +960,8 @@ def _completers(where: str, given: dict[str, Callable[..., Any]] | None) -> dict
     by that keyword (:func:`takes_caller`): to leave out what the caller may not see."""
     completers: dict[str, Callable[..., Any]] = {}
     for argument, fn in (given or {}).items():
+        if wraps_a_coroutine_function(fn):  # a sync decorator around an async completer: awaited
+            fn = _awaited(fn)
         try:
             signature = inspect.signature(fn)
         except (TypeError, ValueError):  # a builtin without one: taken as given
@@ -988,6 +983,15 @@ def _completers(where: str, given: dict[str, Callable[..., Any]] | None) -> dict
                 f"{where}: the completer of {argument!r} must take (value, arguments) or (value), not {signature}") from None
         completers[argument] = _given_the_caller(fn, value_only=True) if extra else _value_only(fn)
     return completers
+
+
+def _awaited(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``, a sync wrapper of an async function, as the async function it is (its signature kept)."""
+    @functools.wraps(fn)
+    async def awaited(*args: Any, **kwargs: Any) -> Any:
+        return await fn(*args, **kwargs)
+
+    return awaited
 
 
 def takes_caller(completer: Callable[..., Any]) -> bool:
