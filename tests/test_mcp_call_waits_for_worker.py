@@ -71,3 +71,65 @@ def test_mcp_call_says_a_deferred_call_waits_for_a_worker_and_keeps_waiting(monk
     assert not command.is_alive() and failed == [], failed
     assert out.getvalue().strip() == "done on a worker"
     assert err.getvalue().count(NOTE) == 1, err.getvalue()
+
+
+ATTEMPTS: list[int] = []
+
+
+async def flaky_deferring(ctx: ToolContext) -> str:
+    await ctx.defer()
+    ATTEMPTS.append(1)
+    if len(ATTEMPTS) == 1:
+        raise ConnectionError("upstream down")
+    return "done on a worker"
+
+
+def test_mcp_call_does_not_say_no_worker_took_a_call_that_waits_for_its_retry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker ran the call and its ``retry_on`` exception has it wait for its retry (``retry_backoff``):
+    the row is ``worker=""`` again, but a worker has it (its lease covers the wait), and its retry takes it.
+    The note said "none has taken the call yet. Start one beside the server": false, and a second worker
+    started for it runs nothing sooner. Found by reading queued_for_a_worker against background.run_in_worker's
+    retry (it leaves ``worker=""`` with a lease)."""
+    from mcp_tools import store
+    from mcp_tools.models import ToolCall
+
+    ATTEMPTS.clear()
+    monkeypatch.setattr(mcp_call, "WORKER_NOTE_SECONDS", 0.2, raising=False)
+    real = store.sync_calls.queued_for_a_worker
+    retry_waits = threading.Event()
+    looked: list[bool] = []  # what the command's looks found once the call waits for its retry
+
+    def queued_for_a_worker(*args: Any) -> bool:
+        if not retry_waits.is_set():
+            return False  # the command looks only once the worker ran the call (below), not before it
+        looked.append(real(*args))
+        return looked[-1]
+
+    monkeypatch.setattr(store.sync_calls, "queued_for_a_worker", queued_for_a_worker)
+    out, err = io.StringIO(), io.StringIO()
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call_command("mcp_call", "zz_flaky_deferring", "--no-input", stdout=out, stderr=err)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            failed.append(exc)
+
+    tool = make_tool(flaky_deferring, name="zz_flaky_deferring", task_support="optional",
+                     retry_on=(ConnectionError,), max_retries=1, retry_backoff=60.0)
+    with registry.registered_temporarily(tool):
+        command = threading.Thread(target=run, daemon=True)
+        command.start()
+        poll(lambda: ToolCall.objects.filter(tool_name="zz_flaky_deferring").exists() or not command.is_alive(), "the call's row")
+        [call_id] = [str(pk) for pk in ToolCall.objects.filter(tool_name="zz_flaky_deferring").values_list("id", flat=True)]
+        with pytest.raises(background.RetryCall) as retry:  # attempt 0 fails on the worker: the retry runs in 60 s
+            async_to_sync(background.run_in_worker)(call_id, "w")
+        retry_waits.set()
+        poll(lambda: len(looked) >= 2 or NOTE in err.getvalue() or not command.is_alive(), "the command's looks at the call")
+        assert NOTE not in err.getvalue(), err.getvalue()
+        assert command.is_alive(), (failed, out.getvalue(), err.getvalue())
+        assert async_to_sync(background.run_in_worker)(call_id, "w", retry.value.task_id) == "finished"  # the retry
+        command.join(60)
+    assert not command.is_alive() and failed == [], failed
+    assert out.getvalue().strip() == "done on a worker"
+    assert NOTE not in err.getvalue(), err.getvalue()

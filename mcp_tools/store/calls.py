@@ -544,10 +544,15 @@ def expire_overdue(call_id: Any = None) -> int:
 
 def queued_for_a_worker(principal: str, tool_name: str, since: Any) -> bool:
     """Whether a live background call of ``principal``'s to ``tool_name``, made at or after ``since``,
-    waits for a worker to take it (no worker has claimed it): what ``mcp_call`` tells its operator."""
+    waits for a worker to take it (no worker has claimed it): what ``mcp_call`` tells its operator. Not one
+    that waits for its ``retry_on`` retry: ``worker`` is empty then too, but the worker that ran it holds
+    its lease over the wait (one past its lease, the retry's message lost or no worker left, counts)."""
+    from django.db.models import Q
+
     from ..models import ToolCall
 
-    return ToolCall.objects.filter(principal=principal, tool_name=tool_name, background=True, status=CallStatus.WORKING,
+    unheld = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=timezone.now())
+    return ToolCall.objects.filter(unheld, principal=principal, tool_name=tool_name, background=True, status=CallStatus.WORKING,
                                    worker="", created_at__gte=since).exists()
 
 
