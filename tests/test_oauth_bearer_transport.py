@@ -8,6 +8,7 @@ resource-server checks: no audience, no required scope, no tool scope (docs/oaut
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import secrets
@@ -220,3 +221,40 @@ async def test_query_access_token_is_refused_with_the_requests_id(body: Any, hea
     answer = response.json()
     assert {key: value for key, value in answer.items() if key == "id"} == expected, answer
     assert answer["error"]["code"] == -32600, answer
+
+
+async def test_query_access_token_refusal_does_not_wait_for_a_body_that_never_comes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Since the 400 for ``?access_token=`` reads the body for its request's id, a client that declared a
+    body and never sent it got no answer at all (before, the 400 went at once): found by driving the ASGI
+    app with a ``receive`` that never gives the body. The body is waited for only so long
+    (``QUERY_TOKEN_BODY_SECONDS``): past that the refusal goes, ``"id": null`` as before."""
+    from mcp_tools.transports import http
+
+    monkeypatch.setattr(http, "QUERY_TOKEN_BODY_SECONDS", 0.2, raising=False)
+    sent: list[dict[str, Any]] = []
+    client_left = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        await client_left.wait()  # the body never comes
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    headers = [(name.encode(), value.encode()) for name, value in {**post_headers(), "content-length": "40"}.items()]
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"access_token=abc",
+             "headers": headers, "scheme": "http", "server": ("testserver", 80), "client": ("127.0.0.1", 1), "root_path": "",
+             "http_version": "1.1", "asgi": {"version": "3.0"}}
+    with oauth_on([DOT_DRF]):
+        served = asyncio.ensure_future(site(b"access_token=abc")(scope, receive, send))
+        try:
+            deadline = asyncio.get_running_loop().time() + 30
+            while not any(message.get("type") == "http.response.start" for message in sent):
+                assert asyncio.get_running_loop().time() < deadline, "no answer while the body does not come"
+                await asyncio.sleep(0.05)
+        finally:
+            client_left.set()
+            await asyncio.wait_for(served, 10)
+    assert sent[0]["status"] == 400, sent
+    body = json.loads(b"".join(message.get("body", b"") for message in sent[1:]))
+    assert body["id"] is None and body["error"]["code"] == -32600, body

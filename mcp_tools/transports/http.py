@@ -115,6 +115,9 @@ class ClientGone(Exception):
 
 #: Seconds a client is told to wait before trying again (``Retry-After``) when the database is unavailable.
 DATABASE_RETRY_AFTER_SECONDS = 5
+#: How long the 400 for ``?access_token=`` waits for a POST's body to name the request it refuses
+#: (:meth:`McpEndpoint.name_the_request`); past that it answers ``"id": null``, not waiting on.
+QUERY_TOKEN_BODY_SECONDS = 5.0
 
 
 def database_unavailable(request_id: Any) -> HttpError:
@@ -917,10 +920,12 @@ class McpEndpoint:
         """Give ``refused``, a POST's refusal before its body was read (``?access_token=``), the id of
         the request the body holds, as :meth:`post` gives its own refusals: none for a notification or a
         response, null for a body that names no request. The body is read as any POST's is (bounded by
-        ``MAX_BODY_BYTES``); one larger than that is not read, and the refusal says null."""
+        ``MAX_BODY_BYTES``); one larger than that is not read, and the refusal says null, as it does for
+        a body that has not come within :data:`QUERY_TOKEN_BODY_SECONDS` (the refusal went at once before
+        its id was looked for: a client that never sent the body it declared got no answer at all)."""
         try:
-            body = await self.read_body(receive, headers)
-        except HttpError:
+            body = await asyncio.wait_for(self.read_body(receive, headers), QUERY_TOKEN_BODY_SECONDS)
+        except (HttpError, asyncio.TimeoutError):
             return
         try:
             message = jsonrpc.parse_body(body)
