@@ -107,3 +107,27 @@ async def test_a_caller_who_keeps_the_permission_gets_the_call_resumed() -> None
         again.gone.set()
         await asyncio.wait_for(again.task, 10)
     assert final["result"]["content"][0]["text"] == "done True", final
+
+
+async def test_a_response_the_log_holds_that_the_client_missed_is_not_withheld_for_ever() -> None:
+    """The call's response went out on a resumed stream (kept in the stream's log) but the client did not
+    read it (its connection dropped): it resumes from the same event, after its permission was taken.
+    The refusal was then kept as the stream's response, which the log refuses (it has one already): the
+    stream ended with ``retry`` and no response, and the client, resuming again, got the same for ever.
+    Found by reading refuse_resumed against store.append_response_event; reproduced with the raw ASGI
+    client. It is answered "Unknown tool" (sent, not kept: the log keeps the one response it has)."""
+    with registry.registered_temporarily(make_tool(ask, name=TOOL, permissions=["auth.view_user"])):
+        headers, _, event_id, asked = await dropped_call("resume-revoked-missed")
+        answer = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"confirm": True}}}
+        assert (await post_json(APP, answer, headers)).status == 202
+        resumed = {**headers, "accept": "text/event-stream", "last-event-id": event_id}
+        again = Stream("GET", resumed)
+        _, result = await again.wait_for(lambda m: m.get("id") == 17)  # what the client does not get to read
+        again.gone.set()
+        await asyncio.wait_for(again.task, 10)
+        assert result["result"]["content"][0]["text"] == "done True", result
+        await revoke("resume-revoked-missed")
+        third = Stream("GET", resumed)
+        await asyncio.wait_for(third.task, 10)  # the stream ends: with its answer, or (before) with "retry" and none
+        carried = [m for _, m in third.events()]
+    assert carried == [REFUSED], third.text()

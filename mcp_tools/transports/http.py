@@ -1438,15 +1438,27 @@ class McpEndpoint:
         started): its request is answered as a new request of it would be ("Unknown tool"), as a
         task's ``tasks/result`` answers "Unknown task"; nothing it missed is replayed, the call not
         followed. A client that has the response already (the stream carried it at or before
-        ``Last-Event-ID``: a POST stream's last event) gets nothing more: one response per request."""
-        if not any(_kind_and_id(payload)[0] == "response" for _, payload in events if payload):
+        ``Last-Event-ID``: a POST stream's last event) gets nothing more: one response per request.
+        One the log holds after ``Last-Event-ID`` (sent, but the client did not read it) is not replayed
+        either: the refusal is sent without being kept, the log keeping the one response it has (kept, it
+        was refused as a second response, and the stream ended with ``retry`` and none, resume after resume)."""
+        missed = any(_kind_and_id(payload)[0] == "response" for _, payload in events if payload)
+        if not missed:
             newest = await store.last_event_of_stream(stream_id)
             if newest and _kind_and_id(newest)[0] == "response":
                 await response._send({"type": "http.response.body", "body": b""})
                 return
         logger.info("Refused to resume the stream of call %s: %s", call_id, refused.message)
         request_id = jsonrpc.id_from_text(await store.call_request_id(call_id))
-        await response.finish(jsonrpc.error_message(request_id, refused))
+        message = jsonrpc.error_message(request_id, refused)
+        if not missed:
+            await response.finish(message)
+            return
+        payload = jsonrpc.dumps(message).decode()
+        with contextlib.suppress(OSError):
+            await response._send({"type": "http.response.body", "body": f"event: message\ndata: {payload}\n\n".encode(), "more_body": True})
+            await response._send({"type": "http.response.body", "body": b""})
+        response.closed = True
 
     async def standalone(self, receive: Any, response: Response, caller: StreamCaller,
                          missed_since: tuple[int, set[str]] | None = None) -> None:
