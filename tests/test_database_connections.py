@@ -54,10 +54,26 @@ def admin() -> Any:
 
 def backends(query_like: str) -> set[int]:
     """The test database's backends whose last statement looks like ``query_like``."""
+    return {pid for pid, _ in statements(query_like)}
+
+
+def statements(query_like: str, *, older_than: float = 0.0) -> set[tuple[int, Any]]:
+    """``(pid, state_change)`` of the backends :func:`backends` returns (of those that started more
+    than ``older_than`` seconds ago). Taken when a test begins, it tells the statements earlier
+    tests left as a backend's last (a thread that outlives its test, such as asgiref's shared one
+    or the loop's default executor, keeps its connection as that test's ``CONN_MAX_AGE`` said)
+    from the ones run since."""
     with admin() as server:
-        rows = server.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s AND query LIKE %s",
-                              (connections["default"].settings_dict["NAME"], query_like)).fetchall()
-    return {pid for (pid,) in rows}
+        rows = server.execute(
+            "SELECT pid, state_change FROM pg_stat_activity WHERE datname = %s AND query LIKE %s "
+            "AND backend_start <= now() - make_interval(secs => %s)",
+            (connections["default"].settings_dict["NAME"], query_like, older_than)).fetchall()
+    return {(pid, changed) for pid, changed in rows}
+
+
+def since(earlier: set[tuple[int, Any]], query_like: str, *, older_than: float = 0.0) -> set[int]:
+    """The backends whose last statement looks like ``query_like`` and ran since ``earlier`` was taken."""
+    return {pid for pid, changed in statements(query_like, older_than=older_than) if (pid, changed) not in earlier}
 
 
 def settled(read: Callable[[], Any], *, until: Callable[[Any], bool] = lambda _: False, bound: float = 30.0) -> Any:
@@ -254,12 +270,14 @@ async def test_sync_code_of_a_task_that_outlived_its_request_closes_its_connecti
 @on_postgresql
 async def test_a_worker_runs_rounds_after_the_database_dropped_idle_connections(
         queued: list[str], no_persistent_connections: None) -> None:
+    products = '%FROM "inventory_product"%'
+    earlier = await asyncio.to_thread(statements, products)  # not this test's: see statements()
     with registry.registered_temporarily(make_tool(count_products_later, background=True)):
         session = await open_session()
         assert (await run_on_worker(session))[0] == "completed"
-        left = await asyncio.to_thread(settled, lambda: backends('%FROM "inventory_product"%'), until=lambda pids: not pids)
+        left = await asyncio.to_thread(settled, lambda: since(earlier, products), until=lambda pids: not pids)
         assert left == set(), f"{len(left)} connection(s) left open after the round with CONN_MAX_AGE = 0"
-        await asyncio.to_thread(terminate, backends('%FROM "inventory_product"%'))
+        await asyncio.to_thread(terminate, since(earlier, products))
         status, result = await run_on_worker(session)
     assert status == "completed", result
 
@@ -464,14 +482,12 @@ async def test_idle_request_threads_close_their_connections_past_conn_max_age(sh
 
 @on_postgresql
 async def test_no_backend_outlives_conn_max_age_in_an_idle_request_thread(short_conn_max_age: None) -> None:
+    products = '%FROM "inventory_product"%'
+    earlier = await asyncio.to_thread(statements, products)  # not this test's: see statements()
     await burst_then_light_traffic(20)
 
     def older_than_max_age() -> int:
-        with admin() as server:
-            return int(server.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND query LIKE %s "
-                "AND backend_start < now() - make_interval(secs => %s)",
-                (connections["default"].settings_dict["NAME"], '%FROM "inventory_product"%', MAX_AGE + 0.5)).fetchone()[0])
+        return len(since(earlier, products, older_than=MAX_AGE + 0.5))
 
     stale = await asyncio.to_thread(settled, older_than_max_age, until=lambda n: n == 0)
     assert stale == 0, f"{stale} connections open past CONN_MAX_AGE = {MAX_AGE} s, in idle request threads"
