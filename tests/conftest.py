@@ -120,6 +120,17 @@ class CeleryWorker(ChildProcess):
         return self.log_path.read_text(errors="replace")
 
 
+@pytest.fixture
+def earlier_garbage_collected() -> None:
+    """Collect, before the test, what earlier tests left to the garbage collector (a task left
+    pending, a future whose exception nobody read, a coroutine whose ``finally`` raises, on loops
+    those tests closed): each is logged or raised as it is destroyed, and a test that collects to
+    see what its own code left must see only that."""
+    import gc
+
+    gc.collect()
+
+
 @pytest.fixture(params=["django-filter", "orm"])
 def filter_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Model tool filters applied through django-filter's ``FilterSet`` (a site that has it installed),

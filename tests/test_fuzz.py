@@ -24,7 +24,8 @@ COUNT = int(os.environ.get("MCP_FUZZ_COUNT", "2000"))
 
 
 @pytest.mark.parametrize("era", ERAS)
-async def test_malformed_requests_get_clean_refusals(era: str, caplog: pytest.LogCaptureFixture) -> None:
+async def test_malformed_requests_get_clean_refusals(era: str, caplog: pytest.LogCaptureFixture,
+                                                     earlier_garbage_collected: None) -> None:
     from asgiref.sync import sync_to_async
 
     caplog.set_level(logging.ERROR, logger="asyncio")

@@ -17,6 +17,9 @@ import pytest
 
 from mcp_tools.interprocess import broadcast
 
+# Each test collects garbage to see what its own closed loop left: what earlier tests left is collected first.
+pytestmark = pytest.mark.usefixtures("earlier_garbage_collected")
+
 
 class _Layer:
     """A channel layer that never delivers: enough for a listener to join its group and wait."""

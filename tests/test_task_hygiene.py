@@ -36,7 +36,9 @@ from tests.asgi_client import call_modern, http_scope, post_headers, receive_the
 from tests.test_http_spec_edges import APP, open_session
 from tests.test_session_stream_drop import Gate, dropped_at_two, gate, resumed  # noqa: F401  (gate: a fixture)
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# The tests collect garbage to see what their own code left (a future whose exception nobody read):
+# what earlier tests left is collected first.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("earlier_garbage_collected")]
 
 
 def _pending(qualname: str) -> list[asyncio.Task[Any]]:
