@@ -162,7 +162,9 @@ async def test_a_slow_sync_effect_is_not_run_again_by_an_identical_retry_on_anot
         on_a = asyncio.ensure_future(client.post("tools/call", retry, url=a.url))
         assert await _until(lambda: _lines(effects) >= 1, 20), "the effect never started on A"
         on_b = asyncio.ensure_future(client.post("tools/call", retry, url=b.url))  # the client retries (a timeout)
-        await _until(lambda: _lines(effects) >= 2, 5)  # B would run the effect again by now, were it to take over
+        # B would run the effect again by now, were it to take over (a round untouched for 3 s, three
+        # CANCEL_POLL_SECONDS of tests/race_server_settings.py, is taken over).
+        await _until(lambda: _lines(effects) >= 2, 10)
         (tmp_path / f"{tag}.release").touch()
         (_, answer_a), (_, answer_b) = await asyncio.gather(on_a, on_b)
     assert _lines(effects) == 1, f"the effect ran {_lines(effects)} times"
