@@ -41,6 +41,7 @@ from .journal import (
     Journal, Step, canonical_json, check_step_key, derived_step_key, digest, digest_of_text, failed_once_key, plainly_storable,
     unstorable_part,
 )
+from .wrapped import call_async, wraps_a_coroutine_function
 
 if TYPE_CHECKING:
     from ..server.auth import Principal
@@ -942,19 +943,6 @@ class ToolContext:
         await self.log("info", data)
 
 
-def wraps_a_coroutine_function(fn: Any) -> bool:
-    """Whether ``fn`` is a sync wrapper (``functools.wraps``, nested too; a decorator written as a class
-    with ``functools.update_wrapper``) of an ``async def`` function: a decorator written without async in
-    mind, whose call returns the coroutine. It runs as the async function it wraps, its result awaited
-    (a tool, prompt, resource, completer or ``ctx.once`` effect)."""
-    if not hasattr(fn, "__wrapped__"):
-        return False
-    try:
-        return inspect.iscoroutinefunction(inspect.unwrap(fn))
-    except ValueError:  # a __wrapped__ cycle
-        return False
-
-
 def _storable_result(key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn``, sync or async as it is, raising :class:`UnstorableOnceValue` for a value its journal
     entry cannot hold (:func:`~mcp_tools.engine.journal.unstorable_part`).
@@ -979,7 +967,7 @@ def _storable_result(key: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     if asyncio.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)) or wraps_a_coroutine_function(fn):
 
         async def checked_async(*args: Any, **kwargs: Any) -> Any:
-            return check(await fn(*args, **kwargs))
+            return check(await call_async(fn, *args, **kwargs))
 
         return checked_async
 

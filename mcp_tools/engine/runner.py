@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from asgiref.sync import sync_to_async
 
 from .context import SyncToolContext, ToolContext
+from .wrapped import call_async
 from .errors import Defer, Suspend
 from .journal import Journal, Step
 
@@ -114,7 +115,7 @@ async def run(inv: Invocation) -> Outcome:
         elif inv.is_async:
             if inv.context_param:
                 kwargs = {**kwargs, inv.context_param: ToolContext(inv)}
-            value = await inv.fn(**kwargs)
+            value = await call_async(inv.fn, **kwargs)  # a sync wrapper of an async def: in a thread
         else:
             if inv.context_param:
                 kwargs = {**kwargs, inv.context_param: SyncToolContext(inv)}

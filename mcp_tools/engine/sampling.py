@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import sync_to_async
 
 from ..protocol.errors import InvalidArguments, McpError
+from .wrapped import call_async
 
 if TYPE_CHECKING:
     from ..registry import Tool
@@ -75,7 +76,7 @@ async def run_tool_use(ctx: ToolContext, tools: list[Tool], use: dict[str, Any])
     try:
         async with deadline:
             if tool.is_async:
-                value = await tool.fn(**kwargs)
+                value = await call_async(tool.fn, **kwargs)  # a sync wrapper of an async def: in a thread
             else:
                 # A sync tool's thread cannot be stopped: past the limit the model is answered
                 # and the thread finishes on its own.

@@ -26,7 +26,8 @@ from django.utils.functional import Promise
 import pydantic
 from pydantic import BaseModel, TypeAdapter
 
-from ..engine.context import ToolContext, wraps_a_coroutine_function
+from ..engine.context import ToolContext
+from ..engine.wrapped import call_async, wraps_a_coroutine_function
 from ..protocol.errors import invalid_params
 from . import results
 from .param_headers import header_properties
@@ -140,7 +141,8 @@ def _is_async(fn: Any) -> bool:
 def _wraps_a_coroutine_function(fn: Any) -> bool:
     """A sync wrapper of an ``async def`` function (:func:`~mcp_tools.engine.context.wraps_a_coroutine_function`):
     taken for sync, it ran in a thread and its result was the coroutine, never awaited (the caller got
-    the text ``"<coroutine object ...>"``); it runs as the async function it wraps, in the event loop."""
+    the text ``"<coroutine object ...>"``); it runs as the async function it wraps (the wrapper itself in a
+    thread, its coroutine awaited in the event loop: :func:`~mcp_tools.engine.context.call_async`)."""
     return wraps_a_coroutine_function(fn)
 
 
@@ -989,7 +991,7 @@ def _awaited(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn``, a sync wrapper of an async function, as the async function it is (its signature kept)."""
     @functools.wraps(fn)
     async def awaited(*args: Any, **kwargs: Any) -> Any:
-        return await fn(*args, **kwargs)
+        return await call_async(fn, *args, **kwargs)  # the wrapper in a thread, its coroutine awaited
 
     return awaited
 

@@ -37,6 +37,7 @@ from django.utils import timezone
 
 from .. import engine, store
 from ..conf import mcp_settings
+from ..engine.wrapped import runs_a_sync_wrapper
 from ..engine.errors import Defer, ElicitationCancelled, ElicitationDeclined, NonDeterministicHandler, StepFailed, Suspend, once_exception
 from ..engine.journal import Journal, Step, digest
 from ..interprocess import cancellation, events, wakeups
@@ -86,8 +87,10 @@ class Target:
     def inline(self) -> bool:
         """Whether :func:`run_fresh` may run the handler's first step itself: an async handler
         without a context parameter (it can neither ask, journal nor defer) that is not a
-        background tool."""
-        return self.is_async and self.context_param is None and (self.tool is None or not self.tool.background)
+        background tool, nor a sync wrapper of an ``async def`` (run in a thread by the runner:
+        :func:`~mcp_tools.engine.context.call_async`)."""
+        return (self.is_async and self.context_param is None and (self.tool is None or not self.tool.background)
+                and not runs_a_sync_wrapper(self.fn))
 
     @functools.cached_property
     def bound_params(self) -> dict[str, Any]:
