@@ -270,8 +270,9 @@ class ModelAction(base.Declaration):
                lookup: Any = None) -> dict[str, Any]:
         """Run the method in a transaction; with ``asked`` (the question the user said yes to), on
         the row as it is now, locked, unless it is gone or the question would now read otherwise.
-        Without (no confirmation), an action that writes runs on its row locked and asked its object
-        permissions again: refused as :meth:`run` refuses (``lookup`` is the value it was asked by)."""
+        Without (no confirmation), an action that writes runs on its row as it is now, read again through
+        the queryset and locked, and asked its object permissions again: refused as :meth:`run` refuses
+        (``lookup`` is the value it was asked by), not found if the row left the queryset meanwhile."""
         fn = self.function()
         assert fn is not None
         _, _, context_param = self._method_parameters(fn)
@@ -288,9 +289,12 @@ class ModelAction(base.Declaration):
                 elif not self.read_only:
                     # run asked the object's permissions of the row before this transaction: a
                     # permission gone by now (a rule that reads the row, one revoked) refuses the action.
-                    if not model._base_manager.db_manager(alias).select_for_update().filter(pk=obj.pk).exists():
+                    # The row read again through the queryset, as a confirmed action's (not refreshed
+                    # through the base manager, which dropped the queryset's prefetches: a Prefetch of
+                    # what the caller may see was every row); one gone from it meanwhile is not found.
+                    obj = current_row(self.get_queryset(ctx), obj)
+                    if obj is None:
                         raise base.not_found(model, self.lookup_field, lookup)
-                    obj.refresh_from_db(using=alias)
                     base.check_object(ctx.user, self.permissions, obj, base.object_permissions_enabled(self.object_permissions),
                                       self.method.replace("_", " "), (self.lookup_field, lookup))
                 # In its transaction (and, confirmed, in the store's thread): a ctx.once there would wait on
