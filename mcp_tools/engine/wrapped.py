@@ -34,6 +34,8 @@ def runs_a_sync_wrapper(fn: Any) -> bool:
         fn = fn.func
     if isinstance(fn, staticmethod):
         fn = fn.__func__
+    if "__wrapped__" not in getattr(fn, "__dict__", ()):
+        return False  # most handlers, asked on every call: no wrapper of anything (a dict lookup)
     if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(type(fn), "__call__", None)):
         return False
     return wraps_a_coroutine_function(fn)
