@@ -135,15 +135,9 @@ def _is_async(fn: Any) -> bool:
     target = _unwrapped(fn)
     return (inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(_described(fn))
             or (_is_callable_object(target) and inspect.iscoroutinefunction(type(target).__call__))
-            or _wraps_a_coroutine_function(target))
-
-
-def _wraps_a_coroutine_function(fn: Any) -> bool:
-    """A sync wrapper of an ``async def`` function (:func:`~mcp_tools.engine.context.wraps_a_coroutine_function`):
-    taken for sync, it ran in a thread and its result was the coroutine, never awaited (the caller got
-    the text ``"<coroutine object ...>"``); it runs as the async function it wraps (the wrapper itself in a
-    thread, its coroutine awaited in the event loop: :func:`~mcp_tools.engine.context.call_async`)."""
-    return wraps_a_coroutine_function(fn)
+            # A sync wrapper (functools.wraps) of an async def: taken for sync, it ran in a thread and
+            # answered "<coroutine object ...>"; it runs as the async function it wraps (engine.wrapped).
+            or wraps_a_coroutine_function(target))
 
 
 def _parameters(fn: Any) -> list[inspect.Parameter]:

@@ -88,7 +88,7 @@ class Target:
         """Whether :func:`run_fresh` may run the handler's first step itself: an async handler
         without a context parameter (it can neither ask, journal nor defer) that is not a
         background tool, nor a sync wrapper of an ``async def`` (run in a thread by the runner:
-        :func:`~mcp_tools.engine.context.call_async`)."""
+        :func:`~mcp_tools.engine.wrapped.call_async`)."""
         return (self.is_async and self.context_param is None and (self.tool is None or not self.tool.background)
                 and not runs_a_sync_wrapper(self.fn))
 
