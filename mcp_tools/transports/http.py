@@ -719,17 +719,17 @@ class Response:
         """Send ``message`` as an event (kept for ``Last-Event-ID`` on a session's stream)."""
         await self._event(message, last=False)
 
-    async def _event(self, message: dict[str, Any], *, last: bool) -> bool:
+    async def _event(self, message: dict[str, Any], *, last: bool, kept: bool = True) -> bool:
         """:meth:`event`; ``last``: ``message`` is the request's response, kept only if no other connection
         to the stream answered first (:func:`store.append_response_event`). False when one had: nothing
-        sent, and the stream is to end."""
+        sent, and the stream is to end. ``kept=False``: sent without an id, not kept for ``Last-Event-ID``."""
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
             await self.start_stream()
             payload = jsonrpc.dumps(message).decode()
             prefix = ""
-            if self.event_ids and self.session_id and self.stream_id:
+            if kept and self.event_ids and self.session_id and self.stream_id:
                 if last:
                     answered_here = await store.append_response_event(self.session_id, self.stream_id, payload)
                     if answered_here is None:
@@ -1454,9 +1454,8 @@ class McpEndpoint:
         if not missed:
             await response.finish(message)
             return
-        payload = jsonrpc.dumps(message).decode()
+        await response._event(message, last=True, kept=False)
         with contextlib.suppress(OSError):
-            await response._send({"type": "http.response.body", "body": f"event: message\ndata: {payload}\n\n".encode(), "more_body": True})
             await response._send({"type": "http.response.body", "body": b""})
         response.closed = True
 
